@@ -1,0 +1,55 @@
+-- lib.lua: helpers prepended to every script (not a script of its own).
+-- Every script takes the same KEYS, the five keys of one slot:
+--   KEYS[1] due  (zset: id -> fire time)     KEYS[2] run (zset: id -> lease deadline)
+--   KEYS[3] dead (zset: id -> time of death) KEYS[4] job (hash: id -> record JSON)
+--   KEYS[5] seq  (counter of run tokens)
+-- A record holds only fields that differ from the topic's defaults (src/store/record.rs);
+-- an empty record is not stored at all.
+local DUE, RUN, DEAD, JOB, SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
+
+local function load(id)
+  local raw = redis.call('HGET', JOB, id)
+  if raw then return cjson.decode(raw) end
+  return {}
+end
+
+local function decode(raw)
+  if raw and raw ~= '' then return cjson.decode(raw) end
+  return {}
+end
+
+local function save(id, rec)
+  if next(rec) == nil then
+    redis.call('HDEL', JOB, id)
+  else
+    redis.call('HSET', JOB, id, cjson.encode(rec))
+  end
+end
+
+-- Where the job is: 'scheduled', 'running', 'dead' or nil, with the score there.
+local function locate(id)
+  local s = redis.call('ZSCORE', DUE, id)
+  if s then return 'scheduled', tonumber(s) end
+  s = redis.call('ZSCORE', RUN, id)
+  if s then return 'running', tonumber(s) end
+  s = redis.call('ZSCORE', DEAD, id)
+  if s then return 'dead', tonumber(s) end
+  return nil, nil
+end
+
+-- The debounce cap: a fire time never goes past the record's max fire time.
+local function capped(rec, at)
+  if rec.x and at > rec.x then return rec.x end
+  return at
+end
+
+-- Back to scheduled at `at` after a run: the run's fields go.
+local function reschedule(id, rec, at)
+  rec.k = nil; rec.f = nil; rec.r = nil
+  redis.call('ZADD', DUE, at, id)
+end
+
+local function is_head(id)
+  local head = redis.call('ZRANGE', DUE, 0, 0)
+  return head[1] == id
+end

@@ -1,0 +1,72 @@
+-- pump.lua: hand out a slot's due jobs, and take back runs whose lease expired.
+-- KEYS: the slot's five keys (see lib.lua).
+-- ARGV[1] now (ms)
+-- ARGV[2] limit: most jobs to hand out (and most expired leases to take back)
+-- ARGV[3] lease length (ms): a run must report by now + this
+-- ARGV[4] the topic's max attempts (for records that do not name their own)
+-- Returns {next_at, expired, id, fire_at, token, record, id, fire_at, token, record, ...}:
+--   next_at: the next instant the slot needs attention (earliest due job or lease deadline
+--            left), -1 when none; expired: leases taken back.
+-- A job is never handed out before its fire time: only scores <= now are taken.
+local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local default_max = tonumber(ARGV[4])
+
+-- Runs that did not report in time: scheduled again (due now, or at a reset that arrived
+-- during the run), or dead when their attempts are used up.
+local expired = redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, limit)
+for _, id in ipairs(expired) do
+  redis.call('ZREM', RUN, id)
+  local rec = load(id)
+  local attempts, max = rec.a or 0, rec.m or default_max
+  if rec.r then
+    local at = rec.r
+    rec.a = nil; rec.e = nil
+    reschedule(id, rec, at)
+  else
+    rec.e = 'lease expired: the run did not report within the visibility timeout (attempt '
+      .. attempts .. ' of ' .. max .. ')'
+    if attempts >= max then
+      rec.k = nil
+      redis.call('ZADD', DEAD, now, id)
+    else
+      reschedule(id, rec, now)
+    end
+  end
+  save(id, rec)
+end
+
+local out = {-1, #expired}
+local due = redis.call('ZRANGEBYSCORE', DUE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+local count = #due / 2
+if count > 0 then
+  local ids, run = {}, {}
+  for i = 1, count do
+    ids[i] = due[2 * i - 1]
+    run[2 * i - 1] = now + lease
+    run[2 * i] = ids[i]
+  end
+  redis.call('ZREM', DUE, unpack(ids))
+  redis.call('ZADD', RUN, unpack(run))
+  local first = redis.call('INCRBY', SEQ, count) - count
+  local recs = redis.call('HMGET', JOB, unpack(ids))
+  for i, id in ipairs(ids) do
+    local rec = decode(recs[i])
+    rec.a = (rec.a or 0) + 1
+    rec.k = first + i
+    rec.f = tonumber(due[2 * i])
+    local raw = cjson.encode(rec)
+    redis.call('HSET', JOB, id, raw)
+    out[#out + 1] = id
+    out[#out + 1] = due[2 * i]
+    out[#out + 1] = rec.k
+    out[#out + 1] = raw
+  end
+end
+
+local nd = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
+local nr = redis.call('ZRANGE', RUN, 0, 0, 'WITHSCORES')
+local next_at = -1
+if nd[2] then next_at = tonumber(nd[2]) end
+if nr[2] and (next_at < 0 or tonumber(nr[2]) < next_at) then next_at = tonumber(nr[2]) end
+out[1] = next_at
+return out

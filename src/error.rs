@@ -1,0 +1,52 @@
+//! Typed errors of the library. The HTTP layer maps them to statuses in one place
+//! (`http/error.rs`); nothing else decides what a caller sees.
+
+use thiserror::Error;
+
+/// Everything a store or runtime call can fail with.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// A caller's argument was rejected before the store was touched.
+    #[error("invalid {field}: {message}")]
+    Invalid {
+        field: &'static str,
+        message: String,
+    },
+
+    /// A payload larger than its topic allows.
+    #[error("payload is {size} bytes, over the topic's limit of {limit} bytes")]
+    PayloadTooLarge { size: usize, limit: usize },
+
+    /// A topic that does not exist while auto-creation is off.
+    #[error("topic {0:?} does not exist and auto-creation is off")]
+    UnknownTopic(String),
+
+    /// A topic setting that may not change once jobs may exist (it would misroute them).
+    #[error("topic {topic:?}: {message}")]
+    TopicConflict { topic: String, message: String },
+
+    /// The store could not be reached or answered with an error.
+    #[error("store unavailable: {0}")]
+    Unavailable(String),
+
+    /// The store's data is not what this version expects (a bug or a foreign writer).
+    #[error("corrupt store data: {0}")]
+    Corrupt(String),
+}
+
+impl Error {
+    pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
+        Error::Invalid {
+            field,
+            message: message.into(),
+        }
+    }
+}
+
+impl From<redis::RedisError> for Error {
+    fn from(e: redis::RedisError) -> Self {
+        Error::Unavailable(e.to_string())
+    }
+}
+
+pub type Result<T, E = Error> = std::result::Result<T, E>;

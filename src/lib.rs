@@ -1,0 +1,20 @@
+//! timeout-center: stores jobs that must fire at a future instant and fires each one, at
+//! least once and on time, to the code that handles its type.
+//!
+//! The map: [`store`] (the `Store` trait and its engines), [`job`] (what goes in and out),
+//! [`topic`] (named, sharded delay queues), [`routing`] (job to slot), [`validate`]
+//! (argument checks), [`time`] (milliseconds and the clock), [`error`].
+
+pub mod error;
+pub mod job;
+pub mod routing;
+pub mod store;
+pub mod time;
+pub mod topic;
+pub mod validate;
+
+pub use error::{Error, Result};
+pub use job::*;
+pub use store::{SharedStore, Store, StoreOptions};
+pub use time::Millis;
+pub use topic::{Backoff, TopicConfig};

@@ -1,0 +1,100 @@
+//! The store: one trait, and its engines. Every method that changes a job is atomic (one Lua
+//! script in Redis), and takes `now` as an argument so callers and tests choose the time.
+
+mod keys;
+pub mod record;
+pub mod redis;
+mod scripts;
+mod topics;
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::job::{
+    CreateSpec, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped, Reset,
+    ResetReport, RunOutcome, ScheduleMode, Scheduled, TopicStats,
+};
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+pub use self::keys::{SlotKeys, events as events_key, wake_channel};
+pub use self::redis::RedisStore;
+pub use self::topics::StoreOptions;
+
+/// Largest page of dead letters or events one call returns.
+pub const MAX_PAGE: usize = 1_000;
+
+/// A store of jobs. `Arc<dyn Store>` is what the runtime and the HTTP layer hold.
+#[async_trait]
+pub trait Store: Send + Sync + 'static {
+    /// The engine's name, as in the `store` setting (`redis`, `memory`).
+    fn engine(&self) -> &'static str;
+
+    /// Succeeds when the store answers.
+    async fn ping(&self) -> Result<()>;
+
+    /// Creates or updates a topic. A topic's slot count cannot change once it exists.
+    async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>>;
+
+    /// A topic's settings; a topic used but never configured is created with the defaults
+    /// unless auto-creation is off.
+    async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>>;
+
+    /// Every known topic, by name.
+    async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>>;
+
+    /// Creates, replaces or moves one job, as `mode` says.
+    async fn schedule(
+        &self,
+        topic: &str,
+        job: NewJob,
+        mode: ScheduleMode,
+        now: Millis,
+    ) -> Result<Scheduled>;
+
+    /// Moves many jobs' fire times (heartbeats); with `create`, a missing job is created.
+    async fn reset_many(
+        &self,
+        topic: &str,
+        resets: &[Reset],
+        create: Option<&CreateSpec>,
+        now: Millis,
+    ) -> Result<ResetReport>;
+
+    /// Removes a job in any state; the state it was in, or `None` if there was none.
+    async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>>;
+
+    async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>>;
+
+    /// Hands out up to `limit` of a slot's due jobs (fire time at or before `now`) with a
+    /// lease, and takes back runs whose lease expired.
+    async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped>;
+
+    /// Applies a run's outcome. A run whose lease was taken over gets `Finished::Stale`.
+    async fn finish(
+        &self,
+        topic: &str,
+        run: &Leased,
+        outcome: RunOutcome,
+        now: Millis,
+    ) -> Result<Finished>;
+
+    /// Extends a live run's lease to `until`; false when the run is stale.
+    async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool>;
+
+    /// Dead letters oldest first, after the cursor `after` (a previous page's `next`).
+    async fn dead_list(&self, topic: &str, after: Option<&str>, limit: usize) -> Result<DeadPage>;
+
+    /// Schedules a dead job again, due `now`, attempts starting again; false if none.
+    async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool>;
+
+    /// Drops a dead letter; false if there is no such dead job.
+    async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool>;
+
+    /// Scheduled, running and dead counts per slot and in total, and the next fire time.
+    async fn stats(&self, topic: &str) -> Result<TopicStats>;
+}
+
+pub type SharedStore = Arc<dyn Store>;

@@ -1,0 +1,165 @@
+//! The stored form of a job's details, shared by Rust and the Lua scripts.
+//!
+//! A record holds only what differs from its topic's defaults, under one-letter names, so a
+//! plain job (the topic's default type, no payload, default limits) has no record at all and
+//! costs no more than its sorted-set entry. The fields, as the scripts read and write them:
+//!
+//! | field | meaning | absent means |
+//! |---|---|---|
+//! | `t` | job type | the topic's `default_type` |
+//! | `p` | payload, as JSON text | `null` |
+//! | `m` | max attempts | the topic's `max_attempts` |
+//! | `x` | max fire time (debounce cap) | none |
+//! | `a` | attempts made | 0 |
+//! | `c`, `u` | created and updated instants | unknown (plain jobs) |
+//! | `e` | last error | none |
+//! | `k` | token of the current run | not running |
+//! | `f` | fire time of the current run, or of the last one for a dead job | the due score |
+//! | `r` | fire time of a reset that arrived during the current run | none |
+
+use serde::{Deserialize, Serialize};
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::job::{Job, JobState};
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+pub struct Record {
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub t: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub p: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub m: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub x: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub a: Option<u32>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub c: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub u: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub e: Option<String>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub k: Option<u64>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub f: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub r: Option<Millis>,
+}
+
+impl Record {
+    /// The definition part of a new job's record: only what differs from the topic's
+    /// defaults. Empty for a plain job.
+    pub fn spec(
+        topic: &TopicConfig,
+        job_type: Option<&str>,
+        payload: &Value,
+        max_attempts: Option<u32>,
+        max_fire_at: Option<Millis>,
+    ) -> Record {
+        Record {
+            t: job_type
+                .filter(|t| *t != topic.default_type)
+                .map(str::to_string),
+            p: (!payload.is_null()).then(|| payload.to_string()),
+            m: max_attempts.filter(|m| *m != topic.max_attempts),
+            x: max_fire_at,
+            ..Record::default()
+        }
+    }
+
+    pub fn is_empty(&self) -> bool {
+        *self == Record::default()
+    }
+
+    /// The JSON text handed to a script ("" for an empty spec, which the scripts read as a
+    /// plain job).
+    pub fn to_arg(&self) -> String {
+        if self.is_empty() {
+            String::new()
+        } else {
+            serde_json::to_string(self).expect("a record always serialises")
+        }
+    }
+
+    pub fn parse(raw: &str) -> Result<Record> {
+        if raw.is_empty() {
+            return Ok(Record::default());
+        }
+        serde_json::from_str(raw).map_err(|e| Error::Corrupt(format!("job record {raw:?}: {e}")))
+    }
+
+    /// The job this record describes, given where the job was found: `score` is the due
+    /// time (scheduled), the lease deadline (running) or the time of death (dead).
+    pub fn into_job(
+        self,
+        topic: &TopicConfig,
+        id: String,
+        state: JobState,
+        score: Millis,
+    ) -> Result<Job> {
+        let payload = match &self.p {
+            Some(text) => serde_json::from_str(text)
+                .map_err(|e| Error::Corrupt(format!("payload of job {id:?}: {e}")))?,
+            None => Value::Null,
+        };
+        let (fire_at, lease_until, dead_at) = match state {
+            JobState::Scheduled => (score, None, None),
+            JobState::Running => (self.f.unwrap_or(score), Some(score), None),
+            JobState::Dead => (self.f.unwrap_or(score), None, Some(score)),
+        };
+        Ok(Job {
+            topic: topic.name.clone(),
+            id,
+            job_type: self.t.unwrap_or_else(|| topic.default_type.clone()),
+            payload,
+            state,
+            fire_at,
+            max_fire_at: self.x,
+            attempts: self.a.unwrap_or(0),
+            max_attempts: self.m.unwrap_or(topic.max_attempts),
+            created_at: self.c,
+            updated_at: self.u,
+            last_error: self.e,
+            lease_until,
+            dead_at,
+            pending_fire_at: self.r,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde_json::json;
+
+    #[test]
+    fn a_plain_job_has_an_empty_record() {
+        let topic = TopicConfig::named("t");
+        let spec = Record::spec(&topic, Some("emit"), &Value::Null, Some(16), None);
+        assert!(spec.is_empty());
+        assert_eq!(spec.to_arg(), "");
+    }
+
+    #[test]
+    fn a_record_keeps_only_what_differs() {
+        let topic = TopicConfig::named("t");
+        let spec = Record::spec(&topic, Some("webhook"), &json!({"a": 1}), Some(3), Some(9));
+        assert_eq!(
+            spec.to_arg(),
+            r#"{"t":"webhook","p":"{\"a\":1}","m":3,"x":9}"#
+        );
+        let job = spec
+            .into_job(&topic, "j".into(), JobState::Scheduled, 5)
+            .unwrap();
+        assert_eq!(job.payload, json!({"a": 1}));
+        assert_eq!(
+            (job.fire_at, job.max_attempts, job.max_fire_at),
+            (5, 3, Some(9))
+        );
+    }
+}

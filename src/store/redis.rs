@@ -1,0 +1,559 @@
+//! The Redis engine: per slot, sorted sets of scheduled, running and dead jobs and a hash of
+//! job records (see `keys.rs` and `record.rs`); every change of a job is one script of `lua/`.
+//! Generic over the connection, so one code path serves a single node and a Redis Cluster.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncCommands, Value};
+
+use super::keys::{SlotKeys, TOPICS};
+use super::record::Record;
+use super::scripts::Scripts;
+use super::topics::{StoreOptions, TopicCache, check_update};
+use super::{MAX_PAGE, Store};
+use crate::error::{Error, Result};
+use crate::job::{
+    CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped,
+    Reset, ResetReport, RunOutcome, ScheduleMode, ScheduleOutcome, Scheduled, SlotStats,
+    TopicStats,
+};
+use crate::routing::slot_of;
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+use crate::validate;
+
+/// How long a command may wait for Redis before the call fails (and HTTP answers 503).
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The Redis engine over a connection `C` (a `ConnectionManager` or a cluster connection).
+pub struct RedisStore<C> {
+    conn: C,
+    scripts: Arc<Scripts>,
+    topics: TopicCache,
+    options: StoreOptions,
+}
+
+impl RedisStore<ConnectionManager> {
+    /// Connects to one Redis node. The connection is made lazily and remade after a loss, so
+    /// a store created while Redis is down starts serving once Redis is back.
+    pub async fn connect(url: &str, options: StoreOptions) -> Result<Self> {
+        let client = redis::Client::open(url)
+            .map_err(|e| Error::invalid("redis.url", format!("{url:?}: {e}")))?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
+        Ok(RedisStore::with_connection(conn, options))
+    }
+}
+
+impl RedisStore<ClusterConnection> {
+    /// Connects to a Redis Cluster through any of its nodes.
+    pub async fn connect_cluster(nodes: &[String], options: StoreOptions) -> Result<Self> {
+        let client = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+            .response_timeout(RESPONSE_TIMEOUT)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))?;
+        let conn = client.get_async_connection().await?;
+        Ok(RedisStore::with_connection(conn, options))
+    }
+}
+
+impl<C> RedisStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    pub fn with_connection(conn: C, options: StoreOptions) -> Self {
+        RedisStore {
+            conn,
+            scripts: Arc::new(Scripts::new()),
+            topics: TopicCache::default(),
+            options,
+        }
+    }
+
+    /// A clone of the connection (multiplexed: clones share one socket).
+    pub fn connection(&self) -> C {
+        self.conn.clone()
+    }
+
+    fn locate(&self, topic: &TopicConfig, job: &JobRef) -> Result<(u32, SlotKeys)> {
+        validate::job_id(&job.id)?;
+        validate::shard_key(job.shard_key.as_deref())?;
+        let slot = slot_of(job.route_key(), topic.slots);
+        Ok((slot, SlotKeys::new(&topic.name, slot)))
+    }
+
+    async fn reset_slot(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        batch: &[&Reset],
+        create: Option<&str>,
+        now: Millis,
+    ) -> Result<(u64, u64, Millis, Vec<String>)> {
+        let keys = SlotKeys::new(&topic.name, slot);
+        let mut call = self.scripts.reset_many.prepare_invoke();
+        call.key(keys.all()).arg(now).arg(create.unwrap_or("-"));
+        for r in batch {
+            call.arg(&r.job.id).arg(r.fire_at);
+        }
+        let reply: Vec<Value> = call.invoke_async(&mut self.conn.clone()).await?;
+        let (reset, created, head) = (int(&reply[0])?, int(&reply[1])?, int(&reply[2])?);
+        let missing = reply[3..].iter().map(text).collect::<Result<_>>()?;
+        Ok((reset as u64, created as u64, head, missing))
+    }
+
+    async fn slot_stats(&self, topic: &str, slot: u32) -> Result<SlotStats> {
+        let keys = SlotKeys::new(topic, slot);
+        let (scheduled, running, dead, head): (u64, u64, u64, Vec<(String, f64)>) = redis::pipe()
+            .zcard(&keys.due)
+            .zcard(&keys.run)
+            .zcard(&keys.dead)
+            .zrange_withscores(&keys.due, 0, 0)
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(SlotStats {
+            slot,
+            scheduled,
+            running,
+            dead,
+            next_fire_at: head.first().map(|(_, s)| *s as Millis),
+        })
+    }
+}
+
+#[async_trait]
+impl<C> Store for RedisStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn engine(&self) -> &'static str {
+        "redis"
+    }
+
+    async fn ping(&self) -> Result<()> {
+        let _: String = redis::cmd("PING")
+            .query_async(&mut self.conn.clone())
+            .await?;
+        Ok(())
+    }
+
+    async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
+        config.validate()?;
+        let mut conn = self.conn.clone();
+        let old: Option<String> = conn.hget(TOPICS, &config.name).await?;
+        if let Some(old) = old {
+            check_update(&parse_topic(&old)?, &config)?;
+        }
+        let json = serde_json::to_string(&config).expect("topic config serialises");
+        let _: () = conn.hset(TOPICS, &config.name, json).await?;
+        Ok(self.topics.insert(config))
+    }
+
+    async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
+        if let Some(t) = self.topics.get(name) {
+            return Ok(t);
+        }
+        let mut conn = self.conn.clone();
+        let stored: Option<String> = conn.hget(TOPICS, name).await?;
+        let config = match stored {
+            Some(json) => parse_topic(&json)?,
+            None => {
+                let config = self.options.defaults_for(name)?;
+                let json = serde_json::to_string(&config).expect("topic config serialises");
+                // Another instance may create it at the same moment: the first one wins and
+                // both read back the same settings.
+                let _: bool = conn.hset_nx(TOPICS, name, json).await?;
+                let json: String = conn.hget(TOPICS, name).await?;
+                parse_topic(&json)?
+            }
+        };
+        Ok(self.topics.insert(config))
+    }
+
+    async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
+        let all: BTreeMap<String, String> = self.conn.clone().hgetall(TOPICS).await?;
+        all.values()
+            .map(|json| parse_topic(json).map(|c| self.topics.insert(c)))
+            .collect()
+    }
+
+    async fn schedule(
+        &self,
+        topic: &str,
+        job: NewJob,
+        mode: ScheduleMode,
+        now: Millis,
+    ) -> Result<Scheduled> {
+        let t = self.topic(topic).await?;
+        validate::new_job(&t, &job)?;
+        let (slot, keys) = self.locate(
+            &t,
+            &JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone()),
+        )?;
+        let spec = Record::spec(
+            &t,
+            job.job_type.as_deref(),
+            &job.payload,
+            job.max_attempts,
+            job.max_fire_at,
+        );
+        let mode_arg = match mode {
+            ScheduleMode::Upsert => "upsert",
+            ScheduleMode::CreateOnly => "create",
+            ScheduleMode::ResetOnly => "reset",
+        };
+        let reply: Vec<Value> = self
+            .scripts
+            .schedule
+            .key(keys.all())
+            .arg(&job.id)
+            .arg(mode_arg)
+            .arg(job.fire_at)
+            .arg(now)
+            .arg(spec.to_arg())
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        let outcome = match text(&reply[0])?.as_str() {
+            "created" => ScheduleOutcome::Created,
+            "replaced" => ScheduleOutcome::Replaced,
+            "exists" => ScheduleOutcome::Exists,
+            "reset" => ScheduleOutcome::Reset,
+            "missing" => ScheduleOutcome::Missing,
+            other => return Err(Error::Corrupt(format!("schedule.lua answered {other:?}"))),
+        };
+        let fire_at = int(&reply[2])?;
+        Ok(Scheduled {
+            outcome,
+            slot,
+            state: parse_state(&text(&reply[1])?)?,
+            fire_at: (fire_at >= 0).then_some(fire_at),
+            is_head: int(&reply[3])? == 1,
+        })
+    }
+
+    async fn reset_many(
+        &self,
+        topic: &str,
+        resets: &[Reset],
+        create: Option<&CreateSpec>,
+        now: Millis,
+    ) -> Result<ResetReport> {
+        let t = self.topic(topic).await?;
+        // Every argument is checked before any slot is touched: a bad batch changes nothing.
+        for r in resets {
+            validate::job_id(&r.job.id)?;
+            validate::shard_key(r.job.shard_key.as_deref())?;
+            validate::fire_at("fire_at", r.fire_at)?;
+        }
+        let create_arg = match create {
+            Some(spec) => {
+                validate::create_spec(&t, spec)?;
+                let rec = Record::spec(
+                    &t,
+                    spec.job_type.as_deref(),
+                    &spec.payload,
+                    spec.max_attempts,
+                    None,
+                );
+                Some(rec.to_arg())
+            }
+            None => None,
+        };
+        let mut by_slot: BTreeMap<u32, Vec<&Reset>> = BTreeMap::new();
+        for r in resets {
+            by_slot
+                .entry(slot_of(r.job.route_key(), t.slots))
+                .or_default()
+                .push(r);
+        }
+        // One script call per slot, all in flight at once on the multiplexed connection.
+        let calls = by_slot.iter().map(|(slot, batch)| {
+            let create_arg = create_arg.as_deref();
+            let t = &t;
+            async move {
+                let r = self.reset_slot(t, *slot, batch, create_arg, now).await;
+                r.map(|r| (*slot, r))
+            }
+        });
+        let mut report = ResetReport::default();
+        for result in futures_util::future::join_all(calls).await {
+            let (slot, (reset, created, head, missing)) = result?;
+            report.reset += reset;
+            report.created += created;
+            report.missing.extend(missing);
+            if head >= 0 {
+                report.heads.push((slot, head));
+            }
+        }
+        Ok(report)
+    }
+
+    async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
+        let t = self.topic(topic).await?;
+        let (_, keys) = self.locate(&t, job)?;
+        let state: String = self
+            .scripts
+            .cancel
+            .key(keys.all())
+            .arg(&job.id)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        parse_state(&state)
+    }
+
+    async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
+        let t = self.topic(topic).await?;
+        let (_, keys) = self.locate(&t, job)?;
+        let reply: Vec<Value> = self
+            .scripts
+            .get
+            .key(keys.all())
+            .arg(&job.id)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        let Some(state) = parse_state(&text(&reply[0])?)? else {
+            return Ok(None);
+        };
+        let record = Record::parse(&text(&reply[2])?)?;
+        record
+            .into_job(&t, job.id.clone(), state, int(&reply[1])?)
+            .map(Some)
+    }
+
+    async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
+        let t = self.topic(topic).await?;
+        if slot >= t.slots {
+            return Err(Error::invalid(
+                "slot",
+                format!("{slot} is not below the topic's {} slots", t.slots),
+            ));
+        }
+        let keys = SlotKeys::new(&t.name, slot);
+        let reply: Vec<Value> = self
+            .scripts
+            .pump
+            .key(keys.all())
+            .arg(now)
+            .arg(limit.max(1))
+            .arg(t.visibility_timeout_ms)
+            .arg(t.max_attempts)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        let next_at = int(&reply[0])?;
+        let lease_until = t.lease_deadline(now);
+        let mut jobs = Vec::with_capacity((reply.len() - 2) / 4);
+        for entry in reply[2..].chunks_exact(4) {
+            let id = text(&entry[0])?;
+            let token = int(&entry[2])? as u64;
+            let record = Record::parse(&text(&entry[3])?)?;
+            let job = record.into_job(&t, id, JobState::Running, lease_until)?;
+            jobs.push(Leased {
+                job,
+                slot,
+                token,
+                lease_until,
+            });
+        }
+        Ok(Pumped {
+            jobs,
+            expired: int(&reply[1])? as u32,
+            next_at: (next_at >= 0).then_some(next_at),
+        })
+    }
+
+    async fn finish(
+        &self,
+        topic: &str,
+        run: &Leased,
+        outcome: RunOutcome,
+        now: Millis,
+    ) -> Result<Finished> {
+        let t = self.topic(topic).await?;
+        let keys = SlotKeys::new(&t.name, run.slot);
+        let (kind, at, error) = match &outcome {
+            RunOutcome::Ack => ("ack", now, ""),
+            RunOutcome::Retry { error, at } => ("retry", *at, error.as_str()),
+            RunOutcome::Repeat { at } => ("repeat", *at, ""),
+            RunOutcome::Bury { error } => ("bury", now, error.as_str()),
+            RunOutcome::Release => ("release", now, ""),
+        };
+        let reply: Vec<Value> = self
+            .scripts
+            .finish
+            .key(keys.all())
+            .arg(&run.job.id)
+            .arg(run.token)
+            .arg(kind)
+            .arg(at)
+            .arg(error)
+            .arg(now)
+            .arg(t.max_attempts)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(match text(&reply[0])?.as_str() {
+            "done" => Finished::Done,
+            "retrying" => Finished::Retrying,
+            "repeating" => Finished::Repeating,
+            "dead" => Finished::Dead,
+            "released" => Finished::Released,
+            "rescheduled" => Finished::Rescheduled,
+            "stale" => Finished::Stale,
+            other => return Err(Error::Corrupt(format!("finish.lua answered {other:?}"))),
+        })
+    }
+
+    async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
+        let t = self.topic(topic).await?;
+        let keys = SlotKeys::new(&t.name, run.slot);
+        let n: i64 = self
+            .scripts
+            .touch
+            .key(keys.all())
+            .arg(&run.job.id)
+            .arg(run.token)
+            .arg(until)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn dead_list(&self, topic: &str, after: Option<&str>, limit: usize) -> Result<DeadPage> {
+        let t = self.topic(topic).await?;
+        let limit = limit.clamp(1, MAX_PAGE);
+        let cursor = match after {
+            Some(s) => Some(
+                DeadCursor::decode(s)
+                    .ok_or_else(|| Error::invalid("after", format!("{s:?} is not a cursor")))?,
+            ),
+            None => None,
+        };
+        let (at_arg, id_arg) = match &cursor {
+            Some(c) => (c.dead_at.to_string(), c.id.clone()),
+            None => ("-inf".to_string(), String::new()),
+        };
+        // Each slot's oldest `limit` after the cursor, then the oldest `limit` of them all.
+        let calls = (0..t.slots).map(|slot| {
+            let keys = SlotKeys::new(&t.name, slot);
+            let mut conn = self.conn.clone();
+            let (at_arg, id_arg) = (&at_arg, &id_arg);
+            async move {
+                let reply: Vec<Value> = self
+                    .scripts
+                    .dead_page
+                    .key(keys.all())
+                    .arg(at_arg)
+                    .arg(id_arg)
+                    .arg(limit)
+                    .invoke_async(&mut conn)
+                    .await?;
+                Ok::<_, Error>(reply)
+            }
+        });
+        let mut entries: Vec<(DeadCursor, String)> = Vec::new();
+        for reply in futures_util::future::join_all(calls).await {
+            for e in reply?.chunks_exact(3) {
+                let cursor = DeadCursor {
+                    dead_at: int(&e[1])?,
+                    id: text(&e[0])?,
+                };
+                entries.push((cursor, text(&e[2])?));
+            }
+        }
+        entries.sort_by(|a, b| a.0.cmp(&b.0));
+        let more = entries.len() > limit;
+        entries.truncate(limit);
+        let next = more
+            .then(|| entries.last().map(|(c, _)| c.encode()))
+            .flatten();
+        let items = entries
+            .into_iter()
+            .map(|(c, raw)| Record::parse(&raw)?.into_job(&t, c.id, JobState::Dead, c.dead_at))
+            .collect::<Result<_>>()?;
+        Ok(DeadPage { items, next })
+    }
+
+    async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {
+        let t = self.topic(topic).await?;
+        let (_, keys) = self.locate(&t, job)?;
+        let n: i64 = self
+            .scripts
+            .requeue
+            .key(keys.all())
+            .arg(&job.id)
+            .arg(now)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool> {
+        let t = self.topic(topic).await?;
+        let (_, keys) = self.locate(&t, job)?;
+        let n: i64 = self
+            .scripts
+            .dead_delete
+            .key(keys.all())
+            .arg(&job.id)
+            .invoke_async(&mut self.conn.clone())
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn stats(&self, topic: &str) -> Result<TopicStats> {
+        let t = self.topic(topic).await?;
+        let calls = (0..t.slots).map(|slot| self.slot_stats(&t.name, slot));
+        let per_slot = futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TopicStats::from_slots(&t.name, per_slot))
+    }
+}
+
+fn parse_topic(json: &str) -> Result<TopicConfig> {
+    serde_json::from_str(json).map_err(|e| Error::Corrupt(format!("topic settings {json:?}: {e}")))
+}
+
+fn parse_state(s: &str) -> Result<Option<JobState>> {
+    Ok(match s {
+        "" => None,
+        "scheduled" => Some(JobState::Scheduled),
+        "running" => Some(JobState::Running),
+        "dead" => Some(JobState::Dead),
+        other => return Err(Error::Corrupt(format!("unknown job state {other:?}"))),
+    })
+}
+
+fn int(v: &Value) -> Result<i64> {
+    match v {
+        Value::Int(i) => Ok(*i),
+        Value::BulkString(b) => std::str::from_utf8(b)
+            .ok()
+            .and_then(|s| s.parse::<f64>().ok())
+            .map(|f| f as i64)
+            .ok_or_else(|| Error::Corrupt(format!("not a number: {v:?}"))),
+        other => Err(Error::Corrupt(format!("not a number: {other:?}"))),
+    }
+}
+
+fn text(v: &Value) -> Result<String> {
+    match v {
+        Value::BulkString(b) => String::from_utf8(b.clone())
+            .map_err(|_| Error::Corrupt("a reply is not UTF-8".to_string())),
+        Value::SimpleString(s) => Ok(s.clone()),
+        Value::Int(i) => Ok(i.to_string()),
+        Value::Nil => Ok(String::new()),
+        other => Err(Error::Corrupt(format!("not text: {other:?}"))),
+    }
+}

@@ -1,0 +1,82 @@
+//! The in-process cache of topic settings that every engine shares, and the rules for
+//! creating and changing topics. The engine keeps the settings; this decides what is allowed.
+
+use std::collections::HashMap;
+use std::sync::{Arc, RwLock};
+
+use crate::error::{Error, Result};
+use crate::topic::{TopicConfig, validate_topic_name};
+
+/// How a store treats topics.
+#[derive(Debug, Clone)]
+pub struct StoreOptions {
+    /// Create a topic with `topic_defaults` the first time it is used.
+    pub auto_create_topics: bool,
+    /// Settings of an auto-created topic (its name aside).
+    pub topic_defaults: TopicConfig,
+}
+
+impl Default for StoreOptions {
+    fn default() -> Self {
+        StoreOptions {
+            auto_create_topics: true,
+            topic_defaults: TopicConfig::default(),
+        }
+    }
+}
+
+impl StoreOptions {
+    /// The settings an auto-created topic called `name` gets.
+    pub fn defaults_for(&self, name: &str) -> Result<TopicConfig> {
+        validate_topic_name(name)?;
+        if !self.auto_create_topics {
+            return Err(Error::UnknownTopic(name.to_string()));
+        }
+        Ok(TopicConfig {
+            name: name.to_string(),
+            ..self.topic_defaults.clone()
+        })
+    }
+}
+
+/// Topic settings already read from the engine. Settings change rarely and only through
+/// `put_topic`, which updates this cache; a change made by another instance is seen by this
+/// one after its restart (slots, the one setting that matters for routing, never changes).
+#[derive(Default)]
+pub struct TopicCache {
+    // A std lock: it is never held across an await.
+    map: RwLock<HashMap<String, Arc<TopicConfig>>>,
+}
+
+impl TopicCache {
+    pub fn get(&self, name: &str) -> Option<Arc<TopicConfig>> {
+        self.map
+            .read()
+            .expect("topic cache lock")
+            .get(name)
+            .cloned()
+    }
+
+    pub fn insert(&self, config: TopicConfig) -> Arc<TopicConfig> {
+        let config = Arc::new(config);
+        self.map
+            .write()
+            .expect("topic cache lock")
+            .insert(config.name.clone(), config.clone());
+        config
+    }
+}
+
+/// Checks that `new` may replace `old`.
+pub fn check_update(old: &TopicConfig, new: &TopicConfig) -> Result<()> {
+    if old.slots != new.slots {
+        return Err(Error::TopicConflict {
+            topic: new.name.clone(),
+            message: format!(
+                "slots cannot change from {} to {}: jobs would be looked for in the wrong slot",
+                old.slots, new.slots
+            ),
+        });
+    }
+    Ok(())
+}

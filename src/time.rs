@@ -1,0 +1,34 @@
+//! Time as the store sees it: integer milliseconds since the Unix epoch. Time enters every
+//! store call as an argument (`now`), so tests choose it; only the runtime's edge reads the
+//! wall clock, through [`Clock`].
+
+use std::sync::Arc;
+use std::time::{SystemTime, UNIX_EPOCH};
+
+/// Milliseconds since the Unix epoch.
+pub type Millis = i64;
+
+/// The wall clock, in milliseconds.
+pub fn now_ms() -> Millis {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .map(|d| d.as_millis() as Millis)
+        .unwrap_or(0)
+}
+
+/// A source of `now`, injected where code must read time itself (the runtime).
+pub trait Clock: Send + Sync + 'static {
+    fn now(&self) -> Millis;
+}
+
+/// The system clock.
+#[derive(Debug, Default, Clone, Copy)]
+pub struct SystemClock;
+
+impl Clock for SystemClock {
+    fn now(&self) -> Millis {
+        now_ms()
+    }
+}
+
+pub type SharedClock = Arc<dyn Clock>;

@@ -1,0 +1,231 @@
+//! Topics: named delay queues, each split into `slots` shards, with the defaults their jobs
+//! inherit. A topic's settings live in the store so every instance agrees on them.
+
+use rand::Rng;
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::time::Millis;
+
+/// Longest topic name accepted.
+pub const MAX_TOPIC_NAME: usize = 128;
+/// Most slots a topic may have.
+pub const MAX_SLOTS: u32 = 4096;
+
+/// Retry delay: `base_ms * factor^(attempt-1)`, capped at `max_ms`, then spread by
+/// `±jitter` (a fraction) so retries of many jobs that failed together do not return together.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Backoff {
+    pub base_ms: u64,
+    pub factor: f64,
+    pub max_ms: u64,
+    pub jitter: f64,
+}
+
+impl Default for Backoff {
+    fn default() -> Self {
+        Backoff {
+            base_ms: 1_000,
+            factor: 2.0,
+            max_ms: 600_000,
+            jitter: 0.2,
+        }
+    }
+}
+
+impl Backoff {
+    /// The delay before retry number `attempt` (1 for the first retry), without jitter.
+    pub fn nominal_ms(&self, attempt: u32) -> u64 {
+        let exp = attempt.saturating_sub(1).min(64) as i32;
+        let raw = self.base_ms as f64 * self.factor.powi(exp);
+        raw.min(self.max_ms as f64) as u64
+    }
+
+    /// The delay before retry number `attempt`, with jitter drawn from `rng`.
+    pub fn delay_ms(&self, attempt: u32, rng: &mut impl Rng) -> u64 {
+        let nominal = self.nominal_ms(attempt) as f64;
+        let spread = if self.jitter > 0.0 {
+            rng.random_range(-self.jitter..=self.jitter)
+        } else {
+            0.0
+        };
+        (nominal * (1.0 + spread)).max(0.0) as u64
+    }
+
+    fn validate(&self) -> Result<()> {
+        if self.factor < 1.0 || !self.factor.is_finite() {
+            return Err(Error::invalid(
+                "backoff.factor",
+                "must be a number of at least 1",
+            ));
+        }
+        if !(0.0..1.0).contains(&self.jitter) {
+            return Err(Error::invalid("backoff.jitter", "must be in [0, 1)"));
+        }
+        if self.max_ms < self.base_ms {
+            return Err(Error::invalid(
+                "backoff.max_ms",
+                "must be at least backoff.base_ms",
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// A topic's settings. Unset fields take the defaults below (equal to `config/default.toml`).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct TopicConfig {
+    pub name: String,
+    /// Number of shards, a power of two from 1 to 4096. Fixed once the topic exists:
+    /// changing it would move jobs to other slots.
+    pub slots: u32,
+    /// Attempts before a failing job goes to the dead letters.
+    pub max_attempts: u32,
+    /// How long a run holds its job before the job is due again (the lease).
+    pub visibility_timeout_ms: u64,
+    pub backoff: Backoff,
+    /// Largest payload accepted, in bytes of JSON.
+    pub max_payload_bytes: usize,
+    /// The job type of a job that names none. Jobs of this type without payload cost no
+    /// more than their sorted-set entry in Redis.
+    pub default_type: String,
+}
+
+impl Default for TopicConfig {
+    fn default() -> Self {
+        TopicConfig {
+            name: String::new(),
+            slots: 16,
+            max_attempts: 16,
+            visibility_timeout_ms: 30_000,
+            backoff: Backoff::default(),
+            max_payload_bytes: 64 * 1024,
+            default_type: "emit".to_string(),
+        }
+    }
+}
+
+impl TopicConfig {
+    /// A topic named `name` with every other setting at its default.
+    pub fn named(name: impl Into<String>) -> Self {
+        TopicConfig {
+            name: name.into(),
+            ..TopicConfig::default()
+        }
+    }
+
+    /// Checks every setting, naming the first one that is wrong.
+    pub fn validate(&self) -> Result<()> {
+        validate_topic_name(&self.name)?;
+        if !self.slots.is_power_of_two() || self.slots > MAX_SLOTS {
+            return Err(Error::invalid(
+                "slots",
+                format!(
+                    "must be a power of two from 1 to {MAX_SLOTS}, got {}",
+                    self.slots
+                ),
+            ));
+        }
+        if self.max_attempts == 0 {
+            return Err(Error::invalid("max_attempts", "must be at least 1"));
+        }
+        if self.visibility_timeout_ms == 0 {
+            return Err(Error::invalid(
+                "visibility_timeout_ms",
+                "must be at least 1",
+            ));
+        }
+        if self.max_payload_bytes == 0 {
+            return Err(Error::invalid("max_payload_bytes", "must be at least 1"));
+        }
+        crate::validate::job_type(&self.default_type).map_err(|_| {
+            Error::invalid(
+                "default_type",
+                "must be 1 to 64 characters of [A-Za-z0-9_.-]",
+            )
+        })?;
+        self.backoff.validate()
+    }
+
+    /// When a run that started at `now` must have reported.
+    pub fn lease_deadline(&self, now: Millis) -> Millis {
+        now.saturating_add(self.visibility_timeout_ms as Millis)
+    }
+}
+
+/// A topic name: 1 to 128 characters of `[A-Za-z0-9_.-]`.
+pub fn validate_topic_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_TOPIC_NAME {
+        return Err(Error::invalid(
+            "topic",
+            format!(
+                "must be 1 to {MAX_TOPIC_NAME} characters, got {}",
+                name.len()
+            ),
+        ));
+    }
+    if let Some(c) = name.chars().find(|c| !is_name_char(*c)) {
+        return Err(Error::invalid(
+            "topic",
+            format!("{c:?} is not allowed; use [A-Za-z0-9_.-]"),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::SeedableRng;
+
+    #[test]
+    fn backoff_doubles_and_caps() {
+        let b = Backoff::default();
+        assert_eq!(b.nominal_ms(1), 1_000);
+        assert_eq!(b.nominal_ms(2), 2_000);
+        assert_eq!(b.nominal_ms(4), 8_000);
+        assert_eq!(b.nominal_ms(30), 600_000);
+    }
+
+    #[test]
+    fn backoff_jitter_stays_within_its_band() {
+        let b = Backoff::default();
+        let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+        for _ in 0..1_000 {
+            let d = b.delay_ms(3, &mut rng);
+            assert!((3_200..=4_800).contains(&d), "{d}");
+        }
+    }
+
+    #[test]
+    fn topic_validation_names_the_field() {
+        let mut t = TopicConfig::named("orders");
+        assert!(t.validate().is_ok());
+        t.slots = 12;
+        assert!(matches!(
+            t.validate(),
+            Err(Error::Invalid { field: "slots", .. })
+        ));
+        t.slots = 8192;
+        assert!(matches!(
+            t.validate(),
+            Err(Error::Invalid { field: "slots", .. })
+        ));
+        let bad = TopicConfig::named("a b");
+        assert!(matches!(
+            bad.validate(),
+            Err(Error::Invalid { field: "topic", .. })
+        ));
+        let long = TopicConfig::named("x".repeat(129));
+        assert!(matches!(
+            long.validate(),
+            Err(Error::Invalid { field: "topic", .. })
+        ));
+    }
+}

@@ -1,0 +1,114 @@
+//! Argument checks made before any store is touched, so bad input changes nothing and its
+//! error names the field.
+
+use serde_json::Value;
+
+use crate::error::{Error, Result};
+use crate::job::{CreateSpec, NewJob};
+use crate::time::Millis;
+use crate::topic::{TopicConfig, is_name_char};
+
+/// Longest job id (and shard key), in bytes.
+pub const MAX_ID_BYTES: usize = 512;
+/// Longest job type name.
+pub const MAX_TYPE_LEN: usize = 64;
+/// Latest instant accepted: the largest 14-digit number of milliseconds.
+pub const MAX_MILLIS: Millis = 99_999_999_999_999;
+
+pub fn job_id(id: &str) -> Result<()> {
+    key_like("id", id)
+}
+
+pub fn shard_key(key: Option<&str>) -> Result<()> {
+    match key {
+        Some(k) => key_like("shard_key", k),
+        None => Ok(()),
+    }
+}
+
+fn key_like(field: &'static str, s: &str) -> Result<()> {
+    if s.is_empty() {
+        return Err(Error::invalid(field, "must not be empty"));
+    }
+    if s.len() > MAX_ID_BYTES {
+        return Err(Error::invalid(
+            field,
+            format!("is {} bytes, over the limit of {MAX_ID_BYTES}", s.len()),
+        ));
+    }
+    Ok(())
+}
+
+pub fn job_type(t: &str) -> Result<()> {
+    if t.is_empty() || t.len() > MAX_TYPE_LEN || !t.chars().all(is_name_char) {
+        return Err(Error::invalid(
+            "type",
+            format!("must be 1 to {MAX_TYPE_LEN} characters of [A-Za-z0-9_.-], got {t:?}"),
+        ));
+    }
+    Ok(())
+}
+
+/// The payload's size as stored (compact JSON), checked against the topic's limit.
+pub fn payload(topic: &TopicConfig, payload: &Value) -> Result<()> {
+    if payload.is_null() {
+        return Ok(());
+    }
+    let size = serde_json::to_vec(payload).map(|v| v.len()).unwrap_or(0);
+    if size > topic.max_payload_bytes {
+        return Err(Error::PayloadTooLarge {
+            size,
+            limit: topic.max_payload_bytes,
+        });
+    }
+    Ok(())
+}
+
+pub fn fire_at(field: &'static str, at: Millis) -> Result<()> {
+    // A fire time in the past is legal (due now); one before the epoch is a client bug. The
+    // upper bound (year 5138) keeps times exact through Lua's cjson, which prints 14 digits.
+    if !(0..=MAX_MILLIS).contains(&at) {
+        return Err(Error::invalid(
+            field,
+            format!("must be milliseconds since the Unix epoch, got {at}"),
+        ));
+    }
+    Ok(())
+}
+
+fn max_attempts(n: Option<u32>) -> Result<()> {
+    if n == Some(0) {
+        return Err(Error::invalid("max_attempts", "must be at least 1"));
+    }
+    Ok(())
+}
+
+/// Every check of a job to schedule.
+pub fn new_job(topic: &TopicConfig, job: &NewJob) -> Result<()> {
+    job_id(&job.id)?;
+    shard_key(job.shard_key.as_deref())?;
+    if let Some(t) = &job.job_type {
+        job_type(t)?;
+    }
+    fire_at("fire_at", job.fire_at)?;
+    if let Some(max) = job.max_fire_at {
+        fire_at("max_fire_at", max)?;
+        if max < job.fire_at {
+            return Err(Error::invalid(
+                "max_fire_at",
+                format!("{max} is before fire_at {}", job.fire_at),
+            ));
+        }
+    }
+    max_attempts(job.max_attempts)?;
+    payload(topic, &job.payload)
+}
+
+/// Every check of the create part of a batch of resets.
+pub fn create_spec(topic: &TopicConfig, spec: &CreateSpec) -> Result<()> {
+    if let Some(t) = &spec.job_type {
+        job_type(t)?;
+    }
+    max_attempts(spec.max_attempts)?;
+    payload(topic, &spec.payload)
+}

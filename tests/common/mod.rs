@@ -1,0 +1,52 @@
+//! Shared test support: a real Redis per test, and helpers over the store.
+#![allow(dead_code, unused_imports)]
+
+pub mod redis_cluster;
+pub mod redis_server;
+
+pub use redis_cluster::RedisCluster;
+pub use redis_server::RedisServer;
+
+use std::sync::Arc;
+
+use timeout_center::store::RedisStore;
+use timeout_center::{SharedStore, StoreOptions};
+
+/// A store engine under test, with whatever keeps it alive (the Redis server).
+pub struct Engine {
+    pub store: SharedStore,
+    pub redis: Option<RedisServer>,
+}
+
+impl Engine {
+    pub async fn redis() -> Engine {
+        Engine::redis_with(StoreOptions::default()).await
+    }
+
+    pub async fn redis_with(options: StoreOptions) -> Engine {
+        let server = RedisServer::start();
+        let store = RedisStore::connect(&server.url(), options)
+            .await
+            .expect("connect to the test redis-server");
+        Engine {
+            store: Arc::new(store),
+            redis: Some(server),
+        }
+    }
+
+    /// Every key and value in Redis, for checking that a rejected call changed nothing.
+    pub fn redis_dump(&self) -> Vec<(String, Vec<u8>)> {
+        let Some(server) = &self.redis else {
+            return Vec::new();
+        };
+        let mut conn = server.conn();
+        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+        keys.sort();
+        keys.into_iter()
+            .map(|k| {
+                let v: Vec<u8> = redis::cmd("DUMP").arg(&k).query(&mut conn).unwrap();
+                (k, v)
+            })
+            .collect()
+    }
+}

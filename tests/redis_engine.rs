@@ -1,0 +1,158 @@
+//! What only the Redis engine has: scripts called by SHA and reloaded after NOSCRIPT, the
+//! record encoding that keeps plain jobs to their sorted-set entry, and a topic sharded
+//! across a real Redis Cluster.
+
+mod common;
+
+use std::collections::HashSet;
+
+use serde_json::json;
+use timeout_center::store::{RedisStore, SlotKeys};
+use timeout_center::*;
+
+use common::{Engine, RedisCluster};
+
+const T0: Millis = 1_700_000_000_000;
+
+#[tokio::test]
+async fn scripts_are_reloaded_after_a_script_flush() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    // Every script is gone; each call loads its script again and goes on.
+    s.schedule("t", NewJob::new("b", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let report = s
+        .reset_many("t", &[Reset::new("a", T0 + 5)], None, T0)
+        .await
+        .unwrap();
+    assert_eq!(report.reset, 1);
+    let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(got.fire_at, T0 + 5);
+    let stats = s.stats("t").await.unwrap();
+    assert_eq!(stats.scheduled, 2);
+}
+
+#[tokio::test]
+async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    s.put_topic(TopicConfig {
+        slots: 1,
+        ..TopicConfig::named("t")
+    })
+    .await
+    .unwrap();
+    let resets: Vec<Reset> = (0..100)
+        .map(|i| Reset::new(format!("dev-{i}"), T0))
+        .collect();
+    s.reset_many("t", &resets, Some(&CreateSpec::default()), T0)
+        .await
+        .unwrap();
+    s.schedule(
+        "t",
+        NewJob::new("rich", T0).payload(json!({"x": 1})),
+        ScheduleMode::Upsert,
+        T0,
+    )
+    .await
+    .unwrap();
+    let keys = SlotKeys::new("t", 0);
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    let due: u64 = redis::cmd("ZCARD").arg(&keys.due).query(&mut conn).unwrap();
+    let records: u64 = redis::cmd("HLEN").arg(&keys.job).query(&mut conn).unwrap();
+    assert_eq!(
+        (due, records),
+        (101, 1),
+        "only the job with a payload has a record"
+    );
+    // Its details still read back in full, from the topic's defaults.
+    let got = s.get("t", &"dev-7".into()).await.unwrap().unwrap();
+    assert_eq!((got.job_type.as_str(), got.max_attempts), ("emit", 16));
+    // A record made for a run is dropped again once the job is plain and scheduled.
+    let run = s
+        .pump("t", 0, T0, 1_000)
+        .await
+        .unwrap()
+        .jobs
+        .into_iter()
+        .find(|l| l.job.id == "dev-7")
+        .unwrap();
+    s.finish("t", &run, RunOutcome::Repeat { at: T0 + 10 }, T0)
+        .await
+        .unwrap();
+    let has: bool = redis::cmd("HEXISTS")
+        .arg(&keys.job)
+        .arg("dev-7")
+        .query(&mut conn)
+        .unwrap();
+    assert!(!has);
+}
+
+#[tokio::test]
+async fn one_topic_spreads_over_the_nodes_of_a_redis_cluster() {
+    let cluster = RedisCluster::start();
+    let store = RedisStore::connect_cluster(&cluster.urls(), StoreOptions::default())
+        .await
+        .expect("connect to the cluster");
+    let s: &dyn Store = &store;
+    s.put_topic(TopicConfig {
+        slots: 16,
+        ..TopicConfig::named("orders")
+    })
+    .await
+    .unwrap();
+    let resets: Vec<Reset> = (0..2_000)
+        .map(|i| Reset::new(format!("o{i}"), T0 + i))
+        .collect();
+    let report = s
+        .reset_many("orders", &resets, Some(&CreateSpec::default()), T0)
+        .await
+        .unwrap();
+    assert_eq!(report.created, 2_000);
+    s.schedule(
+        "orders",
+        NewJob::new("p", T0).payload(json!(1)),
+        ScheduleMode::Upsert,
+        T0,
+    )
+    .await
+    .unwrap();
+
+    // Each node holds some of the topic's slots.
+    let holding = cluster
+        .nodes
+        .iter()
+        .filter(|n| {
+            let mut c = n.conn();
+            let keys: Vec<String> = redis::cmd("KEYS")
+                .arg("toc:{orders:*")
+                .query(&mut c)
+                .unwrap();
+            !keys.is_empty()
+        })
+        .count();
+    assert!(holding >= 2, "the topic's slots sit on {holding} node(s)");
+
+    // Every operation works across the cluster, and every job fires exactly once.
+    let mut seen = HashSet::new();
+    for slot in 0..16 {
+        let p = s.pump("orders", slot, T0 + 2_000, 10_000).await.unwrap();
+        for run in p.jobs {
+            assert!(seen.insert(run.job.id.clone()));
+            assert_eq!(
+                s.finish("orders", &run, RunOutcome::Ack, T0).await.unwrap(),
+                Finished::Done
+            );
+        }
+    }
+    assert_eq!(seen.len(), 2_001);
+    let stats = s.stats("orders").await.unwrap();
+    assert_eq!((stats.scheduled, stats.running), (0, 0));
+}

@@ -1,0 +1,915 @@
+//! The store conformance suite: every operation and invariant of the `Store` trait, written
+//! once and run against each engine (see the `engines!` list at the bottom). Time is passed
+//! as `now`; nothing sleeps.
+
+mod common;
+
+use std::collections::{HashMap, HashSet};
+
+use rand::{Rng, SeedableRng};
+use serde_json::json;
+use timeout_center::store::MAX_PAGE;
+use timeout_center::*;
+
+use common::Engine;
+
+const T0: Millis = 1_700_000_000_000;
+
+fn topic_with(name: &str, slots: u32, max_attempts: u32) -> TopicConfig {
+    TopicConfig {
+        slots,
+        max_attempts,
+        visibility_timeout_ms: 1_000,
+        ..TopicConfig::named(name)
+    }
+}
+
+async fn pump_all(s: &dyn Store, topic: &str, now: Millis) -> Vec<Leased> {
+    let t = s.topic(topic).await.unwrap();
+    let mut out = Vec::new();
+    for slot in 0..t.slots {
+        out.extend(s.pump(topic, slot, now, 10_000).await.unwrap().jobs);
+    }
+    out
+}
+
+async fn pump_one(s: &dyn Store, topic: &str, id: &str, now: Millis) -> Leased {
+    let mut jobs = pump_all(s, topic, now).await;
+    let i = jobs
+        .iter()
+        .position(|l| l.job.id == id)
+        .unwrap_or_else(|| panic!("{id} was not pumped at {now}"));
+    jobs.swap_remove(i)
+}
+
+async fn state(s: &dyn Store, topic: &str, id: &str) -> Option<JobState> {
+    s.get(topic, &JobRef::new(id))
+        .await
+        .unwrap()
+        .map(|j| j.state)
+}
+
+async fn schedule_upsert_creates_then_replaces(e: Engine) {
+    let s = &*e.store;
+    let job = NewJob::new("a", T0 + 100)
+        .job_type("webhook")
+        .payload(json!({"v": 1}));
+    let r = s
+        .schedule("t", job, ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, ScheduleOutcome::Created);
+    assert_eq!(r.state, Some(JobState::Scheduled));
+    assert!(r.is_head);
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!((got.fire_at, got.job_type.as_str()), (T0 + 100, "webhook"));
+    assert_eq!(got.payload, json!({"v": 1}));
+    assert_eq!(got.created_at, Some(T0));
+
+    let job = NewJob::new("a", T0 + 500)
+        .job_type("webhook")
+        .payload(json!({"v": 2}));
+    let r = s
+        .schedule("t", job, ScheduleMode::Upsert, T0 + 1)
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, ScheduleOutcome::Replaced);
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (got.fire_at, got.payload.clone()),
+        (T0 + 500, json!({"v": 2}))
+    );
+    assert_eq!((got.created_at, got.updated_at), (Some(T0), Some(T0 + 1)));
+}
+
+async fn schedule_create_only_leaves_an_existing_job_untouched(e: Engine) {
+    let s = &*e.store;
+    let first = NewJob::new("a", T0 + 100).payload(json!("first"));
+    s.schedule("t", first, ScheduleMode::CreateOnly, T0)
+        .await
+        .unwrap();
+    let again = NewJob::new("a", T0 + 900).payload(json!("second"));
+    let r = s
+        .schedule("t", again, ScheduleMode::CreateOnly, T0)
+        .await
+        .unwrap();
+    assert_eq!(r.outcome, ScheduleOutcome::Exists);
+    assert_eq!(r.state, Some(JobState::Scheduled));
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!((got.fire_at, got.payload), (T0 + 100, json!("first")));
+}
+
+async fn schedule_reset_only_moves_the_fire_time_and_keeps_the_payload(e: Engine) {
+    let s = &*e.store;
+    let job = NewJob::new("a", T0 + 100).payload(json!({"keep": true}));
+    s.schedule("t", job, ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let reset = NewJob::new("a", T0 + 5_000).payload(json!("ignored"));
+    let r = s
+        .schedule("t", reset, ScheduleMode::ResetOnly, T0)
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.outcome, r.fire_at),
+        (ScheduleOutcome::Reset, Some(T0 + 5_000))
+    );
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (got.fire_at, got.payload),
+        (T0 + 5_000, json!({"keep": true}))
+    );
+
+    let r = s
+        .schedule("t", NewJob::new("nope", T0), ScheduleMode::ResetOnly, T0)
+        .await
+        .unwrap();
+    assert_eq!((r.outcome, r.state), (ScheduleOutcome::Missing, None));
+    assert_eq!(s.get("t", &"nope".into()).await.unwrap(), None);
+}
+
+async fn reset_many_resets_creates_and_reports_missing(e: Engine) {
+    let s = &*e.store;
+    for i in 0..10 {
+        let job = NewJob::new(format!("d{i}"), T0 + 1_000);
+        s.schedule("t", job, ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+    let resets: Vec<Reset> = (0..15)
+        .map(|i| Reset::new(format!("d{i}"), T0 + 60_000))
+        .collect();
+    let report = s.reset_many("t", &resets, None, T0).await.unwrap();
+    assert_eq!((report.reset, report.created), (10, 0));
+    let mut missing = report.missing.clone();
+    missing.sort();
+    assert_eq!(missing, ["d10", "d11", "d12", "d13", "d14"]);
+    assert_eq!(s.get("t", &"d10".into()).await.unwrap(), None);
+    assert_eq!(
+        s.get("t", &"d3".into()).await.unwrap().unwrap().fire_at,
+        T0 + 60_000
+    );
+
+    let create = CreateSpec {
+        job_type: Some("device_offline".into()),
+        payload: json!({"device": "x"}),
+        max_attempts: None,
+    };
+    let report = s.reset_many("t", &resets, Some(&create), T0).await.unwrap();
+    assert_eq!((report.reset, report.created), (10, 5));
+    assert!(report.missing.is_empty());
+    let made = s.get("t", &"d12".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (made.job_type.as_str(), made.fire_at),
+        ("device_offline", T0 + 60_000)
+    );
+    assert_eq!(made.payload, json!({"device": "x"}));
+    // An existing job keeps its own type and payload: create applies to missing jobs only.
+    let kept = s.get("t", &"d3".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (kept.job_type.as_str(), kept.payload),
+        ("emit", serde_json::Value::Null)
+    );
+    let stats = s.stats("t").await.unwrap();
+    assert_eq!(stats.scheduled, 15);
+}
+
+async fn debounce_never_moves_fire_at_past_max_fire_at(e: Engine) {
+    let s = &*e.store;
+    let job = NewJob::new("a", T0 + 100).max_fire_at(T0 + 1_000);
+    s.schedule("t", job, ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let r = s
+        .schedule(
+            "t",
+            NewJob::new("a", T0 + 900),
+            ScheduleMode::ResetOnly,
+            T0 + 50,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.fire_at, Some(T0 + 900));
+    let r = s
+        .schedule(
+            "t",
+            NewJob::new("a", T0 + 5_000),
+            ScheduleMode::ResetOnly,
+            T0 + 60,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.fire_at, Some(T0 + 1_000));
+    let report = s
+        .reset_many("t", &[Reset::new("a", T0 + 9_000)], None, T0 + 70)
+        .await
+        .unwrap();
+    assert_eq!(report.reset, 1);
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (got.fire_at, got.max_fire_at),
+        (T0 + 1_000, Some(T0 + 1_000))
+    );
+    // The job that kept being reset still fires at its cap.
+    assert!(pump_all(s, "t", T0 + 999).await.is_empty());
+    assert_eq!(
+        pump_one(s, "t", "a", T0 + 1_000).await.job.fire_at,
+        T0 + 1_000
+    );
+}
+
+async fn cancel_removes_a_job_in_any_state(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 1)).await.unwrap();
+    for id in ["r", "d"] {
+        s.schedule("t", NewJob::new(id, T0), ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+    s.schedule("t", NewJob::new("s", T0 + 10), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let runs = pump_all(s, "t", T0).await;
+    let d = runs.iter().find(|l| l.job.id == "d").unwrap();
+    s.finish("t", d, RunOutcome::Bury { error: "x".into() }, T0)
+        .await
+        .unwrap();
+
+    assert_eq!(
+        s.cancel("t", &"s".into()).await.unwrap(),
+        Some(JobState::Scheduled)
+    );
+    assert_eq!(
+        s.cancel("t", &"r".into()).await.unwrap(),
+        Some(JobState::Running)
+    );
+    assert_eq!(
+        s.cancel("t", &"d".into()).await.unwrap(),
+        Some(JobState::Dead)
+    );
+    assert_eq!(s.cancel("t", &"s".into()).await.unwrap(), None);
+    let stats = s.stats("t").await.unwrap();
+    assert_eq!((stats.scheduled, stats.running, stats.dead), (0, 0, 0));
+    // The cancelled run's outcome is stale and brings nothing back.
+    let r = runs.iter().find(|l| l.job.id == "r").unwrap();
+    assert_eq!(
+        s.finish("t", r, RunOutcome::Ack, T0).await.unwrap(),
+        Finished::Stale
+    );
+    assert_eq!(state(s, "t", "r").await, None);
+}
+
+async fn get_reports_state_attempts_and_last_error(e: Engine) {
+    let s = &*e.store;
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (got.state, got.attempts, got.max_attempts),
+        (JobState::Scheduled, 0, 16)
+    );
+    assert_eq!(got.last_error, None);
+    let run = pump_one(s, "t", "a", T0).await;
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!((got.state, got.attempts), (JobState::Running, 1));
+    assert_eq!((got.fire_at, got.lease_until), (T0, Some(T0 + 30_000)));
+    let retry = RunOutcome::Retry {
+        error: "boom".into(),
+        at: T0 + 50,
+    };
+    assert_eq!(
+        s.finish("t", &run, retry, T0 + 1).await.unwrap(),
+        Finished::Retrying
+    );
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (got.state, got.attempts, got.fire_at),
+        (JobState::Scheduled, 1, T0 + 50)
+    );
+    assert_eq!(got.last_error.as_deref(), Some("boom"));
+    assert_eq!(s.get("t", &"other".into()).await.unwrap(), None);
+}
+
+async fn pump_never_returns_a_job_before_its_fire_at(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 16)).await.unwrap();
+    for (id, at) in [("a", T0 + 10), ("b", T0 + 20), ("c", T0 + 30)] {
+        s.schedule("t", NewJob::new(id, at), ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+    let p = s.pump("t", 0, T0 + 9, 100).await.unwrap();
+    assert!(p.jobs.is_empty());
+    assert_eq!(p.next_at, Some(T0 + 10));
+    let p = s.pump("t", 0, T0 + 20, 100).await.unwrap();
+    let ids: Vec<_> = p.jobs.iter().map(|l| l.job.id.as_str()).collect();
+    assert_eq!(ids, ["a", "b"]);
+    assert!(p.jobs.iter().all(|l| l.job.fire_at <= T0 + 20));
+    assert_eq!(p.next_at, Some(T0 + 30));
+    // The limit bounds a batch; the rest comes with the next pump.
+    for i in 0..5 {
+        s.schedule(
+            "t",
+            NewJob::new(format!("n{i}"), T0 + 40),
+            ScheduleMode::Upsert,
+            T0,
+        )
+        .await
+        .unwrap();
+    }
+    let p = s.pump("t", 0, T0 + 40, 3).await.unwrap();
+    assert_eq!(p.jobs.len(), 3);
+    let p = s.pump("t", 0, T0 + 40, 10).await.unwrap();
+    assert_eq!(p.jobs.len(), 3); // c and the last two of n*
+    assert_eq!(
+        p.next_at,
+        Some(T0 + 20 + 1_000),
+        "earliest lease deadline is next"
+    );
+}
+
+async fn expired_leases_go_back_to_scheduled_or_dead(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 2)).await.unwrap();
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let first = pump_one(s, "t", "a", T0).await;
+    assert_eq!(first.lease_until, T0 + 1_000);
+    // Before its deadline the lease holds.
+    assert!(s.pump("t", 0, T0 + 999, 10).await.unwrap().jobs.is_empty());
+    assert_eq!(state(s, "t", "a").await, Some(JobState::Running));
+    // At the deadline the job is taken back and, being due, handed out again.
+    let p = s.pump("t", 0, T0 + 1_000, 10).await.unwrap();
+    assert_eq!(p.expired, 1);
+    let second = &p.jobs[0];
+    assert_eq!((second.job.attempts, second.job.id.as_str()), (2, "a"));
+    assert_ne!(second.token, first.token);
+    // Its attempts are used up when the second lease expires: dead, with the reason.
+    let p = s.pump("t", 0, T0 + 2_000, 10).await.unwrap();
+    assert_eq!((p.expired, p.jobs.len()), (1, 0));
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(got.state, JobState::Dead);
+    assert!(got.last_error.unwrap().contains("lease expired"));
+}
+
+async fn ack_removes_the_job(e: Engine) {
+    let s = &*e.store;
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let run = pump_one(s, "t", "a", T0).await;
+    assert_eq!(
+        s.finish("t", &run, RunOutcome::Ack, T0).await.unwrap(),
+        Finished::Done
+    );
+    assert_eq!(state(s, "t", "a").await, None);
+    assert_eq!(s.stats("t").await.unwrap().running, 0);
+}
+
+async fn retry_reschedules_until_attempts_are_used_up(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 2)).await.unwrap();
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let run = pump_one(s, "t", "a", T0).await;
+    let retry = RunOutcome::Retry {
+        error: "e1".into(),
+        at: T0 + 100,
+    };
+    assert_eq!(
+        s.finish("t", &run, retry, T0).await.unwrap(),
+        Finished::Retrying
+    );
+    assert!(
+        pump_all(s, "t", T0 + 99).await.is_empty(),
+        "a retry is never early"
+    );
+    let run = pump_one(s, "t", "a", T0 + 100).await;
+    let retry = RunOutcome::Retry {
+        error: "e2".into(),
+        at: T0 + 200,
+    };
+    assert_eq!(
+        s.finish("t", &run, retry, T0 + 100).await.unwrap(),
+        Finished::Dead
+    );
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!((got.state, got.attempts), (JobState::Dead, 2));
+    assert_eq!(got.last_error.as_deref(), Some("e2"));
+}
+
+async fn repeat_runs_again_with_attempts_starting_again(e: Engine) {
+    let s = &*e.store;
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let run = pump_one(s, "t", "a", T0).await;
+    let repeat = RunOutcome::Repeat { at: T0 + 1_000 };
+    assert_eq!(
+        s.finish("t", &run, repeat, T0).await.unwrap(),
+        Finished::Repeating
+    );
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (got.state, got.attempts, got.fire_at),
+        (JobState::Scheduled, 0, T0 + 1_000)
+    );
+    let run = pump_one(s, "t", "a", T0 + 1_000).await;
+    assert_eq!(run.job.attempts, 1);
+}
+
+async fn bury_sends_the_job_to_the_dead_letters(e: Engine) {
+    let s = &*e.store;
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let run = pump_one(s, "t", "a", T0).await;
+    let bury = RunOutcome::Bury {
+        error: "bad payload".into(),
+    };
+    assert_eq!(
+        s.finish("t", &run, bury, T0 + 5).await.unwrap(),
+        Finished::Dead
+    );
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (got.state, got.dead_at, got.fire_at),
+        (JobState::Dead, Some(T0 + 5), T0)
+    );
+    assert_eq!(got.last_error.as_deref(), Some("bad payload"));
+    assert!(
+        pump_all(s, "t", T0 + 100_000).await.is_empty(),
+        "the dead never fire"
+    );
+}
+
+async fn release_gives_the_job_back_without_counting_the_attempt(e: Engine) {
+    let s = &*e.store;
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let run = pump_one(s, "t", "a", T0).await;
+    assert_eq!(
+        s.finish("t", &run, RunOutcome::Release, T0 + 7)
+            .await
+            .unwrap(),
+        Finished::Released
+    );
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (got.state, got.attempts, got.fire_at),
+        (JobState::Scheduled, 0, T0 + 7)
+    );
+}
+
+async fn extend_keeps_a_long_run_from_being_taken_over(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 16)).await.unwrap();
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let run = pump_one(s, "t", "a", T0).await;
+    assert!(s.extend("t", &run, T0 + 5_000).await.unwrap());
+    let p = s.pump("t", 0, T0 + 4_999, 10).await.unwrap();
+    assert_eq!((p.expired, p.jobs.len()), (0, 0));
+    assert_eq!(p.next_at, Some(T0 + 5_000));
+    let stale = Leased {
+        token: run.token + 1000,
+        ..run.clone()
+    };
+    assert!(!s.extend("t", &stale, T0 + 9_000).await.unwrap());
+}
+
+async fn a_reset_during_a_run_fires_the_job_again_after_the_run(e: Engine) {
+    let s = &*e.store;
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    s.schedule("t", NewJob::new("b", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let runs = pump_all(s, "t", T0).await;
+    let (ra, rb) = (
+        runs.iter().find(|l| l.job.id == "a").unwrap(),
+        runs.iter().find(|l| l.job.id == "b").unwrap(),
+    );
+    let r = s
+        .schedule(
+            "t",
+            NewJob::new("a", T0 + 500),
+            ScheduleMode::ResetOnly,
+            T0 + 1,
+        )
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.outcome, r.state),
+        (ScheduleOutcome::Reset, Some(JobState::Running))
+    );
+    let report = s
+        .reset_many("t", &[Reset::new("b", T0 + 700)], None, T0 + 1)
+        .await
+        .unwrap();
+    assert_eq!(report.reset, 1);
+    assert_eq!(
+        s.get("t", &"a".into())
+            .await
+            .unwrap()
+            .unwrap()
+            .pending_fire_at,
+        Some(T0 + 500)
+    );
+    // The ack does not delete them: they fire again at the reset times.
+    assert_eq!(
+        s.finish("t", ra, RunOutcome::Ack, T0 + 2).await.unwrap(),
+        Finished::Rescheduled
+    );
+    assert_eq!(
+        s.finish("t", rb, RunOutcome::Ack, T0 + 2).await.unwrap(),
+        Finished::Rescheduled
+    );
+    let a = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (a.state, a.fire_at, a.attempts),
+        (JobState::Scheduled, T0 + 500, 0)
+    );
+    assert!(pump_all(s, "t", T0 + 499).await.is_empty());
+    assert_eq!(pump_one(s, "t", "a", T0 + 500).await.job.fire_at, T0 + 500);
+    assert_eq!(pump_one(s, "t", "b", T0 + 700).await.job.fire_at, T0 + 700);
+}
+
+async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 16)).await.unwrap();
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let old = pump_one(s, "t", "a", T0).await;
+    let new = pump_one(s, "t", "a", T0 + 1_000).await; // the old lease expired
+    for outcome in [
+        RunOutcome::Ack,
+        RunOutcome::Bury {
+            error: "late".into(),
+        },
+        RunOutcome::Retry {
+            error: "late".into(),
+            at: T0,
+        },
+        RunOutcome::Repeat { at: T0 },
+        RunOutcome::Release,
+    ] {
+        assert_eq!(
+            s.finish("t", &old, outcome, T0 + 1_001).await.unwrap(),
+            Finished::Stale
+        );
+    }
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!((got.state, got.attempts), (JobState::Running, 2));
+    assert_eq!(
+        s.finish("t", &new, RunOutcome::Ack, T0 + 1_002)
+            .await
+            .unwrap(),
+        Finished::Done
+    );
+}
+
+async fn dead_letters_page_oldest_first_requeue_and_delete(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 8, 1)).await.unwrap();
+    for i in 0..25 {
+        let id = format!("j{i:02}");
+        s.schedule("t", NewJob::new(id.clone(), T0), ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+    let runs = pump_all(s, "t", T0).await;
+    for run in &runs {
+        // Deaths at five distinct instants, five jobs each: ties are ordered by id.
+        let n: i64 = run.job.id[1..].parse().unwrap();
+        let bury = RunOutcome::Bury {
+            error: format!("e{n}"),
+        };
+        s.finish("t", run, bury, T0 + 10 + n / 5).await.unwrap();
+    }
+    let mut seen = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let page = s.dead_list("t", after.as_deref(), 7).await.unwrap();
+        assert!(page.items.len() <= 7);
+        seen.extend(
+            page.items
+                .iter()
+                .map(|j| (j.dead_at.unwrap(), j.id.clone())),
+        );
+        match page.next {
+            Some(n) => after = Some(n),
+            None => break,
+        }
+    }
+    let expected: Vec<_> = (0..25)
+        .map(|i| (T0 + 10 + i / 5, format!("j{i:02}")))
+        .collect();
+    assert_eq!(seen, expected);
+    let first = s.dead_list("t", None, MAX_PAGE).await.unwrap();
+    assert_eq!(first.items[3].last_error.as_deref(), Some("e3"));
+
+    assert!(s.dead_requeue("t", &"j03".into(), T0 + 100).await.unwrap());
+    assert!(!s.dead_requeue("t", &"j03".into(), T0 + 100).await.unwrap());
+    let got = s.get("t", &"j03".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (got.state, got.attempts, got.fire_at),
+        (JobState::Scheduled, 0, T0 + 100)
+    );
+    assert_eq!(got.last_error, None);
+    assert!(s.dead_delete("t", &"j04".into()).await.unwrap());
+    assert!(!s.dead_delete("t", &"j04".into()).await.unwrap());
+    assert!(
+        !s.dead_delete("t", &"j03".into()).await.unwrap(),
+        "a live job is not a dead letter"
+    );
+    assert_eq!(state(s, "t", "j04").await, None);
+    let stats = s.stats("t").await.unwrap();
+    assert_eq!((stats.scheduled, stats.dead), (1, 23));
+    let bad = s.dead_list("t", Some("garbage"), 5).await.unwrap_err();
+    assert!(
+        matches!(bad, Error::Invalid { field: "after", .. }),
+        "{bad}"
+    );
+}
+
+async fn stats_count_per_slot_and_in_total(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 4, 16)).await.unwrap();
+    for i in 0..40 {
+        let at = T0 + 100 + i;
+        s.schedule(
+            "t",
+            NewJob::new(format!("j{i}"), at),
+            ScheduleMode::Upsert,
+            T0,
+        )
+        .await
+        .unwrap();
+    }
+    let runs = pump_all(s, "t", T0 + 109).await;
+    assert_eq!(runs.len(), 10);
+    let stats = s.stats("t").await.unwrap();
+    assert_eq!(
+        (stats.slots, stats.scheduled, stats.running, stats.dead),
+        (4, 30, 10, 0)
+    );
+    assert_eq!(stats.next_fire_at, Some(T0 + 110));
+    assert_eq!(stats.per_slot.len(), 4);
+    for slot in &stats.per_slot {
+        let expected = (0..40)
+            .filter(|i| routing::slot_of(&format!("j{i}"), 4) == slot.slot && *i >= 10)
+            .count() as u64;
+        assert_eq!(slot.scheduled, expected, "slot {}", slot.slot);
+    }
+}
+
+async fn topics_are_created_on_first_use_and_keep_their_slots(e: Engine) {
+    let s = &*e.store;
+    let t = s.topic("fresh").await.unwrap();
+    assert_eq!(
+        (t.slots, t.max_attempts, t.visibility_timeout_ms),
+        (16, 16, 30_000)
+    );
+    s.put_topic(topic_with("custom", 64, 3)).await.unwrap();
+    assert_eq!(s.topic("custom").await.unwrap().max_attempts, 3);
+    let changed = s.put_topic(topic_with("custom", 32, 3)).await.unwrap_err();
+    assert!(matches!(changed, Error::TopicConflict { .. }), "{changed}");
+    s.put_topic(topic_with("custom", 64, 5)).await.unwrap();
+    assert_eq!(s.topic("custom").await.unwrap().max_attempts, 5);
+    let names: Vec<_> = s
+        .topics()
+        .await
+        .unwrap()
+        .iter()
+        .map(|t| t.name.clone())
+        .collect();
+    assert!(names.contains(&"fresh".to_string()) && names.contains(&"custom".to_string()));
+}
+
+async fn bad_arguments_are_rejected_and_change_nothing(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(TopicConfig {
+        max_payload_bytes: 100,
+        ..TopicConfig::named("t")
+    })
+    .await
+    .unwrap();
+    s.schedule("t", NewJob::new("ok", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let before = e.redis_dump();
+    let field = |r: Result<Scheduled>| match r {
+        Err(Error::Invalid { field, .. }) => field,
+        Err(Error::PayloadTooLarge { .. }) => "payload",
+        other => panic!("expected a rejection, got {other:?}"),
+    };
+    let up = ScheduleMode::Upsert;
+    assert_eq!(
+        field(s.schedule("t", NewJob::new("", T0), up, T0).await),
+        "id"
+    );
+    let long = "x".repeat(513);
+    assert_eq!(
+        field(s.schedule("t", NewJob::new(long.clone(), T0), up, T0).await),
+        "id"
+    );
+    assert_eq!(
+        field(s.schedule("bad topic", NewJob::new("a", T0), up, T0).await),
+        "topic"
+    );
+    let big = NewJob::new("a", T0).payload(json!("y".repeat(200)));
+    assert_eq!(field(s.schedule("t", big, up, T0).await), "payload");
+    let early_cap = NewJob::new("a", T0 + 10).max_fire_at(T0);
+    assert_eq!(
+        field(s.schedule("t", early_cap, up, T0).await),
+        "max_fire_at"
+    );
+    assert_eq!(
+        field(s.schedule("t", NewJob::new("a", -5), up, T0).await),
+        "fire_at"
+    );
+    let bad_type = NewJob::new("a", T0).job_type("no spaces");
+    assert_eq!(field(s.schedule("t", bad_type, up, T0).await), "type");
+    let bad_slots = s
+        .put_topic(TopicConfig {
+            slots: 3,
+            ..TopicConfig::named("u")
+        })
+        .await;
+    assert!(matches!(
+        bad_slots,
+        Err(Error::Invalid { field: "slots", .. })
+    ));
+    // A batch with one bad id is rejected whole.
+    let resets = vec![Reset::new("ok", T0 + 5), Reset::new(long, T0 + 5)];
+    let r = s.reset_many("t", &resets, None, T0).await;
+    assert!(
+        matches!(r, Err(Error::Invalid { field: "id", .. })),
+        "{r:?}"
+    );
+    assert!(matches!(
+        s.get("t", &"".into()).await,
+        Err(Error::Invalid { field: "id", .. })
+    ));
+    assert!(matches!(
+        s.cancel("t", &"".into()).await,
+        Err(Error::Invalid { field: "id", .. })
+    ));
+    assert_eq!(e.redis_dump(), before, "a rejected call changed the store");
+    assert_eq!(s.get("t", &"ok".into()).await.unwrap().unwrap().fire_at, T0);
+    // A fire time in the past is legal: due at once.
+    s.schedule("t", NewJob::new("past", T0 - 60_000), up, T0)
+        .await
+        .unwrap();
+    assert!(
+        pump_all(s, "t", T0)
+            .await
+            .iter()
+            .any(|l| l.job.id == "past")
+    );
+}
+
+async fn unconfigured_topics_are_refused_when_auto_creation_is_off(e: Engine) {
+    let s = &*e.store;
+    let r = s
+        .schedule("nope", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await;
+    assert!(
+        matches!(r, Err(Error::UnknownTopic(ref t)) if t == "nope"),
+        "{r:?}"
+    );
+    s.put_topic(TopicConfig::named("yes")).await.unwrap();
+    s.schedule("yes", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+}
+
+async fn shard_keys_route_jobs_together(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 64, 16)).await.unwrap();
+    for id in ["start", "end", "reminder"] {
+        let job = NewJob::new(id, T0).shard_key("meeting-42");
+        let r = s
+            .schedule("t", job, ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+        assert_eq!(r.slot, routing::slot_of("meeting-42", 64));
+    }
+    let by_key = JobRef::new("end").with_shard_key(Some("meeting-42".into()));
+    assert!(s.get("t", &by_key).await.unwrap().is_some());
+    let slot = routing::slot_of("meeting-42", 64);
+    assert_eq!(s.pump("t", slot, T0, 10).await.unwrap().jobs.len(), 3);
+}
+
+/// 10,000 jobs over 64 slots at random times, pumped with an advancing `now`: each is handed
+/// out exactly once, never early, and the per-slot figures add up at every step.
+async fn ten_thousand_jobs_fire_exactly_once_and_never_early(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 64, 16)).await.unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(42);
+    let mut fire_at = HashMap::new();
+    let resets: Vec<Reset> = (0..10_000)
+        .map(|i| {
+            let at = T0 + rng.random_range(0..60_000);
+            fire_at.insert(format!("job-{i}"), at);
+            Reset::new(format!("job-{i}"), at)
+        })
+        .collect();
+    let create = CreateSpec::default();
+    for chunk in resets.chunks(1_000) {
+        s.reset_many("t", chunk, Some(&create), T0).await.unwrap();
+    }
+    let mut seen = HashSet::new();
+    let mut now = T0;
+    while now <= T0 + 61_000 {
+        for slot in 0..64 {
+            let p = s.pump("t", slot, now, 50).await.unwrap();
+            for run in p.jobs {
+                assert!(run.job.fire_at <= now, "{} fired early", run.job.id);
+                assert_eq!(run.job.fire_at, fire_at[&run.job.id]);
+                assert!(
+                    seen.insert(run.job.id.clone()),
+                    "{} fired twice",
+                    run.job.id
+                );
+                assert_eq!(
+                    s.finish("t", &run, RunOutcome::Ack, now).await.unwrap(),
+                    Finished::Done
+                );
+            }
+        }
+        let stats = s.stats("t").await.unwrap();
+        let expected_left = fire_at.len() - seen.len();
+        assert_eq!(stats.scheduled as usize, expected_left, "at {now}");
+        assert_eq!(
+            stats.per_slot.iter().map(|x| x.scheduled).sum::<u64>(),
+            stats.scheduled
+        );
+        assert_eq!((stats.running, stats.dead), (0, 0));
+        // Every job due by now has been handed out (batches of 50 may need a second round).
+        let due_left = fire_at
+            .iter()
+            .filter(|(id, at)| **at <= now && !seen.contains(*id))
+            .count();
+        if due_left == 0 {
+            now += 997;
+        }
+    }
+    assert_eq!(seen.len(), 10_000);
+}
+
+macro_rules! engines {
+    ($($name:ident),* $(,)?) => {
+        mod redis_engine {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(crate::common::Engine::redis().await).await
+                }
+            )*
+            #[tokio::test]
+            async fn unconfigured_topics_are_refused_when_auto_creation_is_off() {
+                let options = timeout_center::StoreOptions {
+                    auto_create_topics: false,
+                    ..Default::default()
+                };
+                let e = crate::common::Engine::redis_with(options).await;
+                super::unconfigured_topics_are_refused_when_auto_creation_is_off(e).await
+            }
+        }
+    };
+}
+
+engines!(
+    schedule_upsert_creates_then_replaces,
+    schedule_create_only_leaves_an_existing_job_untouched,
+    schedule_reset_only_moves_the_fire_time_and_keeps_the_payload,
+    reset_many_resets_creates_and_reports_missing,
+    debounce_never_moves_fire_at_past_max_fire_at,
+    cancel_removes_a_job_in_any_state,
+    get_reports_state_attempts_and_last_error,
+    pump_never_returns_a_job_before_its_fire_at,
+    expired_leases_go_back_to_scheduled_or_dead,
+    ack_removes_the_job,
+    retry_reschedules_until_attempts_are_used_up,
+    repeat_runs_again_with_attempts_starting_again,
+    bury_sends_the_job_to_the_dead_letters,
+    release_gives_the_job_back_without_counting_the_attempt,
+    extend_keeps_a_long_run_from_being_taken_over,
+    a_reset_during_a_run_fires_the_job_again_after_the_run,
+    an_outcome_with_a_stale_token_changes_nothing,
+    dead_letters_page_oldest_first_requeue_and_delete,
+    stats_count_per_slot_and_in_total,
+    topics_are_created_on_first_use_and_keep_their_slots,
+    bad_arguments_are_rejected_and_change_nothing,
+    shard_keys_route_jobs_together,
+    ten_thousand_jobs_fire_exactly_once_and_never_early,
+);
