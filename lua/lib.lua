@@ -4,7 +4,8 @@
 --   KEYS[3] dead (zset: id -> time of death) KEYS[4] job (hash: id -> record JSON)
 --   KEYS[5] seq  (counter of run tokens)
 -- A record holds only fields that differ from the topic's defaults (src/store/record.rs);
--- an empty record is not stored at all.
+-- an empty record is not stored at all. A running or dead job always has a record (its
+-- attempts, token or error), which reset_many.lua relies on.
 local DUE, RUN, DEAD, JOB, SEQ = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5]
 
 local function load(id)

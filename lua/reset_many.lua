@@ -6,69 +6,105 @@
 -- ARGV[3], ARGV[4], ...: pairs of id and fire time (ms)
 -- Returns {reset, created, head, missing id, ...}: head is the slot's earliest fire time
 -- afterwards (-1 when the slot has no scheduled job).
--- Cost: per chunk of ids one ZMSCORE, one HMGET and one variadic ZADD, whatever the count,
--- so a batch costs far less than one command per id. A running or dead job costs a few more.
+--
+-- Cost. A running or dead job always has a record, so an id without one is either a plain
+-- scheduled job or no job at all. Those ids (the heartbeat case) take one HMGET and one
+-- variadic ZADD per chunk, their fire times passed through as the caller's strings:
+-- ZADD XX CH moves every existing one, and when it reports fewer changes than ids, a ZMSCORE
+-- finds which were missing (or were reset to the time they already had). Ids with a record
+-- take a few commands each.
 local now = tonumber(ARGV[1])
 local create = ARGV[2] ~= '-'
 local spec_json = ARGV[2]
-local has_spec = create and spec_json ~= ''
+local plain_create = create and spec_json == ''
 local CHUNK = 1000 -- keeps unpack() far below Lua's stack limit
 local n = (#ARGV - 2) / 2
-local reset, created, missing = 0, 0, {}
+local reset, created, missing, n_missing = 0, 0, {}, 0
+
+local function create_job(id, at)
+  if spec_json ~= '' then
+    local rec = cjson.decode(spec_json)
+    rec.c = now; rec.u = now
+    redis.call('HSET', JOB, id, cjson.encode(rec))
+  end
+  redis.call('ZADD', DUE, at, id)
+  created = created + 1
+end
+
+-- An id with a record: scheduled (capped by its max fire time), running (applied after the
+-- run), dead (replaced when creating), or gone.
+local function reset_recorded(id, raw, at_text)
+  local rec = cjson.decode(raw)
+  local at = capped(rec, tonumber(at_text))
+  if redis.call('ZSCORE', DUE, id) then
+    redis.call('ZADD', DUE, at, id)
+    if rec.c then
+      rec.u = now
+      redis.call('HSET', JOB, id, cjson.encode(rec))
+    end
+    reset = reset + 1
+  elseif redis.call('ZSCORE', RUN, id) then
+    rec.r = at
+    if rec.c then rec.u = now end
+    redis.call('HSET', JOB, id, cjson.encode(rec))
+    reset = reset + 1
+  elseif create then
+    redis.call('ZREM', DEAD, id)
+    redis.call('HDEL', JOB, id)
+    create_job(id, tonumber(at_text))
+  else
+    n_missing = n_missing + 1
+    missing[n_missing] = id
+  end
+end
 
 for base = 0, n - 1, CHUNK do
   local last = math.min(base + CHUNK, n) - 1
-  local ids, ats = {}, {}
+  local ids, k = {}, 0
   for i = base, last do
-    ids[#ids + 1] = ARGV[3 + 2 * i]
-    ats[#ats + 1] = tonumber(ARGV[4 + 2 * i])
+    k = k + 1
+    ids[k] = ARGV[3 + 2 * i]
   end
-  local scores = redis.call('ZMSCORE', DUE, unpack(ids))
   local recs = redis.call('HMGET', JOB, unpack(ids))
-  local zadd = {}
-  for i, id in ipairs(ids) do
-    local at = ats[i]
-    if scores[i] then
-      if recs[i] then
-        local rec = cjson.decode(recs[i])
-        at = capped(rec, at)
-        if rec.c then
-          rec.u = now
-          redis.call('HSET', JOB, id, cjson.encode(rec))
-        end
-      end
-      zadd[#zadd + 1] = at
-      zadd[#zadd + 1] = id
-      reset = reset + 1
-    elseif redis.call('ZSCORE', RUN, id) then
-      local rec = decode(recs[i])
-      rec.r = capped(rec, at)
-      if rec.c then rec.u = now end
-      save(id, rec)
-      reset = reset + 1
-    elseif create then
-      -- A dead job is replaced by the new one, as a schedule would.
-      redis.call('ZREM', DEAD, id)
-      if has_spec then
-        local rec = cjson.decode(spec_json)
-        rec.c = now; rec.u = now
-        redis.call('HSET', JOB, id, cjson.encode(rec))
-      elseif recs[i] then
-        redis.call('HDEL', JOB, id)
-      end
-      zadd[#zadd + 1] = at
-      zadd[#zadd + 1] = id
-      created = created + 1
+  local plain, plain_ids, m = {}, {}, 0
+  for i = 1, k do
+    local at_text = ARGV[4 + 2 * (base + i - 1)]
+    if recs[i] then
+      reset_recorded(ids[i], recs[i], at_text)
     else
-      missing[#missing + 1] = id
+      m = m + 1
+      plain[2 * m - 1] = at_text
+      plain[2 * m] = ids[i]
+      plain_ids[m] = ids[i]
     end
   end
-  if #zadd > 0 then
-    redis.call('ZADD', DUE, unpack(zadd))
+  if m > 0 then
+    if plain_create then
+      local added = redis.call('ZADD', DUE, unpack(plain))
+      created = created + added
+      reset = reset + m - added
+    else
+      local changed = redis.call('ZADD', DUE, 'XX', 'CH', unpack(plain))
+      if changed == m then
+        reset = reset + m
+      else
+        local scores = redis.call('ZMSCORE', DUE, unpack(plain_ids))
+        for j = 1, m do
+          if scores[j] then
+            reset = reset + 1
+          elseif create then
+            create_job(plain_ids[j], tonumber(plain[2 * j - 1]))
+          else
+            n_missing = n_missing + 1
+            missing[n_missing] = plain_ids[j]
+          end
+        end
+      end
+    end
   end
 end
 
 local head = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
 local out = {reset, created, head[2] and tonumber(head[2]) or -1}
-for _, id in ipairs(missing) do out[#out + 1] = id end
+for i = 1, n_missing do out[3 + i] = missing[i] end
 return out

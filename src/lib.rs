@@ -5,6 +5,7 @@
 //! [`topic`] (named, sharded delay queues), [`routing`] (job to slot), [`validate`]
 //! (argument checks), [`time`] (milliseconds and the clock), [`error`].
 
+pub mod config;
 pub mod error;
 pub mod job;
 pub mod routing;

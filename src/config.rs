@@ -1,0 +1,352 @@
+//! Settings: the built-in defaults (`config/default.toml`, embedded so the two cannot
+//! differ), a file layered over them, and `TOC_*` environment variables over both.
+
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+
+use serde::Deserialize;
+use toml::{Table, Value};
+
+use crate::error::{Error, Result};
+use crate::store::StoreOptions;
+use crate::topic::TopicConfig;
+
+/// The annotated defaults, as shipped in `config/default.toml`.
+pub const DEFAULTS: &str = include_str!("../config/default.toml");
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum StoreKind {
+    Memory,
+    Redis,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum LogFormat {
+    Text,
+    Json,
+}
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum FsyncPolicy {
+    Always,
+    EverySecond,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Settings {
+    pub store: StoreKind,
+    pub listen: SocketAddr,
+    pub tokens: Vec<String>,
+    pub auth_health_and_metrics: bool,
+    pub log_format: LogFormat,
+    pub http: HttpSettings,
+    pub redis: RedisSettings,
+    pub memory: MemorySettings,
+    pub runtime: RuntimeSettings,
+    pub topics: TopicsSettings,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct HttpSettings {
+    pub max_body_bytes: usize,
+    pub max_batch_body_bytes: usize,
+    pub max_batch_resets: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RedisSettings {
+    pub url: String,
+    pub cluster_nodes: Vec<String>,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct MemorySettings {
+    /// Empty: memory only.
+    pub journal: PathBuf,
+    pub fsync: FsyncPolicy,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct RuntimeSettings {
+    pub poll_ms: u64,
+    pub pump_batch: usize,
+    pub grace_ms: u64,
+    pub events_max_len: usize,
+}
+
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct TopicsSettings {
+    pub auto_create: bool,
+    pub defaults: TopicConfig,
+    #[serde(default)]
+    pub seed: Vec<TopicConfig>,
+}
+
+impl Settings {
+    /// The built-in defaults alone.
+    pub fn defaults() -> Settings {
+        Settings::load(None, std::iter::empty()).expect("the built-in defaults are valid")
+    }
+
+    /// Defaults, then `file`, then the `TOC_*` variables among `env`. An error names the
+    /// setting (or file) that is wrong.
+    pub fn load(
+        file: Option<&Path>,
+        env: impl IntoIterator<Item = (String, String)>,
+    ) -> Result<Settings> {
+        let mut table: Table = DEFAULTS
+            .parse()
+            .map_err(|e| Error::invalid("config", format!("built-in defaults: {e}")))?;
+        if let Some(path) = file {
+            let text = std::fs::read_to_string(path).map_err(|e| {
+                Error::invalid("config", format!("cannot read {}: {e}", path.display()))
+            })?;
+            let over: Table = text
+                .parse()
+                .map_err(|e| Error::invalid("config", format!("{}: {e}", path.display())))?;
+            merge(&mut table, over);
+        }
+        let defaults = table.clone();
+        for (name, value) in env {
+            if let Some(rest) = name.strip_prefix("TOC_") {
+                apply_env(&mut table, &defaults, &name, rest, &value)?;
+            }
+        }
+        // Seeded topics start from topics.defaults.
+        if let Some(Value::Table(topics)) = table.get_mut("topics") {
+            let base = topics
+                .get("defaults")
+                .cloned()
+                .unwrap_or(Value::Table(Table::new()));
+            if let Some(Value::Array(seeds)) = topics.get_mut("seed") {
+                for seed in seeds.iter_mut() {
+                    let mut full = base.clone();
+                    if let (Value::Table(full_t), Value::Table(seed_t)) = (&mut full, seed.clone())
+                    {
+                        merge(full_t, seed_t);
+                    }
+                    *seed = full;
+                }
+            }
+        }
+        let settings: Settings =
+            serde_path_to_error::deserialize(Value::Table(table)).map_err(|e| {
+                Error::invalid("config", format!("{}: {}", e.path(), e.inner().message()))
+            })?;
+        settings.validate()?;
+        Ok(settings)
+    }
+
+    fn validate(&self) -> Result<()> {
+        let probe = TopicConfig {
+            name: "defaults".into(),
+            ..self.topics.defaults.clone()
+        };
+        probe.validate().map_err(|e| match e {
+            Error::Invalid { field, message } => {
+                Error::invalid("topics.defaults", format!("{field}: {message}"))
+            }
+            other => other,
+        })?;
+        for t in &self.topics.seed {
+            t.validate()?;
+        }
+        if self.runtime.poll_ms == 0 {
+            return Err(Error::invalid("runtime.poll_ms", "must be at least 1"));
+        }
+        if self.runtime.pump_batch == 0 {
+            return Err(Error::invalid("runtime.pump_batch", "must be at least 1"));
+        }
+        if self.http.max_batch_resets == 0 {
+            return Err(Error::invalid(
+                "http.max_batch_resets",
+                "must be at least 1",
+            ));
+        }
+        if self.tokens.iter().any(|t| t.trim().is_empty()) {
+            return Err(Error::invalid("tokens", "a token must not be empty"));
+        }
+        Ok(())
+    }
+
+    pub fn store_options(&self) -> StoreOptions {
+        StoreOptions {
+            auto_create_topics: self.topics.auto_create,
+            topic_defaults: self.topics.defaults.clone(),
+        }
+    }
+
+    /// The journal path, when durability is on.
+    pub fn journal(&self) -> Option<&Path> {
+        (!self.memory.journal.as_os_str().is_empty()).then_some(self.memory.journal.as_path())
+    }
+}
+
+fn merge(base: &mut Table, over: Table) {
+    for (k, v) in over {
+        match (base.get_mut(&k), v) {
+            (Some(Value::Table(b)), Value::Table(o)) => merge(b, o),
+            (_, v) => {
+                base.insert(k, v);
+            }
+        }
+    }
+}
+
+/// Sets the leaf whose path, joined by `_` and upper-cased, is `rest`, parsing `value` as the
+/// type the default has there. Keys may contain `_` themselves, so the path is searched.
+fn apply_env(
+    table: &mut Table,
+    defaults: &Table,
+    name: &str,
+    rest: &str,
+    value: &str,
+) -> Result<()> {
+    let Some(path) = find_path(defaults, rest) else {
+        return Err(Error::invalid(
+            "environment",
+            format!("{name} names no setting (see config/default.toml)"),
+        ));
+    };
+    let mut node = table;
+    for key in &path[..path.len() - 1] {
+        node = match node.get_mut(key) {
+            Some(Value::Table(t)) => t,
+            _ => unreachable!("find_path follows tables"),
+        };
+    }
+    let leaf = &path[path.len() - 1];
+    let parsed = parse_like(node.get(leaf), value).ok_or_else(|| {
+        Error::invalid(
+            "environment",
+            format!("{name}={value:?} is not a valid value"),
+        )
+    })?;
+    node.insert(leaf.clone(), parsed);
+    Ok(())
+}
+
+fn find_path(table: &Table, rest: &str) -> Option<Vec<String>> {
+    for (key, value) in table {
+        let upper = key.to_ascii_uppercase();
+        if rest == upper && !matches!(value, Value::Table(_)) {
+            return Some(vec![key.clone()]);
+        }
+        if let (Some(tail), Value::Table(inner)) = (rest.strip_prefix(&format!("{upper}_")), value)
+        {
+            if let Some(mut path) = find_path(inner, tail) {
+                path.insert(0, key.clone());
+                return Some(path);
+            }
+        }
+    }
+    None
+}
+
+fn parse_like(current: Option<&Value>, text: &str) -> Option<Value> {
+    Some(match current? {
+        Value::String(_) => Value::String(text.to_string()),
+        Value::Integer(_) => Value::Integer(text.trim().parse().ok()?),
+        Value::Float(_) => Value::Float(text.trim().parse().ok()?),
+        Value::Boolean(_) => Value::Boolean(match text.trim() {
+            "true" | "1" | "yes" => true,
+            "false" | "0" | "no" => false,
+            _ => return None,
+        }),
+        Value::Array(_) => Value::Array(
+            text.split(',')
+                .map(str::trim)
+                .filter(|s| !s.is_empty())
+                .map(|s| Value::String(s.to_string()))
+                .collect(),
+        ),
+        _ => return None,
+    })
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn env(pairs: &[(&str, &str)]) -> Vec<(String, String)> {
+        pairs
+            .iter()
+            .map(|(k, v)| (k.to_string(), v.to_string()))
+            .collect()
+    }
+
+    #[test]
+    fn the_defaults_are_the_annotated_file() {
+        let s = Settings::defaults();
+        assert_eq!(s.store, StoreKind::Memory);
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
+        assert!(s.tokens.is_empty());
+        assert_eq!(s.topics.defaults.slots, 16);
+        assert_eq!(s.topics.defaults.backoff.max_ms, 600_000);
+        assert_eq!(s.journal(), None);
+    }
+
+    #[test]
+    fn environment_variables_override_by_path() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("TOC_STORE", "redis"),
+                ("TOC_REDIS_URL", "redis://example:1/"),
+                ("TOC_TOKENS", "a, b"),
+                ("TOC_RUNTIME_POLL_MS", "60000"),
+                ("TOC_TOPICS_DEFAULTS_SLOTS", "64"),
+                ("TOC_MEMORY_JOURNAL", "/tmp/x.journal"),
+                ("PATH", "/bin"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(s.store, StoreKind::Redis);
+        assert_eq!(s.redis.url, "redis://example:1/");
+        assert_eq!(s.tokens, ["a", "b"]);
+        assert_eq!(s.runtime.poll_ms, 60_000);
+        assert_eq!(s.topics.defaults.slots, 64);
+        assert_eq!(s.journal(), Some(Path::new("/tmp/x.journal")));
+    }
+
+    #[test]
+    fn a_bad_setting_is_named() {
+        let err = Settings::load(None, env(&[("TOC_STORE", "mongo")])).unwrap_err();
+        assert!(err.to_string().contains("store"), "{err}");
+        let err = Settings::load(None, env(&[("TOC_RUNTIME_POLL_MS", "soon")])).unwrap_err();
+        assert!(err.to_string().contains("TOC_RUNTIME_POLL_MS"), "{err}");
+        let err = Settings::load(None, env(&[("TOC_NO_SUCH", "1")])).unwrap_err();
+        assert!(err.to_string().contains("TOC_NO_SUCH"), "{err}");
+        let err = Settings::load(None, env(&[("TOC_TOPICS_DEFAULTS_SLOTS", "3")])).unwrap_err();
+        assert!(err.to_string().contains("slots"), "{err}");
+    }
+
+    #[test]
+    fn a_file_layers_over_the_defaults_and_seeds_topics() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("c.toml");
+        std::fs::write(
+            &path,
+            "listen = \"127.0.0.1:9999\"\n[topics.defaults]\nmax_attempts = 3\n\n\
+             [[topics.seed]]\nname = \"devices\"\nslots = 64\ndefault_type = \"device_offline\"\n",
+        )
+        .unwrap();
+        let s = Settings::load(Some(&path), env(&[])).unwrap();
+        assert_eq!(s.listen.port(), 9999);
+        let seed = &s.topics.seed[0];
+        assert_eq!(
+            (seed.name.as_str(), seed.slots, seed.max_attempts),
+            ("devices", 64, 3)
+        );
+        assert_eq!(seed.default_type, "device_offline");
+    }
+}
