@@ -242,11 +242,10 @@ fn find_path(table: &Table, rest: &str) -> Option<Vec<String>> {
             return Some(vec![key.clone()]);
         }
         if let (Some(tail), Value::Table(inner)) = (rest.strip_prefix(&format!("{upper}_")), value)
+            && let Some(mut path) = find_path(inner, tail)
         {
-            if let Some(mut path) = find_path(inner, tail) {
-                path.insert(0, key.clone());
-                return Some(path);
-            }
+            path.insert(0, key.clone());
+            return Some(path);
         }
     }
     None
