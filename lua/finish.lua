@@ -34,6 +34,7 @@ if outcome == 'ack' then
   return {'done', -1}
 elseif outcome == 'repeat' then
   rec.a = nil; rec.e = nil
+  rec.n = (rec.n or 0) + 1
   reschedule(id, rec, at)
   save(id, rec)
   return {'repeating', at}

@@ -50,6 +50,14 @@ local function reschedule(id, rec, at)
   redis.call('ZADD', DUE, at, id)
 end
 
+-- A reset re-arms a job that had fired (repeated): its fire count goes, and the caller is
+-- told, so the job type can react (device_offline reports the device recovered).
+local function rearm(rec)
+  local n = rec.n
+  rec.n = nil
+  return n
+end
+
 local function is_head(id)
   local head = redis.call('ZRANGE', DUE, 0, 0)
   return head[1] == id

@@ -4,8 +4,9 @@
 -- ARGV[2] create: '-' to create nothing; otherwise the record spec of a created job, JSON
 --         ('' for a plain job)
 -- ARGV[3], ARGV[4], ...: pairs of id and fire time (ms)
--- Returns {reset, created, head, missing id, ...}: head is the slot's earliest fire time
--- afterwards (-1 when the slot has no scheduled job).
+-- Returns {reset, created, head, n_missing, missing id..., then triples of a re-armed job:
+-- id, times it had fired (repeated) since its last reset, type ('' when default)}; head is
+-- the slot's earliest fire time afterwards (-1 when the slot has no scheduled job).
 --
 -- Cost. A running or dead job always has a record, so an id without one is either a plain
 -- scheduled job or no job at all. Those ids (the heartbeat case) take one HMGET and one
@@ -20,6 +21,7 @@ local plain_create = create and spec_json == ''
 local CHUNK = 1000 -- keeps unpack() far below Lua's stack limit
 local n = (#ARGV - 2) / 2
 local reset, created, missing, n_missing = 0, 0, {}, 0
+local rearmed = {}
 
 local function create_job(id, at)
   if spec_json ~= '' then
@@ -36,17 +38,21 @@ end
 local function reset_recorded(id, raw, at_text)
   local rec = cjson.decode(raw)
   local at = capped(rec, tonumber(at_text))
-  if redis.call('ZSCORE', DUE, id) then
-    redis.call('ZADD', DUE, at, id)
-    if rec.c then
-      rec.u = now
-      redis.call('HSET', JOB, id, cjson.encode(rec))
+  local live = redis.call('ZSCORE', DUE, id)
+  if live or redis.call('ZSCORE', RUN, id) then
+    local fired = rearm(rec)
+    if fired then
+      rearmed[#rearmed + 1] = id
+      rearmed[#rearmed + 1] = fired
+      rearmed[#rearmed + 1] = rec.t or ''
     end
-    reset = reset + 1
-  elseif redis.call('ZSCORE', RUN, id) then
-    rec.r = at
     if rec.c then rec.u = now end
-    redis.call('HSET', JOB, id, cjson.encode(rec))
+    if live then
+      redis.call('ZADD', DUE, at, id)
+    else
+      rec.r = at -- running: applied after the run
+    end
+    save(id, rec)
     reset = reset + 1
   elseif create then
     redis.call('ZREM', DEAD, id)
@@ -105,6 +111,7 @@ for base = 0, n - 1, CHUNK do
 end
 
 local head = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
-local out = {reset, created, head[2] and tonumber(head[2]) or -1}
-for i = 1, n_missing do out[3 + i] = missing[i] end
+local out = {reset, created, head[2] and tonumber(head[2]) or -1, n_missing}
+for i = 1, n_missing do out[4 + i] = missing[i] end
+for i = 1, #rearmed do out[4 + n_missing + i] = rearmed[i] end
 return out

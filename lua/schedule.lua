@@ -5,39 +5,40 @@
 -- ARGV[3] fire time (ms)
 -- ARGV[4] now (ms)
 -- ARGV[5] the new job's record spec, JSON ('' for a plain job; ignored by 'reset')
--- Returns {outcome, state, fire_at, is_head}:
+-- Returns {outcome, state, fire_at, is_head, rearmed}:
 --   outcome: 'created' | 'replaced' | 'exists' | 'reset' | 'missing'
 --   state: the job's state afterwards ('' when it does not exist)
 --   fire_at: the fire time that took effect (-1 when none); for a running job, the time it
 --            fires again after its run
 --   is_head: 1 when the job is now the slot's earliest due job
+--   rearmed: for a reset, how often the job had fired (repeated) since its last reset, and
+--            its type ('' when default) as a sixth element; 0 otherwise
 local id, mode, at, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
 local state = locate(id)
 
 if mode == 'create' and state then
-  return {'exists', state, -1, 0}
+  return {'exists', state, -1, 0, 0}
 end
 
 if mode == 'reset' then
   if state ~= 'scheduled' and state ~= 'running' then
-    return {'missing', state or '', -1, 0}
+    return {'missing', state or '', -1, 0, 0}
   end
   local raw = redis.call('HGET', JOB, id)
   local rec = decode(raw)
   at = capped(rec, at)
+  local fired = rearm(rec) or 0
   if state == 'running' then
     -- Applied after the run: the outcome reschedules the job at this time.
     rec.r = at
     if rec.c then rec.u = now end
     save(id, rec)
-    return {'reset', 'running', at, 0}
+    return {'reset', 'running', at, 0, fired, rec.t or ''}
   end
   redis.call('ZADD', DUE, at, id)
-  if rec.c then
-    rec.u = now
-    save(id, rec)
-  end
-  return {'reset', 'scheduled', at, is_head(id) and 1 or 0}
+  if rec.c then rec.u = now end
+  if raw then save(id, rec) end
+  return {'reset', 'scheduled', at, is_head(id) and 1 or 0, fired, rec.t or ''}
 end
 
 -- 'upsert', or 'create' of a job that does not exist.
@@ -49,7 +50,7 @@ if state == 'running' then
   spec.a = rec.a; spec.k = rec.k; spec.f = rec.f; spec.r = at
   spec.c = rec.c or now; spec.u = now
   save(id, spec)
-  return {'replaced', 'running', at, 0}
+  return {'replaced', 'running', at, 0, 0}
 end
 if state == 'dead' then
   redis.call('ZREM', DEAD, id)
@@ -63,4 +64,4 @@ else
   redis.call('HDEL', JOB, id)
 end
 redis.call('ZADD', DUE, at, id)
-return {state and 'replaced' or 'created', 'scheduled', at, is_head(id) and 1 or 0}
+return {state and 'replaced' or 'created', 'scheduled', at, is_head(id) and 1 or 0, 0}

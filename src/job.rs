@@ -54,6 +54,9 @@ pub struct Job {
     /// A reset that arrived during the current run: the job fires again then, after the run.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub pending_fire_at: Option<Millis>,
+    /// Times the job fired and repeated since it was last reset (a repeating alarm's count).
+    #[serde(default)]
+    pub fires: u32,
 }
 
 /// What a caller asks to schedule.
@@ -146,6 +149,18 @@ pub struct Scheduled {
     pub fire_at: Option<Millis>,
     /// True when the job is now its slot's earliest: the slot must wake if it sleeps longer.
     pub is_head: bool,
+    /// For a reset of a job that had fired and repeated: how often, and its type.
+    pub rearmed: Option<Rearmed>,
+}
+
+/// A reset job that had already fired (and repeated) since its last reset: a device heard
+/// again after raising its alarm.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+pub struct Rearmed {
+    pub id: String,
+    pub job_type: String,
+    /// Times it had fired since its last reset.
+    pub fires: u32,
 }
 
 /// A job addressed by id (and shard key, when it was scheduled with one).
@@ -209,6 +224,9 @@ pub struct ResetReport {
     pub reset: u64,
     pub created: u64,
     pub missing: Vec<String>,
+    /// Jobs that had fired (and repeated) since their last reset.
+    #[serde(skip)]
+    pub rearmed: Vec<Rearmed>,
     /// Each touched slot's earliest fire time afterwards, so the runtime can wake it.
     #[serde(skip)]
     pub heads: Vec<(u32, Millis)>,

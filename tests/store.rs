@@ -421,6 +421,49 @@ async fn repeat_runs_again_with_attempts_starting_again(e: Engine) {
     assert_eq!(run.job.attempts, 1);
 }
 
+async fn a_reset_rearms_a_job_that_had_fired_and_reports_it(e: Engine) {
+    let s = &*e.store;
+    let job = NewJob::new("dev", T0).job_type("device_offline");
+    s.schedule("t", job, ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    s.schedule("t", NewJob::new("quiet", T0 + 50), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    for round in 0..2 {
+        let now = T0 + round * 100;
+        let run = pump_one(s, "t", "dev", now).await;
+        assert_eq!(run.job.fires, round as u32);
+        let repeat = RunOutcome::Repeat { at: now + 100 };
+        s.finish("t", &run, repeat, now).await.unwrap();
+    }
+    assert_eq!(s.get("t", &"dev".into()).await.unwrap().unwrap().fires, 2);
+    let resets = [
+        Reset::new("dev", T0 + 10_000),
+        Reset::new("quiet", T0 + 10_000),
+    ];
+    let report = s.reset_many("t", &resets, None, T0 + 150).await.unwrap();
+    assert_eq!(report.reset, 2);
+    let expected = Rearmed {
+        id: "dev".into(),
+        job_type: "device_offline".into(),
+        fires: 2,
+    };
+    assert_eq!(report.rearmed, [expected]);
+    assert_eq!(s.get("t", &"dev".into()).await.unwrap().unwrap().fires, 0);
+    // Once re-armed, a second reset reports nothing.
+    let r = s
+        .schedule(
+            "t",
+            NewJob::new("dev", T0 + 20_000),
+            ScheduleMode::ResetOnly,
+            T0 + 160,
+        )
+        .await
+        .unwrap();
+    assert_eq!(r.rearmed, None);
+}
+
 async fn bury_sends_the_job_to_the_dead_letters(e: Engine) {
     let s = &*e.store;
     s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
@@ -902,6 +945,7 @@ engines!(
     retry_reschedules_until_attempts_are_used_up,
     repeat_runs_again_with_attempts_starting_again,
     bury_sends_the_job_to_the_dead_letters,
+    a_reset_rearms_a_job_that_had_fired_and_reports_it,
     release_gives_the_job_back_without_counting_the_attempt,
     extend_keeps_a_long_run_from_being_taken_over,
     a_reset_during_a_run_fires_the_job_again_after_the_run,

@@ -16,6 +16,7 @@
 //! | `k` | token of the current run | not running |
 //! | `f` | fire time of the current run, or of the last one for a dead job | the due score |
 //! | `r` | fire time of a reset that arrived during the current run | none |
+//! | `n` | times the job fired and repeated since it was last reset | 0 |
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -49,6 +50,8 @@ pub struct Record {
     pub f: Option<Millis>,
     #[serde(skip_serializing_if = "Option::is_none")]
     pub r: Option<Millis>,
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub n: Option<u32>,
 }
 
 impl Record {
@@ -128,6 +131,7 @@ impl Record {
             lease_until,
             dead_at,
             pending_fire_at: self.r,
+            fires: self.n.unwrap_or(0),
         })
     }
 }

@@ -19,7 +19,7 @@ use super::{MAX_PAGE, Store};
 use crate::error::{Error, Result};
 use crate::job::{
     CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped,
-    Reset, ResetReport, RunOutcome, ScheduleMode, ScheduleOutcome, Scheduled, SlotStats,
+    Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode, ScheduleOutcome, Scheduled, SlotStats,
     TopicStats,
 };
 use crate::routing::slot_of;
@@ -100,7 +100,7 @@ where
         batch: &[&Reset],
         create: Option<&str>,
         now: Millis,
-    ) -> Result<(u64, u64, Millis, Vec<String>)> {
+    ) -> Result<(u64, u64, Millis, Vec<String>, Vec<Rearmed>)> {
         let keys = SlotKeys::new(&topic.name, slot);
         let mut call = self.scripts.reset_many.prepare_invoke();
         call.key(keys.all()).arg(now).arg(create.unwrap_or("-"));
@@ -109,8 +109,16 @@ where
         }
         let reply: Vec<Value> = call.invoke_async(&mut self.conn.clone()).await?;
         let (reset, created, head) = (int(&reply[0])?, int(&reply[1])?, int(&reply[2])?);
-        let missing = reply[3..].iter().map(text).collect::<Result<_>>()?;
-        Ok((reset as u64, created as u64, head, missing))
+        let n_missing = int(&reply[3])? as usize;
+        let missing = reply[4..4 + n_missing]
+            .iter()
+            .map(text)
+            .collect::<Result<_>>()?;
+        let rearmed = reply[4 + n_missing..]
+            .chunks_exact(3)
+            .map(|r| rearmed(topic, text(&r[0])?, &r[1], &r[2]))
+            .collect::<Result<_>>()?;
+        Ok((reset as u64, created as u64, head, missing, rearmed))
     }
 
     async fn slot_stats(&self, topic: &str, slot: u32) -> Result<SlotStats> {
@@ -233,12 +241,19 @@ where
             other => return Err(Error::Corrupt(format!("schedule.lua answered {other:?}"))),
         };
         let fire_at = int(&reply[2])?;
+        let rearmed = match (reply.get(4), reply.get(5)) {
+            (Some(fires), Some(job_type)) if int(fires)? > 0 => {
+                Some(rearmed(&t, job.id.clone(), fires, job_type)?)
+            }
+            _ => None,
+        };
         Ok(Scheduled {
             outcome,
             slot,
             state: parse_state(&text(&reply[1])?)?,
             fire_at: (fire_at >= 0).then_some(fire_at),
             is_head: int(&reply[3])? == 1,
+            rearmed,
         })
     }
 
@@ -288,10 +303,11 @@ where
         });
         let mut report = ResetReport::default();
         for result in futures_util::future::join_all(calls).await {
-            let (slot, (reset, created, head, missing)) = result?;
+            let (slot, (reset, created, head, missing, rearmed)) = result?;
             report.reset += reset;
             report.created += created;
             report.missing.extend(missing);
+            report.rearmed.extend(rearmed);
             if head >= 0 {
                 report.heads.push((slot, head));
             }
@@ -519,6 +535,19 @@ where
             .collect::<Result<Vec<_>>>()?;
         Ok(TopicStats::from_slots(&t.name, per_slot))
     }
+}
+
+fn rearmed(topic: &TopicConfig, id: String, fires: &Value, job_type: &Value) -> Result<Rearmed> {
+    let job_type = text(job_type)?;
+    Ok(Rearmed {
+        id,
+        job_type: if job_type.is_empty() {
+            topic.default_type.clone()
+        } else {
+            job_type
+        },
+        fires: int(fires)? as u32,
+    })
 }
 
 fn parse_topic(json: &str) -> Result<TopicConfig> {
