@@ -84,9 +84,7 @@ async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
         .into_iter()
         .find(|l| l.job.id == "dev-7")
         .unwrap();
-    s.finish("t", &run, RunOutcome::Repeat { at: T0 + 10 }, T0)
-        .await
-        .unwrap();
+    s.finish("t", &run, RunOutcome::Release, T0).await.unwrap();
     let has: bool = redis::cmd("HEXISTS")
         .arg(&keys.job)
         .arg("dev-7")
