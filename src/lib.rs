@@ -5,16 +5,24 @@
 //! [`topic`] (named, sharded delay queues), [`routing`] (job to slot), [`validate`]
 //! (argument checks), [`time`] (milliseconds and the clock), [`error`].
 
+pub mod actors;
+pub mod center;
 pub mod config;
 pub mod error;
+pub mod events;
+pub mod handler;
 pub mod job;
+pub mod jobs;
+pub mod metrics;
 pub mod routing;
 pub mod store;
 pub mod time;
 pub mod topic;
 pub mod validate;
 
+pub use center::{TimeoutCenter, TimeoutCenterBuilder};
 pub use error::{Error, Result};
+pub use handler::{Handlers, JobContext, JobHandler, Outcome};
 pub use job::*;
 pub use store::{SharedStore, Store, StoreOptions};
 pub use time::Millis;

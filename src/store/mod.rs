@@ -11,7 +11,10 @@ use std::sync::Arc;
 
 use async_trait::async_trait;
 
+use tokio::sync::mpsc;
+
 use crate::error::Result;
+use crate::events::{Event, EventPage};
 use crate::job::{
     CreateSpec, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped, Reset,
     ResetReport, RunOutcome, ScheduleMode, Scheduled, TopicStats,
@@ -95,6 +98,55 @@ pub trait Store: Send + Sync + 'static {
 
     /// Scheduled, running and dead counts per slot and in total, and the next fire time.
     async fn stats(&self, topic: &str) -> Result<TopicStats>;
+
+    /// Appends events to the topic's stream, trimming it to about `max_len` entries.
+    async fn append_events(&self, topic: &str, events: &[Event], max_len: usize) -> Result<()>;
+
+    /// Events after the position `after` (exclusive; from the oldest when `None`).
+    async fn read_events(
+        &self,
+        topic: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<EventPage>;
+
+    /// Tells other instances sharing this store that a slot has a job due at `notice.at`.
+    /// In-process slots are woken by the runtime directly; an engine that is never shared
+    /// does nothing here.
+    async fn publish_wake(&self, _notice: &WakeNotice) -> Result<()> {
+        Ok(())
+    }
+
+    /// Forwards other instances' wake notices to `tx` until `tx` closes. Engines that are
+    /// not shared, or cannot listen (a Redis Cluster), return at once: the slots' safety-net
+    /// poll covers them.
+    async fn listen_wakes(&self, _tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
+        Ok(())
+    }
 }
 
 pub type SharedStore = Arc<dyn Store>;
+
+/// A notice that a slot has a job due at `at`, earlier than the slot may be sleeping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakeNotice {
+    pub topic: String,
+    pub slot: u32,
+    pub at: Millis,
+}
+
+impl WakeNotice {
+    /// The pub/sub message form: `slot:at`.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.slot, self.at)
+    }
+
+    pub fn decode(topic: &str, text: &str) -> Option<Self> {
+        let (slot, at) = text.split_once(':')?;
+        Some(WakeNotice {
+            topic: topic.to_string(),
+            slot: slot.parse().ok()?,
+            at: at.parse().ok()?,
+        })
+    }
+}

@@ -11,12 +11,15 @@ use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use redis::{AsyncCommands, Value};
 
-use super::keys::{SlotKeys, TOPICS};
+use tokio::sync::mpsc;
+
+use super::keys::{SlotKeys, TOPICS, events as events_key, wake_channel};
 use super::record::Record;
 use super::scripts::Scripts;
 use super::topics::{StoreOptions, TopicCache, check_update};
-use super::{MAX_PAGE, Store};
+use super::{MAX_PAGE, Store, WakeNotice};
 use crate::error::{Error, Result};
+use crate::events::{Event, EventPage};
 use crate::job::{
     CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped,
     Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode, ScheduleOutcome, Scheduled, SlotStats,
@@ -34,6 +37,8 @@ const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 /// The Redis engine over a connection `C` (a `ConnectionManager` or a cluster connection).
 pub struct RedisStore<C> {
     conn: C,
+    /// For the pub/sub connection that hears wake notices (single node only).
+    client: Option<redis::Client>,
     scripts: Arc<Scripts>,
     topics: TopicCache,
     options: StoreOptions,
@@ -50,8 +55,10 @@ impl RedisStore<ConnectionManager> {
             .set_connection_timeout(Some(CONNECT_TIMEOUT))
             .set_number_of_retries(1)
             .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client, config)?;
-        Ok(RedisStore::with_connection(conn, options))
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+        let mut store = RedisStore::with_connection(conn, options);
+        store.client = Some(client);
+        Ok(store)
     }
 }
 
@@ -75,6 +82,7 @@ where
     pub fn with_connection(conn: C, options: StoreOptions) -> Self {
         RedisStore {
             conn,
+            client: None,
             scripts: Arc::new(Scripts::new()),
             topics: TopicCache::default(),
             options,
@@ -535,6 +543,123 @@ where
             .collect::<Result<Vec<_>>>()?;
         Ok(TopicStats::from_slots(&t.name, per_slot))
     }
+
+    async fn append_events(&self, topic: &str, events: &[Event], max_len: usize) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let key = events_key(topic);
+        let mut pipe = redis::pipe();
+        for e in events {
+            let json = serde_json::to_string(e).expect("an event serialises");
+            pipe.cmd("XADD")
+                .arg(&key)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(max_len.max(1))
+                .arg("*")
+                .arg("e")
+                .arg(json)
+                .ignore();
+        }
+        let _: () = pipe.query_async(&mut self.conn.clone()).await?;
+        Ok(())
+    }
+
+    async fn read_events(
+        &self,
+        topic: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<EventPage> {
+        crate::topic::validate_topic_name(topic)?;
+        let start = match after {
+            Some(id) => {
+                let valid = id.split_once('-').is_some_and(|(a, b)| {
+                    !a.is_empty()
+                        && !b.is_empty()
+                        && a.bytes().all(|c| c.is_ascii_digit())
+                        && b.bytes().all(|c| c.is_ascii_digit())
+                });
+                if !valid {
+                    return Err(Error::invalid(
+                        "after",
+                        format!("{id:?} is not an event id"),
+                    ));
+                }
+                format!("({id}")
+            }
+            None => "-".to_string(),
+        };
+        let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
+            .arg(events_key(topic))
+            .arg(start)
+            .arg("+")
+            .arg("COUNT")
+            .arg(limit.clamp(1, MAX_PAGE))
+            .query_async(&mut self.conn.clone())
+            .await?;
+        let mut items = Vec::with_capacity(entries.len());
+        for (id, fields) in entries {
+            let json = fields
+                .into_iter()
+                .find(|(k, _)| k == "e")
+                .map(|(_, v)| v)
+                .ok_or_else(|| Error::Corrupt(format!("event {id} has no body")))?;
+            let mut event: Event = serde_json::from_str(&json)
+                .map_err(|e| Error::Corrupt(format!("event {id}: {e}")))?;
+            event.id = id;
+            items.push(event);
+        }
+        Ok(EventPage::new(items))
+    }
+
+    async fn publish_wake(&self, notice: &WakeNotice) -> Result<()> {
+        let _: i64 = self
+            .conn
+            .clone()
+            .publish(wake_channel(&notice.topic), notice.encode())
+            .await?;
+        Ok(())
+    }
+
+    async fn listen_wakes(&self, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
+        let Some(client) = self.client.clone() else {
+            return Ok(());
+        };
+        // Reconnects after a loss, until the receiver is gone.
+        while !tx.is_closed() {
+            match listen_once(&client, &tx).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "wake notices: connection lost, reconnecting");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+async fn listen_once(client: &redis::Client, tx: &mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
+    use futures_util::StreamExt;
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.psubscribe(wake_channel("*")).await?;
+    let prefix = wake_channel("");
+    let mut messages = pubsub.on_message();
+    while let Some(msg) = messages.next().await {
+        let channel = msg.get_channel_name().to_string();
+        let payload: String = msg.get_payload().unwrap_or_default();
+        let Some(topic) = channel.strip_prefix(&prefix) else {
+            continue;
+        };
+        if let Some(notice) = WakeNotice::decode(topic, &payload)
+            && tx.send(notice).is_err()
+        {
+            return Ok(());
+        }
+    }
+    Err(Error::Unavailable("the pub/sub connection closed".into()))
 }
 
 fn rearmed(topic: &TopicConfig, id: String, fires: &Value, job_type: &Value) -> Result<Rearmed> {

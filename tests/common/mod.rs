@@ -3,6 +3,7 @@
 
 pub mod redis_cluster;
 pub mod redis_server;
+pub mod runtime;
 
 pub use redis_cluster::RedisCluster;
 pub use redis_server::RedisServer;

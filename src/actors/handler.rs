@@ -1,0 +1,71 @@
+//! One actor per job type: runs that type's handler with bounded concurrency. Each run is its
+//! own task, so a handler that panics or hangs fails one attempt and nothing else.
+
+use std::sync::Arc;
+use std::time::Instant;
+
+use actix::{Actor, Context, Handler, ResponseFuture};
+use tokio::sync::Semaphore;
+
+use super::messages::{RunJob, RunReport};
+use crate::handler::{ErasedHandler, Outcome};
+
+pub struct HandlerActor {
+    handler: Arc<dyn ErasedHandler>,
+    /// Bounds the runs of this type at once; more wait here, and the slot actors bound how
+    /// many they hand out, so nothing queues without limit.
+    permits: Arc<Semaphore>,
+}
+
+impl HandlerActor {
+    pub fn new(handler: Arc<dyn ErasedHandler>) -> Self {
+        let permits = Arc::new(Semaphore::new(handler.concurrency()));
+        HandlerActor { handler, permits }
+    }
+}
+
+impl Actor for HandlerActor {
+    type Context = Context<Self>;
+}
+
+impl Handler<RunJob> for HandlerActor {
+    type Result = ResponseFuture<RunReport>;
+
+    fn handle(&mut self, msg: RunJob, _: &mut Context<Self>) -> Self::Result {
+        let handler = self.handler.clone();
+        let permits = self.permits.clone();
+        Box::pin(async move {
+            let _permit = permits.acquire_owned().await;
+            let started = Instant::now();
+            let timeout = handler.timeout();
+            let events = msg.ctx.events.clone();
+            let mut task = tokio::spawn(async move { handler.handle(msg.ctx).await });
+            let outcome = match tokio::time::timeout(timeout, &mut task).await {
+                Ok(Ok(outcome)) => outcome,
+                Ok(Err(e)) if e.is_panic() => {
+                    Outcome::retry(format!("handler panicked: {}", panic_text(e.into_panic())))
+                }
+                Ok(Err(e)) => Outcome::retry(format!("handler was cancelled: {e}")),
+                Err(_) => {
+                    task.abort();
+                    Outcome::retry(format!("handler timed out after {timeout:?}"))
+                }
+            };
+            RunReport {
+                outcome,
+                duration: started.elapsed(),
+                emitted: events.take(),
+            }
+        })
+    }
+}
+
+fn panic_text(payload: Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = payload.downcast_ref::<&str>() {
+        s.to_string()
+    } else if let Some(s) = payload.downcast_ref::<String>() {
+        s.clone()
+    } else {
+        "(no message)".to_string()
+    }
+}

@@ -1,0 +1,93 @@
+//! Every message the actors exchange, one small struct each.
+
+use std::time::Duration;
+
+use actix::Message;
+use serde::Serialize;
+use serde_json::Value;
+
+use crate::handler::{JobContext, Outcome};
+use crate::store::WakeNotice;
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+/// To a handler actor: run this job.
+#[derive(Message)]
+#[rtype(result = "RunReport")]
+pub struct RunJob {
+    pub ctx: JobContext<Value>,
+}
+
+/// What a handler actor reports of a run.
+pub struct RunReport {
+    pub outcome: Outcome,
+    pub duration: Duration,
+    pub emitted: Vec<(String, Value)>,
+}
+
+/// To a slot actor: pump now.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Pump;
+
+/// To a slot actor (through the supervisor): a job is due at `at`, maybe before you wake.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Wake {
+    pub at: Millis,
+}
+
+/// To a slot actor: stop pumping, let runs finish within `grace`, give back the leases of
+/// those that do not. Answers how many leases it gave back.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct Drain {
+    pub grace: Duration,
+}
+
+/// To a slot actor: stop (the supervisor restarts it). For operations and tests.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Halt;
+
+/// To the supervisor: serve every slot of this topic.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct ServeTopic(pub std::sync::Arc<TopicConfig>);
+
+/// To the supervisor: wake a slot.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct WakeSlot(pub WakeNotice);
+
+/// To the supervisor: each slot actor's state.
+#[derive(Message)]
+#[rtype(result = "Vec<SlotHealth>")]
+pub struct GetHealth;
+
+/// To the supervisor: drain every slot (see [`Drain`]); answers the leases given back.
+#[derive(Message)]
+#[rtype(result = "usize")]
+pub struct Shutdown {
+    pub grace: Duration,
+}
+
+/// To the supervisor: stop one slot actor, which it then restarts.
+#[derive(Message)]
+#[rtype(result = "bool")]
+pub struct HaltSlot {
+    pub topic: String,
+    pub slot: u32,
+}
+
+/// A slot actor's state, as `/health` shows it.
+#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+pub struct SlotHealth {
+    pub topic: String,
+    pub slot: u32,
+    pub alive: bool,
+    pub last_pump: Option<Millis>,
+    pub in_flight: usize,
+    pub restarts: u32,
+    pub last_error: Option<String>,
+}

@@ -1,0 +1,430 @@
+//! The slot actor: a Reactor dispatcher for one (topic, slot). It sleeps until its slot next
+//! needs attention (the earliest due job or lease deadline, as `pump` reports it, capped by a
+//! safety-net poll), or until told of an earlier job; pumps a bounded batch; hands each job
+//! to its type's handler actor; and turns outcomes into ack, retry, repeat or dead letter.
+//! It never runs business code itself.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::prelude::*;
+use serde_json::{Value, json};
+use tokio::sync::watch;
+
+use super::messages::{Drain, Halt, Pump, RunJob, RunReport, SlotHealth, Wake};
+use super::runtime::Runtime;
+use crate::events::{Event, kind};
+use crate::handler::{Emitter, JobContext, Outcome};
+use crate::job::{Finished, Leased, RunOutcome};
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+/// Wait before pumping again after the store failed.
+const ERROR_BACKOFF_MS: Millis = 500;
+
+pub struct SlotActor {
+    topic: Arc<TopicConfig>,
+    slot: u32,
+    rt: Arc<Runtime>,
+    /// Shared with the supervisor, which reads it for `/health`.
+    status: Arc<Mutex<SlotHealth>>,
+    /// Runs handed out and not yet settled in the store, by job id.
+    running: HashMap<String, Leased>,
+    /// The number of `running`, for `Drain` to wait on.
+    in_flight: watch::Sender<usize>,
+    pumping: bool,
+    /// A wake or a settled run arrived while pumping: pump again when it returns.
+    again: bool,
+    draining: bool,
+    /// The pending wake-up and its instant.
+    timer: Option<(SpawnHandle, Millis)>,
+}
+
+impl SlotActor {
+    pub fn new(
+        topic: Arc<TopicConfig>,
+        slot: u32,
+        rt: Arc<Runtime>,
+        status: Arc<Mutex<SlotHealth>>,
+    ) -> Self {
+        SlotActor {
+            topic,
+            slot,
+            rt,
+            status,
+            running: HashMap::new(),
+            in_flight: watch::channel(0).0,
+            pumping: false,
+            again: false,
+            draining: false,
+            timer: None,
+        }
+    }
+
+    fn set_status(&self, f: impl FnOnce(&mut SlotHealth)) {
+        f(&mut self.status.lock().expect("slot status lock"));
+    }
+
+    fn cancel_timer(&mut self, ctx: &mut Context<Self>) {
+        if let Some((handle, _)) = self.timer.take() {
+            ctx.cancel_future(handle);
+        }
+    }
+
+    /// Sleeps until `next_at`, or the safety-net poll if that comes first.
+    fn arm(&mut self, next_at: Option<Millis>, ctx: &mut Context<Self>) {
+        self.cancel_timer(ctx);
+        let now = self.rt.clock.now();
+        let poll_at = now + self.rt.settings.poll_ms as Millis;
+        let at = next_at.map_or(poll_at, |n| n.min(poll_at));
+        let delay = Duration::from_millis((at - now).max(0) as u64);
+        let handle = ctx.run_later(delay, |act, ctx| {
+            act.timer = None;
+            act.pump(ctx);
+        });
+        self.timer = Some((handle, at));
+    }
+
+    fn capacity(&self) -> usize {
+        self.rt
+            .settings
+            .pump_batch
+            .saturating_sub(self.running.len())
+    }
+
+    fn pump(&mut self, ctx: &mut Context<Self>) {
+        if self.draining {
+            return;
+        }
+        if self.pumping {
+            self.again = true;
+            return;
+        }
+        let capacity = self.capacity();
+        if capacity == 0 {
+            // Every run slot is taken: the next settled run pumps again.
+            self.again = true;
+            return;
+        }
+        self.cancel_timer(ctx);
+        self.pumping = true;
+        self.again = false;
+        let now = self.rt.clock.now();
+        let store = self.rt.store.clone();
+        let (topic, slot) = (self.topic.name.clone(), self.slot);
+        let fut = async move { store.pump(&topic, slot, now, capacity).await };
+        ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
+            act.pumping = false;
+            match result {
+                Ok(pumped) => {
+                    let n = pumped.jobs.len();
+                    act.set_status(|s| {
+                        s.last_pump = Some(now);
+                        s.last_error = None;
+                    });
+                    act.rt
+                        .metrics
+                        .pump_batch
+                        .with_label_values(&[act.topic.name.as_str()])
+                        .observe(n as f64);
+                    for lease in pumped.jobs {
+                        act.dispatch(lease, ctx);
+                    }
+                    if n >= capacity || act.again {
+                        // A full batch: more may be due right now.
+                        act.again = false;
+                        ctx.notify(Pump);
+                    } else {
+                        act.arm(pumped.next_at, ctx);
+                    }
+                }
+                Err(e) => {
+                    tracing::warn!(topic = %act.topic.name, slot = act.slot, error = %e, "pump failed");
+                    act.set_status(|s| s.last_error = Some(e.to_string()));
+                    let retry_at = act.rt.clock.now() + ERROR_BACKOFF_MS;
+                    act.arm(Some(retry_at), ctx);
+                }
+            }
+        }));
+    }
+
+    fn track(&mut self) {
+        let n = self.running.len();
+        self.in_flight.send_replace(n);
+        self.set_status(|s| s.in_flight = n);
+    }
+
+    fn dispatch(&mut self, lease: Leased, ctx: &mut Context<Self>) {
+        let fired_at = self.rt.clock.now();
+        let topic = self.topic.name.as_str();
+        let m = &self.rt.metrics;
+        m.fired.with_label_values(&[topic]).inc();
+        let lateness = (fired_at - lease.job.fire_at).max(0) as f64 / 1_000.0;
+        m.lateness.with_label_values(&[topic]).observe(lateness);
+        self.running.insert(lease.job.id.clone(), lease.clone());
+        self.track();
+
+        let rt = self.rt.clone();
+        let topic = self.topic.clone();
+        let run = async move {
+            let report = run_with_lease(&rt, &topic, &lease, fired_at).await;
+            let settled = settle(&rt, &topic, &lease, fired_at, report).await;
+            (lease.job.id.clone(), settled)
+        };
+        ctx.spawn(run.into_actor(self).map(|(id, settled), act, ctx| {
+            act.running.remove(&id);
+            act.track();
+            if let Err(e) = settled {
+                act.set_status(|s| s.last_error = Some(e));
+            }
+            if act.again && !act.draining {
+                act.pump(ctx);
+            }
+        }));
+    }
+}
+
+/// Runs the job on its type's handler actor, extending the lease while it runs so a long
+/// run is not taken over by another.
+async fn run_with_lease(
+    rt: &Runtime,
+    topic: &TopicConfig,
+    lease: &Leased,
+    fired_at: Millis,
+) -> RunReport {
+    let Some(entry) = rt.types.get(lease.job.job_type.as_str()) else {
+        return RunReport {
+            outcome: Outcome::dead(format!(
+                "no handler is registered for job type {:?}",
+                lease.job.job_type
+            )),
+            duration: Duration::ZERO,
+            emitted: Vec::new(),
+        };
+    };
+    let ctx = JobContext {
+        topic: topic.name.clone(),
+        job: lease.job.clone(),
+        payload: lease.job.payload.clone(),
+        fired_at,
+        events: Emitter::default(),
+        store: rt.store.clone(),
+    };
+    let send = entry.actor.send(RunJob { ctx });
+    tokio::pin!(send);
+    let every = Duration::from_millis((topic.visibility_timeout_ms / 3).max(1));
+    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    loop {
+        tokio::select! {
+            report = &mut send => {
+                return report.unwrap_or_else(|e| RunReport {
+                    outcome: Outcome::retry(format!("handler actor unavailable: {e}")),
+                    duration: Duration::ZERO,
+                    emitted: Vec::new(),
+                });
+            }
+            _ = ticks.tick() => {
+                let until = topic.lease_deadline(rt.clock.now());
+                match rt.store.extend(&topic.name, lease, until).await {
+                    Ok(true) => {}
+                    Ok(false) => tracing::warn!(job = %lease.job.id, "lease lost while running"),
+                    Err(e) => tracing::warn!(job = %lease.job.id, error = %e, "lease extension failed"),
+                }
+            }
+        }
+    }
+}
+
+/// Turns a run's outcome into the store's, and appends the events.
+async fn settle(
+    rt: &Runtime,
+    topic: &TopicConfig,
+    lease: &Leased,
+    fired_at: Millis,
+    report: RunReport,
+) -> Result<(), String> {
+    let now = rt.clock.now();
+    let job = &lease.job;
+    let name = topic.name.as_str();
+    rt.metrics
+        .handler_duration
+        .with_label_values(&[name, job.job_type.as_str()])
+        .observe(report.duration.as_secs_f64());
+    let (outcome, detail) = match report.outcome {
+        Outcome::Done => (RunOutcome::Ack, Value::Null),
+        Outcome::Retry { error, delay } => {
+            let delay = delay
+                .map(|d| d.as_millis() as u64)
+                .unwrap_or_else(|| topic.backoff.delay_ms(job.attempts, &mut rand::rng()));
+            let at = now + delay as Millis;
+            let detail = json!({"error": error, "retry_at": at});
+            (RunOutcome::Retry { error, at }, detail)
+        }
+        Outcome::Repeat { after } => {
+            let at = (job.fire_at + after.as_millis() as Millis).max(now);
+            (RunOutcome::Repeat { at }, json!({"repeat_at": at}))
+        }
+        Outcome::Dead { reason } => {
+            let detail = json!({"error": reason});
+            (RunOutcome::Bury { error: reason }, detail)
+        }
+    };
+    let finished = rt
+        .store
+        .finish(name, lease, outcome.clone(), now)
+        .await
+        .map_err(|e| {
+            tracing::warn!(job = %job.id, error = %e, "could not record a run's outcome; its lease will expire and it runs again");
+            e.to_string()
+        })?;
+    let (event, mut data) = match finished {
+        Finished::Done | Finished::Released => (kind::DONE, detail),
+        Finished::Retrying => {
+            rt.metrics.retried.with_label_values(&[name]).inc();
+            (kind::RETRY, detail)
+        }
+        Finished::Repeating => (kind::REPEAT, detail),
+        Finished::Dead => {
+            rt.metrics.dead.with_label_values(&[name]).inc();
+            let error = match &outcome {
+                RunOutcome::Retry { error, .. } | RunOutcome::Bury { error } => error.clone(),
+                _ => String::new(),
+            };
+            (kind::DEAD, json!({"error": error}))
+        }
+        Finished::Rescheduled => {
+            let kind = match outcome {
+                RunOutcome::Ack => kind::DONE,
+                RunOutcome::Repeat { .. } => kind::REPEAT,
+                RunOutcome::Retry { .. } => kind::RETRY,
+                _ => kind::DEAD,
+            };
+            (kind, detail)
+        }
+        Finished::Stale => {
+            tracing::warn!(job = %job.id, "a run's outcome was stale: another run holds the job");
+            return Ok(());
+        }
+    };
+    if finished == Finished::Rescheduled {
+        let obj = data.as_object_mut();
+        let note = json!("a reset arrived during the run: the job fires again at the reset time");
+        match obj {
+            Some(o) => {
+                o.insert("rescheduled".into(), note);
+            }
+            None => data = json!({"rescheduled": note}),
+        }
+    }
+    let base = |event: &str, data: Value| Event {
+        id: String::new(),
+        topic: name.to_string(),
+        job_id: job.id.clone(),
+        job_type: job.job_type.clone(),
+        event: event.to_string(),
+        fire_at: job.fire_at,
+        fired_at,
+        attempt: job.attempts,
+        data,
+    };
+    let mut events: Vec<Event> = report
+        .emitted
+        .into_iter()
+        .map(|(event, data)| base(&event, data))
+        .collect();
+    events.push(base(event, data));
+    rt.store
+        .append_events(name, &events, rt.settings.events_max_len)
+        .await
+        .map_err(|e| e.to_string())
+}
+
+impl Actor for SlotActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.set_status(|s| s.alive = true);
+        self.pump(ctx);
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.set_status(|s| s.alive = false);
+    }
+}
+
+impl Supervised for SlotActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        // Runs in flight were dropped with the old context; their leases expire and the jobs
+        // run again (at least once).
+        self.running.clear();
+        self.track();
+        self.pumping = false;
+        self.again = false;
+        self.timer = None;
+        self.set_status(|s| s.restarts += 1);
+    }
+}
+
+impl Handler<Pump> for SlotActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Pump, ctx: &mut Context<Self>) {
+        self.pump(ctx);
+    }
+}
+
+impl Handler<Wake> for SlotActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Wake, ctx: &mut Context<Self>) {
+        if self.draining {
+            return;
+        }
+        if self.pumping {
+            self.again = true;
+            return;
+        }
+        match self.timer {
+            Some((_, at)) if at <= msg.at => {}
+            _ => self.arm(Some(msg.at), ctx),
+        }
+    }
+}
+
+impl Handler<Halt> for SlotActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Halt, ctx: &mut Context<Self>) {
+        ctx.stop();
+    }
+}
+
+impl Handler<Drain> for SlotActor {
+    type Result = ResponseActFuture<Self, usize>;
+
+    fn handle(&mut self, msg: Drain, ctx: &mut Context<Self>) -> Self::Result {
+        self.draining = true;
+        self.cancel_timer(ctx);
+        let mut idle = self.in_flight.subscribe();
+        let wait = async move {
+            let _ = tokio::time::timeout(msg.grace, idle.wait_for(|n| *n == 0)).await;
+        };
+        Box::pin(wait.into_actor(self).then(|_, act, _| {
+            let left: Vec<Leased> = act.running.values().cloned().collect();
+            let (store, topic, clock) = (act.rt.store.clone(), act.topic.name.clone(), act.rt.clock.clone());
+            async move {
+                let mut released = 0;
+                for lease in left {
+                    match store.finish(&topic, &lease, RunOutcome::Release, clock.now()).await {
+                        Ok(Finished::Released) => released += 1,
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(job = %lease.job.id, error = %e, "could not give back a lease; it expires instead"),
+                    }
+                }
+                released
+            }
+            .into_actor(act)
+        }))
+    }
+}

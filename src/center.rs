@@ -1,0 +1,394 @@
+//! `TimeoutCenter`: the library API. It owns the runtime (supervisor, slot actors, handler
+//! actors) over a store, and wraps each store call with what the runtime must know: a job due
+//! before its slot wakes wakes the slot (in process, and through the store for other
+//! instances), counters are kept, and re-armed jobs tell their type.
+//!
+//! Start it inside an actix system (`#[actix_web::main]`, `#[actix_rt::main]`).
+
+use std::collections::HashSet;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::{Actor, Addr};
+use serde_json::Value;
+use tokio::sync::mpsc;
+
+use crate::actors::handler::HandlerActor;
+use crate::actors::messages::{GetHealth, HaltSlot, ServeTopic, Shutdown, WakeSlot};
+use crate::actors::runtime::TypeEntry;
+use crate::actors::supervisor::Supervisor;
+use crate::actors::{Runtime, SlotHealth};
+use crate::config::RuntimeSettings;
+use crate::error::Result;
+use crate::events::{Event, EventPage};
+use crate::handler::{Handlers, JobHandler};
+use crate::job::*;
+use crate::metrics::Metrics;
+use crate::store::{SharedStore, WakeNotice};
+use crate::time::{Millis, SharedClock, SystemClock};
+use crate::topic::TopicConfig;
+
+/// Builds a [`TimeoutCenter`].
+pub struct TimeoutCenterBuilder {
+    store: SharedStore,
+    settings: RuntimeSettings,
+    handlers: Handlers,
+    clock: SharedClock,
+    builtin_types: bool,
+    metrics: Option<Arc<Metrics>>,
+}
+
+impl TimeoutCenterBuilder {
+    pub fn settings(mut self, settings: RuntimeSettings) -> Self {
+        self.settings = settings;
+        self
+    }
+
+    /// Registers a job type (one line per type).
+    pub fn handler<H: JobHandler>(mut self, handler: H) -> Self {
+        self.handlers.register(handler);
+        self
+    }
+
+    pub fn clock(mut self, clock: SharedClock) -> Self {
+        self.clock = clock;
+        self
+    }
+
+    pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
+        self.metrics = Some(metrics);
+        self
+    }
+
+    /// Leaves out the built-in types (`emit`, `webhook`, `device_offline`, `meeting_state`).
+    pub fn without_builtin_types(mut self) -> Self {
+        self.builtin_types = false;
+        self
+    }
+
+    /// Starts the runtime. Must run inside an actix system.
+    pub async fn start(self) -> Result<TimeoutCenter> {
+        let mut handlers = Handlers::new();
+        if self.builtin_types {
+            crate::jobs::register_builtin(&mut handlers);
+        }
+        // The application's types come last, so they may replace a built-in one.
+        for h in self.handlers.iter() {
+            handlers.insert_erased(h.clone());
+        }
+        let types = handlers
+            .iter()
+            .map(|h| {
+                let actor = HandlerActor::new(h.clone()).start();
+                (
+                    h.job_type(),
+                    TypeEntry {
+                        handler: h.clone(),
+                        actor,
+                    },
+                )
+            })
+            .collect();
+        let rt = Arc::new(Runtime {
+            store: self.store.clone(),
+            types,
+            clock: self.clock,
+            settings: self.settings,
+            metrics: self.metrics.unwrap_or_default(),
+        });
+        let supervisor = Supervisor::new(rt.clone()).start();
+
+        // Wake notices from other instances sharing the store.
+        let (tx, mut rx) = mpsc::unbounded_channel();
+        let store = self.store.clone();
+        actix_rt::spawn(async move {
+            if let Err(e) = store.listen_wakes(tx).await {
+                tracing::warn!(error = %e, "not listening for wake notices; slots rely on their poll");
+            }
+        });
+        let sup = supervisor.clone();
+        actix_rt::spawn(async move {
+            while let Some(notice) = rx.recv().await {
+                sup.do_send(WakeSlot(notice));
+            }
+        });
+
+        Ok(TimeoutCenter {
+            rt,
+            supervisor,
+            served: Arc::new(Mutex::new(HashSet::new())),
+        })
+    }
+}
+
+/// A running timeout center. Cheap to clone; every clone drives the same runtime.
+#[derive(Clone)]
+pub struct TimeoutCenter {
+    rt: Arc<Runtime>,
+    supervisor: Addr<Supervisor>,
+    /// Topics whose slots the supervisor has been told to serve.
+    served: Arc<Mutex<HashSet<String>>>,
+}
+
+impl TimeoutCenter {
+    pub fn builder(store: SharedStore) -> TimeoutCenterBuilder {
+        TimeoutCenterBuilder {
+            store,
+            settings: crate::config::Settings::defaults().runtime,
+            handlers: Handlers::new(),
+            clock: Arc::new(SystemClock),
+            builtin_types: true,
+            metrics: None,
+        }
+    }
+
+    pub fn store(&self) -> &SharedStore {
+        &self.rt.store
+    }
+
+    pub fn metrics(&self) -> &Arc<Metrics> {
+        &self.rt.metrics
+    }
+
+    pub fn now(&self) -> Millis {
+        self.rt.clock.now()
+    }
+
+    /// The topic's settings, and its slots served by this runtime.
+    pub async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
+        let topic = self.rt.store.topic(name).await?;
+        let new = self
+            .served
+            .lock()
+            .expect("served lock")
+            .insert(name.to_string());
+        if new {
+            self.supervisor.do_send(ServeTopic(topic.clone()));
+        }
+        Ok(topic)
+    }
+
+    pub async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
+        let topic = self.rt.store.put_topic(config).await?;
+        self.served
+            .lock()
+            .expect("served lock")
+            .insert(topic.name.clone());
+        self.supervisor.do_send(ServeTopic(topic.clone()));
+        Ok(topic)
+    }
+
+    pub async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
+        self.rt.store.topics().await
+    }
+
+    /// Wakes the slot when `at` comes before its safety-net poll would.
+    async fn wake(&self, topic: &str, slot: u32, at: Millis) {
+        if at > self.now() + self.rt.settings.poll_ms as Millis {
+            return; // the slot's poll finds it in time
+        }
+        let notice = WakeNotice {
+            topic: topic.to_string(),
+            slot,
+            at,
+        };
+        self.supervisor.do_send(WakeSlot(notice.clone()));
+        if let Err(e) = self.rt.store.publish_wake(&notice).await {
+            tracing::debug!(error = %e, "could not publish a wake notice");
+        }
+    }
+
+    pub async fn schedule(
+        &self,
+        topic: &str,
+        job: NewJob,
+        mode: ScheduleMode,
+    ) -> Result<Scheduled> {
+        self.topic(topic).await?;
+        let now = self.now();
+        let r = self
+            .rt
+            .store
+            .schedule(topic, job.clone(), mode, now)
+            .await?;
+        let m = &self.rt.metrics;
+        match r.outcome {
+            ScheduleOutcome::Created | ScheduleOutcome::Replaced => {
+                m.scheduled.with_label_values(&[topic]).inc()
+            }
+            ScheduleOutcome::Reset => m.reset.with_label_values(&[topic]).inc(),
+            ScheduleOutcome::Exists | ScheduleOutcome::Missing => {}
+        }
+        if r.is_head
+            && let Some(at) = r.fire_at
+        {
+            self.wake(topic, r.slot, at).await;
+        }
+        if let Some(rearmed) = &r.rearmed {
+            self.tell_rearmed(
+                topic,
+                std::slice::from_ref(rearmed),
+                r.fire_at.unwrap_or(now),
+            )
+            .await;
+        }
+        Ok(r)
+    }
+
+    /// Moves one job's fire time; its payload stays.
+    pub async fn reset(&self, topic: &str, job: &JobRef, fire_at: Millis) -> Result<Scheduled> {
+        let new = NewJob {
+            id: job.id.clone(),
+            shard_key: job.shard_key.clone(),
+            fire_at,
+            ..NewJob::default()
+        };
+        self.schedule(topic, new, ScheduleMode::ResetOnly).await
+    }
+
+    /// The heartbeat path: many resets, optionally creating missing jobs.
+    pub async fn reset_many(
+        &self,
+        topic: &str,
+        resets: &[Reset],
+        create: Option<&CreateSpec>,
+    ) -> Result<ResetReport> {
+        self.topic(topic).await?;
+        let now = self.now();
+        let report = self.rt.store.reset_many(topic, resets, create, now).await?;
+        let m = &self.rt.metrics;
+        m.reset.with_label_values(&[topic]).inc_by(report.reset);
+        m.scheduled
+            .with_label_values(&[topic])
+            .inc_by(report.created);
+        for (slot, head) in &report.heads {
+            self.wake(topic, *slot, *head).await;
+        }
+        if !report.rearmed.is_empty() {
+            self.tell_rearmed(topic, &report.rearmed, now).await;
+        }
+        Ok(report)
+    }
+
+    /// Lets each re-armed job's type react (a device heard again reports its recovery).
+    async fn tell_rearmed(&self, topic: &str, rearmed: &[Rearmed], now: Millis) {
+        let events: Vec<Event> = rearmed
+            .iter()
+            .filter_map(|r| {
+                let entry = self.rt.types.get(r.job_type.as_str())?;
+                let (event, data) = entry.handler.on_rearm(r)?;
+                Some(Event {
+                    id: String::new(),
+                    topic: topic.to_string(),
+                    job_id: r.id.clone(),
+                    job_type: r.job_type.clone(),
+                    event,
+                    fire_at: now,
+                    fired_at: now,
+                    attempt: 0,
+                    data,
+                })
+            })
+            .collect();
+        if let Err(e) = self
+            .rt
+            .store
+            .append_events(topic, &events, self.rt.settings.events_max_len)
+            .await
+        {
+            tracing::warn!(error = %e, "could not append re-arm events");
+        }
+    }
+
+    pub async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
+        let state = self.rt.store.cancel(topic, job).await?;
+        if state.is_some() {
+            self.rt.metrics.cancelled.with_label_values(&[topic]).inc();
+        }
+        Ok(state)
+    }
+
+    pub async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
+        self.rt.store.get(topic, job).await
+    }
+
+    pub async fn dead_list(
+        &self,
+        topic: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<DeadPage> {
+        self.rt.store.dead_list(topic, after, limit).await
+    }
+
+    /// Schedules a dead job again, due now, with attempts starting again.
+    pub async fn dead_requeue(&self, topic: &str, job: &JobRef) -> Result<bool> {
+        let t = self.topic(topic).await?;
+        let now = self.now();
+        let done = self.rt.store.dead_requeue(topic, job, now).await?;
+        if done {
+            let slot = crate::routing::slot_of(job.route_key(), t.slots);
+            self.wake(topic, slot, now).await;
+        }
+        Ok(done)
+    }
+
+    pub async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool> {
+        self.rt.store.dead_delete(topic, job).await
+    }
+
+    pub async fn stats(&self, topic: &str) -> Result<TopicStats> {
+        let stats = self.rt.store.stats(topic).await?;
+        self.rt.metrics.observe_stats(&stats);
+        Ok(stats)
+    }
+
+    pub async fn events(
+        &self,
+        topic: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<EventPage> {
+        self.rt.store.read_events(topic, after, limit).await
+    }
+
+    /// Appends an event of the application's own to a topic's stream.
+    pub async fn emit(&self, topic: &str, job_id: &str, event: &str, data: Value) -> Result<()> {
+        let now = self.now();
+        let e = Event {
+            id: String::new(),
+            topic: topic.to_string(),
+            job_id: job_id.to_string(),
+            job_type: String::new(),
+            event: event.to_string(),
+            fire_at: now,
+            fired_at: now,
+            attempt: 0,
+            data,
+        };
+        self.rt
+            .store
+            .append_events(topic, &[e], self.rt.settings.events_max_len)
+            .await
+    }
+
+    /// Each slot actor's state.
+    pub async fn health(&self) -> Vec<SlotHealth> {
+        self.supervisor.send(GetHealth).await.unwrap_or_default()
+    }
+
+    /// Stops one slot actor; the supervisor restarts it. For operations and tests.
+    pub async fn halt_slot(&self, topic: &str, slot: u32) -> bool {
+        let msg = HaltSlot {
+            topic: topic.to_string(),
+            slot,
+        };
+        self.supervisor.send(msg).await.unwrap_or(false)
+    }
+
+    /// Stops pumping, lets running handlers finish within `grace`, and gives back the leases
+    /// of those that did not (their jobs are due again at once). Returns how many it gave back.
+    pub async fn shutdown(&self, grace: Duration) -> usize {
+        self.supervisor.send(Shutdown { grace }).await.unwrap_or(0)
+    }
+}

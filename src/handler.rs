@@ -1,0 +1,199 @@
+//! Job types as strategies: a [`JobHandler`] says how a job of its type is handled, with its
+//! payload typed by serde. Registering a type is one line ([`Handlers::register`]); the pump
+//! never changes for a new type.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::de::DeserializeOwned;
+use serde_json::Value;
+
+use crate::job::{Job, Rearmed};
+use crate::store::SharedStore;
+use crate::time::Millis;
+
+/// What a handler reports.
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Done: the job is gone.
+    Done,
+    /// Failed: try again after `delay` (the topic's backoff when `None`), or go to the dead
+    /// letters when the attempts are used up.
+    Retry {
+        error: String,
+        delay: Option<Duration>,
+    },
+    /// Run again `after` the fire time (never earlier than now), attempts starting again.
+    Repeat { after: Duration },
+    /// Give up: to the dead letters with `reason`.
+    Dead { reason: String },
+}
+
+impl Outcome {
+    pub fn retry(error: impl Into<String>) -> Self {
+        Outcome::Retry {
+            error: error.into(),
+            delay: None,
+        }
+    }
+
+    pub fn dead(reason: impl Into<String>) -> Self {
+        Outcome::Dead {
+            reason: reason.into(),
+        }
+    }
+}
+
+/// Events a handler emits, appended to the topic's stream after its run.
+#[derive(Clone, Default)]
+pub struct Emitter {
+    events: Arc<Mutex<Vec<(String, Value)>>>,
+}
+
+impl Emitter {
+    pub fn emit(&self, event: impl Into<String>, data: Value) {
+        self.events
+            .lock()
+            .expect("emitter lock")
+            .push((event.into(), data));
+    }
+
+    pub fn take(&self) -> Vec<(String, Value)> {
+        std::mem::take(&mut *self.events.lock().expect("emitter lock"))
+    }
+}
+
+/// What a handler is given: the job, its typed payload, and where to report events.
+pub struct JobContext<P> {
+    pub topic: String,
+    pub job: Job,
+    pub payload: P,
+    /// When the job was handed out.
+    pub fired_at: Millis,
+    pub events: Emitter,
+    /// The store, for types that manage other jobs (a meeting's approval expiry cancels the
+    /// rest of its booking).
+    pub store: SharedStore,
+}
+
+impl<P> JobContext<P> {
+    pub fn emit(&self, event: impl Into<String>, data: Value) {
+        self.events.emit(event, data);
+    }
+}
+
+/// One job type. Implement it, then register it: `handlers.register(MyType)`.
+#[async_trait]
+pub trait JobHandler: Send + Sync + 'static {
+    /// The payload, deserialised from the job's JSON. A payload that does not match sends the
+    /// job to the dead letters with the serde error.
+    type Payload: DeserializeOwned + Send + 'static;
+
+    /// The type name jobs carry in their `type` field.
+    fn job_type(&self) -> &'static str;
+
+    /// Most runs of this type at once.
+    fn concurrency(&self) -> usize {
+        64
+    }
+
+    /// A run longer than this counts as a failed attempt.
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(30)
+    }
+
+    async fn handle(&self, ctx: JobContext<Self::Payload>) -> Outcome;
+
+    /// A reset reached a job of this type that had fired and repeated since its last reset
+    /// (a device heard again after its alarm). Returns an event to append, if any.
+    fn on_rearm(&self, _rearmed: &Rearmed) -> Option<(String, Value)> {
+        None
+    }
+}
+
+/// A handler with its payload type erased, as the runtime holds it.
+#[async_trait]
+pub trait ErasedHandler: Send + Sync + 'static {
+    fn job_type(&self) -> &'static str;
+    fn concurrency(&self) -> usize;
+    fn timeout(&self) -> Duration;
+    async fn handle(&self, ctx: JobContext<Value>) -> Outcome;
+    fn on_rearm(&self, rearmed: &Rearmed) -> Option<(String, Value)>;
+}
+
+struct Typed<H>(H);
+
+#[async_trait]
+impl<H: JobHandler> ErasedHandler for Typed<H> {
+    fn job_type(&self) -> &'static str {
+        self.0.job_type()
+    }
+
+    fn concurrency(&self) -> usize {
+        self.0.concurrency().max(1)
+    }
+
+    fn timeout(&self) -> Duration {
+        self.0.timeout()
+    }
+
+    async fn handle(&self, ctx: JobContext<Value>) -> Outcome {
+        let payload = match serde_json::from_value::<H::Payload>(ctx.payload) {
+            Ok(p) => p,
+            Err(e) => {
+                return Outcome::dead(format!(
+                    "payload does not fit job type {:?}: {e}",
+                    self.0.job_type()
+                ));
+            }
+        };
+        let typed = JobContext {
+            topic: ctx.topic,
+            job: ctx.job,
+            payload,
+            fired_at: ctx.fired_at,
+            events: ctx.events,
+            store: ctx.store,
+        };
+        self.0.handle(typed).await
+    }
+
+    fn on_rearm(&self, rearmed: &Rearmed) -> Option<(String, Value)> {
+        self.0.on_rearm(rearmed)
+    }
+}
+
+/// The registered job types, by name.
+#[derive(Clone, Default)]
+pub struct Handlers {
+    map: HashMap<&'static str, Arc<dyn ErasedHandler>>,
+}
+
+impl Handlers {
+    pub fn new() -> Self {
+        Handlers::default()
+    }
+
+    /// Registers a job type; a later registration of the same name replaces it.
+    pub fn register<H: JobHandler>(&mut self, handler: H) -> &mut Self {
+        let h: Arc<dyn ErasedHandler> = Arc::new(Typed(handler));
+        self.map.insert(h.job_type(), h);
+        self
+    }
+
+    /// Registers an already erased handler (how the runtime merges registries).
+    pub fn insert_erased(&mut self, handler: Arc<dyn ErasedHandler>) -> &mut Self {
+        self.map.insert(handler.job_type(), handler);
+        self
+    }
+
+    pub fn get(&self, job_type: &str) -> Option<&Arc<dyn ErasedHandler>> {
+        self.map.get(job_type)
+    }
+
+    pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn ErasedHandler>> {
+        self.map.values()
+    }
+}

@@ -1,0 +1,88 @@
+//! `device_offline`: a device's job is created or pushed back by each heartbeat
+//! (`reset_many` with create). When it fires, the device has been silent too long:
+//! `device.offline` is emitted and the alarm repeats every `repeat_ms`, up to `max_alarms`.
+//! When a heartbeat reaches a device that has raised an alarm, `device.recovered` is emitted
+//! and the cycle starts again.
+//!
+//! Payload (every field optional, so a device topic whose `default_type` is this type keeps
+//! plain jobs that cost only their sorted-set entry): `{"timeout_ms", "repeat_ms",
+//! "max_alarms"}`. After the last alarm the job waits far in the future rather than going
+//! away, so the device's recovery is still reported.
+
+use std::time::Duration;
+
+use async_trait::async_trait;
+use serde::Deserialize;
+use serde_json::{Value, json};
+
+use crate::handler::{JobContext, JobHandler, Outcome};
+use crate::job::Rearmed;
+
+/// How long a device that used up its alarms waits for its next heartbeat (ten years).
+const PARKED: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+
+#[derive(Debug, Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DevicePayload {
+    /// The silence that raises the alarm (the heartbeat's delay), to report silence in full.
+    pub timeout_ms: Option<u64>,
+    pub repeat_ms: Option<u64>,
+    pub max_alarms: Option<u32>,
+}
+
+pub struct DeviceOffline {
+    pub repeat_ms: u64,
+    pub max_alarms: u32,
+}
+
+impl Default for DeviceOffline {
+    fn default() -> Self {
+        DeviceOffline {
+            repeat_ms: 60_000,
+            max_alarms: 3,
+        }
+    }
+}
+
+#[async_trait]
+impl JobHandler for DeviceOffline {
+    type Payload = Option<DevicePayload>;
+
+    fn job_type(&self) -> &'static str {
+        "device_offline"
+    }
+
+    async fn handle(&self, ctx: JobContext<Option<DevicePayload>>) -> Outcome {
+        let p = ctx.payload.clone().unwrap_or_default();
+        let repeat_ms = p.repeat_ms.unwrap_or(self.repeat_ms).max(1);
+        let max_alarms = p.max_alarms.unwrap_or(self.max_alarms).max(1);
+        let alarm = ctx.job.fires + 1;
+        // Time past the deadline of the first alarm.
+        let overdue_ms =
+            (ctx.fired_at - ctx.job.fire_at).max(0) as u64 + u64::from(ctx.job.fires) * repeat_ms;
+        let mut data = json!({
+            "device_id": ctx.job.id,
+            "alarm": alarm,
+            "max_alarms": max_alarms,
+            "overdue_ms": overdue_ms,
+        });
+        if let Some(t) = p.timeout_ms {
+            data["silent_ms"] = json!(t + overdue_ms);
+        }
+        ctx.emit("device.offline", data);
+        if alarm < max_alarms {
+            Outcome::Repeat {
+                after: Duration::from_millis(repeat_ms),
+            }
+        } else {
+            Outcome::Repeat { after: PARKED }
+        }
+    }
+
+    fn on_rearm(&self, rearmed: &Rearmed) -> Option<(String, Value)> {
+        Some((
+            "device.recovered".to_string(),
+            json!({"device_id": rearmed.id, "alarms": rearmed.fires}),
+        ))
+    }
+}

@@ -1,0 +1,24 @@
+//! `emit`, the default type: when the job fires, its payload is appended to the topic's
+//! event stream as a `job.fired` event. This makes a topic a delay queue read like any MQ.
+
+use async_trait::async_trait;
+use serde_json::Value;
+
+use crate::events::kind;
+use crate::handler::{JobContext, JobHandler, Outcome};
+
+pub struct Emit;
+
+#[async_trait]
+impl JobHandler for Emit {
+    type Payload = Value;
+
+    fn job_type(&self) -> &'static str {
+        "emit"
+    }
+
+    async fn handle(&self, ctx: JobContext<Value>) -> Outcome {
+        ctx.emit(kind::FIRED, ctx.payload.clone());
+        Outcome::Done
+    }
+}

@@ -1,0 +1,278 @@
+//! `meeting_state`: a meeting booking becomes its jobs. `meeting.started` at start,
+//! `meeting.ended` at end, `meeting.reminder` before start and before end, and
+//! `meeting.approval_expired` (the booking is rejected and its other jobs cancelled) if it is
+//! still unapproved at its approval deadline.
+//!
+//! A booking's jobs share its id as their shard key, so they live in one slot. The `end` job
+//! carries the whole booking, which is how a change finds the jobs of the old plan.
+//! [`put_meeting`] creates or moves a booking, [`approve_meeting`] and [`cancel_meeting`]
+//! cancel what no longer applies.
+
+use std::collections::BTreeMap;
+
+use async_trait::async_trait;
+use serde::{Deserialize, Serialize};
+use serde_json::json;
+
+use crate::center::TimeoutCenter;
+use crate::error::{Error, Result};
+use crate::handler::{JobContext, JobHandler, Outcome};
+use crate::job::{JobRef, NewJob, ScheduleMode};
+use crate::time::Millis;
+
+pub const TYPE: &str = "meeting_state";
+
+/// A meeting booking, as the API takes it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct Booking {
+    #[serde(default)]
+    pub id: String,
+    pub room: String,
+    pub start: Millis,
+    pub end: Millis,
+    /// Reminders this long before the start, in ms.
+    #[serde(default)]
+    pub reminders_ms: Vec<u64>,
+    /// Reminders this long before the end, in ms.
+    #[serde(default)]
+    pub end_reminders_ms: Vec<u64>,
+    /// Unapproved at this instant: the booking is rejected.
+    #[serde(default)]
+    pub approval_deadline: Option<Millis>,
+    #[serde(default)]
+    pub approved: bool,
+}
+
+/// What one of a booking's jobs does when it fires.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(tag = "kind", rename_all = "snake_case")]
+pub enum MeetingJob {
+    Start {
+        meeting_id: String,
+        room: String,
+    },
+    End {
+        booking: Booking,
+    },
+    Reminder {
+        meeting_id: String,
+        room: String,
+        of: String,
+        before_ms: u64,
+    },
+    Approval {
+        meeting_id: String,
+        room: String,
+    },
+}
+
+impl Booking {
+    pub fn validate(&self) -> Result<()> {
+        crate::validate::job_id(&self.id)?;
+        if self.room.is_empty() {
+            return Err(Error::invalid("room", "must not be empty"));
+        }
+        crate::validate::fire_at("start", self.start)?;
+        crate::validate::fire_at("end", self.end)?;
+        if self.end <= self.start {
+            return Err(Error::invalid("end", "must be after start"));
+        }
+        if let Some(d) = self.approval_deadline {
+            crate::validate::fire_at("approval_deadline", d)?;
+        }
+        for (field, list) in [
+            ("reminders_ms", &self.reminders_ms),
+            ("end_reminders_ms", &self.end_reminders_ms),
+        ] {
+            if list.len() > 16 {
+                return Err(Error::invalid(field, "at most 16 reminders"));
+            }
+            if list.iter().any(|ms| *ms as Millis > self.start) {
+                return Err(Error::invalid(
+                    field,
+                    "a reminder would fall before the epoch",
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// The jobs of this booking, by job id, with their fire times.
+    pub fn plan(&self) -> BTreeMap<String, (Millis, MeetingJob)> {
+        let (id, room) = (self.id.clone(), self.room.clone());
+        let mut jobs = BTreeMap::new();
+        jobs.insert(
+            format!("{id}#start"),
+            (
+                self.start,
+                MeetingJob::Start {
+                    meeting_id: id.clone(),
+                    room: room.clone(),
+                },
+            ),
+        );
+        jobs.insert(
+            format!("{id}#end"),
+            (
+                self.end,
+                MeetingJob::End {
+                    booking: self.clone(),
+                },
+            ),
+        );
+        for (of, at, list) in [
+            ("start", self.start, &self.reminders_ms),
+            ("end", self.end, &self.end_reminders_ms),
+        ] {
+            for before in list {
+                let job = MeetingJob::Reminder {
+                    meeting_id: id.clone(),
+                    room: room.clone(),
+                    of: of.to_string(),
+                    before_ms: *before,
+                };
+                jobs.insert(
+                    format!("{id}#remind-{of}-{before}"),
+                    (at - *before as Millis, job),
+                );
+            }
+        }
+        if let (Some(deadline), false) = (self.approval_deadline, self.approved) {
+            let job = MeetingJob::Approval {
+                meeting_id: id.clone(),
+                room,
+            };
+            jobs.insert(format!("{id}#approval"), (deadline, job));
+        }
+        jobs
+    }
+}
+
+fn job_ref(meeting_id: &str, job_id: &str) -> JobRef {
+    JobRef::new(job_id).with_shard_key(Some(meeting_id.to_string()))
+}
+
+/// The booking as stored, if any (carried by its `end` job).
+pub async fn get_meeting(center: &TimeoutCenter, topic: &str, id: &str) -> Result<Option<Booking>> {
+    let end = center
+        .get(topic, &job_ref(id, &format!("{id}#end")))
+        .await?;
+    Ok(
+        end.and_then(|job| match serde_json::from_value(job.payload) {
+            Ok(MeetingJob::End { booking }) => Some(booking),
+            _ => None,
+        }),
+    )
+}
+
+/// Creates or changes a booking: jobs of the old plan that the new one lacks are cancelled,
+/// the others created or moved. A job of a change whose time has already passed is not
+/// created again (it fired, or its moment is gone); on creation every job is made.
+/// Returns whether the booking existed.
+pub async fn put_meeting(center: &TimeoutCenter, topic: &str, booking: Booking) -> Result<bool> {
+    booking.validate()?;
+    let id = booking.id.clone();
+    let old = get_meeting(center, topic, &id).await?;
+    let now = center.now();
+    let new_plan = booking.plan();
+    if let Some(old) = &old {
+        for job_id in old.plan().keys().filter(|k| !new_plan.contains_key(*k)) {
+            center.cancel(topic, &job_ref(&id, job_id)).await?;
+        }
+    }
+    for (job_id, (at, job)) in new_plan {
+        let is_end = matches!(job, MeetingJob::End { .. });
+        if old.is_some() && at < now && !is_end {
+            continue;
+        }
+        let new = NewJob::new(job_id, at)
+            .job_type(TYPE)
+            .payload(serde_json::to_value(&job).expect("a meeting job serialises"))
+            .shard_key(id.clone());
+        center.schedule(topic, new, ScheduleMode::Upsert).await?;
+    }
+    Ok(old.is_some())
+}
+
+/// Approves a booking: its approval expiry no longer applies. False if there is no booking.
+pub async fn approve_meeting(center: &TimeoutCenter, topic: &str, id: &str) -> Result<bool> {
+    let Some(mut booking) = get_meeting(center, topic, id).await? else {
+        return Ok(false);
+    };
+    booking.approved = true;
+    put_meeting(center, topic, booking).await?;
+    Ok(true)
+}
+
+/// Cancels every job of a booking. False if there is no booking.
+pub async fn cancel_meeting(center: &TimeoutCenter, topic: &str, id: &str) -> Result<bool> {
+    let Some(booking) = get_meeting(center, topic, id).await? else {
+        return Ok(false);
+    };
+    for job_id in booking.plan().keys() {
+        center.cancel(topic, &job_ref(id, job_id)).await?;
+    }
+    Ok(true)
+}
+
+pub struct MeetingState;
+
+#[async_trait]
+impl JobHandler for MeetingState {
+    type Payload = MeetingJob;
+
+    fn job_type(&self) -> &'static str {
+        TYPE
+    }
+
+    async fn handle(&self, ctx: JobContext<MeetingJob>) -> Outcome {
+        match &ctx.payload {
+            MeetingJob::Start { meeting_id, room } => {
+                ctx.emit(
+                    "meeting.started",
+                    json!({"meeting_id": meeting_id, "room": room}),
+                );
+            }
+            MeetingJob::End { booking } => {
+                ctx.emit(
+                    "meeting.ended",
+                    json!({"meeting_id": booking.id, "room": booking.room}),
+                );
+            }
+            MeetingJob::Reminder {
+                meeting_id,
+                room,
+                of,
+                before_ms,
+            } => {
+                ctx.emit(
+                    "meeting.reminder",
+                    json!({"meeting_id": meeting_id, "room": room, "of": of, "before_ms": before_ms}),
+                );
+            }
+            MeetingJob::Approval { meeting_id, room } => {
+                // Rejected: nothing else of this booking happens.
+                let end = job_ref(meeting_id, &format!("{meeting_id}#end"));
+                if let Ok(Some(job)) = ctx.store.get(&ctx.topic, &end).await
+                    && let Ok(MeetingJob::End { booking }) = serde_json::from_value(job.payload)
+                {
+                    for job_id in booking.plan().keys().filter(|k| **k != ctx.job.id) {
+                        if let Err(e) = ctx
+                            .store
+                            .cancel(&ctx.topic, &job_ref(meeting_id, job_id))
+                            .await
+                        {
+                            return Outcome::retry(format!("could not cancel {job_id}: {e}"));
+                        }
+                    }
+                }
+                ctx.emit(
+                    "meeting.approval_expired",
+                    json!({"meeting_id": meeting_id, "room": room, "rejected": true}),
+                );
+            }
+        }
+        Outcome::Done
+    }
+}

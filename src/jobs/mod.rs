@@ -1,0 +1,16 @@
+//! The built-in job types, one file each. Registering one is one line below; an
+//! application registers its own with `TimeoutCenter::builder(..).handler(MyType)`.
+
+pub mod device_offline;
+pub mod emit;
+pub mod meeting_state;
+pub mod webhook;
+
+use crate::handler::Handlers;
+
+pub fn register_builtin(handlers: &mut Handlers) {
+    handlers.register(emit::Emit);
+    handlers.register(webhook::Webhook::default());
+    handlers.register(device_offline::DeviceOffline::default());
+    handlers.register(meeting_state::MeetingState);
+}

@@ -1,0 +1,138 @@
+//! Prometheus metrics: counters of what happened to jobs, histograms of firing lateness,
+//! handler duration and pump batch sizes. One registry per runtime, rendered by `/metrics`.
+
+use prometheus::{
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+};
+
+use crate::job::TopicStats;
+
+pub struct Metrics {
+    registry: Registry,
+    pub scheduled: IntCounterVec,
+    pub reset: IntCounterVec,
+    pub cancelled: IntCounterVec,
+    pub fired: IntCounterVec,
+    pub retried: IntCounterVec,
+    pub dead: IntCounterVec,
+    pub jobs: IntGaugeVec,
+    pub lateness: HistogramVec,
+    pub handler_duration: HistogramVec,
+    pub pump_batch: HistogramVec,
+}
+
+fn counter(registry: &Registry, name: &str, help: &str) -> IntCounterVec {
+    let c = IntCounterVec::new(Opts::new(name, help), &["topic"]).expect("valid metric");
+    registry
+        .register(Box::new(c.clone()))
+        .expect("unique metric");
+    c
+}
+
+fn histogram(
+    registry: &Registry,
+    name: &str,
+    help: &str,
+    labels: &[&str],
+    buckets: Vec<f64>,
+) -> HistogramVec {
+    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
+        .expect("valid metric");
+    registry
+        .register(Box::new(h.clone()))
+        .expect("unique metric");
+    h
+}
+
+impl Default for Metrics {
+    fn default() -> Self {
+        Metrics::new()
+    }
+}
+
+impl Metrics {
+    pub fn new() -> Self {
+        let registry = Registry::new_custom(Some("toc".into()), None).expect("valid registry");
+        let seconds = vec![
+            0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
+            30.0, 60.0,
+        ];
+        let jobs = IntGaugeVec::new(
+            Opts::new("jobs", "Jobs in the store by state"),
+            &["topic", "state"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(jobs.clone()))
+            .expect("unique metric");
+        Metrics {
+            scheduled: counter(
+                &registry,
+                "jobs_scheduled_total",
+                "Jobs created or replaced",
+            ),
+            reset: counter(&registry, "jobs_reset_total", "Fire times moved by resets"),
+            cancelled: counter(&registry, "jobs_cancelled_total", "Jobs cancelled"),
+            fired: counter(
+                &registry,
+                "jobs_fired_total",
+                "Jobs handed to their handler",
+            ),
+            retried: counter(
+                &registry,
+                "jobs_retried_total",
+                "Runs that failed and will retry",
+            ),
+            dead: counter(
+                &registry,
+                "jobs_dead_total",
+                "Jobs sent to the dead letters",
+            ),
+            jobs,
+            lateness: histogram(
+                &registry,
+                "firing_lateness_seconds",
+                "Instant a job was handed to its handler minus its fire time",
+                &["topic"],
+                seconds.clone(),
+            ),
+            handler_duration: histogram(
+                &registry,
+                "handler_duration_seconds",
+                "How long handlers ran",
+                &["topic", "type"],
+                seconds,
+            ),
+            pump_batch: histogram(
+                &registry,
+                "pump_batch_size",
+                "Jobs handed out by one pump",
+                &["topic"],
+                vec![0.0, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0],
+            ),
+            registry,
+        }
+    }
+
+    /// Sets the job gauges from a topic's figures.
+    pub fn observe_stats(&self, stats: &TopicStats) {
+        for (state, n) in [
+            ("scheduled", stats.scheduled),
+            ("running", stats.running),
+            ("dead", stats.dead),
+        ] {
+            self.jobs
+                .with_label_values(&[stats.topic.as_str(), state])
+                .set(n as i64);
+        }
+    }
+
+    /// The Prometheus text format.
+    pub fn render(&self) -> String {
+        let mut out = Vec::new();
+        TextEncoder::new()
+            .encode(&self.registry.gather(), &mut out)
+            .expect("metrics encode");
+        String::from_utf8(out).expect("metrics are UTF-8")
+    }
+}

@@ -1,0 +1,397 @@
+//! The actor runtime against a real Redis: firing on time and never early, waking early
+//! jobs, retries, repeats, dead letters, resets during runs, panics, restarts, shutdown,
+//! and two runtimes sharing one store.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use timeout_center::events::kind;
+use timeout_center::time::now_ms;
+use timeout_center::*;
+
+use common::runtime::{Probe, events_until, names, next, settings};
+use common::{Engine, RedisServer};
+
+async fn center(e: &Engine, probe: Probe, poll_ms: u64) -> TimeoutCenter {
+    TimeoutCenter::builder(e.store.clone())
+        .settings(settings(poll_ms))
+        .handler(probe)
+        .start()
+        .await
+        .unwrap()
+}
+
+fn probe_job(id: &str, at: Millis) -> NewJob {
+    NewJob::new(id, at).job_type("probe")
+}
+
+async fn one_slot_topic(c: &TimeoutCenter, name: &str, max_attempts: u32) {
+    let mut t = TopicConfig::named(name);
+    t.slots = 1;
+    t.max_attempts = max_attempts;
+    t.backoff.base_ms = 20;
+    t.backoff.max_ms = 40;
+    c.put_topic(t).await.unwrap();
+}
+
+#[actix_rt::test]
+async fn a_job_fires_on_time_and_never_before_its_fire_at() {
+    let e = Engine::redis().await;
+    let (probe, mut rx) = Probe::done();
+    let c = center(&e, probe, 1_000).await;
+    let at = now_ms() + 200;
+    c.schedule("t", probe_job("a", at), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let seen = next(&mut rx, 5).await;
+    assert_eq!(seen.job.id, "a");
+    assert!(seen.fired_at >= at, "fired {} ms early", at - seen.fired_at);
+    assert!(seen.handled_at >= at);
+    assert!(
+        seen.handled_at - at < 1_000,
+        "{} ms late on an idle instance",
+        seen.handled_at - at
+    );
+    let events = events_until(&c, "t", 5, |ev| ev.iter().any(|x| x.event == kind::DONE)).await;
+    assert_eq!((events[0].fire_at, events[0].job_id.as_str()), (at, "a"));
+    assert!(
+        c.get("t", &"a".into()).await.unwrap().is_none(),
+        "a done job is gone"
+    );
+}
+
+#[actix_rt::test]
+async fn an_earlier_job_wakes_its_slot_without_waiting_for_the_poll() {
+    let e = Engine::redis().await;
+    let (probe, mut rx) = Probe::done();
+    let c = center(&e, probe, 60_000).await;
+    one_slot_topic(&c, "t", 16).await;
+    c.schedule(
+        "t",
+        probe_job("late", now_ms() + 50_000),
+        ScheduleMode::Upsert,
+    )
+    .await
+    .unwrap();
+    // Let the slot go to sleep until the late job (or its 60 s poll).
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while c
+        .health()
+        .await
+        .iter()
+        .all(|h| h.topic != "t" || h.last_pump.is_none())
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot never pumped"
+        );
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    let at = now_ms() + 100;
+    c.schedule("t", probe_job("early", at), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let seen = next(&mut rx, 5).await;
+    assert_eq!(seen.job.id, "early");
+    assert!(seen.fired_at >= at);
+    assert!(
+        seen.handled_at - at < 2_000,
+        "woken {} ms late",
+        seen.handled_at - at
+    );
+}
+
+#[actix_rt::test]
+async fn a_failed_run_retries_with_backoff_then_succeeds() {
+    let e = Engine::redis().await;
+    let (probe, mut rx) = Probe::new(|_, call| {
+        if call == 1 {
+            Outcome::retry("first try fails")
+        } else {
+            Outcome::Done
+        }
+    });
+    let c = center(&e, probe, 1_000).await;
+    one_slot_topic(&c, "t", 5).await;
+    c.schedule("t", probe_job("a", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let first = next(&mut rx, 5).await;
+    let second = next(&mut rx, 5).await;
+    assert_eq!((first.job.attempts, second.job.attempts), (1, 2));
+    assert!(
+        second.fired_at - first.fired_at >= 16,
+        "retried before its backoff (20 ms ± 20 %)"
+    );
+    assert_eq!(second.job.last_error.as_deref(), Some("first try fails"));
+    let ev = events_until(&c, "t", 5, |ev| names(ev).contains(&kind::DONE.to_string())).await;
+    assert_eq!(names(&ev), [kind::RETRY, kind::DONE]);
+}
+
+#[actix_rt::test]
+async fn a_job_that_keeps_failing_goes_dead_with_its_last_error() {
+    let e = Engine::redis().await;
+    let (probe, mut rx) = Probe::new(|_, call| Outcome::retry(format!("failure {call}")));
+    let c = center(&e, probe, 1_000).await;
+    one_slot_topic(&c, "t", 3).await;
+    c.schedule("t", probe_job("a", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    for attempt in 1..=3 {
+        assert_eq!(next(&mut rx, 5).await.job.attempts, attempt);
+    }
+    events_until(&c, "t", 5, |ev| names(ev).contains(&kind::DEAD.to_string())).await;
+    let dead = c.dead_list("t", None, 10).await.unwrap();
+    assert_eq!(dead.items.len(), 1);
+    assert_eq!(
+        (dead.items[0].attempts, dead.items[0].last_error.as_deref()),
+        (3, Some("failure 3"))
+    );
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), rx.recv())
+            .await
+            .is_err(),
+        "a dead job ran"
+    );
+}
+
+#[actix_rt::test]
+async fn a_repeating_job_runs_again_after_its_interval() {
+    let e = Engine::redis().await;
+    let (probe, mut rx) = Probe::new(|_, call| {
+        if call < 3 {
+            Outcome::Repeat {
+                after: Duration::from_millis(100),
+            }
+        } else {
+            Outcome::Done
+        }
+    });
+    let c = center(&e, probe, 1_000).await;
+    let at = now_ms() + 50;
+    c.schedule("t", probe_job("a", at), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let runs = [
+        next(&mut rx, 5).await,
+        next(&mut rx, 5).await,
+        next(&mut rx, 5).await,
+    ];
+    assert_eq!(runs[0].job.fire_at, at);
+    for (i, run) in runs.iter().enumerate() {
+        assert!(run.fired_at >= run.job.fire_at, "fired early");
+        assert_eq!((run.job.attempts, run.job.fires), (1, i as u32));
+        if i > 0 {
+            // Due one interval after the previous fire time (or at once, if that run was late).
+            let prev = &runs[i - 1];
+            assert!(run.job.fire_at >= prev.job.fire_at + 100);
+            assert!(run.job.fire_at <= (prev.job.fire_at + 100).max(run.fired_at));
+        }
+    }
+    assert!(
+        tokio::time::timeout(Duration::from_millis(300), rx.recv())
+            .await
+            .is_err(),
+        "ran after done"
+    );
+}
+
+#[actix_rt::test]
+async fn a_reset_during_a_run_fires_the_job_again_at_the_reset_time() {
+    let e = Engine::redis().await;
+    let (mut probe, mut rx) = Probe::done();
+    let hold = Arc::new(tokio::sync::Notify::new());
+    probe.hold = Some(hold.clone());
+    let c = center(&e, probe, 1_000).await;
+    c.schedule("t", probe_job("a", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    next(&mut rx, 5).await;
+    let again_at = now_ms() + 300;
+    let r = c.reset("t", &"a".into(), again_at).await.unwrap();
+    assert_eq!(r.state, Some(JobState::Running));
+    hold.notify_one(); // the first run reports done
+    let second = next(&mut rx, 5).await;
+    hold.notify_one();
+    assert_eq!(second.job.fire_at, again_at);
+    assert!(second.fired_at >= again_at, "fired before the reset time");
+}
+
+#[actix_rt::test]
+async fn a_panicking_handler_is_retried_and_the_slot_actor_survives() {
+    let e = Engine::redis().await;
+    let (probe, mut rx) = Probe::new(|_, call| {
+        if call == 1 {
+            panic!("handler bug");
+        }
+        Outcome::Done
+    });
+    let c = center(&e, probe, 1_000).await;
+    one_slot_topic(&c, "t", 5).await;
+    c.schedule("t", probe_job("a", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    assert_eq!(next(&mut rx, 5).await.job.attempts, 1);
+    let second = next(&mut rx, 5).await;
+    assert_eq!(second.job.attempts, 2);
+    assert!(
+        second
+            .job
+            .last_error
+            .unwrap()
+            .contains("handler panicked: handler bug")
+    );
+    let health = c.health().await;
+    let slot = health.iter().find(|h| h.topic == "t").unwrap();
+    assert!(slot.alive);
+    assert_eq!(slot.restarts, 0);
+}
+
+#[actix_rt::test]
+async fn a_job_of_an_unknown_type_goes_dead_with_a_clear_error() {
+    let e = Engine::redis().await;
+    let (probe, _rx) = Probe::done();
+    let c = center(&e, probe, 1_000).await;
+    c.schedule(
+        "t",
+        NewJob::new("a", now_ms()).job_type("nobody"),
+        ScheduleMode::Upsert,
+    )
+    .await
+    .unwrap();
+    events_until(&c, "t", 5, |ev| names(ev).contains(&kind::DEAD.to_string())).await;
+    let job = c.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Dead);
+    assert!(
+        job.last_error
+            .unwrap()
+            .contains("no handler is registered for job type \"nobody\"")
+    );
+}
+
+#[actix_rt::test]
+async fn the_supervisor_restarts_a_slot_actor_that_stopped() {
+    let e = Engine::redis().await;
+    let (probe, mut rx) = Probe::done();
+    let c = center(&e, probe, 1_000).await;
+    one_slot_topic(&c, "t", 16).await;
+    c.topic("t").await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    while !c.health().await.iter().any(|h| h.topic == "t") {
+        assert!(std::time::Instant::now() < deadline);
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    assert!(c.halt_slot("t", 0).await);
+    let deadline = std::time::Instant::now() + Duration::from_secs(5);
+    loop {
+        let h = c
+            .health()
+            .await
+            .into_iter()
+            .find(|h| h.topic == "t")
+            .unwrap();
+        if h.restarts == 1 && h.alive {
+            break;
+        }
+        assert!(std::time::Instant::now() < deadline, "not restarted: {h:?}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+    c.schedule("t", probe_job("after", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    assert_eq!(next(&mut rx, 5).await.job.id, "after");
+}
+
+#[actix_rt::test]
+async fn shutdown_gives_back_a_long_runs_lease_and_it_runs_on_the_next_start() {
+    let e = Engine::redis().await;
+    let (mut probe, mut rx) = Probe::done();
+    probe.hold = Some(Arc::new(tokio::sync::Notify::new())); // never released: a long run
+    let c = center(&e, probe, 1_000).await;
+    c.schedule("t", probe_job("long", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    next(&mut rx, 5).await;
+    let released = c.shutdown(Duration::from_millis(100)).await;
+    assert_eq!(released, 1);
+    let job = c.get("t", &"long".into()).await.unwrap().unwrap();
+    assert_eq!((job.state, job.attempts), (JobState::Scheduled, 0));
+
+    let (probe2, mut rx2) = Probe::done();
+    let c2 = center(&e, probe2, 1_000).await;
+    let seen = next(&mut rx2, 5).await;
+    assert_eq!((seen.job.id.as_str(), seen.job.attempts), ("long", 1));
+    drop(c2);
+}
+
+#[actix_rt::test]
+async fn two_runtimes_on_one_redis_handle_each_job_exactly_once() {
+    let server = RedisServer::start();
+    let counts: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let mut centers = Vec::new();
+    let mut receivers = Vec::new();
+    for _ in 0..2 {
+        let store =
+            timeout_center::store::RedisStore::connect(&server.url(), StoreOptions::default())
+                .await
+                .unwrap();
+        let (probe, rx) = Probe::done();
+        let c = TimeoutCenter::builder(Arc::new(store))
+            .settings(settings(200))
+            .handler(probe)
+            .start()
+            .await
+            .unwrap();
+        centers.push(c);
+        receivers.push(rx);
+    }
+    let at = now_ms() + 500;
+    let resets: Vec<Reset> = (0..5_000)
+        .map(|i| Reset::new(format!("j{i}"), at))
+        .collect();
+    let create = CreateSpec {
+        job_type: Some("probe".into()),
+        ..CreateSpec::default()
+    };
+    for chunk in resets.chunks(1_000) {
+        centers[0]
+            .reset_many("shared", chunk, Some(&create))
+            .await
+            .unwrap();
+    }
+    centers[1].topic("shared").await.unwrap();
+    let mut per_runtime = [0u32; 2];
+    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    while counts.lock().unwrap().len() < 5_000 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "only {} jobs ran",
+            counts.lock().unwrap().len()
+        );
+        for (i, rx) in receivers.iter_mut().enumerate() {
+            while let Ok(seen) = rx.try_recv() {
+                assert!(seen.fired_at >= at);
+                per_runtime[i] += 1;
+                *counts.lock().unwrap().entry(seen.job.id).or_default() += 1;
+            }
+        }
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    // Nothing more arrives: every job ran exactly once.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    for rx in receivers.iter_mut() {
+        assert!(rx.try_recv().is_err(), "a job ran twice");
+    }
+    assert!(counts.lock().unwrap().values().all(|n| *n == 1));
+    assert!(
+        per_runtime.iter().all(|n| *n > 0),
+        "both runtimes took jobs: {per_runtime:?}"
+    );
+    let stats = centers[0].stats("shared").await.unwrap();
+    assert_eq!((stats.scheduled, stats.running), (0, 0));
+    let _ = json!(null);
+}
