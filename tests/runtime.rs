@@ -395,3 +395,41 @@ async fn two_runtimes_on_one_redis_handle_each_job_exactly_once() {
     assert_eq!((stats.scheduled, stats.running), (0, 0));
     let _ = json!(null);
 }
+
+#[actix_rt::test]
+async fn a_long_run_keeps_its_lease_and_is_not_taken_over() {
+    let e = Engine::redis().await;
+    let (mut probe, mut rx) = Probe::done();
+    let hold = Arc::new(tokio::sync::Notify::new());
+    probe.hold = Some(hold.clone());
+    let c = center(&e, probe, 100).await;
+    let mut t = TopicConfig::named("t");
+    t.slots = 1;
+    t.visibility_timeout_ms = 300;
+    c.put_topic(t).await.unwrap();
+    c.schedule("t", probe_job("long", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    next(&mut rx, 5).await;
+    // Three lease lengths pass while the run holds; the slot pumps every 100 ms meanwhile.
+    let started = now_ms();
+    while now_ms() < started + 900 {
+        let job = c.get("t", &"long".into()).await.unwrap().unwrap();
+        assert_eq!(job.state, JobState::Running);
+        assert!(
+            job.lease_until.unwrap() > now_ms(),
+            "the lease was not extended"
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert!(rx.try_recv().is_err(), "a second run took the job over");
+    hold.notify_one();
+    events_until(&c, "t", 5, |ev| names(ev) == [kind::DONE]).await;
+    assert_eq!(
+        c.get("t", &"long".into())
+            .await
+            .unwrap()
+            .map(|j| j.attempts),
+        None
+    );
+}
