@@ -22,7 +22,7 @@ pub mod kind {
 }
 
 /// One entry of a topic's event stream.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Event {
     /// Position in the stream (assigned when appended; empty before).
     #[serde(default)]
@@ -37,11 +37,12 @@ pub struct Event {
     pub fired_at: Millis,
     pub attempt: u32,
     #[serde(default)]
+    #[schema(value_type = Object)]
     pub data: Value,
 }
 
 /// A page of events, oldest first.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, utoipa::ToSchema)]
 pub struct EventPage {
     pub items: Vec<Event>,
     /// Pass as `after` for the next page (the last id returned); `None` when this page is

@@ -7,7 +7,7 @@ use serde_json::Value;
 use crate::time::Millis;
 
 /// Where a job is in its life. A job is in exactly one state, or gone.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum JobState {
     Scheduled,
@@ -26,12 +26,13 @@ impl JobState {
 }
 
 /// A job as the store holds it.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Job {
     pub topic: String,
     pub id: String,
     #[serde(rename = "type")]
     pub job_type: String,
+    #[schema(value_type = Object)]
     pub payload: Value,
     pub state: JobState,
     /// When the job is (or was, while running or dead) due.
@@ -155,7 +156,7 @@ pub struct Scheduled {
 
 /// A reset job that had already fired (and repeated) since its last reset: a device heard
 /// again after raising its alarm.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Rearmed {
     pub id: String,
     pub job_type: String,
@@ -219,7 +220,7 @@ pub struct CreateSpec {
 }
 
 /// The answer of `reset_many`.
-#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, utoipa::ToSchema)]
 pub struct ResetReport {
     pub reset: u64,
     pub created: u64,
@@ -289,7 +290,7 @@ pub enum Finished {
 }
 
 /// Per-slot figures.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, utoipa::ToSchema)]
 pub struct SlotStats {
     pub slot: u32,
     pub scheduled: u64,
@@ -299,7 +300,7 @@ pub struct SlotStats {
 }
 
 /// A topic's figures: per slot and in total.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, utoipa::ToSchema)]
 pub struct TopicStats {
     pub topic: String,
     pub slots: u32,
@@ -326,7 +327,7 @@ impl TopicStats {
 }
 
 /// A page of dead letters, oldest first.
-#[derive(Debug, Clone, PartialEq, Default, Serialize)]
+#[derive(Debug, Clone, PartialEq, Default, Serialize, utoipa::ToSchema)]
 pub struct DeadPage {
     pub items: Vec<Job>,
     /// Pass as `after` for the next page; `None` at the end.

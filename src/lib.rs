@@ -7,14 +7,17 @@
 
 pub mod actors;
 pub mod center;
+pub mod cli;
 pub mod config;
 pub mod error;
 pub mod events;
 pub mod handler;
+pub mod http;
 pub mod job;
 pub mod jobs;
 pub mod metrics;
 pub mod routing;
+pub mod serve;
 pub mod store;
 pub mod time;
 pub mod topic;

@@ -14,7 +14,7 @@ pub const MAX_SLOTS: u32 = 4096;
 
 /// Retry delay: `base_ms * factor^(attempt-1)`, capped at `max_ms`, then spread by
 /// `±jitter` (a fraction) so retries of many jobs that failed together do not return together.
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Backoff {
     pub base_ms: u64,
@@ -74,7 +74,7 @@ impl Backoff {
 }
 
 /// A topic's settings. Unset fields take the defaults below (equal to `config/default.toml`).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TopicConfig {
     pub name: String,

@@ -81,7 +81,7 @@ pub struct HaltSlot {
 }
 
 /// A slot actor's state, as `/health` shows it.
-#[derive(Debug, Clone, Default, Serialize, PartialEq)]
+#[derive(Debug, Clone, Default, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct SlotHealth {
     pub topic: String,
     pub slot: u32,

@@ -2,6 +2,7 @@
 //! script in Redis), and takes `now` as an argument so callers and tests choose the time.
 
 mod keys;
+pub mod memory;
 pub mod record;
 pub mod redis;
 mod scripts;
@@ -37,6 +38,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Succeeds when the store answers.
     async fn ping(&self) -> Result<()>;
+
+    /// Whether accepted changes survive a restart of this process, in words for the logs.
+    fn durability(&self) -> &'static str {
+        "durable (Redis)"
+    }
 
     /// Creates or updates a topic. A topic's slot count cannot change once it exists.
     async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>>;

@@ -1,0 +1,132 @@
+//! Request bodies and query strings of the v1 API, and the checks that name the field.
+
+use serde::Deserialize;
+use serde_json::Value;
+use utoipa::{IntoParams, ToSchema};
+
+use super::error::{ApiError, ApiResult};
+use crate::job::{CreateSpec, JobRef};
+use crate::time::Millis;
+
+/// When a job fires: exactly one of `fire_at` (ms since the epoch) and `delay_ms`.
+pub fn when(fire_at: Option<Millis>, delay_ms: Option<i64>, now: Millis) -> ApiResult<Millis> {
+    match (fire_at, delay_ms) {
+        (Some(_), Some(_)) => Err(ApiError::invalid("fire_at", "give either fire_at or delay_ms, not both")),
+        (None, None) => Err(ApiError::invalid("fire_at", "give fire_at (ms since the epoch) or delay_ms")),
+        (Some(at), None) => Ok(at),
+        (None, Some(d)) if d < 0 => Err(ApiError::invalid("delay_ms", format!("must not be negative, got {d}"))),
+        (None, Some(d)) => now
+            .checked_add(d)
+            .ok_or_else(|| ApiError::invalid("delay_ms", "is too large")),
+    }
+}
+
+/// `PUT /v1/topics/{topic}/jobs/{id}` and `POST /v1/topics/{topic}/jobs`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct JobBody {
+    /// The job type (the topic's default type when absent).
+    #[serde(rename = "type")]
+    pub job_type: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    pub fire_at: Option<Millis>,
+    pub delay_ms: Option<i64>,
+    pub max_attempts: Option<u32>,
+    /// The latest fire time a reset may move the job to (debounce with a maximum wait).
+    pub max_fire_at: Option<Millis>,
+    pub shard_key: Option<String>,
+}
+
+/// `POST /v1/topics/{topic}/jobs/{id}/reset`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct ResetBody {
+    pub fire_at: Option<Millis>,
+    pub delay_ms: Option<i64>,
+}
+
+/// One reset of a batch.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchReset {
+    pub id: String,
+    pub fire_at: Option<Millis>,
+    pub delay_ms: Option<i64>,
+    pub shard_key: Option<String>,
+}
+
+/// What a missing job of a batch is created as.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchCreate {
+    #[serde(rename = "type")]
+    pub job_type: Option<String>,
+    #[serde(default)]
+    #[schema(value_type = Object)]
+    pub payload: Value,
+    pub max_attempts: Option<u32>,
+}
+
+impl From<BatchCreate> for CreateSpec {
+    fn from(c: BatchCreate) -> Self {
+        CreateSpec {
+            job_type: c.job_type,
+            payload: c.payload,
+            max_attempts: c.max_attempts,
+        }
+    }
+}
+
+/// `POST /v1/topics/{topic}/resets`: the heartbeat path.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct BatchBody {
+    pub resets: Vec<BatchReset>,
+    pub create: Option<BatchCreate>,
+}
+
+/// `?shard_key=`: for jobs scheduled with a shard key other than their id.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct ShardQuery {
+    pub shard_key: Option<String>,
+}
+
+impl ShardQuery {
+    pub fn job(&self, id: &str) -> JobRef {
+        JobRef::new(id).with_shard_key(self.shard_key.clone())
+    }
+}
+
+/// `?mode=create_only`: 409 instead of replacing an existing job.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct PutQuery {
+    pub mode: Option<String>,
+}
+
+/// Paging: `?limit=&after=`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub struct PageQuery {
+    /// At most this many items (default 100, at most 1000).
+    pub limit: Option<usize>,
+    /// The `next` of the previous page.
+    pub after: Option<String>,
+}
+
+impl PageQuery {
+    pub fn limit(&self) -> ApiResult<usize> {
+        match self.limit {
+            Some(0) => Err(ApiError::invalid("limit", "must be at least 1")),
+            Some(n) if n > crate::store::MAX_PAGE => Err(ApiError::invalid(
+                "limit",
+                format!("must be at most {}", crate::store::MAX_PAGE),
+            )),
+            Some(n) => Ok(n),
+            None => Ok(100),
+        }
+    }
+}

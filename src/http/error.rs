@@ -1,0 +1,156 @@
+//! Every error the API answers, in one place: `{"error": {"code", "message"}}` with the
+//! status its code maps to. Library errors, extractor errors (bad JSON, wrong content type,
+//! bodies too large) and anything the framework answers on its own all end up here.
+
+use actix_web::body::{BoxBody, MessageBody};
+use actix_web::dev::ServiceResponse;
+use actix_web::error::{JsonPayloadError, PathError, QueryPayloadError};
+use actix_web::http::StatusCode;
+use actix_web::http::header::{self, HeaderValue};
+use actix_web::middleware::ErrorHandlerResponse;
+use actix_web::{HttpRequest, HttpResponse, ResponseError};
+use serde::Serialize;
+use serde_json::json;
+
+use crate::error::Error;
+
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ApiError {
+    #[serde(skip)]
+    pub status: u16,
+    pub code: &'static str,
+    pub message: String,
+}
+
+impl ApiError {
+    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+        ApiError {
+            status: status.as_u16(),
+            code,
+            message: message.into(),
+        }
+    }
+
+    pub fn invalid(field: &str, message: impl std::fmt::Display) -> Self {
+        ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_argument",
+            format!("invalid {field}: {message}"),
+        )
+    }
+
+    pub fn not_found(what: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::NOT_FOUND, "not_found", what)
+    }
+
+    pub fn unauthorized() -> Self {
+        ApiError::new(
+            StatusCode::UNAUTHORIZED,
+            "unauthorized",
+            "a valid bearer token is required: Authorization: Bearer <token>",
+        )
+    }
+}
+
+impl std::fmt::Display for ApiError {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}: {}", self.code, self.message)
+    }
+}
+
+impl ResponseError for ApiError {
+    fn status_code(&self) -> StatusCode {
+        StatusCode::from_u16(self.status).unwrap_or(StatusCode::INTERNAL_SERVER_ERROR)
+    }
+
+    fn error_response(&self) -> HttpResponse {
+        HttpResponse::build(self.status_code()).json(json!({"error": self}))
+    }
+}
+
+impl From<Error> for ApiError {
+    fn from(e: Error) -> Self {
+        let message = e.to_string();
+        match e {
+            Error::Invalid { .. } => ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", message),
+            Error::PayloadTooLarge { .. } => {
+                ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
+            }
+            Error::UnknownTopic(_) => ApiError::new(StatusCode::NOT_FOUND, "unknown_topic", message),
+            Error::TopicConflict { .. } => ApiError::new(StatusCode::CONFLICT, "topic_conflict", message),
+            Error::Unavailable(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", message)
+            }
+            Error::Corrupt(_) => {
+                tracing::error!(error = %message, "corrupt store data");
+                ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
+            }
+        }
+    }
+}
+
+pub type ApiResult<T> = Result<T, ApiError>;
+
+pub fn json_error(err: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
+    let e = match &err {
+        JsonPayloadError::ContentType => ApiError::new(
+            StatusCode::UNSUPPORTED_MEDIA_TYPE,
+            "unsupported_media_type",
+            "the body must be JSON (Content-Type: application/json)",
+        ),
+        JsonPayloadError::Overflow { limit } | JsonPayloadError::OverflowKnownLength { limit, .. } => {
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the body is over the limit of {limit} bytes"),
+            )
+        }
+        JsonPayloadError::Deserialize(e) => {
+            ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", format!("invalid body: {e}"))
+        }
+        other => ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", other.to_string()),
+    };
+    e.into()
+}
+
+pub fn query_error(err: QueryPayloadError, _: &HttpRequest) -> actix_web::Error {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", format!("invalid query: {err}")).into()
+}
+
+pub fn path_error(err: PathError, _: &HttpRequest) -> actix_web::Error {
+    ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", format!("invalid path: {err}")).into()
+}
+
+/// Gives any error response that is not JSON yet (a 404 of an unknown route, a 405, a
+/// framework error) the JSON error body.
+pub fn ensure_json_body<B: MessageBody + 'static>(
+    res: ServiceResponse<B>,
+) -> actix_web::Result<ErrorHandlerResponse<B>> {
+    let is_json = res
+        .headers()
+        .get(header::CONTENT_TYPE)
+        .is_some_and(|v| v.as_bytes().starts_with(b"application/json"));
+    if is_json {
+        return Ok(ErrorHandlerResponse::Response(res.map_into_left_body()));
+    }
+    let status = res.status();
+    let code = match status {
+        StatusCode::NOT_FOUND => "not_found",
+        StatusCode::METHOD_NOT_ALLOWED => "method_not_allowed",
+        StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
+        StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
+        StatusCode::UNAUTHORIZED => "unauthorized",
+        s if s.is_client_error() => "bad_request",
+        _ => "internal",
+    };
+    let message = status.canonical_reason().unwrap_or("error").to_string();
+    let (req, res) = res.into_parts();
+    let mut res = res.set_body(BoxBody::new(
+        json!({"error": {"code": code, "message": message}}).to_string(),
+    ));
+    res.headers_mut()
+        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    Ok(ErrorHandlerResponse::Response(
+        ServiceResponse::new(req, res).map_into_right_body(),
+    ))
+}

@@ -1,0 +1,184 @@
+//! The job routes: create, replace, read, cancel, reset, and the batch reset (heartbeats).
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpRequest, HttpResponse, web};
+use serde_json::json;
+
+use super::AppState;
+use super::body::{BatchBody, JobBody, PutQuery, ResetBody, ShardQuery, when};
+use super::error::{ApiError, ApiResult};
+use crate::job::{CreateSpec, Job, JobRef, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome};
+
+fn new_job(id: String, body: JobBody, now: i64) -> ApiResult<NewJob> {
+    Ok(NewJob {
+        id,
+        job_type: body.job_type,
+        payload: body.payload,
+        fire_at: when(body.fire_at, body.delay_ms, now)?,
+        max_fire_at: body.max_fire_at,
+        max_attempts: body.max_attempts,
+        shard_key: body.shard_key,
+    })
+}
+
+async fn read_back(state: &AppState, topic: &str, job: JobRef) -> ApiResult<Job> {
+    state
+        .center
+        .get(topic, &job)
+        .await?
+        .ok_or_else(|| ApiError::not_found(format!("job {:?} is already gone", job.id)))
+}
+
+/// Creates (201) or replaces (200) a job. With `?mode=create_only` or `If-None-Match: *`,
+/// an existing job is left untouched and the answer is 409.
+#[utoipa::path(put, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
+    params(("topic" = String, Path), ("id" = String, Path), PutQuery),
+    request_body = JobBody,
+    responses((status = 201, body = Job), (status = 200, body = Job), (status = 400, body = ApiError),
+        (status = 409, body = ApiError), (status = 413, body = ApiError), (status = 415, body = ApiError)))]
+pub async fn put_job(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<PutQuery>,
+    req: HttpRequest,
+    body: web::Json<JobBody>,
+) -> ApiResult<HttpResponse> {
+    let (topic, id) = path.into_inner();
+    let create_only = match query.mode.as_deref() {
+        None | Some("upsert") => req
+            .headers()
+            .get(actix_web::http::header::IF_NONE_MATCH)
+            .is_some_and(|v| v.as_bytes() == b"*"),
+        Some("create_only") => true,
+        Some(other) => {
+            return Err(ApiError::invalid("mode", format!("{other:?}: use upsert or create_only")));
+        }
+    };
+    let job = new_job(id, body.into_inner(), state.center.now())?;
+    let job_ref = JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone());
+    let mode = if create_only { ScheduleMode::CreateOnly } else { ScheduleMode::Upsert };
+    let r = state.center.schedule(&topic, job, mode).await?;
+    let status = match r.outcome {
+        ScheduleOutcome::Created => StatusCode::CREATED,
+        ScheduleOutcome::Exists => {
+            return Err(ApiError::new(
+                StatusCode::CONFLICT,
+                "conflict",
+                format!("job {:?} already exists", job_ref.id),
+            ));
+        }
+        _ => StatusCode::OK,
+    };
+    Ok(HttpResponse::build(status).json(read_back(&state, &topic, job_ref).await?))
+}
+
+/// Creates a job with a generated id (201).
+#[utoipa::path(post, path = "/v1/topics/{topic}/jobs", tag = "jobs",
+    params(("topic" = String, Path)), request_body = JobBody,
+    responses((status = 201, body = Job), (status = 400, body = ApiError), (status = 413, body = ApiError)))]
+pub async fn post_job(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<JobBody>,
+) -> ApiResult<HttpResponse> {
+    let topic = path.into_inner();
+    let id = uuid::Uuid::new_v4().to_string();
+    let job = new_job(id, body.into_inner(), state.center.now())?;
+    let job_ref = JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone());
+    state.center.schedule(&topic, job, ScheduleMode::CreateOnly).await?;
+    Ok(HttpResponse::Created().json(read_back(&state, &topic, job_ref).await?))
+}
+
+#[utoipa::path(get, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
+    params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
+    responses((status = 200, body = Job), (status = 404, body = ApiError)))]
+pub async fn get_job(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<ShardQuery>,
+) -> ApiResult<HttpResponse> {
+    let (topic, id) = path.into_inner();
+    match state.center.get(&topic, &query.job(&id)).await? {
+        Some(job) => Ok(HttpResponse::Ok().json(job)),
+        None => Err(ApiError::not_found(format!("no job {id:?} in topic {topic:?}"))),
+    }
+}
+
+/// Cancels a job in any state (204), 404 if there is none.
+#[utoipa::path(delete, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
+    params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
+    responses((status = 204), (status = 404, body = ApiError)))]
+pub async fn delete_job(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<ShardQuery>,
+) -> ApiResult<HttpResponse> {
+    let (topic, id) = path.into_inner();
+    match state.center.cancel(&topic, &query.job(&id)).await? {
+        Some(_) => Ok(HttpResponse::NoContent().finish()),
+        None => Err(ApiError::not_found(format!("no job {id:?} in topic {topic:?}"))),
+    }
+}
+
+/// Moves a job's fire time; its payload stays. A running job fires again at this time
+/// after its run.
+#[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/reset", tag = "jobs",
+    params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = ResetBody,
+    responses((status = 200, body = Job), (status = 404, body = ApiError)))]
+pub async fn reset_job(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<ShardQuery>,
+    body: web::Json<ResetBody>,
+) -> ApiResult<HttpResponse> {
+    let (topic, id) = path.into_inner();
+    let at = when(body.fire_at, body.delay_ms, state.center.now())?;
+    let job = query.job(&id);
+    let r = state.center.reset(&topic, &job, at).await?;
+    if r.outcome == ScheduleOutcome::Missing {
+        return Err(ApiError::not_found(format!("no scheduled or running job {id:?} in topic {topic:?}")));
+    }
+    Ok(HttpResponse::Ok().json(read_back(&state, &topic, job).await?))
+}
+
+/// The heartbeat path: many resets at once; with `create`, a missing job is created.
+#[utoipa::path(post, path = "/v1/topics/{topic}/resets", tag = "jobs",
+    params(("topic" = String, Path)), request_body = BatchBody,
+    responses((status = 200, body = ResetReport), (status = 400, body = ApiError), (status = 413, body = ApiError)))]
+pub async fn batch_reset(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<BatchBody>,
+) -> ApiResult<HttpResponse> {
+    let topic = path.into_inner();
+    let body = body.into_inner();
+    let limit = state.settings.http.max_batch_resets;
+    if body.resets.len() > limit {
+        return Err(ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "too_many_resets",
+            format!("{} resets in one request, over the limit of {limit}", body.resets.len()),
+        ));
+    }
+    let now = state.center.now();
+    let resets = body
+        .resets
+        .into_iter()
+        .enumerate()
+        .map(|(i, r)| {
+            let fire_at = when(r.fire_at, r.delay_ms, now)
+                .map_err(|e| ApiError { message: format!("resets[{i}]: {}", e.message), ..e })?;
+            Ok(Reset {
+                job: JobRef::new(r.id).with_shard_key(r.shard_key),
+                fire_at,
+            })
+        })
+        .collect::<ApiResult<Vec<_>>>()?;
+    let create: Option<CreateSpec> = body.create.map(Into::into);
+    let report = state.center.reset_many(&topic, &resets, create.as_ref()).await?;
+    Ok(HttpResponse::Ok().json(json!({
+        "reset": report.reset,
+        "created": report.created,
+        "missing": report.missing,
+    })))
+}

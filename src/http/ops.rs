@@ -1,0 +1,64 @@
+//! The operator's routes: `/health`, `/metrics`, `/openapi.json`.
+
+use std::time::Duration;
+
+use actix_web::{HttpResponse, web};
+use serde_json::json;
+use utoipa::OpenApi;
+
+use super::AppState;
+
+/// How long `/health` waits for the store.
+const PING_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The supervisor's view and the store's reachability: 200 when healthy, 503 when not.
+#[utoipa::path(get, path = "/health", tag = "operations",
+    responses((status = 200, description = "healthy"), (status = 503, description = "store unreachable or a slot actor down")))]
+pub async fn health(state: web::Data<AppState>) -> HttpResponse {
+    let store = state.center.store();
+    let ping = match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
+        Ok(Ok(())) => Ok(()),
+        Ok(Err(e)) => Err(e.to_string()),
+        Err(_) => Err(format!("no answer within {PING_TIMEOUT:?}")),
+    };
+    let slots = state.center.health().await;
+    let all_alive = slots.iter().all(|s| s.alive);
+    let healthy = ping.is_ok() && all_alive;
+    let body = json!({
+        "status": if healthy { "ok" } else { "unhealthy" },
+        "store": {
+            "engine": store.engine(),
+            "reachable": ping.is_ok(),
+            "error": ping.err(),
+        },
+        "slots_alive": all_alive,
+        "slots": slots,
+    });
+    if healthy {
+        HttpResponse::Ok().json(body)
+    } else {
+        HttpResponse::ServiceUnavailable().json(body)
+    }
+}
+
+/// Prometheus text: counters, job gauges per topic, lateness and duration histograms.
+#[utoipa::path(get, path = "/metrics", tag = "operations",
+    responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
+pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
+    // The gauges are read from the store now; counters and histograms are kept as jobs move.
+    if let Ok(topics) = state.center.topics().await {
+        for t in topics {
+            let _ = state.center.stats(&t.name).await;
+        }
+    }
+    HttpResponse::Ok()
+        .content_type("text/plain; version=0.0.4")
+        .body(state.center.metrics().render())
+}
+
+/// This API's description, generated from the route handlers.
+#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "OpenAPI 3 document")))]
+pub async fn openapi() -> HttpResponse {
+    HttpResponse::Ok().json(super::ApiDoc::openapi())
+}

@@ -1,0 +1,102 @@
+//! `toc serve`: the store, the runtime and the HTTP server, started from settings, and shut
+//! down in a written order: stop accepting HTTP, stop pumping, let running handlers finish
+//! within the grace period or give their leases back, exit.
+
+use std::net::SocketAddr;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix_web::dev::ServerHandle;
+use actix_web::{App, HttpServer, web};
+use tracing_actix_web::TracingLogger;
+
+use crate::center::TimeoutCenter;
+use crate::config::{Settings, StoreKind};
+use crate::error::{Error, Result};
+use crate::http::{self, AppState, auth::Auth};
+use crate::store::{RedisStore, SharedStore};
+
+/// Opens the store the settings name, and creates or updates the seeded topics.
+pub async fn open_store(settings: &Settings) -> Result<SharedStore> {
+    let options = settings.store_options();
+    let store: SharedStore = match settings.store {
+        StoreKind::Redis if !settings.redis.cluster_nodes.is_empty() => {
+            Arc::new(RedisStore::connect_cluster(&settings.redis.cluster_nodes, options).await?)
+        }
+        StoreKind::Redis => Arc::new(RedisStore::connect(&settings.redis.url, options).await?),
+        StoreKind::Memory => crate::store::memory::open(settings).await?,
+    };
+    for topic in &settings.topics.seed {
+        store.put_topic(topic.clone()).await?;
+    }
+    Ok(store)
+}
+
+/// A started service.
+pub struct Running {
+    pub addr: SocketAddr,
+    pub center: TimeoutCenter,
+    server: actix_web::dev::Server,
+    grace: Duration,
+}
+
+/// Starts the runtime and the HTTP server over `store`. Must run inside an actix system.
+pub async fn start(settings: Settings, store: SharedStore) -> Result<Running> {
+    let center = TimeoutCenter::builder(store)
+        .settings(settings.runtime.clone())
+        .start()
+        .await?;
+    for topic in &settings.topics.seed {
+        center.topic(&topic.name).await?;
+    }
+    let state = web::Data::new(AppState {
+        center: center.clone(),
+        settings: settings.clone(),
+    });
+    let auth = Auth::new(settings.tokens.clone(), settings.auth_health_and_metrics);
+    let config = settings.clone();
+    let server = HttpServer::new(move || {
+        let config = config.clone();
+        App::new()
+            .app_data(state.clone())
+            .wrap(http::json_errors())
+            .wrap(auth.clone())
+            .wrap(TracingLogger::default())
+            .configure(move |cfg| http::configure(cfg, &config))
+            .default_service(web::to(|| async {
+                Err::<actix_web::HttpResponse, _>(http::error::ApiError::not_found(
+                    "no such route: see /openapi.json",
+                ))
+            }))
+    })
+    .shutdown_timeout(5)
+    .bind(settings.listen)
+    .map_err(|e| Error::invalid("listen", format!("cannot listen on {}: {e}", settings.listen)))?;
+    let addr = server.addrs()[0];
+    let server = server.run();
+    tracing::info!(%addr, "listening");
+    Ok(Running {
+        addr,
+        center,
+        server,
+        grace: Duration::from_millis(settings.runtime.grace_ms),
+    })
+}
+
+impl Running {
+    pub fn handle(&self) -> ServerHandle {
+        self.server.handle()
+    }
+
+    /// Serves until the HTTP server stops (SIGINT, SIGTERM, or `handle().stop()`), then stops
+    /// pumping and drains the runtime. Returns the leases given back.
+    pub async fn run(self) -> Result<usize> {
+        self.server
+            .await
+            .map_err(|e| Error::Unavailable(format!("HTTP server: {e}")))?;
+        tracing::info!(grace_ms = self.grace.as_millis() as u64, "HTTP stopped; draining running jobs");
+        let released = self.center.shutdown(self.grace).await;
+        tracing::info!(released, "stopped");
+        Ok(released)
+    }
+}
