@@ -28,7 +28,12 @@ Every setting has one: TOC_ + its path in config/default.toml, in upper case.";
 #[command(name = "toc", version, about = "timeout-center: jobs that fire at a future instant, at least once and on time", after_help = ENV_HELP)]
 pub struct Cli {
     /// The service's address (client commands).
-    #[arg(long, env = "TOC_URL", default_value = "http://127.0.0.1:8080", global = true)]
+    #[arg(
+        long,
+        env = "TOC_URL",
+        default_value = "http://127.0.0.1:8080",
+        global = true
+    )]
     pub url: String,
     /// Bearer token (client commands).
     #[arg(long, env = "TOC_TOKEN", global = true, hide_env_values = true)]
@@ -132,8 +137,14 @@ pub enum DeadCmd {
         #[arg(long)]
         after: Option<String>,
     },
-    Requeue { topic: String, id: String },
-    Rm { topic: String, id: String },
+    Requeue {
+        topic: String,
+        id: String,
+    },
+    Rm {
+        topic: String,
+        id: String,
+    },
 }
 
 #[derive(Subcommand)]
@@ -151,14 +162,19 @@ pub struct Failure {
 fn enc(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
-            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => (b as char).to_string(),
+            b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
+                (b as char).to_string()
+            }
             _ => format!("%{b:02X}"),
         })
         .collect()
 }
 
 fn shard_q(shard_key: &Option<String>) -> String {
-    shard_key.as_ref().map(|k| format!("?shard_key={}", enc(k))).unwrap_or_default()
+    shard_key
+        .as_ref()
+        .map(|k| format!("?shard_key={}", enc(k)))
+        .unwrap_or_default()
 }
 
 struct Client {
@@ -168,8 +184,15 @@ struct Client {
 }
 
 impl Client {
-    async fn call(&self, method: reqwest::Method, path: &str, body: Option<Value>) -> Result<Value, Failure> {
-        let mut req = self.http.request(method, format!("{}{path}", self.base.trim_end_matches('/')));
+    async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, Failure> {
+        let mut req = self
+            .http
+            .request(method, format!("{}{path}", self.base.trim_end_matches('/')));
         if let Some(t) = &self.token {
             req = req.bearer_auth(t);
         }
@@ -182,12 +205,19 @@ impl Client {
         })?;
         let status = res.status();
         let text = res.text().await.unwrap_or_default();
-        let value: Value = if text.is_empty() { Value::Null } else { serde_json::from_str(&text).unwrap_or(Value::String(text)) };
+        let value: Value = if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
+        };
         if status.is_success() || (status.as_u16() == 503 && path == "/health") {
             return Ok(value);
         }
         let (code, message) = match value.get("error") {
-            Some(e) => (e["code"].as_str().unwrap_or("error").to_string(), e["message"].as_str().unwrap_or("").to_string()),
+            Some(e) => (
+                e["code"].as_str().unwrap_or("error").to_string(),
+                e["message"].as_str().unwrap_or("").to_string(),
+            ),
             None => ("error".to_string(), value.to_string()),
         };
         Err(Failure {
@@ -218,13 +248,25 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
     };
     let (value, view): (Value, View) = match cli.command {
         Command::Serve { .. } => unreachable!("serve is not a client command"),
-        Command::Job(JobCmd::Put { topic, id, when, job_type, payload, max_attempts, shard_key, create_only }) => {
+        Command::Job(JobCmd::Put {
+            topic,
+            id,
+            when,
+            job_type,
+            payload,
+            max_attempts,
+            shard_key,
+            create_only,
+        }) => {
             let mut body = when_body(&when)?;
             if let Some(t) = job_type {
                 body["type"] = json!(t);
             }
             if let Some(p) = payload {
-                body["payload"] = serde_json::from_str(&p).map_err(|e| Failure { message: format!("--payload is not JSON: {e}"), code: 2 })?;
+                body["payload"] = serde_json::from_str(&p).map_err(|e| Failure {
+                    message: format!("--payload is not JSON: {e}"),
+                    code: 2,
+                })?;
             }
             if let Some(n) = max_attempts {
                 body["max_attempts"] = json!(n);
@@ -234,28 +276,71 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             }
             let mode = if create_only { "?mode=create_only" } else { "" };
             let path = format!("/v1/topics/{}/jobs/{}{mode}", enc(&topic), enc(&id));
-            (client.call(Method::PUT, &path, Some(body)).await?, View::Record)
+            (
+                client.call(Method::PUT, &path, Some(body)).await?,
+                View::Record,
+            )
         }
-        Command::Job(JobCmd::Get { topic, id, shard_key }) => {
-            let path = format!("/v1/topics/{}/jobs/{}{}", enc(&topic), enc(&id), shard_q(&shard_key));
+        Command::Job(JobCmd::Get {
+            topic,
+            id,
+            shard_key,
+        }) => {
+            let path = format!(
+                "/v1/topics/{}/jobs/{}{}",
+                enc(&topic),
+                enc(&id),
+                shard_q(&shard_key)
+            );
             (client.call(Method::GET, &path, None).await?, View::Record)
         }
-        Command::Job(JobCmd::Cancel { topic, id, shard_key }) => {
-            let path = format!("/v1/topics/{}/jobs/{}{}", enc(&topic), enc(&id), shard_q(&shard_key));
+        Command::Job(JobCmd::Cancel {
+            topic,
+            id,
+            shard_key,
+        }) => {
+            let path = format!(
+                "/v1/topics/{}/jobs/{}{}",
+                enc(&topic),
+                enc(&id),
+                shard_q(&shard_key)
+            );
             client.call(Method::DELETE, &path, None).await?;
             (json!({"cancelled": id}), View::Record)
         }
-        Command::Job(JobCmd::Reset { topic, id, when, shard_key }) => {
-            let path = format!("/v1/topics/{}/jobs/{}/reset{}", enc(&topic), enc(&id), shard_q(&shard_key));
-            (client.call(Method::POST, &path, Some(when_body(&when)?)).await?, View::Record)
+        Command::Job(JobCmd::Reset {
+            topic,
+            id,
+            when,
+            shard_key,
+        }) => {
+            let path = format!(
+                "/v1/topics/{}/jobs/{}/reset{}",
+                enc(&topic),
+                enc(&id),
+                shard_q(&shard_key)
+            );
+            (
+                client
+                    .call(Method::POST, &path, Some(when_body(&when)?))
+                    .await?,
+                View::Record,
+            )
         }
-        Command::Dead(DeadCmd::Ls { topic, limit, after }) => {
+        Command::Dead(DeadCmd::Ls {
+            topic,
+            limit,
+            after,
+        }) => {
             let mut path = format!("/v1/topics/{}/dead?limit={limit}", enc(&topic));
             if let Some(a) = after {
                 path.push_str(&format!("&after={}", enc(&a)));
             }
             let cols = &["id", "type", "attempts", "dead_at", "last_error"];
-            (client.call(Method::GET, &path, None).await?, View::Table(cols))
+            (
+                client.call(Method::GET, &path, None).await?,
+                View::Table(cols),
+            )
         }
         Command::Dead(DeadCmd::Requeue { topic, id }) => {
             let path = format!("/v1/topics/{}/dead/{}/requeue", enc(&topic), enc(&id));
@@ -267,26 +352,52 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             (json!({"deleted": id}), View::Record)
         }
         Command::Topic(TopicCmd::Ls) => {
-            let cols = &["name", "slots", "scheduled", "running", "dead", "next_fire_at"];
-            (client.call(Method::GET, "/v1/topics", None).await?, View::Table(cols))
+            let cols = &[
+                "name",
+                "slots",
+                "scheduled",
+                "running",
+                "dead",
+                "next_fire_at",
+            ];
+            (
+                client.call(Method::GET, "/v1/topics", None).await?,
+                View::Table(cols),
+            )
         }
         Command::Topic(TopicCmd::Show { topic }) => {
             let path = format!("/v1/topics/{}", enc(&topic));
             (client.call(Method::GET, &path, None).await?, View::Record)
         }
-        Command::Events { topic, after, limit } => {
+        Command::Events {
+            topic,
+            after,
+            limit,
+        } => {
             let mut path = format!("/v1/topics/{}/events?limit={limit}", enc(&topic));
             if let Some(a) = after {
                 path.push_str(&format!("&after={}", enc(&a)));
             }
-            let cols = &["id", "event", "job_id", "type", "fire_at", "fired_at", "data"];
-            (client.call(Method::GET, &path, None).await?, View::Table(cols))
+            let cols = &[
+                "id", "event", "job_id", "type", "fire_at", "fired_at", "data",
+            ];
+            (
+                client.call(Method::GET, &path, None).await?,
+                View::Table(cols),
+            )
         }
         Command::Health => {
             let v = client.call(Method::GET, "/health", None).await?;
             let healthy = v["status"] == "ok";
             print(&v, if cli.json { View::Json } else { View::Health });
-            return if healthy { Ok(()) } else { Err(Failure { message: "unhealthy".into(), code: 1 }) };
+            return if healthy {
+                Ok(())
+            } else {
+                Err(Failure {
+                    message: "unhealthy".into(),
+                    code: 1,
+                })
+            };
         }
     };
     print(&value, if cli.json { View::Json } else { view });
@@ -311,7 +422,10 @@ fn cell(v: &Value) -> String {
 
 fn print(value: &Value, view: View) {
     match view {
-        View::Json => println!("{}", serde_json::to_string_pretty(value).unwrap_or_default()),
+        View::Json => println!(
+            "{}",
+            serde_json::to_string_pretty(value).unwrap_or_default()
+        ),
         View::Record => {
             if let Some(obj) = value.as_object() {
                 let width = obj.keys().map(|k| k.len()).max().unwrap_or(0);
@@ -324,11 +438,21 @@ fn print(value: &Value, view: View) {
         }
         View::Table(cols) => {
             let items = value["items"].as_array().cloned().unwrap_or_default();
-            let rows: Vec<Vec<String>> = items.iter().map(|i| cols.iter().map(|c| cell(&i[*c])).collect()).collect();
+            let rows: Vec<Vec<String>> = items
+                .iter()
+                .map(|i| cols.iter().map(|c| cell(&i[*c])).collect())
+                .collect();
             let widths: Vec<usize> = cols
                 .iter()
                 .enumerate()
-                .map(|(n, c)| rows.iter().map(|r| r[n].len()).chain([c.len()]).max().unwrap_or(0).min(60))
+                .map(|(n, c)| {
+                    rows.iter()
+                        .map(|r| r[n].len())
+                        .chain([c.len()])
+                        .max()
+                        .unwrap_or(0)
+                        .min(60)
+                })
                 .collect();
             let line = |cells: Vec<String>| {
                 cells
@@ -348,7 +472,11 @@ fn print(value: &Value, view: View) {
         }
         View::Health => {
             println!("status  {}", cell(&value["status"]));
-            println!("store   {} (reachable: {})", cell(&value["store"]["engine"]), cell(&value["store"]["reachable"]));
+            println!(
+                "store   {} (reachable: {})",
+                cell(&value["store"]["engine"]),
+                cell(&value["store"]["reachable"])
+            );
             let slots = value["slots"].as_array().cloned().unwrap_or_default();
             let alive = slots.iter().filter(|s| s["alive"] == true).count();
             let restarts: u64 = slots.iter().filter_map(|s| s["restarts"].as_u64()).sum();

@@ -71,7 +71,12 @@ pub async fn start(settings: Settings, store: SharedStore) -> Result<Running> {
     })
     .shutdown_timeout(5)
     .bind(settings.listen)
-    .map_err(|e| Error::invalid("listen", format!("cannot listen on {}: {e}", settings.listen)))?;
+    .map_err(|e| {
+        Error::invalid(
+            "listen",
+            format!("cannot listen on {}: {e}", settings.listen),
+        )
+    })?;
     let addr = server.addrs()[0];
     let server = server.run();
     tracing::info!(%addr, "listening");
@@ -94,7 +99,10 @@ impl Running {
         self.server
             .await
             .map_err(|e| Error::Unavailable(format!("HTTP server: {e}")))?;
-        tracing::info!(grace_ms = self.grace.as_millis() as u64, "HTTP stopped; draining running jobs");
+        tracing::info!(
+            grace_ms = self.grace.as_millis() as u64,
+            "HTTP stopped; draining running jobs"
+        );
         let released = self.center.shutdown(self.grace).await;
         tracing::info!(released, "stopped");
         Ok(released)

@@ -46,9 +46,9 @@ impl Auth {
             return false;
         };
         // Every token is compared, so the time taken does not say which one nearly matched.
-        self.tokens
-            .iter()
-            .fold(false, |ok, t| ok | bool::from(t.as_bytes().ct_eq(given.trim().as_bytes())))
+        self.tokens.iter().fold(false, |ok, t| {
+            ok | bool::from(t.as_bytes().ct_eq(given.trim().as_bytes()))
+        })
     }
 }
 

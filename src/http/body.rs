@@ -11,10 +11,19 @@ use crate::time::Millis;
 /// When a job fires: exactly one of `fire_at` (ms since the epoch) and `delay_ms`.
 pub fn when(fire_at: Option<Millis>, delay_ms: Option<i64>, now: Millis) -> ApiResult<Millis> {
     match (fire_at, delay_ms) {
-        (Some(_), Some(_)) => Err(ApiError::invalid("fire_at", "give either fire_at or delay_ms, not both")),
-        (None, None) => Err(ApiError::invalid("fire_at", "give fire_at (ms since the epoch) or delay_ms")),
+        (Some(_), Some(_)) => Err(ApiError::invalid(
+            "fire_at",
+            "give either fire_at or delay_ms, not both",
+        )),
+        (None, None) => Err(ApiError::invalid(
+            "fire_at",
+            "give fire_at (ms since the epoch) or delay_ms",
+        )),
         (Some(at), None) => Ok(at),
-        (None, Some(d)) if d < 0 => Err(ApiError::invalid("delay_ms", format!("must not be negative, got {d}"))),
+        (None, Some(d)) if d < 0 => Err(ApiError::invalid(
+            "delay_ms",
+            format!("must not be negative, got {d}"),
+        )),
         (None, Some(d)) => now
             .checked_add(d)
             .ok_or_else(|| ApiError::invalid("delay_ms", "is too large")),

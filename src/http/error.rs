@@ -72,15 +72,23 @@ impl From<Error> for ApiError {
     fn from(e: Error) -> Self {
         let message = e.to_string();
         match e {
-            Error::Invalid { .. } => ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", message),
+            Error::Invalid { .. } => {
+                ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
+            }
             Error::PayloadTooLarge { .. } => {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
             }
-            Error::UnknownTopic(_) => ApiError::new(StatusCode::NOT_FOUND, "unknown_topic", message),
-            Error::TopicConflict { .. } => ApiError::new(StatusCode::CONFLICT, "topic_conflict", message),
-            Error::Unavailable(_) => {
-                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_unavailable", message)
+            Error::UnknownTopic(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "unknown_topic", message)
             }
+            Error::TopicConflict { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "topic_conflict", message)
+            }
+            Error::Unavailable(_) => ApiError::new(
+                StatusCode::SERVICE_UNAVAILABLE,
+                "store_unavailable",
+                message,
+            ),
             Error::Corrupt(_) => {
                 tracing::error!(error = %message, "corrupt store data");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
@@ -98,27 +106,38 @@ pub fn json_error(err: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
             "unsupported_media_type",
             "the body must be JSON (Content-Type: application/json)",
         ),
-        JsonPayloadError::Overflow { limit } | JsonPayloadError::OverflowKnownLength { limit, .. } => {
-            ApiError::new(
-                StatusCode::PAYLOAD_TOO_LARGE,
-                "payload_too_large",
-                format!("the body is over the limit of {limit} bytes"),
-            )
-        }
-        JsonPayloadError::Deserialize(e) => {
-            ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", format!("invalid body: {e}"))
-        }
+        JsonPayloadError::Overflow { limit }
+        | JsonPayloadError::OverflowKnownLength { limit, .. } => ApiError::new(
+            StatusCode::PAYLOAD_TOO_LARGE,
+            "payload_too_large",
+            format!("the body is over the limit of {limit} bytes"),
+        ),
+        JsonPayloadError::Deserialize(e) => ApiError::new(
+            StatusCode::BAD_REQUEST,
+            "invalid_json",
+            format!("invalid body: {e}"),
+        ),
         other => ApiError::new(StatusCode::BAD_REQUEST, "invalid_json", other.to_string()),
     };
     e.into()
 }
 
 pub fn query_error(err: QueryPayloadError, _: &HttpRequest) -> actix_web::Error {
-    ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", format!("invalid query: {err}")).into()
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        format!("invalid query: {err}"),
+    )
+    .into()
 }
 
 pub fn path_error(err: PathError, _: &HttpRequest) -> actix_web::Error {
-    ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", format!("invalid path: {err}")).into()
+    ApiError::new(
+        StatusCode::BAD_REQUEST,
+        "invalid_argument",
+        format!("invalid path: {err}"),
+    )
+    .into()
 }
 
 /// Gives any error response that is not JSON yet (a 404 of an unknown route, a 405, a
@@ -148,8 +167,10 @@ pub fn ensure_json_body<B: MessageBody + 'static>(
     let mut res = res.set_body(BoxBody::new(
         json!({"error": {"code": code, "message": message}}).to_string(),
     ));
-    res.headers_mut()
-        .insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    res.headers_mut().insert(
+        header::CONTENT_TYPE,
+        HeaderValue::from_static("application/json"),
+    );
     Ok(ErrorHandlerResponse::Response(
         ServiceResponse::new(req, res).map_into_right_body(),
     ))

@@ -7,7 +7,9 @@ use serde_json::json;
 use super::AppState;
 use super::body::{BatchBody, JobBody, PutQuery, ResetBody, ShardQuery, when};
 use super::error::{ApiError, ApiResult};
-use crate::job::{CreateSpec, Job, JobRef, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome};
+use crate::job::{
+    CreateSpec, Job, JobRef, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome,
+};
 
 fn new_job(id: String, body: JobBody, now: i64) -> ApiResult<NewJob> {
     Ok(NewJob {
@@ -51,12 +53,19 @@ pub async fn put_job(
             .is_some_and(|v| v.as_bytes() == b"*"),
         Some("create_only") => true,
         Some(other) => {
-            return Err(ApiError::invalid("mode", format!("{other:?}: use upsert or create_only")));
+            return Err(ApiError::invalid(
+                "mode",
+                format!("{other:?}: use upsert or create_only"),
+            ));
         }
     };
     let job = new_job(id, body.into_inner(), state.center.now())?;
     let job_ref = JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone());
-    let mode = if create_only { ScheduleMode::CreateOnly } else { ScheduleMode::Upsert };
+    let mode = if create_only {
+        ScheduleMode::CreateOnly
+    } else {
+        ScheduleMode::Upsert
+    };
     let r = state.center.schedule(&topic, job, mode).await?;
     let status = match r.outcome {
         ScheduleOutcome::Created => StatusCode::CREATED,
@@ -85,7 +94,10 @@ pub async fn post_job(
     let id = uuid::Uuid::new_v4().to_string();
     let job = new_job(id, body.into_inner(), state.center.now())?;
     let job_ref = JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone());
-    state.center.schedule(&topic, job, ScheduleMode::CreateOnly).await?;
+    state
+        .center
+        .schedule(&topic, job, ScheduleMode::CreateOnly)
+        .await?;
     Ok(HttpResponse::Created().json(read_back(&state, &topic, job_ref).await?))
 }
 
@@ -100,7 +112,9 @@ pub async fn get_job(
     let (topic, id) = path.into_inner();
     match state.center.get(&topic, &query.job(&id)).await? {
         Some(job) => Ok(HttpResponse::Ok().json(job)),
-        None => Err(ApiError::not_found(format!("no job {id:?} in topic {topic:?}"))),
+        None => Err(ApiError::not_found(format!(
+            "no job {id:?} in topic {topic:?}"
+        ))),
     }
 }
 
@@ -116,7 +130,9 @@ pub async fn delete_job(
     let (topic, id) = path.into_inner();
     match state.center.cancel(&topic, &query.job(&id)).await? {
         Some(_) => Ok(HttpResponse::NoContent().finish()),
-        None => Err(ApiError::not_found(format!("no job {id:?} in topic {topic:?}"))),
+        None => Err(ApiError::not_found(format!(
+            "no job {id:?} in topic {topic:?}"
+        ))),
     }
 }
 
@@ -136,7 +152,9 @@ pub async fn reset_job(
     let job = query.job(&id);
     let r = state.center.reset(&topic, &job, at).await?;
     if r.outcome == ScheduleOutcome::Missing {
-        return Err(ApiError::not_found(format!("no scheduled or running job {id:?} in topic {topic:?}")));
+        return Err(ApiError::not_found(format!(
+            "no scheduled or running job {id:?} in topic {topic:?}"
+        )));
     }
     Ok(HttpResponse::Ok().json(read_back(&state, &topic, job).await?))
 }
@@ -157,7 +175,10 @@ pub async fn batch_reset(
         return Err(ApiError::new(
             StatusCode::PAYLOAD_TOO_LARGE,
             "too_many_resets",
-            format!("{} resets in one request, over the limit of {limit}", body.resets.len()),
+            format!(
+                "{} resets in one request, over the limit of {limit}",
+                body.resets.len()
+            ),
         ));
     }
     let now = state.center.now();
@@ -166,8 +187,10 @@ pub async fn batch_reset(
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
-            let fire_at = when(r.fire_at, r.delay_ms, now)
-                .map_err(|e| ApiError { message: format!("resets[{i}]: {}", e.message), ..e })?;
+            let fire_at = when(r.fire_at, r.delay_ms, now).map_err(|e| ApiError {
+                message: format!("resets[{i}]: {}", e.message),
+                ..e
+            })?;
             Ok(Reset {
                 job: JobRef::new(r.id).with_shard_key(r.shard_key),
                 fire_at,
@@ -175,7 +198,10 @@ pub async fn batch_reset(
         })
         .collect::<ApiResult<Vec<_>>>()?;
     let create: Option<CreateSpec> = body.create.map(Into::into);
-    let report = state.center.reset_many(&topic, &resets, create.as_ref()).await?;
+    let report = state
+        .center
+        .reset_many(&topic, &resets, create.as_ref())
+        .await?;
     Ok(HttpResponse::Ok().json(json!({
         "reset": report.reset,
         "created": report.created,

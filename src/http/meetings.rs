@@ -20,11 +20,18 @@ pub async fn put_meeting(
     let (topic, id) = path.into_inner();
     let mut booking = body.into_inner();
     if !booking.id.is_empty() && booking.id != id {
-        return Err(ApiError::invalid("id", "the body's id differs from the path's"));
+        return Err(ApiError::invalid(
+            "id",
+            "the body's id differs from the path's",
+        ));
     }
     booking.id = id;
     let existed = meeting_state::put_meeting(&state.center, &topic, booking.clone()).await?;
-    let mut res = if existed { HttpResponse::Ok() } else { HttpResponse::Created() };
+    let mut res = if existed {
+        HttpResponse::Ok()
+    } else {
+        HttpResponse::Created()
+    };
     Ok(res.json(booking))
 }
 
@@ -39,7 +46,9 @@ pub async fn get_meeting(
     crate::validate::job_id(&id)?;
     match meeting_state::get_meeting(&state.center, &topic, &id).await? {
         Some(b) => Ok(HttpResponse::Ok().json(b)),
-        None => Err(ApiError::not_found(format!("no meeting {id:?} in topic {topic:?}"))),
+        None => Err(ApiError::not_found(format!(
+            "no meeting {id:?} in topic {topic:?}"
+        ))),
     }
 }
 
@@ -54,7 +63,9 @@ pub async fn delete_meeting(
     let (topic, id) = path.into_inner();
     crate::validate::job_id(&id)?;
     if !meeting_state::cancel_meeting(&state.center, &topic, &id).await? {
-        return Err(ApiError::not_found(format!("no meeting {id:?} in topic {topic:?}")));
+        return Err(ApiError::not_found(format!(
+            "no meeting {id:?} in topic {topic:?}"
+        )));
     }
     Ok(HttpResponse::NoContent().finish())
 }
@@ -70,7 +81,9 @@ pub async fn approve_meeting(
     let (topic, id) = path.into_inner();
     crate::validate::job_id(&id)?;
     if !meeting_state::approve_meeting(&state.center, &topic, &id).await? {
-        return Err(ApiError::not_found(format!("no meeting {id:?} in topic {topic:?}")));
+        return Err(ApiError::not_found(format!(
+            "no meeting {id:?} in topic {topic:?}"
+        )));
     }
     Ok(HttpResponse::Ok().json(json!({"id": id, "approved": true})))
 }

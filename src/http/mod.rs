@@ -24,15 +24,37 @@ pub struct AppState {
 
 #[derive(OpenApi)]
 #[openapi(
-    info(title = "timeout-center", description = "Jobs that fire at a future instant, at least once and on time. Times are ms since the Unix epoch."),
-    paths(
-        jobs::put_job, jobs::post_job, jobs::get_job, jobs::delete_job, jobs::reset_job, jobs::batch_reset,
-        topics::list_topics, topics::get_topic, topics::list_dead, topics::requeue_dead, topics::delete_dead,
-        topics::list_events,
-        meetings::put_meeting, meetings::get_meeting, meetings::delete_meeting, meetings::approve_meeting,
-        ops::health, ops::metrics, ops::openapi,
+    info(
+        title = "timeout-center",
+        description = "Jobs that fire at a future instant, at least once and on time. Times are ms since the Unix epoch."
     ),
-    components(schemas(error::ApiError, crate::job::Job, crate::job::JobState, crate::events::Event))
+    paths(
+        jobs::put_job,
+        jobs::post_job,
+        jobs::get_job,
+        jobs::delete_job,
+        jobs::reset_job,
+        jobs::batch_reset,
+        topics::list_topics,
+        topics::get_topic,
+        topics::list_dead,
+        topics::requeue_dead,
+        topics::delete_dead,
+        topics::list_events,
+        meetings::put_meeting,
+        meetings::get_meeting,
+        meetings::delete_meeting,
+        meetings::approve_meeting,
+        ops::health,
+        ops::metrics,
+        ops::openapi,
+    ),
+    components(schemas(
+        error::ApiError,
+        crate::job::Job,
+        crate::job::JobState,
+        crate::events::Event
+    ))
 )]
 pub struct ApiDoc;
 
@@ -72,7 +94,10 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .get(meetings::get_meeting)
                 .delete(meetings::delete_meeting),
         )
-        .service(web::resource("/v1/topics/{topic}/meetings/{id}/approve").post(meetings::approve_meeting))
+        .service(
+            web::resource("/v1/topics/{topic}/meetings/{id}/approve")
+                .post(meetings::approve_meeting),
+        )
         .service(web::resource("/health").get(ops::health))
         .service(web::resource("/metrics").get(ops::metrics))
         .service(web::resource("/openapi.json").get(ops::openapi));

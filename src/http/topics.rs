@@ -61,7 +61,10 @@ pub async fn list_topics(state: web::Data<AppState>) -> ApiResult<HttpResponse> 
 #[utoipa::path(get, path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = String, Path)),
     responses((status = 200, body = TopicView), (status = 404, body = ApiError)))]
-pub async fn get_topic(state: web::Data<AppState>, path: web::Path<String>) -> ApiResult<HttpResponse> {
+pub async fn get_topic(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+) -> ApiResult<HttpResponse> {
     let topic = existing(&state, &path).await?;
     Ok(HttpResponse::Ok().json(view(&state, &topic).await?))
 }
@@ -76,7 +79,10 @@ pub async fn list_dead(
     query: web::Query<PageQuery>,
 ) -> ApiResult<HttpResponse> {
     let limit = query.limit()?;
-    let page = state.center.dead_list(&path, query.after.as_deref(), limit).await?;
+    let page = state
+        .center
+        .dead_list(&path, query.after.as_deref(), limit)
+        .await?;
     Ok(HttpResponse::Ok().json(page))
 }
 
@@ -92,7 +98,9 @@ pub async fn requeue_dead(
     let (topic, id) = path.into_inner();
     let job = query.job(&id);
     if !state.center.dead_requeue(&topic, &job).await? {
-        return Err(ApiError::not_found(format!("no dead letter {id:?} in topic {topic:?}")));
+        return Err(ApiError::not_found(format!(
+            "no dead letter {id:?} in topic {topic:?}"
+        )));
     }
     match state.center.get(&topic, &job).await? {
         Some(job) => Ok(HttpResponse::Ok().json(job)),
@@ -110,7 +118,9 @@ pub async fn delete_dead(
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
     if !state.center.dead_delete(&topic, &query.job(&id)).await? {
-        return Err(ApiError::not_found(format!("no dead letter {id:?} in topic {topic:?}")));
+        return Err(ApiError::not_found(format!(
+            "no dead letter {id:?} in topic {topic:?}"
+        )));
     }
     Ok(HttpResponse::NoContent().finish())
 }
@@ -125,7 +135,9 @@ pub async fn list_events(
     query: web::Query<PageQuery>,
 ) -> ApiResult<HttpResponse> {
     let limit = query.limit()?;
-    let page = state.center.events(&path, query.after.as_deref(), limit).await?;
+    let page = state
+        .center
+        .events(&path, query.after.as_deref(), limit)
+        .await?;
     Ok(HttpResponse::Ok().json(page))
 }
-

@@ -5,5 +5,8 @@ use crate::error::{Error, Result};
 use crate::store::SharedStore;
 
 pub async fn open(_settings: &Settings) -> Result<SharedStore> {
-    Err(Error::invalid("store", "the memory engine is not built yet; use TOC_STORE=redis"))
+    Err(Error::invalid(
+        "store",
+        "the memory engine is not built yet; use TOC_STORE=redis",
+    ))
 }

@@ -4,6 +4,7 @@
 pub mod redis_cluster;
 pub mod redis_server;
 pub mod runtime;
+pub mod service;
 
 pub use redis_cluster::RedisCluster;
 pub use redis_server::RedisServer;

@@ -1,0 +1,842 @@
+//! The HTTP API against the real server (port 0) and a real Redis: every endpoint's success
+//! path, every error status (and that nothing changed), auth, 503 while Redis is down and
+//! recovery after, the batch reset path, the OpenAPI document, metrics, and the CLI.
+
+mod common;
+
+use std::time::Duration;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use timeout_center::time::now_ms;
+
+use common::RedisServer;
+use common::service::Service;
+
+fn dump(redis: &RedisServer) -> Vec<(String, Vec<u8>)> {
+    let mut conn = redis.conn();
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            let v: Vec<u8> = redis::cmd("DUMP").arg(&k).query(&mut conn).unwrap();
+            (k, v)
+        })
+        .collect()
+}
+
+async fn eventually<F, Fut>(secs: u64, what: &str, mut f: F)
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = bool>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    while !f().await {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "{what} did not happen within {secs} s"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
+#[actix_rt::test]
+async fn every_job_endpoint_works() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let later = now_ms() + 60_000;
+    let (st, job) = s.send(Method::PUT, "/v1/topics/t/jobs/a", Some(json!({"type": "webhook", "payload": {"url": "http://127.0.0.1:9/"}, "fire_at": later}))).await;
+    assert_eq!(st, 201);
+    assert_eq!(
+        (
+            job["id"].as_str(),
+            job["state"].as_str(),
+            job["fire_at"].as_i64()
+        ),
+        (Some("a"), Some("scheduled"), Some(later))
+    );
+    let (st, job) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/t/jobs/a",
+            Some(json!({"delay_ms": 120_000, "payload": {"v": 2}})),
+        )
+        .await;
+    assert_eq!(
+        (st, job["payload"].clone(), job["type"].as_str()),
+        (200, json!({"v": 2}), Some("emit"))
+    );
+    let (st, made) = s
+        .send(
+            Method::POST,
+            "/v1/topics/t/jobs",
+            Some(json!({"delay_ms": 60_000})),
+        )
+        .await;
+    assert_eq!(st, 201);
+    let gen_id = made["id"].as_str().unwrap().to_string();
+    assert_eq!(gen_id.len(), 36);
+    let (st, got) = s
+        .send(Method::GET, &format!("/v1/topics/t/jobs/{gen_id}"), None)
+        .await;
+    assert_eq!((st, got["id"].as_str()), (200, Some(gen_id.as_str())));
+    let (st, reset) = s
+        .send(
+            Method::POST,
+            "/v1/topics/t/jobs/a/reset",
+            Some(json!({"fire_at": later + 5})),
+        )
+        .await;
+    assert_eq!(
+        (st, reset["fire_at"].as_i64(), reset["payload"].clone()),
+        (200, Some(later + 5), json!({"v": 2}))
+    );
+    let (st, body) = s.send(Method::DELETE, "/v1/topics/t/jobs/a", None).await;
+    assert_eq!((st, body), (204, Value::Null));
+    assert_eq!(
+        s.send(Method::GET, "/v1/topics/t/jobs/a", None).await.0,
+        404
+    );
+    // With a shard key.
+    let (st, _) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/t/jobs/k1",
+            Some(json!({"delay_ms": 60_000, "shard_key": "dev-9"})),
+        )
+        .await;
+    assert_eq!(st, 201);
+    assert_eq!(
+        s.send(Method::GET, "/v1/topics/t/jobs/k1?shard_key=dev-9", None)
+            .await
+            .0,
+        200
+    );
+    // Topics and figures.
+    let (st, topics) = s.send(Method::GET, "/v1/topics", None).await;
+    assert_eq!(st, 200);
+    let t = topics["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .find(|t| t["name"] == "t")
+        .unwrap()
+        .clone();
+    assert_eq!(
+        (t["slots"].as_u64(), t["scheduled"].as_u64()),
+        (Some(16), Some(2))
+    );
+    assert!(topics.get("next").is_some());
+    let (st, t) = s.send(Method::GET, "/v1/topics/t", None).await;
+    assert_eq!(
+        (
+            st,
+            t["scheduled"].as_u64(),
+            t["running"].as_u64(),
+            t["dead"].as_u64()
+        ),
+        (200, Some(2), Some(0), Some(0))
+    );
+    assert_eq!(s.send(Method::GET, "/v1/topics/nope", None).await.0, 404);
+}
+
+#[actix_rt::test]
+async fn dead_letters_and_events_over_http() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    // A job of a type nobody handles dies at once; an emit job fires into the stream.
+    s.send(
+        Method::PUT,
+        "/v1/topics/t/jobs/d1",
+        Some(json!({"type": "nobody", "delay_ms": 0})),
+    )
+    .await;
+    s.send(
+        Method::PUT,
+        "/v1/topics/t/jobs/e1",
+        Some(json!({"payload": {"hello": 1}, "delay_ms": 0})),
+    )
+    .await;
+    eventually(5, "d1 dead", || async {
+        s.send(Method::GET, "/v1/topics/t/dead", None).await.1["items"]
+            .as_array()
+            .is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    let (st, dead) = s
+        .send(Method::GET, "/v1/topics/t/dead?limit=10", None)
+        .await;
+    assert_eq!(st, 200);
+    assert_eq!(dead["items"][0]["id"], "d1");
+    assert!(
+        dead["items"][0]["last_error"]
+            .as_str()
+            .unwrap()
+            .contains("no handler")
+    );
+    assert_eq!(dead["next"], Value::Null);
+    let (st, job) = s
+        .send(Method::POST, "/v1/topics/t/dead/d1/requeue", None)
+        .await;
+    assert_eq!(st, 200, "{job}");
+    assert_eq!(
+        s.send(Method::POST, "/v1/topics/t/dead/zz/requeue", None)
+            .await
+            .0,
+        404
+    );
+    eventually(5, "d1 dead again", || async {
+        s.send(Method::GET, "/v1/topics/t/dead", None).await.1["items"]
+            .as_array()
+            .is_some_and(|a| a.len() == 1)
+    })
+    .await;
+    assert_eq!(
+        s.send(Method::DELETE, "/v1/topics/t/dead/d1", None).await.0,
+        204
+    );
+    assert_eq!(
+        s.send(Method::DELETE, "/v1/topics/t/dead/d1", None).await.0,
+        404
+    );
+    let (st, events) = s
+        .send(Method::GET, "/v1/topics/t/events?limit=100", None)
+        .await;
+    assert_eq!(st, 200);
+    let items = events["items"].as_array().unwrap();
+    let fired = items.iter().find(|e| e["event"] == "job.fired").unwrap();
+    assert_eq!(
+        (fired["job_id"].as_str(), fired["data"].clone()),
+        (Some("e1"), json!({"hello": 1}))
+    );
+    assert!(fired["fired_at"].as_i64() >= fired["fire_at"].as_i64());
+    let first = items[0]["id"].as_str().unwrap();
+    let (_, after) = s
+        .send(
+            Method::GET,
+            &format!("/v1/topics/t/events?after={first}"),
+            None,
+        )
+        .await;
+    assert_eq!(after["items"].as_array().unwrap().len(), items.len() - 1);
+    assert_eq!(
+        s.send(Method::GET, "/v1/topics/t/events?after=junk", None)
+            .await
+            .0,
+        400
+    );
+}
+
+#[actix_rt::test]
+async fn meetings_over_http() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let t = now_ms();
+    let booking = json!({"room": "blue", "start": t + 60_000, "end": t + 120_000, "reminders_ms": [300_000], "approval_deadline": t + 30_000});
+    let (st, b) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/rooms/meetings/m1",
+            Some(booking.clone()),
+        )
+        .await;
+    assert_eq!((st, b["id"].as_str()), (201, Some("m1")));
+    assert_eq!(
+        s.send(Method::PUT, "/v1/topics/rooms/meetings/m1", Some(booking))
+            .await
+            .0,
+        200
+    );
+    let (st, got) = s
+        .send(Method::GET, "/v1/topics/rooms/meetings/m1", None)
+        .await;
+    assert_eq!((st, got["approved"].as_bool()), (200, Some(false)));
+    assert_eq!(
+        s.send(
+            Method::GET,
+            "/v1/topics/rooms/jobs/m1%23approval?shard_key=m1",
+            None
+        )
+        .await
+        .0,
+        200
+    );
+    assert_eq!(
+        s.send(Method::POST, "/v1/topics/rooms/meetings/m1/approve", None)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        s.send(
+            Method::GET,
+            "/v1/topics/rooms/jobs/m1%23approval?shard_key=m1",
+            None
+        )
+        .await
+        .0,
+        404
+    );
+    assert_eq!(
+        s.send(Method::DELETE, "/v1/topics/rooms/meetings/m1", None)
+            .await
+            .0,
+        204
+    );
+    assert_eq!(
+        s.send(Method::GET, "/v1/topics/rooms/meetings/m1", None)
+            .await
+            .0,
+        404
+    );
+    assert_eq!(
+        s.send(Method::POST, "/v1/topics/rooms/meetings/m1/approve", None)
+            .await
+            .0,
+        404
+    );
+    let (st, err) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/rooms/meetings/m2",
+            Some(json!({"room": "x", "start": t, "end": t - 1})),
+        )
+        .await;
+    assert_eq!(st, 400);
+    assert!(err["error"]["message"].as_str().unwrap().contains("end"));
+}
+
+#[actix_rt::test]
+async fn every_error_status_has_a_json_body_and_changes_nothing() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |c| c.topics.defaults.max_payload_bytes = 100).await;
+    s.send(
+        Method::PUT,
+        "/v1/topics/t/jobs/there",
+        Some(json!({"delay_ms": 60_000})),
+    )
+    .await;
+    let before = dump(&redis);
+    let put = |body: Value| s.send(Method::PUT, "/v1/topics/t/jobs/x", Some(body));
+    let check = |(st, body): (u16, Value), want: u16, field: &str| {
+        assert_eq!(st, want, "{body}");
+        let msg = body["error"]["message"]
+            .as_str()
+            .unwrap_or_else(|| panic!("no JSON error body: {body}"));
+        assert!(body["error"]["code"].is_string());
+        assert!(msg.contains(field), "{msg:?} does not name {field:?}");
+    };
+    check(
+        put(json!({"fire_at": 1, "delay_ms": 1})).await,
+        400,
+        "fire_at",
+    );
+    check(put(json!({"payload": 1})).await, 400, "fire_at");
+    check(put(json!({"delay_ms": -5})).await, 400, "delay_ms");
+    check(
+        put(json!({"delay_ms": 5, "colour": "red"})).await,
+        400,
+        "colour",
+    );
+    check(
+        put(json!({"delay_ms": 5, "type": "a b"})).await,
+        400,
+        "type",
+    );
+    check(
+        put(json!({"delay_ms": 5, "payload": "y".repeat(200)})).await,
+        413,
+        "limit",
+    );
+    let long = "x".repeat(513);
+    check(
+        s.send(
+            Method::PUT,
+            &format!("/v1/topics/t/jobs/{long}"),
+            Some(json!({"delay_ms": 5})),
+        )
+        .await,
+        400,
+        "id",
+    );
+    check(
+        s.send(
+            Method::PUT,
+            "/v1/topics/bad%20topic/jobs/x",
+            Some(json!({"delay_ms": 5})),
+        )
+        .await,
+        400,
+        "topic",
+    );
+    check(
+        s.send(
+            Method::PUT,
+            "/v1/topics/t/jobs/there?mode=create_only",
+            Some(json!({"delay_ms": 5})),
+        )
+        .await,
+        409,
+        "already exists",
+    );
+    let res = s
+        .http
+        .put(s.url("/v1/topics/t/jobs/there"))
+        .header("if-none-match", "*")
+        .json(&json!({"delay_ms": 5}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 409);
+    check(
+        s.send(Method::GET, "/v1/topics/t/jobs/none", None).await,
+        404,
+        "none",
+    );
+    check(
+        s.send(Method::DELETE, "/v1/topics/t/jobs/none", None).await,
+        404,
+        "none",
+    );
+    check(
+        s.send(
+            Method::POST,
+            "/v1/topics/t/jobs/none/reset",
+            Some(json!({"delay_ms": 5})),
+        )
+        .await,
+        404,
+        "none",
+    );
+    check(
+        s.send(Method::DELETE, "/v1/topics/t/dead/none", None).await,
+        404,
+        "none",
+    );
+    check(
+        s.send(Method::GET, "/v1/topics/t/dead?limit=0", None).await,
+        400,
+        "limit",
+    );
+    // Not JSON, malformed JSON, a body over 1 MiB.
+    let raw = |ct: &'static str, body: String| {
+        s.http
+            .put(s.url("/v1/topics/t/jobs/x"))
+            .header("content-type", ct)
+            .body(body)
+            .send()
+    };
+    let res = raw("text/plain", "{}".into()).await.unwrap();
+    assert_eq!(res.status().as_u16(), 415);
+    assert!(res.json::<Value>().await.unwrap()["error"]["code"].is_string());
+    let res = raw("application/json", "{\"delay_ms\": ".into())
+        .await
+        .unwrap();
+    assert_eq!(res.status().as_u16(), 400);
+    let huge = format!(
+        "{{\"delay_ms\": 5, \"payload\": \"{}\"}}",
+        "z".repeat(1_100_000)
+    );
+    let res = raw("application/json", huge).await.unwrap();
+    assert_eq!(res.status().as_u16(), 413);
+    assert_eq!(
+        res.json::<Value>().await.unwrap()["error"]["code"],
+        "payload_too_large"
+    );
+    let (st, body) = s.send(Method::PATCH, "/v1/topics/t/jobs/x", None).await;
+    assert_eq!(
+        (st, body["error"]["code"].as_str()),
+        (405, Some("method_not_allowed"))
+    );
+    // A batch with one bad entry is rejected whole, naming the entry.
+    let bad_batch =
+        json!({"resets": [{"id": "there", "delay_ms": 5}, {"id": "y", "delay_ms": -1}]});
+    check(
+        s.send(Method::POST, "/v1/topics/t/resets", Some(bad_batch))
+            .await,
+        400,
+        "resets[1]",
+    );
+    assert_eq!(dump(&redis), before, "a failed request changed the store");
+}
+
+#[actix_rt::test]
+async fn auth_guards_v1_routes_when_tokens_are_set() {
+    let redis = RedisServer::start();
+    let open = Service::start(&redis, |_| {}).await;
+    assert_eq!(
+        open.send(Method::GET, "/v1/topics", None).await.0,
+        200,
+        "auth is off without tokens"
+    );
+    let s = Service::start(&redis, |c| c.tokens = vec!["s3cret".into(), "other".into()]).await;
+    let (st, body) = s.send(Method::GET, "/v1/topics", None).await;
+    assert_eq!(
+        (st, body["error"]["code"].as_str()),
+        (401, Some("unauthorized"))
+    );
+    let with = |t: &str| {
+        s.http
+            .get(s.url("/v1/topics"))
+            .bearer_auth(t.to_string())
+            .send()
+    };
+    assert_eq!(with("wrong").await.unwrap().status().as_u16(), 401);
+    assert_eq!(with("s3cre").await.unwrap().status().as_u16(), 401);
+    assert_eq!(with("s3cret").await.unwrap().status().as_u16(), 200);
+    assert_eq!(with("other").await.unwrap().status().as_u16(), 200);
+    assert_eq!(s.send(Method::GET, "/health", None).await.0, 200);
+    assert_eq!(s.send(Method::GET, "/metrics", None).await.0, 200);
+    let closed = Service::start(&redis, |c| {
+        c.tokens = vec!["t".into()];
+        c.auth_health_and_metrics = true;
+    })
+    .await;
+    assert_eq!(closed.send(Method::GET, "/health", None).await.0, 401);
+    assert_eq!(closed.send(Method::GET, "/metrics", None).await.0, 401);
+}
+
+#[actix_rt::test]
+async fn the_store_going_away_answers_503_and_service_returns_without_a_restart() {
+    let mut redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    assert_eq!(
+        s.send(
+            Method::PUT,
+            "/v1/topics/t/jobs/a",
+            Some(json!({"delay_ms": 60_000}))
+        )
+        .await
+        .0,
+        201
+    );
+    redis.stop();
+    let (st, body) = s.send(Method::GET, "/v1/topics/t/jobs/a", None).await;
+    assert_eq!(
+        (st, body["error"]["code"].as_str()),
+        (503, Some("store_unavailable"))
+    );
+    let (st, health) = s.send(Method::GET, "/health", None).await;
+    assert_eq!(
+        (st, health["store"]["reachable"].as_bool()),
+        (503, Some(false))
+    );
+    redis.restart();
+    eventually(15, "service after Redis came back", || async {
+        s.send(
+            Method::PUT,
+            "/v1/topics/t/jobs/b",
+            Some(json!({"delay_ms": 60_000})),
+        )
+        .await
+        .0 == 201
+    })
+    .await;
+    assert_eq!(
+        s.send(Method::GET, "/v1/topics/t/jobs/b", None).await.0,
+        200
+    );
+    assert_eq!(s.send(Method::GET, "/health", None).await.0, 200);
+}
+
+#[actix_rt::test]
+async fn the_batch_reset_endpoint_takes_ten_thousand_resets_with_create() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let resets: Vec<Value> = (0..10_000)
+        .map(|i| json!({"id": format!("dev-{i}"), "delay_ms": 60_000}))
+        .collect();
+    let body = json!({"resets": resets, "create": {"type": "device_offline"}});
+    let (st, report) = s
+        .send(
+            Method::POST,
+            "/v1/topics/devices/resets",
+            Some(body.clone()),
+        )
+        .await;
+    assert_eq!(
+        (st, report["reset"].as_u64(), report["created"].as_u64()),
+        (200, Some(0), Some(10_000))
+    );
+    let (_, report) = s
+        .send(Method::POST, "/v1/topics/devices/resets", Some(body))
+        .await;
+    assert_eq!(
+        (report["reset"].as_u64(), report["created"].as_u64()),
+        (Some(10_000), Some(0))
+    );
+    let some: Vec<Value> = (9_990..10_010)
+        .map(|i| json!({"id": format!("dev-{i}"), "delay_ms": 1_000}))
+        .collect();
+    let (_, report) = s
+        .send(
+            Method::POST,
+            "/v1/topics/devices/resets",
+            Some(json!({"resets": some})),
+        )
+        .await;
+    assert_eq!(report["reset"].as_u64(), Some(10));
+    let mut missing: Vec<String> = report["missing"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|v| v.as_str().unwrap().to_string())
+        .collect();
+    missing.sort();
+    assert_eq!(
+        missing,
+        (10_000..10_010)
+            .map(|i| format!("dev-{i}"))
+            .collect::<Vec<_>>()
+    );
+    let (_, t) = s.send(Method::GET, "/v1/topics/devices", None).await;
+    assert_eq!(t["scheduled"].as_u64(), Some(10_000));
+    let too_many: Vec<Value> = (0..10_001)
+        .map(|i| json!({"id": format!("x{i}"), "delay_ms": 1}))
+        .collect();
+    let (st, body) = s
+        .send(
+            Method::POST,
+            "/v1/topics/devices/resets",
+            Some(json!({"resets": too_many})),
+        )
+        .await;
+    assert_eq!(
+        (st, body["error"]["code"].as_str()),
+        (413, Some("too_many_resets"))
+    );
+}
+
+/// The routes of DESIGN.md's v1 table, plus the meeting routes.
+const ROUTES: &[(&str, &str)] = &[
+    ("put", "/v1/topics/{topic}/jobs/{id}"),
+    ("post", "/v1/topics/{topic}/jobs"),
+    ("get", "/v1/topics/{topic}/jobs/{id}"),
+    ("delete", "/v1/topics/{topic}/jobs/{id}"),
+    ("post", "/v1/topics/{topic}/jobs/{id}/reset"),
+    ("post", "/v1/topics/{topic}/resets"),
+    ("get", "/v1/topics"),
+    ("get", "/v1/topics/{topic}"),
+    ("get", "/v1/topics/{topic}/dead"),
+    ("post", "/v1/topics/{topic}/dead/{id}/requeue"),
+    ("delete", "/v1/topics/{topic}/dead/{id}"),
+    ("get", "/v1/topics/{topic}/events"),
+    ("put", "/v1/topics/{topic}/meetings/{id}"),
+    ("get", "/v1/topics/{topic}/meetings/{id}"),
+    ("delete", "/v1/topics/{topic}/meetings/{id}"),
+    ("post", "/v1/topics/{topic}/meetings/{id}/approve"),
+    ("get", "/health"),
+    ("get", "/metrics"),
+    ("get", "/openapi.json"),
+];
+
+#[actix_rt::test]
+async fn openapi_lists_every_route_the_server_serves() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let (st, doc) = s.send(Method::GET, "/openapi.json", None).await;
+    assert_eq!(st, 200);
+    let paths = doc["paths"].as_object().unwrap();
+    let mut documented = 0;
+    for (method, path) in ROUTES {
+        assert!(
+            paths.get(*path).and_then(|p| p.get(*method)).is_some(),
+            "{method} {path} is not in /openapi.json"
+        );
+        // The server serves it: a route it lacks answers 404 or 405 with `not_found`/`method_not_allowed`.
+        let concrete = path.replace("{topic}", "t").replace("{id}", "i");
+        let m = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
+        let res = s
+            .http
+            .request(m, s.url(&concrete))
+            .json(&json!({}))
+            .send()
+            .await
+            .unwrap();
+        let code = res.status().as_u16();
+        let body: Value = res.json().await.unwrap_or(Value::Null);
+        let unrouted = body["error"]["message"]
+            .as_str()
+            .is_some_and(|m| m.contains("no such route"))
+            || code == 405;
+        assert!(!unrouted, "{method} {path} is documented but not served");
+    }
+    for (path, item) in paths {
+        for method in item.as_object().unwrap().keys() {
+            assert!(
+                ROUTES.contains(&(method.as_str(), path.as_str())),
+                "{method} {path} is documented but not in the table"
+            );
+            documented += 1;
+        }
+    }
+    assert_eq!(documented, ROUTES.len());
+}
+
+#[actix_rt::test]
+async fn metrics_show_the_lateness_histogram_after_fires() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    for i in 0..20 {
+        s.send(
+            Method::PUT,
+            &format!("/v1/topics/m/jobs/j{i}"),
+            Some(json!({"delay_ms": 10})),
+        )
+        .await;
+    }
+    eventually(10, "20 fires", || async {
+        s.send(Method::GET, "/v1/topics/m/events?limit=1000", None)
+            .await
+            .1["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == "job.done")
+            .count()
+            == 20
+    })
+    .await;
+    let text = s
+        .http
+        .get(s.url("/metrics"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let value = |prefix: &str| -> f64 {
+        text.lines()
+            .find(|l| l.starts_with(prefix))
+            .unwrap_or_else(|| panic!("no {prefix} in:\n{text}"))
+            .rsplit(' ')
+            .next()
+            .unwrap()
+            .parse()
+            .unwrap()
+    };
+    assert_eq!(
+        value("toc_firing_lateness_seconds_count{topic=\"m\"}"),
+        20.0
+    );
+    let sum = value("toc_firing_lateness_seconds_sum{topic=\"m\"}");
+    assert!(sum >= 0.0);
+    let mut last = 0.0;
+    let buckets: Vec<f64> = text
+        .lines()
+        .filter(|l| {
+            l.starts_with("toc_firing_lateness_seconds_bucket{") && l.contains("topic=\"m\"")
+        })
+        .map(|l| l.rsplit(' ').next().unwrap().parse().unwrap())
+        .collect();
+    assert!(buckets.len() > 5);
+    for b in &buckets {
+        assert!(*b >= last, "buckets are cumulative");
+        last = *b;
+    }
+    assert_eq!(last, 20.0, "the +Inf bucket holds every fire");
+    assert_eq!(value("toc_jobs_fired_total{topic=\"m\"}"), 20.0);
+    assert_eq!(value("toc_jobs_scheduled_total{topic=\"m\"}"), 20.0);
+    assert_eq!(value("toc_jobs{state=\"scheduled\",topic=\"m\"}"), 0.0);
+    assert!(text.contains("toc_handler_duration_seconds_bucket"));
+    assert!(text.contains("toc_pump_batch_size_bucket"));
+}
+
+#[actix_rt::test]
+async fn the_cli_drives_the_api() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |c| c.tokens = vec!["tok".into()]).await;
+    let url = format!("http://{}", s.addr);
+    let toc = |args: &[&str]| {
+        let url = url.clone();
+        let args: Vec<String> = args.iter().map(|a| a.to_string()).collect();
+        async move {
+            let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toc"))
+                .args(&args)
+                .env("TOC_URL", &url)
+                .env("TOC_TOKEN", "tok")
+                .output()
+                .await
+                .unwrap();
+            (
+                out.status.code().unwrap(),
+                String::from_utf8_lossy(&out.stdout).to_string(),
+                String::from_utf8_lossy(&out.stderr).to_string(),
+            )
+        }
+    };
+    let (code, out, _) = toc(&[
+        "job",
+        "put",
+        "t",
+        "a",
+        "--delay-ms",
+        "60000",
+        "--payload",
+        "{\"k\":1}",
+    ])
+    .await;
+    assert_eq!(code, 0);
+    assert!(
+        out.contains("scheduled") && out.contains("{\"k\":1}"),
+        "{out}"
+    );
+    let (code, out, _) = toc(&["--json", "job", "get", "t", "a"]).await;
+    assert_eq!(code, 0);
+    let job: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(job["payload"], json!({"k": 1}));
+    let at = now_ms() + 90_000;
+    let (code, out, _) = toc(&["job", "reset", "t", "a", "--fire-at", &at.to_string()]).await;
+    assert!(code == 0 && out.contains(&at.to_string()), "{out}");
+    let (code, out, _) = toc(&["topic", "ls"]).await;
+    assert!(
+        code == 0 && out.starts_with("NAME") && out.contains("\nt "),
+        "{out}"
+    );
+    let (code, out, _) = toc(&["topic", "show", "t"]).await;
+    assert!(code == 0 && out.contains("scheduled"), "{out}");
+    let (code, _, _) = toc(&["job", "cancel", "t", "a"]).await;
+    assert_eq!(code, 0);
+    let (code, _, err) = toc(&["job", "get", "t", "a"]).await;
+    assert_eq!(code, 1);
+    assert!(err.contains("404 not_found"), "{err}");
+    // A dead letter: ls, requeue, rm.
+    toc(&[
+        "job",
+        "put",
+        "t",
+        "d",
+        "--delay-ms",
+        "0",
+        "--type",
+        "nobody",
+    ])
+    .await;
+    eventually(5, "a dead letter", || async {
+        toc(&["dead", "ls", "t"]).await.1.contains("no handler")
+    })
+    .await;
+    let (code, _, _) = toc(&["dead", "requeue", "t", "d"]).await;
+    assert_eq!(code, 0);
+    eventually(5, "dead again", || async {
+        toc(&["dead", "ls", "t"]).await.1.lines().count() == 2
+    })
+    .await;
+    let (code, _, _) = toc(&["dead", "rm", "t", "d"]).await;
+    assert_eq!(code, 0);
+    let (code, out, _) = toc(&["events", "t"]).await;
+    assert!(code == 0 && out.contains("job.dead"), "{out}");
+    let (code, out, _) = toc(&["health"]).await;
+    assert!(code == 0 && out.contains("status  ok"), "{out}");
+    // Errors: a usage error and an unreachable service.
+    let (code, _, _) = toc(&["job", "reset", "t", "a"]).await;
+    assert_eq!(code, 2);
+    let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toc"))
+        .args(["--url", "http://127.0.0.1:1", "health"])
+        .output()
+        .await
+        .unwrap();
+    assert_eq!(out.status.code(), Some(3));
+    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach"));
+}
