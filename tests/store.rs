@@ -748,7 +748,7 @@ async fn bad_arguments_are_rejected_and_change_nothing(e: Engine) {
     s.schedule("t", NewJob::new("ok", T0), ScheduleMode::Upsert, T0)
         .await
         .unwrap();
-    let before = e.redis_dump();
+    let before = e.dump();
     let field = |r: Result<Scheduled>| match r {
         Err(Error::Invalid { field, .. }) => field,
         Err(Error::PayloadTooLarge { .. }) => "payload",
@@ -806,7 +806,7 @@ async fn bad_arguments_are_rejected_and_change_nothing(e: Engine) {
         s.cancel("t", &"".into()).await,
         Err(Error::Invalid { field: "id", .. })
     ));
-    assert_eq!(e.redis_dump(), before, "a rejected call changed the store");
+    assert_eq!(e.dump(), before, "a rejected call changed the store");
     assert_eq!(s.get("t", &"ok".into()).await.unwrap().unwrap().fire_at, T0);
     // A fire time in the past is legal: due at once.
     s.schedule("t", NewJob::new("past", T0 - 60_000), up, T0)
@@ -909,13 +909,19 @@ async fn ten_thousand_jobs_fire_exactly_once_and_never_early(e: Engine) {
     assert_eq!(seen.len(), 10_000);
 }
 
+/// Every test above, once per engine: `redis_engine::NAME` and `memory_engine::NAME`.
 macro_rules! engines {
     ($($name:ident),* $(,)?) => {
-        mod redis_engine {
+        engines!(@engine redis_engine, redis_with; $($name),*);
+        engines!(@engine memory_engine, memory_with; $($name),*);
+    };
+    (@engine $module:ident, $make:ident; $($name:ident),*) => {
+        mod $module {
             $(
                 #[tokio::test]
                 async fn $name() {
-                    super::$name(crate::common::Engine::redis().await).await
+                    let e = crate::common::Engine::$make(Default::default()).await;
+                    super::$name(e).await
                 }
             )*
             #[tokio::test]
@@ -924,7 +930,7 @@ macro_rules! engines {
                     auto_create_topics: false,
                     ..Default::default()
                 };
-                let e = crate::common::Engine::redis_with(options).await;
+                let e = crate::common::Engine::$make(options).await;
                 super::unconfigured_topics_are_refused_when_auto_creation_is_off(e).await
             }
         }

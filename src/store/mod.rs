@@ -24,6 +24,7 @@ use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 pub use self::keys::{SlotKeys, events as events_key, wake_channel};
+pub use self::memory::MemoryStore;
 pub use self::redis::RedisStore;
 pub use self::topics::StoreOptions;
 

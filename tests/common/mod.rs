@@ -11,13 +11,14 @@ pub use redis_server::RedisServer;
 
 use std::sync::Arc;
 
-use timeout_center::store::RedisStore;
+use timeout_center::store::{MemoryStore, RedisStore};
 use timeout_center::{SharedStore, StoreOptions};
 
 /// A store engine under test, with whatever keeps it alive (the Redis server).
 pub struct Engine {
     pub store: SharedStore,
     pub redis: Option<RedisServer>,
+    pub memory: Option<Arc<MemoryStore>>,
 }
 
 impl Engine {
@@ -33,6 +34,32 @@ impl Engine {
         Engine {
             store: Arc::new(store),
             redis: Some(server),
+            memory: None,
+        }
+    }
+
+    pub async fn memory() -> Engine {
+        Engine::memory_with(StoreOptions::default()).await
+    }
+
+    pub async fn memory_with(options: StoreOptions) -> Engine {
+        let store = Arc::new(MemoryStore::new(options));
+        Engine {
+            store: store.clone(),
+            redis: None,
+            memory: Some(store),
+        }
+    }
+
+    /// The whole stored state, for checking that a rejected call changed nothing.
+    pub fn dump(&self) -> Vec<String> {
+        match &self.memory {
+            Some(m) => m.dump(),
+            None => self
+                .redis_dump()
+                .into_iter()
+                .map(|(k, v)| format!("{k}={v:?}"))
+                .collect(),
         }
     }
 

@@ -1,0 +1,610 @@
+//! One slot of the memory engine: the same state machine as the Lua scripts of `lua/`, over
+//! a timing wheel (scheduled jobs), ordered sets (running by lease deadline, dead by time of
+//! death) and a slab of entries. Each method mirrors the script of the same name, so the
+//! conformance suite holds both engines to one behaviour. Every change marks its job dirty,
+//! which is what the journal writes.
+
+use std::collections::{BTreeSet, HashMap};
+use std::ops::Bound;
+use std::sync::Arc;
+
+use super::wheel::Wheel;
+use crate::job::{Finished, JobState, ScheduleOutcome};
+use crate::store::record::Record;
+use crate::time::Millis;
+
+pub type Id = Arc<str>;
+
+pub struct Entry {
+    pub id: Id,
+    /// `None` for a plain job: nothing differs from the topic's defaults.
+    pub rec: Option<Box<Record>>,
+    pub state: JobState,
+    /// Fire time (scheduled), lease deadline (running) or time of death (dead).
+    pub score: Millis,
+}
+
+/// A run's outcome, as `finish` takes it.
+pub enum Finish<'a> {
+    Ack,
+    Retry { error: &'a str, at: Millis },
+    Repeat { at: Millis },
+    Bury { error: &'a str },
+    Release,
+}
+
+/// What `reset_many` did in one slot.
+#[derive(Default)]
+pub struct ResetOutcome {
+    pub reset: u64,
+    pub created: u64,
+    pub missing: Vec<String>,
+    /// (id, fires, type) of re-armed jobs; type `None` when it is the default.
+    pub rearmed: Vec<(String, u32, Option<String>)>,
+    pub head: Option<Millis>,
+}
+
+/// What `schedule` did.
+pub struct ScheduleResult {
+    pub outcome: ScheduleOutcome,
+    pub state: Option<JobState>,
+    pub fire_at: Option<Millis>,
+    pub is_head: bool,
+    pub rearmed: Option<(u32, Option<String>)>,
+}
+
+pub struct SlotState {
+    ids: HashMap<Id, u32>,
+    entries: Vec<Option<Entry>>,
+    free: Vec<u32>,
+    wheel: Wheel,
+    run: BTreeSet<(Millis, u32)>,
+    dead: BTreeSet<(Millis, Id)>,
+    pub seq: u64,
+    dirty: Vec<Id>,
+    seq_dirty: bool,
+}
+
+fn capped(rec: &Record, at: Millis) -> Millis {
+    match rec.x {
+        Some(x) if at > x => x,
+        _ => at,
+    }
+}
+
+impl SlotState {
+    pub fn new(now: Millis) -> Self {
+        SlotState {
+            ids: HashMap::new(),
+            entries: Vec::new(),
+            free: Vec::new(),
+            wheel: Wheel::new(now.max(0) as u64),
+            run: BTreeSet::new(),
+            dead: BTreeSet::new(),
+            seq: 0,
+            dirty: Vec::new(),
+            seq_dirty: false,
+        }
+    }
+
+    fn entry(&self, k: u32) -> &Entry {
+        self.entries[k as usize].as_ref().expect("a live entry")
+    }
+
+    fn entry_mut(&mut self, k: u32) -> &mut Entry {
+        self.entries[k as usize].as_mut().expect("a live entry")
+    }
+
+    fn locate(&self, id: &str) -> Option<u32> {
+        self.ids.get(id).copied()
+    }
+
+    fn record(&self, k: u32) -> Record {
+        self.entry(k).rec.as_deref().cloned().unwrap_or_default()
+    }
+
+    fn set_record(&mut self, k: u32, rec: Record) {
+        let e = self.entry_mut(k);
+        e.rec = (!rec.is_empty()).then(|| Box::new(rec));
+        let id = e.id.clone();
+        self.dirty.push(id);
+    }
+
+    fn unindex(&mut self, k: u32) {
+        let (state, score, id) = {
+            let e = self.entry(k);
+            (e.state, e.score, e.id.clone())
+        };
+        match state {
+            JobState::Scheduled => {
+                self.wheel.remove(k);
+            }
+            JobState::Running => {
+                self.run.remove(&(score, k));
+            }
+            JobState::Dead => {
+                self.dead.remove(&(score, id));
+            }
+        }
+    }
+
+    fn index(&mut self, k: u32) {
+        let (state, score, id) = {
+            let e = self.entry(k);
+            (e.state, e.score, e.id.clone())
+        };
+        match state {
+            JobState::Scheduled => self.wheel.insert(k, score.max(0) as u64),
+            JobState::Running => {
+                self.run.insert((score, k));
+            }
+            JobState::Dead => {
+                self.dead.insert((score, id));
+            }
+        }
+    }
+
+    fn set_state(&mut self, k: u32, state: JobState, score: Millis) {
+        self.unindex(k);
+        let e = self.entry_mut(k);
+        e.state = state;
+        e.score = score;
+        let id = e.id.clone();
+        self.index(k);
+        self.dirty.push(id);
+    }
+
+    fn create(&mut self, id: &str, rec: Record, state: JobState, score: Millis) -> u32 {
+        let id: Id = Arc::from(id);
+        let entry = Entry {
+            id: id.clone(),
+            rec: (!rec.is_empty()).then(|| Box::new(rec)),
+            state,
+            score,
+        };
+        let k = match self.free.pop() {
+            Some(k) => {
+                self.entries[k as usize] = Some(entry);
+                k
+            }
+            None => {
+                self.entries.push(Some(entry));
+                (self.entries.len() - 1) as u32
+            }
+        };
+        self.ids.insert(id.clone(), k);
+        self.index(k);
+        self.dirty.push(id);
+        k
+    }
+
+    fn remove(&mut self, k: u32) {
+        self.unindex(k);
+        let e = self.entries[k as usize].take().expect("a live entry");
+        self.ids.remove(&e.id);
+        self.free.push(k);
+        self.dirty.push(e.id);
+    }
+
+    /// Back to scheduled at `at` after a run: the run's fields go.
+    fn reschedule(&mut self, k: u32, mut rec: Record, at: Millis) {
+        rec.k = None;
+        rec.f = None;
+        rec.r = None;
+        self.set_record(k, rec);
+        self.set_state(k, JobState::Scheduled, at);
+    }
+
+    fn is_head(&self, at: Millis) -> bool {
+        self.wheel.next_at().is_some_and(|h| at.max(0) as u64 <= h)
+    }
+
+    pub fn head(&self) -> Option<Millis> {
+        self.wheel.next_at().map(|h| h as Millis)
+    }
+
+    /// `schedule.lua`.
+    pub fn schedule(
+        &mut self,
+        id: &str,
+        mode: crate::job::ScheduleMode,
+        at: Millis,
+        now: Millis,
+        spec: Record,
+    ) -> ScheduleResult {
+        use crate::job::ScheduleMode::*;
+        let k = self.locate(id);
+        let state = k.map(|k| self.entry(k).state);
+        let result = |outcome, state, fire_at, is_head| ScheduleResult {
+            outcome,
+            state,
+            fire_at,
+            is_head,
+            rearmed: None,
+        };
+        if mode == CreateOnly && state.is_some() {
+            return result(ScheduleOutcome::Exists, state, None, false);
+        }
+        if mode == ResetOnly {
+            let (Some(k), Some(st @ (JobState::Scheduled | JobState::Running))) = (k, state) else {
+                return result(ScheduleOutcome::Missing, state, None, false);
+            };
+            let mut rec = self.record(k);
+            let at = capped(&rec, at);
+            let fired = rec.n.take();
+            let rearmed = fired.map(|n| (n, rec.t.clone()));
+            if rec.c.is_some() {
+                rec.u = Some(now);
+            }
+            if st == JobState::Running {
+                rec.r = Some(at);
+                self.set_record(k, rec);
+                return ScheduleResult {
+                    rearmed,
+                    ..result(
+                        ScheduleOutcome::Reset,
+                        Some(JobState::Running),
+                        Some(at),
+                        false,
+                    )
+                };
+            }
+            self.set_record(k, rec);
+            self.set_state(k, JobState::Scheduled, at);
+            return ScheduleResult {
+                rearmed,
+                ..result(
+                    ScheduleOutcome::Reset,
+                    Some(JobState::Scheduled),
+                    Some(at),
+                    self.is_head(at),
+                )
+            };
+        }
+        let mut spec = spec;
+        let at = capped(&spec, at);
+        if let (Some(k), Some(JobState::Running)) = (k, state) {
+            // The run keeps its token and attempt; the new definition fires after it.
+            let rec = self.record(k);
+            spec.a = rec.a;
+            spec.k = rec.k;
+            spec.f = rec.f;
+            spec.r = Some(at);
+            spec.c = rec.c.or(Some(now));
+            spec.u = Some(now);
+            self.set_record(k, spec);
+            return result(
+                ScheduleOutcome::Replaced,
+                Some(JobState::Running),
+                Some(at),
+                false,
+            );
+        }
+        if !spec.is_empty() {
+            let old_c = match (k, state) {
+                (Some(k), Some(JobState::Scheduled)) => self.record(k).c,
+                _ => None,
+            };
+            spec.c = old_c.or(Some(now));
+            spec.u = Some(now);
+        }
+        let outcome = match k {
+            Some(k) => {
+                self.set_record(k, spec);
+                self.set_state(k, JobState::Scheduled, at);
+                ScheduleOutcome::Replaced
+            }
+            None => {
+                self.create(id, spec, JobState::Scheduled, at);
+                ScheduleOutcome::Created
+            }
+        };
+        result(
+            outcome,
+            Some(JobState::Scheduled),
+            Some(at),
+            self.is_head(at),
+        )
+    }
+
+    /// `reset_many.lua`. `create` is the record spec of a created job.
+    pub fn reset_many(
+        &mut self,
+        now: Millis,
+        create: Option<&Record>,
+        items: &[(&str, Millis)],
+    ) -> ResetOutcome {
+        let mut out = ResetOutcome::default();
+        for (id, at) in items {
+            let k = self.locate(id);
+            match k.map(|k| (k, self.entry(k).state)) {
+                Some((k, st @ (JobState::Scheduled | JobState::Running))) => {
+                    let plain = self.entry(k).rec.is_none();
+                    if plain && st == JobState::Scheduled {
+                        // The heartbeat case: only the fire time moves.
+                        self.set_state(k, JobState::Scheduled, *at);
+                    } else {
+                        let mut rec = self.record(k);
+                        let at = capped(&rec, *at);
+                        if let Some(n) = rec.n.take() {
+                            out.rearmed.push((id.to_string(), n, rec.t.clone()));
+                        }
+                        if rec.c.is_some() {
+                            rec.u = Some(now);
+                        }
+                        if st == JobState::Running {
+                            rec.r = Some(at);
+                            self.set_record(k, rec);
+                        } else {
+                            self.set_record(k, rec);
+                            self.set_state(k, JobState::Scheduled, at);
+                        }
+                    }
+                    out.reset += 1;
+                }
+                found => {
+                    let Some(spec) = create else {
+                        out.missing.push(id.to_string());
+                        continue;
+                    };
+                    if let Some((k, _)) = found {
+                        self.remove(k); // a dead job is replaced, as a schedule would
+                    }
+                    let mut rec = spec.clone();
+                    if !rec.is_empty() {
+                        rec.c = Some(now);
+                        rec.u = Some(now);
+                    }
+                    self.create(id, rec, JobState::Scheduled, *at);
+                    out.created += 1;
+                }
+            }
+        }
+        out.head = self.head();
+        out
+    }
+
+    /// `pump.lua`: takes back expired leases, then hands out due jobs as
+    /// (id, fire time, token, record).
+    pub fn pump(
+        &mut self,
+        now: Millis,
+        limit: usize,
+        lease: Millis,
+        default_max: u32,
+    ) -> (Option<Millis>, u32, Vec<(Id, Millis, u64, Record)>) {
+        let expired: Vec<u32> = self
+            .run
+            .range(..=(now, u32::MAX))
+            .take(limit)
+            .map(|(_, k)| *k)
+            .collect();
+        for &k in &expired {
+            let mut rec = self.record(k);
+            let (attempts, max) = (rec.a.unwrap_or(0), rec.m.unwrap_or(default_max));
+            if let Some(at) = rec.r {
+                rec.a = None;
+                rec.e = None;
+                self.reschedule(k, rec, at);
+            } else {
+                rec.e = Some(format!(
+                    "lease expired: the run did not report within the visibility timeout (attempt {attempts} of {max})"
+                ));
+                if attempts >= max {
+                    rec.k = None;
+                    self.set_record(k, rec);
+                    self.set_state(k, JobState::Dead, now);
+                } else {
+                    self.reschedule(k, rec, now);
+                }
+            }
+        }
+        self.wheel.advance(now.max(0) as u64);
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some((k, fire_at)) = self.wheel.pop_ready(now.max(0) as u64) else {
+                break;
+            };
+            let fire_at = fire_at as Millis;
+            self.seq += 1;
+            self.seq_dirty = true;
+            let mut rec = self.record(k);
+            rec.a = Some(rec.a.unwrap_or(0) + 1);
+            rec.k = Some(self.seq);
+            rec.f = Some(fire_at);
+            // Already out of the wheel: index it as running directly.
+            let e = self.entry_mut(k);
+            e.state = JobState::Running;
+            e.score = now + lease;
+            e.rec = Some(Box::new(rec.clone()));
+            let id = e.id.clone();
+            self.run.insert((now + lease, k));
+            self.dirty.push(id.clone());
+            out.push((id, fire_at, self.seq, rec));
+        }
+        let next_due = self.head();
+        let next_lease = self.run.first().map(|(d, _)| *d);
+        let next = match (next_due, next_lease) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        (next, expired.len() as u32, out)
+    }
+
+    fn running_with(&self, id: &str, token: u64) -> Option<u32> {
+        let k = self.locate(id)?;
+        let e = self.entry(k);
+        let live = e.state == JobState::Running && e.rec.as_ref().and_then(|r| r.k) == Some(token);
+        live.then_some(k)
+    }
+
+    /// `finish.lua`.
+    pub fn finish(
+        &mut self,
+        id: &str,
+        token: u64,
+        outcome: Finish,
+        now: Millis,
+        default_max: u32,
+    ) -> Finished {
+        let Some(k) = self.running_with(id, token) else {
+            return Finished::Stale;
+        };
+        let mut rec = self.record(k);
+        if let Some(again) = rec.r {
+            rec.a = None;
+            rec.e = None;
+            self.reschedule(k, rec, again);
+            return Finished::Rescheduled;
+        }
+        match outcome {
+            Finish::Ack => {
+                self.remove(k);
+                Finished::Done
+            }
+            Finish::Repeat { at } => {
+                rec.a = None;
+                rec.e = None;
+                rec.n = Some(rec.n.unwrap_or(0) + 1);
+                self.reschedule(k, rec, at);
+                Finished::Repeating
+            }
+            Finish::Release => {
+                let a = rec.a.unwrap_or(1).saturating_sub(1);
+                rec.a = (a > 0).then_some(a);
+                self.reschedule(k, rec, now);
+                Finished::Released
+            }
+            Finish::Retry { error, at } if rec.a.unwrap_or(0) < rec.m.unwrap_or(default_max) => {
+                rec.e = Some(error.to_string());
+                self.reschedule(k, rec, at);
+                Finished::Retrying
+            }
+            Finish::Retry { error, .. } | Finish::Bury { error } => {
+                rec.e = Some(error.to_string());
+                rec.k = None;
+                self.set_record(k, rec);
+                self.set_state(k, JobState::Dead, now);
+                Finished::Dead
+            }
+        }
+    }
+
+    /// `touch.lua`.
+    pub fn touch(&mut self, id: &str, token: u64, deadline: Millis) -> bool {
+        match self.running_with(id, token) {
+            Some(k) => {
+                self.set_state(k, JobState::Running, deadline);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// `cancel.lua`.
+    pub fn cancel(&mut self, id: &str) -> Option<JobState> {
+        let k = self.locate(id)?;
+        let state = self.entry(k).state;
+        self.remove(k);
+        Some(state)
+    }
+
+    /// `get.lua`: (state, score, record).
+    pub fn get(&self, id: &str) -> Option<(JobState, Millis, Record)> {
+        let k = self.locate(id)?;
+        let e = self.entry(k);
+        Some((e.state, e.score, self.record(k)))
+    }
+
+    /// `dead_page.lua`: up to `limit` dead jobs after the cursor, oldest first.
+    pub fn dead_page(
+        &self,
+        after: Option<(Millis, &str)>,
+        limit: usize,
+    ) -> Vec<(Id, Millis, Record)> {
+        let start = match after {
+            Some((at, id)) => Bound::Excluded((at, Arc::from(id))),
+            None => Bound::Unbounded,
+        };
+        self.dead
+            .range((start, Bound::Unbounded))
+            .take(limit)
+            .map(|(at, id)| (id.clone(), *at, self.record(self.ids[id])))
+            .collect()
+    }
+
+    /// `requeue.lua`.
+    pub fn requeue(&mut self, id: &str, now: Millis) -> bool {
+        let Some(k) = self
+            .locate(id)
+            .filter(|k| self.entry(*k).state == JobState::Dead)
+        else {
+            return false;
+        };
+        let mut rec = self.record(k);
+        rec.a = None;
+        rec.e = None;
+        if rec.c.is_some() {
+            rec.u = Some(now);
+        }
+        self.reschedule(k, rec, now);
+        true
+    }
+
+    /// `dead_delete.lua`.
+    pub fn dead_delete(&mut self, id: &str) -> bool {
+        match self
+            .locate(id)
+            .filter(|k| self.entry(*k).state == JobState::Dead)
+        {
+            Some(k) => {
+                self.remove(k);
+                true
+            }
+            None => false,
+        }
+    }
+
+    /// (scheduled, running, dead, next fire time).
+    pub fn counts(&self) -> (u64, u64, u64, Option<Millis>) {
+        (
+            self.wheel.len() as u64,
+            self.run.len() as u64,
+            self.dead.len() as u64,
+            self.head(),
+        )
+    }
+
+    /// The jobs changed since the last call (each once), and whether the token counter moved.
+    pub fn take_dirty(&mut self) -> (Vec<Id>, bool) {
+        let mut ids = std::mem::take(&mut self.dirty);
+        ids.sort_unstable();
+        ids.dedup();
+        (ids, std::mem::take(&mut self.seq_dirty))
+    }
+
+    /// A job as the journal writes it: (state, score, record), or `None` when gone.
+    pub fn snapshot_of(&self, id: &str) -> Option<(JobState, Millis, Record)> {
+        self.get(id)
+    }
+
+    /// Every job, for compaction.
+    pub fn all(&self) -> impl Iterator<Item = &Entry> {
+        self.entries.iter().flatten()
+    }
+
+    /// Puts a job back as the journal recorded it (replay).
+    pub fn restore(&mut self, id: &str, state: JobState, score: Millis, rec: Record) {
+        if let Some(k) = self.locate(id) {
+            self.remove(k);
+        }
+        self.create(id, rec, state, score);
+    }
+
+    /// Drops a job the journal recorded as gone (replay).
+    pub fn forget(&mut self, id: &str) {
+        if let Some(k) = self.locate(id) {
+            self.remove(k);
+        }
+    }
+}

@@ -1,0 +1,382 @@
+//! A hierarchical timing wheel of 1 ms ticks: 6 levels of 64 slots, each level's slot 64
+//! times as long as the one below (1 ms, 64 ms, 4.1 s, 4.4 min, 4.7 h, 12.4 days), covering
+//! 2^36 ms (about 795 days) from the wheel's current time; anything later waits in an ordered
+//! overflow set. A key sits in the slot of the highest level at which its fire time differs
+//! from the current time, and cascades to lower levels as that slot comes due, so insert and
+//! remove are O(1) and a millisecond's due keys come out together. Occupancy bitmaps find
+//! the next non-empty slot without stepping through empty ticks. (The layout follows the
+//! wheel in tokio's timer driver.)
+//!
+//! Keys are small integers (the owner's slab indices); due keys wait in a FIFO ready queue
+//! until taken.
+
+use std::collections::{BTreeSet, VecDeque};
+
+const SLOT_BITS: u32 = 6;
+const SLOTS: usize = 1 << SLOT_BITS;
+const LEVELS: usize = 6;
+/// The span the levels cover from the current time.
+const MAX_RANGE: u64 = 1 << (SLOT_BITS * LEVELS as u32);
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Loc {
+    None,
+    Slot {
+        level: u8,
+        slot: u8,
+        pos: u32,
+    },
+    Overflow,
+    /// In the ready queue, under this generation (stale queue entries are skipped).
+    Ready(u32),
+}
+
+struct Level {
+    occupied: u64,
+    slots: Vec<Vec<u32>>,
+}
+
+pub struct Wheel {
+    /// The wheel's current time: every key at or before it is in the ready queue.
+    elapsed: u64,
+    levels: Vec<Level>,
+    overflow: BTreeSet<(u64, u32)>,
+    ready: VecDeque<(u32, u32)>,
+    locs: Vec<Loc>,
+    whens: Vec<u64>,
+    ready_gen: Vec<u32>,
+    len: usize,
+}
+
+fn slot_range(level: usize) -> u64 {
+    1 << (SLOT_BITS * level as u32)
+}
+
+fn level_range(level: usize) -> u64 {
+    slot_range(level + 1)
+}
+
+impl Wheel {
+    pub fn new(now: u64) -> Self {
+        Wheel {
+            elapsed: now,
+            levels: (0..LEVELS)
+                .map(|_| Level {
+                    occupied: 0,
+                    slots: (0..SLOTS).map(|_| Vec::new()).collect(),
+                })
+                .collect(),
+            overflow: BTreeSet::new(),
+            ready: VecDeque::new(),
+            locs: Vec::new(),
+            whens: Vec::new(),
+            ready_gen: Vec::new(),
+            len: 0,
+        }
+    }
+
+    /// Keys in the wheel (waiting or ready).
+    pub fn len(&self) -> usize {
+        self.len
+    }
+
+    #[cfg(test)]
+    pub fn is_empty(&self) -> bool {
+        self.len == 0
+    }
+
+    fn grow(&mut self, key: u32) {
+        let need = key as usize + 1;
+        if self.locs.len() < need {
+            self.locs.resize(need, Loc::None);
+            self.whens.resize(need, 0);
+            self.ready_gen.resize(need, 0);
+        }
+    }
+
+    /// Adds `key` due at `when` (a key already in the wheel is moved).
+    pub fn insert(&mut self, key: u32, when: u64) {
+        self.grow(key);
+        if self.locs[key as usize] != Loc::None {
+            self.remove(key);
+        }
+        self.len += 1;
+        self.place(key, when);
+    }
+
+    fn place(&mut self, key: u32, when: u64) {
+        let k = key as usize;
+        self.whens[k] = when;
+        if when <= self.elapsed {
+            let generation = self.ready_gen[k].wrapping_add(1);
+            self.ready_gen[k] = generation;
+            self.ready.push_back((key, generation));
+            self.locs[k] = Loc::Ready(generation);
+        } else if when - self.elapsed >= MAX_RANGE {
+            self.overflow.insert((when, key));
+            self.locs[k] = Loc::Overflow;
+        } else {
+            let level = self.level_for(when);
+            let slot = ((when >> (level as u32 * SLOT_BITS)) as usize) & (SLOTS - 1);
+            let lv = &mut self.levels[level];
+            lv.slots[slot].push(key);
+            lv.occupied |= 1 << slot;
+            self.locs[k] = Loc::Slot {
+                level: level as u8,
+                slot: slot as u8,
+                pos: (lv.slots[slot].len() - 1) as u32,
+            };
+        }
+    }
+
+    fn level_for(&self, when: u64) -> usize {
+        let mut masked = (self.elapsed ^ when) | (SLOTS as u64 - 1);
+        if masked >= MAX_RANGE {
+            masked = MAX_RANGE - 1;
+        }
+        let significant = 63 - masked.leading_zeros() as usize;
+        significant / SLOT_BITS as usize
+    }
+
+    /// Removes `key`; false if it was not in the wheel.
+    pub fn remove(&mut self, key: u32) -> bool {
+        let k = key as usize;
+        let Some(loc) = self.locs.get(k).copied() else {
+            return false;
+        };
+        match loc {
+            Loc::None => return false,
+            Loc::Slot { level, slot, pos } => {
+                let lv = &mut self.levels[level as usize];
+                let bucket = &mut lv.slots[slot as usize];
+                bucket.swap_remove(pos as usize);
+                if let Some(&moved) = bucket.get(pos as usize) {
+                    self.locs[moved as usize] = Loc::Slot { level, slot, pos };
+                }
+                if bucket.is_empty() {
+                    lv.occupied &= !(1 << slot);
+                }
+            }
+            Loc::Overflow => {
+                self.overflow.remove(&(self.whens[k], key));
+            }
+            // The queue entry goes stale and is skipped when it comes up.
+            Loc::Ready(_) => {}
+        }
+        self.locs[k] = Loc::None;
+        self.len -= 1;
+        true
+    }
+
+    /// The next slot to come due: (level, slot, deadline).
+    fn next_expiration(&self) -> Option<(usize, usize, u64)> {
+        for (level, lv) in self.levels.iter().enumerate() {
+            if lv.occupied == 0 {
+                continue;
+            }
+            let now_slot = self.elapsed / slot_range(level);
+            let rotated = lv.occupied.rotate_right((now_slot % SLOTS as u64) as u32);
+            let slot = ((rotated.trailing_zeros() as u64 + now_slot) % SLOTS as u64) as usize;
+            let level_start = self.elapsed & !(level_range(level) - 1);
+            let mut deadline = level_start + slot as u64 * slot_range(level);
+            if deadline <= self.elapsed {
+                // Only the top level wraps: its slot is in the next turn.
+                deadline += level_range(level);
+            }
+            return Some((level, slot, deadline));
+        }
+        None
+    }
+
+    /// Moves the wheel's time to `now`: every key due by then goes to the ready queue, and
+    /// keys of slots that came due cascade to lower levels.
+    pub fn advance(&mut self, now: u64) {
+        while let Some((level, slot, deadline)) = self.next_expiration() {
+            if deadline > now {
+                break;
+            }
+            self.elapsed = deadline;
+            let lv = &mut self.levels[level];
+            lv.occupied &= !(1 << slot);
+            let keys = std::mem::take(&mut lv.slots[slot]);
+            for key in keys {
+                let when = self.whens[key as usize];
+                self.place(key, when);
+            }
+        }
+        self.elapsed = self.elapsed.max(now);
+        // Overflow keys that came within range (or due) join the levels.
+        while let Some(&(when, key)) = self.overflow.first() {
+            if when - self.elapsed.min(when) >= MAX_RANGE {
+                break;
+            }
+            self.overflow.pop_first();
+            self.place(key, when);
+        }
+    }
+
+    /// Takes the next key due by `now` (call `advance` first), with its fire time. A key
+    /// that is ready by the wheel's time but not by `now` (a caller whose clock is behind
+    /// the wheel's) stays.
+    pub fn pop_ready(&mut self, now: u64) -> Option<(u32, u64)> {
+        let mut skipped = Vec::new();
+        let mut found = None;
+        while let Some((key, generation)) = self.ready.pop_front() {
+            if self.locs[key as usize] != Loc::Ready(generation) {
+                continue;
+            }
+            if self.whens[key as usize] > now {
+                skipped.push((key, generation));
+                continue;
+            }
+            self.locs[key as usize] = Loc::None;
+            self.len -= 1;
+            found = Some((key, self.whens[key as usize]));
+            break;
+        }
+        for entry in skipped.into_iter().rev() {
+            self.ready.push_front(entry);
+        }
+        found
+    }
+
+    /// The earliest fire time in the wheel, exactly.
+    pub fn next_at(&self) -> Option<u64> {
+        let ready = self
+            .ready
+            .iter()
+            .filter(|(k, g)| self.locs[*k as usize] == Loc::Ready(*g))
+            .map(|(k, _)| self.whens[*k as usize])
+            .min();
+        if ready.is_some() {
+            return ready;
+        }
+        // Lower levels hold earlier keys than higher ones, so the earliest key of the levels
+        // is in the next slot to come due. An overflow key may still be earlier than a key
+        // placed in the levels after it.
+        let levels = self.next_expiration().and_then(|(level, slot, _)| {
+            self.levels[level].slots[slot]
+                .iter()
+                .map(|k| self.whens[*k as usize])
+                .min()
+        });
+        let overflow = self.overflow.first().map(|(w, _)| *w);
+        match (levels, overflow) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use rand::{Rng, SeedableRng};
+
+    fn drain(w: &mut Wheel, now: u64) -> Vec<(u32, u64)> {
+        w.advance(now);
+        std::iter::from_fn(|| w.pop_ready(now)).collect()
+    }
+
+    #[test]
+    fn keys_come_out_when_due_and_never_before() {
+        let t0 = 1_700_000_000_000;
+        let mut w = Wheel::new(t0);
+        w.insert(1, t0 + 5);
+        w.insert(2, t0 + 70);
+        w.insert(3, t0 + 5_000);
+        w.insert(4, t0 + 3 * 24 * 3600 * 1000);
+        w.insert(5, t0 + 900 * 24 * 3600 * 1000); // past the levels: overflow
+        assert_eq!(w.next_at(), Some(t0 + 5));
+        assert!(drain(&mut w, t0 + 4).is_empty());
+        assert_eq!(drain(&mut w, t0 + 5), [(1, t0 + 5)]);
+        assert_eq!(w.next_at(), Some(t0 + 70));
+        assert!(drain(&mut w, t0 + 69).is_empty());
+        assert_eq!(drain(&mut w, t0 + 4_999), [(2, t0 + 70)]);
+        assert_eq!(drain(&mut w, t0 + 5_000), [(3, t0 + 5_000)]);
+        assert_eq!(
+            drain(&mut w, t0 + 3 * 24 * 3600 * 1000),
+            [(4, t0 + 3 * 24 * 3600 * 1000)]
+        );
+        assert_eq!(w.next_at(), Some(t0 + 900 * 24 * 3600 * 1000));
+        assert_eq!(
+            drain(&mut w, t0 + 1_000 * 24 * 3600 * 1000),
+            [(5, t0 + 900 * 24 * 3600 * 1000)]
+        );
+        assert!(w.is_empty());
+    }
+
+    #[test]
+    fn remove_and_move_are_exact() {
+        let mut w = Wheel::new(0);
+        for k in 0..100 {
+            w.insert(k, 1_000);
+        }
+        assert!(w.remove(42));
+        assert!(!w.remove(42));
+        w.insert(7, 2_000); // moved
+        let out = drain(&mut w, 1_000);
+        assert_eq!(out.len(), 98);
+        assert!(out.iter().all(|(k, _)| *k != 42 && *k != 7));
+        assert_eq!(drain(&mut w, 2_000), [(7, 2_000)]);
+    }
+
+    #[test]
+    fn a_key_in_the_past_is_ready_at_once_and_removable() {
+        let mut w = Wheel::new(10_000);
+        w.insert(1, 5);
+        w.insert(2, 6);
+        assert!(w.remove(1));
+        assert_eq!(drain(&mut w, 10_000), [(2, 6)]);
+    }
+
+    #[test]
+    fn a_caller_behind_the_wheel_gets_nothing_early() {
+        let mut w = Wheel::new(0);
+        w.advance(1_000);
+        w.insert(1, 900); // ready by the wheel's time
+        assert_eq!(drain(&mut w, 800), []);
+        assert_eq!(drain(&mut w, 900), [(1, 900)]);
+    }
+
+    #[test]
+    fn random_keys_match_a_sorted_model() {
+        let mut rng = rand::rngs::StdRng::seed_from_u64(3);
+        let t0 = 1_000_000u64;
+        let mut w = Wheel::new(t0);
+        let mut model = std::collections::BTreeMap::new();
+        for k in 0..5_000u32 {
+            let when = t0 + rng.random_range(0..10_000_000u64);
+            w.insert(k, when);
+            model.insert(k, when);
+        }
+        for k in (0..5_000u32).step_by(7) {
+            w.remove(k);
+            model.remove(&k);
+        }
+        for k in (0..5_000u32).step_by(11) {
+            let when = t0 + rng.random_range(0..10_000_000u64);
+            w.insert(k, when);
+            model.insert(k, when);
+        }
+        let mut now = t0;
+        while !model.is_empty() {
+            now += rng.random_range(1..50_000);
+            let expected_next = model.values().min().copied();
+            assert_eq!(w.next_at(), expected_next);
+            let mut got = drain(&mut w, now);
+            got.sort();
+            let mut want: Vec<(u32, u64)> = model
+                .iter()
+                .filter(|(_, w)| **w <= now)
+                .map(|(k, w)| (*k, *w))
+                .collect();
+            want.sort();
+            assert_eq!(got, want, "at {now}");
+            for (k, _) in want {
+                model.remove(&k);
+            }
+        }
+        assert!(w.is_empty());
+    }
+}
