@@ -33,6 +33,12 @@ pub enum Finish<'a> {
     Release,
 }
 
+/// A job `pump` handed out: (id, fire time, token, record).
+pub type Handed = (Id, Millis, u64, Record);
+
+/// What `pump` did: (next instant the slot needs attention, leases taken back, jobs handed out).
+pub type PumpOutcome = (Option<Millis>, u32, Vec<Handed>);
+
 /// What `reset_many` did in one slot.
 #[derive(Default)]
 pub struct ResetOutcome {
@@ -372,7 +378,7 @@ impl SlotState {
         limit: usize,
         lease: Millis,
         default_max: u32,
-    ) -> (Option<Millis>, u32, Vec<(Id, Millis, u64, Record)>) {
+    ) -> PumpOutcome {
         let expired: Vec<u32> = self
             .run
             .range(..=(now, u32::MAX))
