@@ -75,9 +75,7 @@ async fn receiver() -> (String, Arc<AtomicU32>) {
     (format!("http://{addr}"), flaky)
 }
 
-#[actix_rt::test]
-async fn webhook_done_on_2xx_retried_on_5xx_dead_on_404() {
-    let e = Engine::redis().await;
+async fn webhook_done_on_2xx_retried_on_5xx_dead_on_404(e: Engine) {
     let c = center(&e).await;
     fast_topic(&c, "hooks", "webhook").await;
     let (base, flaky) = receiver().await;
@@ -117,9 +115,7 @@ async fn webhook_done_on_2xx_retried_on_5xx_dead_on_404() {
     assert!(c.get("hooks", &"ok".into()).await.unwrap().is_none());
 }
 
-#[actix_rt::test]
-async fn device_offline_alarms_repeat_and_recovery_is_reported() {
-    let e = Engine::redis().await;
+async fn device_offline_alarms_repeat_and_recovery_is_reported(e: Engine) {
     let c = center(&e).await;
     fast_topic(&c, "devices", "device_offline").await;
     let create = CreateSpec {
@@ -191,9 +187,7 @@ async fn device_offline_alarms_repeat_and_recovery_is_reported() {
     assert_eq!(third.data["alarm"], 1, "the cycle started again");
 }
 
-#[actix_rt::test]
-async fn meeting_state_plans_start_end_reminders_and_approval() {
-    let e = Engine::redis().await;
+async fn meeting_state_plans_start_end_reminders_and_approval(e: Engine) {
     let c = center(&e).await;
     fast_topic(&c, "rooms", "emit").await;
     let t = now_ms();
@@ -308,3 +302,31 @@ async fn meeting_state_plans_start_end_reminders_and_approval() {
         .unwrap_err();
     assert!(matches!(err, Error::Invalid { field: "end", .. }), "{err}");
 }
+
+/// Every test above that takes an engine, once per engine.
+macro_rules! engines {
+    ($($name:ident),* $(,)?) => {
+        mod redis_engine {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    super::$name(crate::common::Engine::redis().await).await
+                }
+            )*
+        }
+        mod memory_engine {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    super::$name(crate::common::Engine::memory().await).await
+                }
+            )*
+        }
+    };
+}
+
+engines!(
+    webhook_done_on_2xx_retried_on_5xx_dead_on_404,
+    device_offline_alarms_repeat_and_recovery_is_reported,
+    meeting_state_plans_start_end_reminders_and_approval,
+);

@@ -38,9 +38,7 @@ async fn one_slot_topic(c: &TimeoutCenter, name: &str, max_attempts: u32) {
     c.put_topic(t).await.unwrap();
 }
 
-#[actix_rt::test]
-async fn a_job_fires_on_time_and_never_before_its_fire_at() {
-    let e = Engine::redis().await;
+async fn a_job_fires_on_time_and_never_before_its_fire_at(e: Engine) {
     let (probe, mut rx) = Probe::done();
     let c = center(&e, probe, 1_000).await;
     let at = now_ms() + 200;
@@ -64,9 +62,7 @@ async fn a_job_fires_on_time_and_never_before_its_fire_at() {
     );
 }
 
-#[actix_rt::test]
-async fn an_earlier_job_wakes_its_slot_without_waiting_for_the_poll() {
-    let e = Engine::redis().await;
+async fn an_earlier_job_wakes_its_slot_without_waiting_for_the_poll(e: Engine) {
     let (probe, mut rx) = Probe::done();
     let c = center(&e, probe, 60_000).await;
     one_slot_topic(&c, "t", 16).await;
@@ -105,9 +101,7 @@ async fn an_earlier_job_wakes_its_slot_without_waiting_for_the_poll() {
     );
 }
 
-#[actix_rt::test]
-async fn a_failed_run_retries_with_backoff_then_succeeds() {
-    let e = Engine::redis().await;
+async fn a_failed_run_retries_with_backoff_then_succeeds(e: Engine) {
     let (probe, mut rx) = Probe::new(|_, call| {
         if call == 1 {
             Outcome::retry("first try fails")
@@ -132,9 +126,7 @@ async fn a_failed_run_retries_with_backoff_then_succeeds() {
     assert_eq!(names(&ev), [kind::RETRY, kind::DONE]);
 }
 
-#[actix_rt::test]
-async fn a_job_that_keeps_failing_goes_dead_with_its_last_error() {
-    let e = Engine::redis().await;
+async fn a_job_that_keeps_failing_goes_dead_with_its_last_error(e: Engine) {
     let (probe, mut rx) = Probe::new(|_, call| Outcome::retry(format!("failure {call}")));
     let c = center(&e, probe, 1_000).await;
     one_slot_topic(&c, "t", 3).await;
@@ -159,9 +151,7 @@ async fn a_job_that_keeps_failing_goes_dead_with_its_last_error() {
     );
 }
 
-#[actix_rt::test]
-async fn a_repeating_job_runs_again_after_its_interval() {
-    let e = Engine::redis().await;
+async fn a_repeating_job_runs_again_after_its_interval(e: Engine) {
     let (probe, mut rx) = Probe::new(|_, call| {
         if call < 3 {
             Outcome::Repeat {
@@ -200,9 +190,7 @@ async fn a_repeating_job_runs_again_after_its_interval() {
     );
 }
 
-#[actix_rt::test]
-async fn a_reset_during_a_run_fires_the_job_again_at_the_reset_time() {
-    let e = Engine::redis().await;
+async fn a_reset_during_a_run_fires_the_job_again_at_the_reset_time(e: Engine) {
     let (mut probe, mut rx) = Probe::done();
     let hold = Arc::new(tokio::sync::Notify::new());
     probe.hold = Some(hold.clone());
@@ -221,9 +209,7 @@ async fn a_reset_during_a_run_fires_the_job_again_at_the_reset_time() {
     assert!(second.fired_at >= again_at, "fired before the reset time");
 }
 
-#[actix_rt::test]
-async fn a_panicking_handler_is_retried_and_the_slot_actor_survives() {
-    let e = Engine::redis().await;
+async fn a_panicking_handler_is_retried_and_the_slot_actor_survives(e: Engine) {
     let (probe, mut rx) = Probe::new(|_, call| {
         if call == 1 {
             panic!("handler bug");
@@ -251,9 +237,7 @@ async fn a_panicking_handler_is_retried_and_the_slot_actor_survives() {
     assert_eq!(slot.restarts, 0);
 }
 
-#[actix_rt::test]
-async fn a_job_of_an_unknown_type_goes_dead_with_a_clear_error() {
-    let e = Engine::redis().await;
+async fn a_job_of_an_unknown_type_goes_dead_with_a_clear_error(e: Engine) {
     let (probe, _rx) = Probe::done();
     let c = center(&e, probe, 1_000).await;
     c.schedule(
@@ -273,9 +257,7 @@ async fn a_job_of_an_unknown_type_goes_dead_with_a_clear_error() {
     );
 }
 
-#[actix_rt::test]
-async fn the_supervisor_restarts_a_slot_actor_that_stopped() {
-    let e = Engine::redis().await;
+async fn the_supervisor_restarts_a_slot_actor_that_stopped(e: Engine) {
     let (probe, mut rx) = Probe::done();
     let c = center(&e, probe, 1_000).await;
     one_slot_topic(&c, "t", 16).await;
@@ -306,9 +288,7 @@ async fn the_supervisor_restarts_a_slot_actor_that_stopped() {
     assert_eq!(next(&mut rx, 5).await.job.id, "after");
 }
 
-#[actix_rt::test]
-async fn shutdown_gives_back_a_long_runs_lease_and_it_runs_on_the_next_start() {
-    let e = Engine::redis().await;
+async fn shutdown_gives_back_a_long_runs_lease_and_it_runs_on_the_next_start(e: Engine) {
     let (mut probe, mut rx) = Probe::done();
     probe.hold = Some(Arc::new(tokio::sync::Notify::new())); // never released: a long run
     let c = center(&e, probe, 1_000).await;
@@ -396,9 +376,7 @@ async fn two_runtimes_on_one_redis_handle_each_job_exactly_once() {
     let _ = json!(null);
 }
 
-#[actix_rt::test]
-async fn a_long_run_keeps_its_lease_and_is_not_taken_over() {
-    let e = Engine::redis().await;
+async fn a_long_run_keeps_its_lease_and_is_not_taken_over(e: Engine) {
     let (mut probe, mut rx) = Probe::done();
     let hold = Arc::new(tokio::sync::Notify::new());
     probe.hold = Some(hold.clone());
@@ -433,3 +411,39 @@ async fn a_long_run_keeps_its_lease_and_is_not_taken_over() {
         None
     );
 }
+
+/// Every test above that takes an engine, once per engine.
+macro_rules! engines {
+    ($($name:ident),* $(,)?) => {
+        mod redis_engine {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    super::$name(crate::common::Engine::redis().await).await
+                }
+            )*
+        }
+        mod memory_engine {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    super::$name(crate::common::Engine::memory().await).await
+                }
+            )*
+        }
+    };
+}
+
+engines!(
+    a_job_fires_on_time_and_never_before_its_fire_at,
+    an_earlier_job_wakes_its_slot_without_waiting_for_the_poll,
+    a_failed_run_retries_with_backoff_then_succeeds,
+    a_job_that_keeps_failing_goes_dead_with_its_last_error,
+    a_repeating_job_runs_again_after_its_interval,
+    a_reset_during_a_run_fires_the_job_again_at_the_reset_time,
+    a_panicking_handler_is_retried_and_the_slot_actor_survives,
+    a_job_of_an_unknown_type_goes_dead_with_a_clear_error,
+    the_supervisor_restarts_a_slot_actor_that_stopped,
+    shutdown_gives_back_a_long_runs_lease_and_it_runs_on_the_next_start,
+    a_long_run_keeps_its_lease_and_is_not_taken_over,
+);

@@ -1,0 +1,280 @@
+//! The memory engine's journal: a `toc serve` killed with SIGKILL in the middle of a burst
+//! loses no accepted job; a torn last record is dropped and the rest loads; a corrupt middle
+//! record stops the start naming the file and offset; compaction keeps exactly the live jobs.
+
+mod common;
+
+use std::path::Path;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde_json::json;
+use timeout_center::config::FsyncPolicy;
+use timeout_center::store::MemoryStore;
+use timeout_center::*;
+
+use common::redis_server::free_port;
+
+const T0: Millis = 1_700_000_000_000;
+
+fn open(path: &Path) -> Result<MemoryStore> {
+    MemoryStore::open(StoreOptions::default(), Some((path, FsyncPolicy::Always)))
+}
+
+async fn ids(s: &MemoryStore) -> Vec<String> {
+    let mut out = Vec::new();
+    for i in 0..100 {
+        let id = format!("j{i}");
+        if s.get("t", &JobRef::new(id.clone()))
+            .await
+            .unwrap()
+            .is_some()
+        {
+            out.push(id);
+        }
+    }
+    out
+}
+
+async fn fill(s: &MemoryStore, n: usize) {
+    for i in 0..n {
+        let job = NewJob::new(format!("j{i}"), T0 + 1_000 + i as Millis).payload(json!({"n": i}));
+        s.schedule("t", job, ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+}
+
+#[tokio::test]
+async fn the_journal_replays_every_accepted_change() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toc.journal");
+    {
+        let s = open(&path).unwrap();
+        fill(&s, 10).await;
+        s.cancel("t", &"j3".into()).await.unwrap();
+        let run = s
+            .pump(
+                "t",
+                timeout_center::routing::slot_of("j0", 16),
+                T0 + 1_000,
+                10,
+            )
+            .await
+            .unwrap();
+        assert_eq!(run.jobs[0].job.id, "j0");
+        s.reset_many("t", &[Reset::new("j5", T0 + 9_999)], None, T0)
+            .await
+            .unwrap();
+    }
+    let s = open(&path).unwrap();
+    assert_eq!(ids(&s).await.len(), 9);
+    let j0 = s.get("t", &"j0".into()).await.unwrap().unwrap();
+    assert_eq!((j0.state, j0.attempts), (JobState::Running, 1));
+    assert_eq!(
+        s.get("t", &"j5".into()).await.unwrap().unwrap().fire_at,
+        T0 + 9_999
+    );
+    assert_eq!(
+        s.get("t", &"j7".into()).await.unwrap().unwrap().payload,
+        json!({"n": 7})
+    );
+    assert!(s.durability().contains("journal"));
+}
+
+#[tokio::test]
+async fn a_torn_last_record_is_dropped_and_the_rest_loads() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toc.journal");
+    {
+        let s = open(&path).unwrap();
+        fill(&s, 10).await;
+    }
+    let len = std::fs::metadata(&path).unwrap().len();
+    let f = std::fs::OpenOptions::new().write(true).open(&path).unwrap();
+    f.set_len(len - 3).unwrap(); // a crash in the middle of the last write
+    drop(f);
+    let s = open(&path).unwrap();
+    let found = ids(&s).await;
+    assert_eq!(found.len(), 9, "{found:?}");
+    assert!(
+        !found.contains(&"j9".to_string()),
+        "the torn record's job is not there"
+    );
+    // The file was cut back to whole records, so new appends read back too.
+    s.schedule("t", NewJob::new("j50", T0 + 5), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    drop(s);
+    let s = open(&path).unwrap();
+    assert_eq!(ids(&s).await.len(), 10);
+    assert!(s.get("t", &"j50".into()).await.unwrap().is_some());
+}
+
+#[tokio::test]
+async fn a_corrupt_middle_record_stops_the_start_naming_file_and_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toc.journal");
+    {
+        let s = open(&path).unwrap();
+        fill(&s, 10).await;
+    }
+    let mut bytes = std::fs::read(&path).unwrap();
+    let middle = bytes.len() / 2;
+    bytes[middle] ^= 0x5a;
+    std::fs::write(&path, &bytes).unwrap();
+    let err = match open(&path) {
+        Err(e) => e.to_string(),
+        Ok(_) => panic!("a corrupt journal opened"),
+    };
+    assert!(err.contains(&path.display().to_string()), "{err}");
+    assert!(err.contains("offset"), "{err}");
+    assert_eq!(
+        std::fs::read(&path).unwrap(),
+        bytes,
+        "the journal is left as it was"
+    );
+
+    // The service refuses to start, saying the same.
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toc"))
+        .arg("serve")
+        .env("TOC_MEMORY_JOURNAL", &path)
+        .env("TOC_LISTEN", format!("127.0.0.1:{}", free_port()))
+        .env("RUST_LOG", "off")
+        .output()
+        .unwrap();
+    assert!(!out.status.success());
+    let stderr = String::from_utf8_lossy(&out.stderr);
+    assert!(
+        stderr.contains("offset") && stderr.contains("toc.journal"),
+        "{stderr}"
+    );
+}
+
+#[tokio::test]
+async fn compaction_keeps_exactly_the_live_jobs() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toc.journal");
+    let s = open(&path).unwrap();
+    fill(&s, 100).await;
+    for round in 0..5 {
+        let resets: Vec<Reset> = (0..100)
+            .map(|i| Reset::new(format!("j{i}"), T0 + 2_000 + round))
+            .collect();
+        s.reset_many("t", &resets, None, T0).await.unwrap();
+    }
+    for i in (0..100).filter(|i| i % 4 != 0) {
+        s.cancel("t", &JobRef::new(format!("j{i}"))).await.unwrap();
+    }
+    let (before, live) = s.journal_len().unwrap();
+    assert!(before > 5 * live, "{before} records for {live} live");
+    s.compact().unwrap();
+    let (after, live_after) = s.journal_len().unwrap();
+    assert_eq!((after, live_after), (live, live));
+    let expected: Vec<_> = (0..100)
+        .filter(|i| i % 4 == 0)
+        .map(|i| format!("j{i}"))
+        .collect();
+    drop(s);
+    let s = open(&path).unwrap();
+    assert_eq!(ids(&s).await, expected);
+    let j8 = s.get("t", &"j8".into()).await.unwrap().unwrap();
+    assert_eq!((j8.fire_at, j8.payload), (T0 + 2_004, json!({"n": 8})));
+}
+
+#[tokio::test]
+async fn a_killed_server_loses_no_accepted_job() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("toc.journal");
+    let port = free_port();
+    let spawn = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_toc"))
+            .arg("serve")
+            .env("TOC_MEMORY_JOURNAL", &journal)
+            .env("TOC_MEMORY_FSYNC", "always")
+            .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .unwrap()
+    };
+    let http = reqwest::Client::new();
+    let base = format!("http://127.0.0.1:{port}");
+    let wait_ready = || async {
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        while http
+            .get(format!("{base}/health"))
+            .send()
+            .await
+            .map(|r| r.status().as_u16())
+            .ok()
+            != Some(200)
+        {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "toc serve did not come up"
+            );
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+    };
+    let mut child = spawn();
+    wait_ready().await;
+
+    let accepted = Arc::new(Mutex::new(Vec::new()));
+    let mut writers = Vec::new();
+    for w in 0..8 {
+        let (http, base, accepted) = (http.clone(), base.clone(), accepted.clone());
+        writers.push(tokio::spawn(async move {
+            for i in 0.. {
+                let id = format!("w{w}-{i}");
+                let res = http
+                    .put(format!("{base}/v1/topics/burst/jobs/{id}"))
+                    .json(&json!({"delay_ms": 3_600_000, "payload": {"i": i}}))
+                    .send()
+                    .await;
+                match res {
+                    Ok(r) if r.status().as_u16() == 201 => accepted.lock().unwrap().push(id),
+                    _ => break, // the server is gone
+                }
+            }
+        }));
+    }
+    // Kill it in the middle of the burst.
+    let deadline = std::time::Instant::now() + Duration::from_secs(20);
+    while accepted.lock().unwrap().len() < 300 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the burst did not get going"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    child.kill().unwrap(); // SIGKILL
+    child.wait().unwrap();
+    for w in writers {
+        w.await.unwrap();
+    }
+    let accepted = accepted.lock().unwrap().clone();
+
+    let mut child = spawn();
+    wait_ready().await;
+    let mut lost = Vec::new();
+    for id in &accepted {
+        let res = http
+            .get(format!("{base}/v1/topics/burst/jobs/{id}"))
+            .send()
+            .await
+            .unwrap();
+        if res.status().as_u16() != 200 {
+            lost.push(id.clone());
+        }
+    }
+    child.kill().unwrap();
+    child.wait().unwrap();
+    assert!(
+        lost.is_empty(),
+        "{} of {} accepted jobs lost: {lost:?}",
+        lost.len(),
+        accepted.len()
+    );
+}
