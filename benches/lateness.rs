@@ -2,7 +2,8 @@
 //! at a steady rate (default 10,000 per second) and a no-op handler records, in an HDR
 //! histogram, the instant it ran minus the job's fire time.
 //!
-//! Run: `cargo bench --bench lateness` (starts its own redis-server).
+//! Run: `cargo bench --bench lateness` (starts its own redis-server), or
+//! `TOC_BENCH_STORE=memory cargo bench --bench lateness` for the embedded engine.
 //! Settings: `TOC_BENCH_JOBS`, `TOC_BENCH_RATE` (fires per second).
 
 #[path = "../tests/common/redis_server.rs"]
@@ -15,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use hdrhistogram::Histogram;
 use serde_json::Value;
-use timeout_center::store::RedisStore;
+use timeout_center::store::{MemoryStore, RedisStore};
 use timeout_center::time::now_ms;
 use timeout_center::*;
 use tokio::sync::mpsc;
@@ -59,16 +60,25 @@ impl JobHandler for Noop {
 async fn main() {
     let jobs = env_or("TOC_BENCH_JOBS", 10_000);
     let rate = env_or("TOC_BENCH_RATE", 10_000).max(1);
-    let server = redis_server::RedisServer::start();
+    let engine = std::env::var("TOC_BENCH_STORE").unwrap_or_else(|_| "redis".into());
     let mut topic = TopicConfig::named("bench");
     topic.default_type = "noop".into();
     let options = StoreOptions {
         topic_defaults: topic,
         ..StoreOptions::default()
     };
-    let store = RedisStore::connect(&server.url(), options).await.unwrap();
+    let mut _server = None;
+    let store: SharedStore = match engine.as_str() {
+        "memory" => Arc::new(MemoryStore::new(options)),
+        _ => {
+            let server = redis_server::RedisServer::start();
+            let store = RedisStore::connect(&server.url(), options).await.unwrap();
+            _server = Some(server);
+            Arc::new(store)
+        }
+    };
     let (tx, mut rx) = mpsc::unbounded_channel();
-    let center = TimeoutCenter::builder(Arc::new(store))
+    let center = TimeoutCenter::builder(store)
         .handler(Noop(tx))
         .start()
         .await
@@ -99,7 +109,7 @@ async fn main() {
     }
     let ms = |q: f64| hist.value_at_quantile(q) as f64 / 1_000.0;
     println!(
-        "lateness over {jobs} jobs at {rate}/s (redis store): p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms; early: {early}",
+        "lateness over {jobs} jobs at {rate}/s ({engine} store): p50 {:.2} ms, p90 {:.2} ms, p99 {:.2} ms, p99.9 {:.2} ms, max {:.2} ms; early: {early}",
         ms(0.5),
         ms(0.9),
         ms(0.99),

@@ -148,7 +148,9 @@ pub struct Scheduled {
     /// The fire time that took effect (after the debounce cap); for a running job, the time
     /// it fires again after its run.
     pub fire_at: Option<Millis>,
-    /// True when the job is now its slot's earliest: the slot must wake if it sleeps longer.
+    /// True when the job may now be its slot's earliest: the slot must wake if it sleeps
+    /// longer. Redis answers exactly; memory answers yes whenever its head is not known
+    /// without a scan (a needless wake-up costs one pump).
     pub is_head: bool,
     /// For a reset of a job that had fired and repeated: how often, and its type.
     pub rearmed: Option<Rearmed>,
@@ -228,7 +230,9 @@ pub struct ResetReport {
     /// Jobs that had fired (and repeated) since their last reset.
     #[serde(skip)]
     pub rearmed: Vec<Rearmed>,
-    /// Each touched slot's earliest fire time afterwards, so the runtime can wake it.
+    /// Per touched slot, a time at or before the earliest fire time this call gave one of its
+    /// jobs (Redis reports the slot's head; memory the batch's earliest), so the runtime can
+    /// wake a slot that would sleep past it.
     #[serde(skip)]
     pub heads: Vec<(u32, Millis)>,
 }

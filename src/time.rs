@@ -19,6 +19,12 @@ pub fn now_ms() -> Millis {
 /// A source of `now`, injected where code must read time itself (the runtime).
 pub trait Clock: Send + Sync + 'static {
     fn now(&self) -> Millis;
+
+    /// Microseconds since the epoch, for sleeping until an instant without losing the
+    /// fraction of a millisecond that truncation to `now` drops.
+    fn now_us(&self) -> i64 {
+        self.now() * 1_000
+    }
 }
 
 /// The system clock.
@@ -28,6 +34,13 @@ pub struct SystemClock;
 impl Clock for SystemClock {
     fn now(&self) -> Millis {
         now_ms()
+    }
+
+    fn now_us(&self) -> i64 {
+        SystemTime::now()
+            .duration_since(UNIX_EPOCH)
+            .map(|d| d.as_micros() as i64)
+            .unwrap_or(0)
     }
 }
 

@@ -75,10 +75,11 @@ impl SlotActor {
     /// Sleeps until `next_at`, or the safety-net poll if that comes first.
     fn arm(&mut self, next_at: Option<Millis>, ctx: &mut Context<Self>) {
         self.cancel_timer(ctx);
-        let now = self.rt.clock.now();
-        let poll_at = now + self.rt.settings.poll_ms as Millis;
+        let now_us = self.rt.clock.now_us();
+        let poll_at = now_us / 1_000 + self.rt.settings.poll_ms as Millis;
         let at = next_at.map_or(poll_at, |n| n.min(poll_at));
-        let delay = Duration::from_millis((at - now).max(0) as u64);
+        // To the microsecond: the job is due at the start of its millisecond.
+        let delay = Duration::from_micros((at * 1_000 - now_us).max(0) as u64);
         let handle = ctx.run_later(delay, |act, ctx| {
             act.timer = None;
             act.pump(ctx);

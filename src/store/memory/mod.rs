@@ -7,7 +7,7 @@
 
 mod journal;
 mod slot;
-mod wheel;
+pub mod wheel;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -64,11 +64,11 @@ pub struct MemoryStore {
     durability: &'static str,
 }
 
-fn new_topic(config: TopicConfig) -> Arc<TopicSlots> {
+fn new_topic(config: TopicConfig, journaled: bool) -> Arc<TopicSlots> {
     let now = now_ms();
     Arc::new(TopicSlots {
         slots: (0..config.slots)
-            .map(|_| Mutex::new(SlotState::new(now)))
+            .map(|_| Mutex::new(SlotState::new(now, journaled)))
             .collect(),
         config: RwLock::new(Arc::new(config)),
     })
@@ -102,7 +102,7 @@ impl MemoryStore {
         };
         let ops = journal::read(path)?;
         let replayed = ops.len();
-        store.replay(ops)?;
+        store.replay(ops, true)?;
         let journal = Arc::new(Journal::open(path, policy)?);
         store.durability = match policy {
             FsyncPolicy::Always => "durable: journal, fsync before every answer",
@@ -131,14 +131,14 @@ impl MemoryStore {
         Ok(store)
     }
 
-    fn replay(&mut self, ops: Vec<Op>) -> Result<()> {
+    fn replay(&mut self, ops: Vec<Op>, journaled: bool) -> Result<()> {
         let topics = self.topics.get_mut().expect("topics lock");
         for op in ops {
             match op {
                 Op::Topic { config } => match topics.get(&config.name) {
                     Some(t) => *t.config.write().expect("topic lock") = Arc::new(config),
                     None => {
-                        topics.insert(config.name.clone(), new_topic(config));
+                        topics.insert(config.name.clone(), new_topic(config, journaled));
                     }
                 },
                 Op::Put {
@@ -301,7 +301,7 @@ impl MemoryStore {
         self.journal(&[Op::Topic {
             config: config.clone(),
         }])?;
-        let t = new_topic(config);
+        let t = new_topic(config, self.journal.is_some());
         topics.insert(name.to_string(), t.clone());
         Ok(t)
     }
@@ -404,7 +404,7 @@ impl Store for MemoryStore {
         self.journal(&[Op::Topic {
             config: config.clone(),
         }])?;
-        let t = new_topic(config);
+        let t = new_topic(config, self.journal.is_some());
         let config = Self::config(&t);
         topics.insert(config.name.clone(), t);
         Ok(config)
@@ -485,15 +485,18 @@ impl Store for MemoryStore {
             }
             None => None,
         };
-        let mut by_slot: HashMap<u32, Vec<(&str, Millis)>> = HashMap::new();
+        let mut by_slot: Vec<Vec<(&str, Millis)>> = vec![Vec::new(); config.slots as usize];
         for r in resets {
-            by_slot
-                .entry(slot_of(r.job.route_key(), config.slots))
-                .or_default()
-                .push((r.job.id.as_str(), r.fire_at));
+            let slot = slot_of(r.job.route_key(), config.slots) as usize;
+            by_slot[slot].push((r.job.id.as_str(), r.fire_at));
         }
         let mut report = ResetReport::default();
-        for (slot, items) in by_slot {
+        for (slot, items) in by_slot
+            .into_iter()
+            .enumerate()
+            .filter(|(_, i)| !i.is_empty())
+        {
+            let slot = slot as u32;
             let out = self.with_slot(&t, topic, slot, true, |s| {
                 s.reset_many(now, spec.as_ref(), &items)
             })?;

@@ -47,6 +47,8 @@ pub struct ResetOutcome {
     pub missing: Vec<String>,
     /// (id, fires, type) of re-armed jobs; type `None` when it is the default.
     pub rearmed: Vec<(String, u32, Option<String>)>,
+    /// The earliest fire time this call gave a scheduled job: the only jobs that can need
+    /// the slot to wake sooner than it planned.
     pub head: Option<Millis>,
 }
 
@@ -67,6 +69,8 @@ pub struct SlotState {
     run: BTreeSet<(Millis, u32)>,
     dead: BTreeSet<(Millis, Id)>,
     pub seq: u64,
+    /// Whether changes are recorded for a journal (not without one: it costs on every reset).
+    track: bool,
     dirty: Vec<Id>,
     seq_dirty: bool,
 }
@@ -79,7 +83,7 @@ fn capped(rec: &Record, at: Millis) -> Millis {
 }
 
 impl SlotState {
-    pub fn new(now: Millis) -> Self {
+    pub fn new(now: Millis, track: bool) -> Self {
         SlotState {
             ids: HashMap::new(),
             entries: Vec::new(),
@@ -88,6 +92,7 @@ impl SlotState {
             run: BTreeSet::new(),
             dead: BTreeSet::new(),
             seq: 0,
+            track,
             dirty: Vec::new(),
             seq_dirty: false,
         }
@@ -109,18 +114,20 @@ impl SlotState {
         self.entry(k).rec.as_deref().cloned().unwrap_or_default()
     }
 
+    fn mark(&mut self, k: u32) {
+        if self.track {
+            let id = self.entry(k).id.clone();
+            self.dirty.push(id);
+        }
+    }
+
     fn set_record(&mut self, k: u32, rec: Record) {
-        let e = self.entry_mut(k);
-        e.rec = (!rec.is_empty()).then(|| Box::new(rec));
-        let id = e.id.clone();
-        self.dirty.push(id);
+        self.entry_mut(k).rec = (!rec.is_empty()).then(|| Box::new(rec));
+        self.mark(k);
     }
 
     fn unindex(&mut self, k: u32) {
-        let (state, score, id) = {
-            let e = self.entry(k);
-            (e.state, e.score, e.id.clone())
-        };
+        let (state, score) = (self.entry(k).state, self.entry(k).score);
         match state {
             JobState::Scheduled => {
                 self.wheel.remove(k);
@@ -129,22 +136,21 @@ impl SlotState {
                 self.run.remove(&(score, k));
             }
             JobState::Dead => {
+                let id = self.entry(k).id.clone();
                 self.dead.remove(&(score, id));
             }
         }
     }
 
     fn index(&mut self, k: u32) {
-        let (state, score, id) = {
-            let e = self.entry(k);
-            (e.state, e.score, e.id.clone())
-        };
+        let (state, score) = (self.entry(k).state, self.entry(k).score);
         match state {
             JobState::Scheduled => self.wheel.insert(k, score.max(0) as u64),
             JobState::Running => {
                 self.run.insert((score, k));
             }
             JobState::Dead => {
+                let id = self.entry(k).id.clone();
                 self.dead.insert((score, id));
             }
         }
@@ -155,9 +161,8 @@ impl SlotState {
         let e = self.entry_mut(k);
         e.state = state;
         e.score = score;
-        let id = e.id.clone();
         self.index(k);
-        self.dirty.push(id);
+        self.mark(k);
     }
 
     fn create(&mut self, id: &str, rec: Record, state: JobState, score: Millis) -> u32 {
@@ -178,9 +183,9 @@ impl SlotState {
                 (self.entries.len() - 1) as u32
             }
         };
-        self.ids.insert(id.clone(), k);
+        self.ids.insert(id, k);
         self.index(k);
-        self.dirty.push(id);
+        self.mark(k);
         k
     }
 
@@ -189,7 +194,9 @@ impl SlotState {
         let e = self.entries[k as usize].take().expect("a live entry");
         self.ids.remove(&e.id);
         self.free.push(k);
-        self.dirty.push(e.id);
+        if self.track {
+            self.dirty.push(e.id);
+        }
     }
 
     /// Back to scheduled at `at` after a run: the run's fields go.
@@ -201,8 +208,14 @@ impl SlotState {
         self.set_state(k, JobState::Scheduled, at);
     }
 
+    /// Whether a job just put in at `at` may be the earliest: exact when the head is known
+    /// without a scan, otherwise yes (a needless wake-up costs one pump; a missed one, a
+    /// late job).
     fn is_head(&self, at: Millis) -> bool {
-        self.wheel.next_at().is_some_and(|h| at.max(0) as u64 <= h)
+        match self.wheel.cached_next_at() {
+            Some(Some(h)) => at.max(0) as u64 <= h,
+            _ => true,
+        }
     }
 
     pub fn head(&self) -> Option<Millis> {
@@ -321,6 +334,9 @@ impl SlotState {
         items: &[(&str, Millis)],
     ) -> ResetOutcome {
         let mut out = ResetOutcome::default();
+        let earliest = |at: Millis, out: &mut ResetOutcome| {
+            out.head = Some(out.head.map_or(at, |h| h.min(at)));
+        };
         for (id, at) in items {
             let k = self.locate(id);
             match k.map(|k| (k, self.entry(k).state)) {
@@ -329,6 +345,7 @@ impl SlotState {
                     if plain && st == JobState::Scheduled {
                         // The heartbeat case: only the fire time moves.
                         self.set_state(k, JobState::Scheduled, *at);
+                        earliest(*at, &mut out);
                     } else {
                         let mut rec = self.record(k);
                         let at = capped(&rec, *at);
@@ -344,6 +361,7 @@ impl SlotState {
                         } else {
                             self.set_record(k, rec);
                             self.set_state(k, JobState::Scheduled, at);
+                            earliest(at, &mut out);
                         }
                     }
                     out.reset += 1;
@@ -362,11 +380,11 @@ impl SlotState {
                         rec.u = Some(now);
                     }
                     self.create(id, rec, JobState::Scheduled, *at);
+                    earliest(*at, &mut out);
                     out.created += 1;
                 }
             }
         }
-        out.head = self.head();
         out
     }
 
@@ -425,7 +443,7 @@ impl SlotState {
             e.rec = Some(Box::new(rec.clone()));
             let id = e.id.clone();
             self.run.insert((now + lease, k));
-            self.dirty.push(id.clone());
+            self.mark(k);
             out.push((id, fire_at, self.seq, rec));
         }
         let next_due = self.head();

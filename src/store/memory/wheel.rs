@@ -46,6 +46,10 @@ pub struct Wheel {
     whens: Vec<u64>,
     ready_gen: Vec<u32>,
     len: usize,
+    /// The exact earliest fire time, when known. An insert lowers it; removing the key that
+    /// held it, or advancing, forgets it until `next_at` scans again. Heartbeats rarely move
+    /// the earliest job, so the scan is rare.
+    head: std::cell::Cell<Option<Option<u64>>>,
 }
 
 fn slot_range(level: usize) -> u64 {
@@ -72,6 +76,7 @@ impl Wheel {
             whens: Vec::new(),
             ready_gen: Vec::new(),
             len: 0,
+            head: std::cell::Cell::new(Some(None)),
         }
     }
 
@@ -102,6 +107,10 @@ impl Wheel {
         }
         self.len += 1;
         self.place(key, when);
+        if let Some(head) = self.head.get() {
+            self.head
+                .set(Some(Some(head.map_or(when, |h| h.min(when)))));
+        }
     }
 
     fn place(&mut self, key: u32, when: u64) {
@@ -165,6 +174,9 @@ impl Wheel {
         }
         self.locs[k] = Loc::None;
         self.len -= 1;
+        if self.head.get() == Some(Some(self.whens[k])) {
+            self.head.set(None);
+        }
         true
     }
 
@@ -191,6 +203,8 @@ impl Wheel {
     /// Moves the wheel's time to `now`: every key due by then goes to the ready queue, and
     /// keys of slots that came due cascade to lower levels.
     pub fn advance(&mut self, now: u64) {
+        // Cascading moves keys between levels without changing the earliest one, so the
+        // cached head stays right.
         while let Some((level, slot, deadline)) = self.next_expiration() {
             if deadline > now {
                 break;
@@ -232,6 +246,7 @@ impl Wheel {
             self.locs[key as usize] = Loc::None;
             self.len -= 1;
             found = Some((key, self.whens[key as usize]));
+            self.head.set(None);
             break;
         }
         for entry in skipped.into_iter().rev() {
@@ -240,8 +255,23 @@ impl Wheel {
         found
     }
 
+    /// The earliest fire time if it is known without a scan: `Some(None)` when the wheel
+    /// is empty, `None` when unknown.
+    pub fn cached_next_at(&self) -> Option<Option<u64>> {
+        self.head.get()
+    }
+
     /// The earliest fire time in the wheel, exactly.
     pub fn next_at(&self) -> Option<u64> {
+        if let Some(head) = self.head.get() {
+            return head;
+        }
+        let head = self.scan_head();
+        self.head.set(Some(head));
+        head
+    }
+
+    fn scan_head(&self) -> Option<u64> {
         let ready = self
             .ready
             .iter()
@@ -254,7 +284,10 @@ impl Wheel {
         // Lower levels hold earlier keys than higher ones, so the earliest key of the levels
         // is in the next slot to come due. An overflow key may still be earlier than a key
         // placed in the levels after it.
-        let levels = self.next_expiration().and_then(|(level, slot, _)| {
+        let levels = self.next_expiration().and_then(|(level, slot, deadline)| {
+            if level == 0 {
+                return Some(deadline); // a level-0 slot is one millisecond
+            }
             self.levels[level].slots[slot]
                 .iter()
                 .map(|k| self.whens[*k as usize])
