@@ -9,15 +9,11 @@
 //! Settings: `TOC_BENCH_JOBS` (default 100000), `TOC_BENCH_SECONDS` (default 5),
 //! `TOC_BENCH_SLOTS` (the topic's slots, default 16).
 
-#[path = "../tests/common/redis_server.rs"]
-#[allow(dead_code)]
-mod redis_server;
-
 use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis_server::RedisServer;
+use timeout_center::redis_server::RedisServer;
 use timeout_center::store::RedisStore;
 use timeout_center::*;
 

@@ -72,6 +72,9 @@ pub enum Command {
     },
     /// The service's health.
     Health,
+    /// Load generator and benchmark: `toc bench all --quick` for a short check, `toc bench
+    /// all` for the published figures (BENCHMARKS.md).
+    Bench(crate::bench::BenchArgs),
 }
 
 #[derive(Args)]
@@ -247,7 +250,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         token: cli.token.clone(),
     };
     let (value, view): (Value, View) = match cli.command {
-        Command::Serve { .. } => unreachable!("serve is not a client command"),
+        Command::Serve { .. } | Command::Bench(_) => unreachable!("not a client command"),
         Command::Job(JobCmd::Put {
             topic,
             id,

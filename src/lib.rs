@@ -6,6 +6,7 @@
 //! (argument checks), [`time`] (milliseconds and the clock), [`error`].
 
 pub mod actors;
+pub mod bench;
 pub mod center;
 pub mod cli;
 pub mod config;
@@ -16,6 +17,7 @@ pub mod http;
 pub mod job;
 pub mod jobs;
 pub mod metrics;
+pub mod redis_server;
 pub mod routing;
 pub mod serve;
 pub mod store;

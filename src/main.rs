@@ -50,8 +50,10 @@ fn serve_main(config: Option<std::path::PathBuf>) -> ExitCode {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    if let Command::Serve { config } = cli.command {
-        return serve_main(config);
+    match cli.command {
+        Command::Serve { config } => return serve_main(config),
+        Command::Bench(args) => return timeout_center::bench::run(args),
+        _ => {}
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
         .enable_all()

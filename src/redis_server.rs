@@ -1,5 +1,6 @@
-//! A real `redis-server` for one test: started on a free port in a temporary directory,
-//! stopped when dropped. A missing `redis-server` fails the test with how to install it.
+//! A real `redis-server` started on a free port in a temporary directory and stopped when
+//! dropped: what the tests, the benchmarks and `toc bench` run against. A missing
+//! `redis-server` is reported with how to install it.
 
 use std::net::TcpListener;
 use std::path::PathBuf;
@@ -13,18 +14,17 @@ pub struct RedisServer {
     clustered: bool,
 }
 
-pub fn redis_server_binary() -> PathBuf {
-    let found = std::env::var_os("PATH").and_then(|paths| {
+/// How to get `redis-server` when it is missing.
+pub const INSTALL_HINT: &str = "redis-server was not found on PATH. Install it with \
+     `apt-get update && apt-get install -y redis-server` (Debian/Ubuntu), or run \
+     `scripts/test.sh`, which installs it when missing.";
+
+/// The `redis-server` on PATH.
+pub fn redis_server_binary() -> Option<PathBuf> {
+    std::env::var_os("PATH").and_then(|paths| {
         std::env::split_paths(&paths)
             .map(|p| p.join("redis-server"))
             .find(|p| p.is_file())
-    });
-    found.unwrap_or_else(|| {
-        panic!(
-            "redis-server was not found on PATH. The tests need a real Redis: install it with \
-             `apt-get update && apt-get install -y redis-server` (Debian/Ubuntu), or run \
-             `scripts/test.sh`, which installs it when missing."
-        )
     })
 }
 
@@ -36,8 +36,21 @@ pub fn free_port() -> u16 {
 }
 
 impl RedisServer {
+    /// Starts a server, or panics with how to install one (for tests and benchmarks).
     pub fn start() -> RedisServer {
         RedisServer::start_mode(false)
+    }
+
+    /// Starts a server, or says why not.
+    pub fn try_start() -> Result<RedisServer, String> {
+        if redis_server_binary().is_none() {
+            return Err(INSTALL_HINT.to_string());
+        }
+        std::panic::catch_unwind(|| RedisServer::start_mode(false)).map_err(|e| {
+            e.downcast_ref::<String>()
+                .cloned()
+                .unwrap_or_else(|| "redis-server did not start".to_string())
+        })
     }
 
     /// A node with cluster mode on, for `RedisCluster`.
@@ -62,7 +75,7 @@ impl RedisServer {
     }
 
     fn launch(&mut self) {
-        let binary = redis_server_binary();
+        let binary = redis_server_binary().unwrap_or_else(|| panic!("{INSTALL_HINT}"));
         let mut cmd = Command::new(binary);
         if self.clustered {
             cmd.args(["--cluster-enabled", "yes", "--cluster-node-timeout", "5000"]);

@@ -1,0 +1,276 @@
+//! `toc bench`: the load generator. Each scenario measures one figure users choose a timeout
+//! center by, against a baseline measured in the same run on the same Redis
+//! (`redis-benchmark`, a bare sorted set) and, with `all`, beside BullMQ (the peer users would
+//! pick instead) running the same scenarios on the same Redis. `all` writes `BENCHMARKS.md`,
+//! `benchmarks.json` and a lateness plot.
+
+mod peer;
+mod report;
+mod scenarios;
+
+use std::path::PathBuf;
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::time::Duration;
+
+use clap::{Args, ValueEnum};
+use serde::Serialize;
+
+use crate::redis_server::RedisServer;
+
+#[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
+pub enum Scenario {
+    Schedule,
+    Reset,
+    Latency,
+    Burst,
+    Memory,
+    All,
+}
+
+#[derive(Args, Debug, Clone)]
+pub struct BenchArgs {
+    #[arg(value_enum)]
+    pub scenario: Scenario,
+    /// A scaled-down run for checking (under two minutes).
+    #[arg(long)]
+    pub quick: bool,
+    /// Measure against this Redis instead of starting one (its data is left alone: only the
+    /// `toc:{bench-*` keys this run creates are used).
+    #[arg(long, env = "TOC_BENCH_REDIS_URL")]
+    pub redis_url: Option<String>,
+    /// Where `all` writes BENCHMARKS.md, benchmarks.json and lateness.svg.
+    #[arg(long, default_value = ".")]
+    pub out: PathBuf,
+    /// Leave out the BullMQ peer (it needs node and npm).
+    #[arg(long)]
+    pub no_peers: bool,
+    /// Devices for the reset scenario.
+    #[arg(long)]
+    pub devices: Option<usize>,
+    /// Jobs for the burst scenario.
+    #[arg(long)]
+    pub burst_jobs: Option<usize>,
+    /// Fires per second for the latency scenario.
+    #[arg(long)]
+    pub rate: Option<u64>,
+    /// Seconds of the latency scenario.
+    #[arg(long)]
+    pub seconds: Option<u64>,
+}
+
+/// One measured figure.
+#[derive(Debug, Clone, Serialize)]
+pub struct Figure {
+    pub scenario: &'static str,
+    /// `memory`, `redis`, `redis-benchmark`, `bare sorted set`, `bullmq`.
+    pub system: String,
+    pub name: String,
+    pub value: f64,
+    pub unit: &'static str,
+    /// How it was measured, or what it is compared to.
+    pub note: String,
+}
+
+/// Lateness percentiles of one run, for the table and the plot.
+#[derive(Debug, Clone, Serialize)]
+pub struct Lateness {
+    pub system: String,
+    pub rate: u64,
+    pub jobs: u64,
+    /// (percentile, ms) pairs, for the plot.
+    pub curve: Vec<(f64, f64)>,
+}
+
+/// Sizes of a run.
+#[derive(Debug, Clone, Serialize)]
+pub struct Sizes {
+    pub schedule_jobs: usize,
+    pub devices: usize,
+    pub reset_seconds: u64,
+    pub rate: u64,
+    pub latency_seconds: u64,
+    pub webhook_rate: u64,
+    pub webhook_seconds: u64,
+    pub burst_jobs: usize,
+    pub memory_jobs: usize,
+    pub zadd_requests: u64,
+}
+
+impl Sizes {
+    fn new(args: &BenchArgs) -> Sizes {
+        let q = args.quick;
+        Sizes {
+            schedule_jobs: if q { 5_000 } else { 100_000 },
+            devices: args.devices.unwrap_or(if q { 20_000 } else { 100_000 }),
+            reset_seconds: if q { 2 } else { 10 },
+            rate: args.rate.unwrap_or(if q { 2_000 } else { 10_000 }),
+            latency_seconds: args.seconds.unwrap_or(if q { 3 } else { 60 }),
+            webhook_rate: if q { 200 } else { 1_000 },
+            webhook_seconds: if q { 2 } else { 10 },
+            burst_jobs: args
+                .burst_jobs
+                .unwrap_or(if q { 20_000 } else { 1_000_000 }),
+            memory_jobs: if q { 20_000 } else { 1_000_000 },
+            zadd_requests: if q { 200_000 } else { 2_000_000 },
+        }
+    }
+}
+
+/// What a run shares: where Redis is, the sizes, the stop flag (Ctrl-C) and the figures so far.
+pub struct Ctx {
+    pub redis_url: String,
+    pub redis_port: Option<u16>,
+    /// True when this run started the Redis it measures (it may then flush it).
+    pub own_redis: bool,
+    pub sizes: Sizes,
+    pub stop: Arc<AtomicBool>,
+    pub figures: Vec<Figure>,
+    pub lateness: Vec<Lateness>,
+    pub redis_version: String,
+}
+
+impl Ctx {
+    pub fn stopped(&self) -> bool {
+        self.stop.load(Ordering::Relaxed)
+    }
+
+    pub fn add(
+        &mut self,
+        scenario: &'static str,
+        system: &str,
+        name: &str,
+        value: f64,
+        unit: &'static str,
+        note: &str,
+    ) {
+        println!("  {system:<16} {name:<44} {value:>14.1} {unit}  {note}");
+        self.figures.push(Figure {
+            scenario,
+            system: system.to_string(),
+            name: name.to_string(),
+            value,
+            unit,
+            note: note.to_string(),
+        });
+    }
+
+    pub fn find(&self, system: &str, name: &str) -> Option<f64> {
+        self.figures
+            .iter()
+            .find(|f| f.system == system && f.name == name)
+            .map(|f| f.value)
+    }
+
+    /// A progress bar over `len` steps (hidden when stdout is not a terminal).
+    pub fn bar(&self, len: u64, what: &str) -> indicatif::ProgressBar {
+        let bar = indicatif::ProgressBar::new(len);
+        bar.set_style(
+            indicatif::ProgressStyle::with_template(
+                "  {msg:<28} [{bar:30}] {pos}/{len} {per_sec} eta {eta}",
+            )
+            .expect("a valid template")
+            .progress_chars("=> "),
+        );
+        bar.set_message(what.to_string());
+        bar
+    }
+}
+
+/// `redis-benchmark -P 64` with `args` against the run's Redis: requests per second.
+pub fn redis_benchmark(ctx: &Ctx, requests: u64, args: &[&str]) -> Result<f64, String> {
+    let url = redis::Client::open(ctx.redis_url.as_str()).map_err(|e| e.to_string())?;
+    let info = url.get_connection_info();
+    let (host, port) = match info.addr() {
+        redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
+        other => {
+            return Err(format!(
+                "redis-benchmark needs a TCP address, not {other:?}"
+            ));
+        }
+    };
+    let out = std::process::Command::new("redis-benchmark")
+        .args([
+            "-h",
+            &host,
+            "-p",
+            &port.to_string(),
+            "-P",
+            "64",
+            "-q",
+            "-n",
+            &requests.to_string(),
+        ])
+        .args(args)
+        .output()
+        .map_err(|e| format!("redis-benchmark (it comes with redis-server): {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.rsplit('\r')
+        .next()
+        .unwrap_or(&text)
+        .split_whitespace()
+        .find_map(|w| w.parse::<f64>().ok())
+        .ok_or_else(|| format!("cannot read redis-benchmark's output: {text}"))
+}
+
+/// Runs `toc bench`; the process's exit code.
+pub fn run(args: BenchArgs) -> std::process::ExitCode {
+    let stop = Arc::new(AtomicBool::new(false));
+    let server = match &args.redis_url {
+        Some(_) => None,
+        None => match RedisServer::try_start() {
+            Ok(s) => Some(s),
+            Err(e) => {
+                eprintln!("toc bench: {e}");
+                return std::process::ExitCode::from(2);
+            }
+        },
+    };
+    let redis_url = args
+        .redis_url
+        .clone()
+        .unwrap_or_else(|| server.as_ref().expect("started").url());
+    let mut ctx = Ctx {
+        redis_url,
+        redis_port: server.as_ref().map(|s| s.port),
+        own_redis: server.is_some(),
+        sizes: Sizes::new(&args),
+        stop: stop.clone(),
+        figures: Vec::new(),
+        lateness: Vec::new(),
+        redis_version: String::new(),
+    };
+    let result = actix_web::rt::System::new().block_on(async move {
+        let s = stop.clone();
+        actix_rt::spawn(async move {
+            if tokio::signal::ctrl_c().await.is_ok() {
+                eprintln!("\ntoc bench: stopping; printing what was measured so far");
+                s.store(true, Ordering::Relaxed);
+            }
+        });
+        let outcome = scenarios::run(&mut ctx, args.scenario, !args.no_peers).await;
+        (ctx, outcome)
+    });
+    let (ctx, outcome) = result;
+    if let Err(e) = &outcome {
+        eprintln!("toc bench: {e}");
+    }
+    report::print_summary(&ctx);
+    if args.scenario == Scenario::All || args.out != PathBuf::from(".") {
+        match report::write(&ctx, &args) {
+            Ok(paths) => println!("wrote {paths}"),
+            Err(e) => {
+                eprintln!("toc bench: writing the report: {e}");
+                return std::process::ExitCode::from(1);
+            }
+        }
+    }
+    drop(server);
+    // Give a stopped run a moment to let pending output out.
+    std::thread::sleep(Duration::from_millis(10));
+    if outcome.is_err() {
+        std::process::ExitCode::from(1)
+    } else {
+        std::process::ExitCode::SUCCESS
+    }
+}

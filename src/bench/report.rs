@@ -1,0 +1,299 @@
+//! The run's report: a summary on stdout, and with `all` `BENCHMARKS.md`, `benchmarks.json`
+//! and `lateness.svg` (percentile against lateness, log scale, one line per system).
+
+use std::fmt::Write as _;
+use std::path::Path;
+
+use plotters::prelude::*;
+use serde_json::json;
+
+use super::{BenchArgs, Ctx};
+
+/// (goal, measured ratio or value, target, whether it is met) for the headline comparisons.
+fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
+    let f = |s: &str, n: &str| ctx.find(s, n);
+    let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+        (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+        _ => None,
+    };
+    let lib_reset = f("redis", "resets/s, library reset_many");
+    let http_reset = f("redis", "resets/s, HTTP batch endpoint");
+    let bull_reset = f("bullmq", "resets/s, changeDelay, 64 in flight");
+    let mut g = vec![
+        (
+            "library resets / redis-benchmark ZADD -P 64 (stock)",
+            ratio(
+                lib_reset,
+                f(
+                    "redis-benchmark",
+                    "ZADD -P 64 (stock: one member, unchanged)",
+                ),
+            ),
+            ">= 1",
+            1.0,
+            true,
+        ),
+        (
+            "library resets / redis-benchmark ZADD -P 64 (moving members)",
+            ratio(
+                lib_reset,
+                f("redis-benchmark", "ZADD -P 64 (moving members)"),
+            ),
+            ">= 1",
+            1.0,
+            true,
+        ),
+        (
+            "library resets / BullMQ changeDelay",
+            ratio(lib_reset, bull_reset),
+            ">= 10",
+            10.0,
+            true,
+        ),
+        (
+            "HTTP batch resets / BullMQ changeDelay",
+            ratio(http_reset, bull_reset),
+            ">= 5",
+            5.0,
+            true,
+        ),
+        (
+            "library schedules (batch) / BullMQ addBulk",
+            ratio(
+                f("redis", "schedules/s, library batch of 1,000"),
+                f("bullmq", "schedules/s, addBulk of 1,000"),
+            ),
+            ">= 5",
+            5.0,
+            true,
+        ),
+        (
+            "burst drain rate / BullMQ's",
+            ratio(
+                f("redis", "burst drain rate"),
+                f("bullmq", "burst drain rate"),
+            ),
+            ">= 5",
+            5.0,
+            true,
+        ),
+        (
+            "p99 firing lateness, redis store (ms)",
+            f("redis", "firing lateness p99"),
+            "< 5",
+            5.0,
+            false,
+        ),
+        (
+            "bytes per job / bare sorted set",
+            f("redis", "empty-payload job / bare sorted set"),
+            "<= 1.5",
+            1.5,
+            false,
+        ),
+    ];
+    g.drain(..)
+        .map(|(name, v, target, bound, at_least)| {
+            let met = v.map(|v| if at_least { v >= bound } else { v <= bound });
+            (name.to_string(), v, target.to_string(), met)
+        })
+        .collect()
+}
+
+pub fn print_summary(ctx: &Ctx) {
+    println!("\n== Headline ratios");
+    for (name, v, target, met) in goals(ctx) {
+        let v = v.map_or("not measured".to_string(), |v| format!("{v:.2}"));
+        let met = match met {
+            Some(true) => "met",
+            Some(false) => "SHORT",
+            None => "-",
+        };
+        println!("  {name:<62} {v:>14}  target {target:<6} {met}");
+    }
+}
+
+fn machine() -> String {
+    let cores = std::thread::available_parallelism().map_or(0, |n| n.get());
+    let mem = std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|m| {
+            m.lines()
+                .find(|l| l.starts_with("MemTotal"))
+                .map(|l| l.split_whitespace().nth(1).unwrap_or("0").to_string())
+        })
+        .and_then(|kb| kb.parse::<f64>().ok())
+        .map_or("?".to_string(), |kb| format!("{:.1} GiB", kb / 1_048_576.0));
+    let cpu = std::fs::read_to_string("/proc/cpuinfo")
+        .ok()
+        .and_then(|c| {
+            c.lines()
+                .find(|l| l.starts_with("model name"))
+                .map(|l| l.split(':').nth(1).unwrap_or("").trim().to_string())
+        })
+        .unwrap_or_else(|| "?".to_string());
+    format!("{cores} cores ({cpu}), {mem} memory")
+}
+
+fn plot(ctx: &Ctx, path: &Path) -> Result<(), String> {
+    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let max = ctx
+        .lateness
+        .iter()
+        .flat_map(|l| l.curve.iter().map(|(_, ms)| *ms))
+        .fold(1.0f64, f64::max);
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "firing lateness by percentile (ms, log scale)",
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(56)
+        .build_cartesian_2d(0f64..100f64, (0.01f64..max * 2.0).log_scale())
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("percentile")
+        .y_desc("lateness (ms)")
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let colours = [BLUE, RED, GREEN, MAGENTA];
+    for (i, l) in ctx.lateness.iter().enumerate() {
+        let colour = colours[i % colours.len()];
+        let points: Vec<(f64, f64)> = l.curve.iter().map(|(p, ms)| (*p, ms.max(0.01))).collect();
+        chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(format!("{} ({} jobs at {}/s)", l.system, l.jobs, l.rate))
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::UpperLeft)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
+/// Writes BENCHMARKS.md, benchmarks.json and lateness.svg into `args.out`.
+pub fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
+    std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
+    let (md, js, svg) = (
+        args.out.join("BENCHMARKS.md"),
+        args.out.join("benchmarks.json"),
+        args.out.join("lateness.svg"),
+    );
+    if !ctx.lateness.is_empty() {
+        plot(ctx, &svg)?;
+    }
+    let command: Vec<String> = std::env::args().collect();
+    let json = json!({
+        "machine": machine(),
+        "redis_version": ctx.redis_version,
+        "command": command.join(" "),
+        "quick": args.quick,
+        "sizes": ctx.sizes,
+        "figures": ctx.figures,
+        "lateness": ctx.lateness,
+    });
+    std::fs::write(&js, serde_json::to_string_pretty(&json).expect("json"))
+        .map_err(|e| e.to_string())?;
+
+    let mut m = String::new();
+    let _ = writeln!(m, "# Benchmarks\n");
+    let _ = writeln!(
+        m,
+        "Written by `{}`{}.\n",
+        command.join(" ").replace(env!("CARGO_MANIFEST_DIR"), "."),
+        if args.quick {
+            " (a scaled-down run: figures are for checking, not for comparing)"
+        } else {
+            ""
+        }
+    );
+    let _ = writeln!(m, "- Machine: {}", machine());
+    let _ = writeln!(
+        m,
+        "- Redis: {} ({})",
+        ctx.redis_version,
+        if ctx.own_redis {
+            "started by this run, `--save '' --appendonly no`"
+        } else {
+            "given with --redis-url"
+        }
+    );
+    let _ = writeln!(
+        m,
+        "- Sizes: {}",
+        serde_json::to_string(&ctx.sizes).expect("json")
+    );
+    let _ = writeln!(
+        m,
+        "- Every figure below comes from this one run, on the same machine and Redis; baselines (`redis-benchmark`, a bare sorted set, BullMQ) ran in it too.\n"
+    );
+    let _ = writeln!(
+        m,
+        "## Headline ratios\n\n| comparison | measured | target | |\n|---|---|---|---|"
+    );
+    for (name, v, target, met) in goals(ctx) {
+        let v = v.map_or("not measured".to_string(), |v| format!("{v:.2}"));
+        let met = match met {
+            Some(true) => "met",
+            Some(false) => "**short**",
+            None => "",
+        };
+        let _ = writeln!(m, "| {name} | {v} | {target} | {met} |");
+    }
+    for scenario in ["schedule", "reset", "latency", "burst", "memory"] {
+        let rows: Vec<_> = ctx
+            .figures
+            .iter()
+            .filter(|f| f.scenario == scenario)
+            .collect();
+        if rows.is_empty() {
+            continue;
+        }
+        let _ = writeln!(
+            m,
+            "\n## {scenario}\n\n| system | figure | value | unit | how |\n|---|---|---|---|---|"
+        );
+        for f in rows {
+            let _ = writeln!(
+                m,
+                "| {} | {} | {:.2} | {} | {} |",
+                f.system, f.name, f.value, f.unit, f.note
+            );
+        }
+    }
+    if !ctx.lateness.is_empty() {
+        let _ = writeln!(m, "\n![firing lateness by percentile](lateness.svg)");
+    }
+    let _ = writeln!(m, "\n## Notes\n");
+    let _ = writeln!(
+        m,
+        "- `redis-benchmark -P 64 -t zadd` adds one member with score 0 again and again: after the first call it changes nothing. The `moving members` line does a reset's work (a random one of the devices gets a new score), and is the fair limit."
+    );
+    let _ = writeln!(
+        m,
+        "- BullMQ cannot do the same thing in one case: `changeDelay` only moves a job that is still delayed, so a heartbeat for a job that is running is refused (`JobNotInState`); timeout-center applies it after the run. BullMQ has no batch reset: its figure is one `changeDelay` per job with 64 in flight."
+    );
+    let _ = writeln!(
+        m,
+        "- BullMQ's latency runs at no more than 2,000 fires per second and its burst at no more than 100,000 jobs (it needs minutes for a million); bursts are compared as drain rates."
+    );
+    let _ = writeln!(
+        m,
+        "- Lateness is the instant the handler started minus the job's fire time (webhook: the receiver's arrival minus the fire time)."
+    );
+    std::fs::write(&md, m).map_err(|e| e.to_string())?;
+    Ok(format!(
+        "{}, {} and {}",
+        md.display(),
+        js.display(),
+        svg.display()
+    ))
+}

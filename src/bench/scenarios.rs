@@ -1,0 +1,751 @@
+//! The scenarios of `toc bench`, each on the embedded engine and on Redis.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use async_trait::async_trait;
+use futures_util::future::join_all;
+use hdrhistogram::Histogram;
+use serde_json::{Value, json};
+
+use super::{Ctx, Lateness, Scenario, peer, redis_benchmark};
+use crate::config::{Settings, StoreKind};
+use crate::store::{MemoryStore, RedisStore, SharedStore};
+use crate::time::now_ms;
+use crate::*;
+
+const NOOP: &str = "bench_noop";
+const ENGINES: [&str; 2] = ["memory", "redis"];
+
+/// A job type that does nothing but record how late it ran (µs) and count.
+struct Noop {
+    hist: Arc<Mutex<Histogram<u64>>>,
+    done: Arc<AtomicU64>,
+}
+
+#[async_trait]
+impl JobHandler for Noop {
+    type Payload = Value;
+
+    fn job_type(&self) -> &'static str {
+        NOOP
+    }
+
+    fn concurrency(&self) -> usize {
+        1024
+    }
+
+    async fn handle(&self, ctx: JobContext<Value>) -> Outcome {
+        let late = now_us() - ctx.job.fire_at * 1_000;
+        let _ = self
+            .hist
+            .lock()
+            .expect("histogram lock")
+            .record(late.max(1) as u64);
+        self.done.fetch_add(1, Ordering::Relaxed);
+        Outcome::Done
+    }
+}
+
+fn now_us() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map(|d| d.as_micros() as i64)
+        .unwrap_or(0)
+}
+
+fn histogram() -> Arc<Mutex<Histogram<u64>>> {
+    Arc::new(Mutex::new(
+        Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds"),
+    ))
+}
+
+static RUN: AtomicU64 = AtomicU64::new(0);
+
+/// A topic name no earlier part of this run used.
+fn topic(what: &str, engine: &str) -> String {
+    format!(
+        "bench-{what}-{engine}-{}-{}",
+        now_ms() % 100_000,
+        RUN.fetch_add(1, Ordering::Relaxed)
+    )
+}
+
+fn options() -> StoreOptions {
+    let mut defaults = TopicConfig::default();
+    defaults.default_type = NOOP.to_string();
+    StoreOptions {
+        auto_create_topics: true,
+        topic_defaults: defaults,
+    }
+}
+
+async fn open(ctx: &Ctx, engine: &str) -> Result<SharedStore, String> {
+    Ok(match engine {
+        "memory" => Arc::new(MemoryStore::new(options())),
+        _ => Arc::new(
+            RedisStore::connect(&ctx.redis_url, options())
+                .await
+                .map_err(|e| e.to_string())?,
+        ),
+    })
+}
+
+/// The HTTP service over `store`, on a free port.
+struct Service {
+    /// The served server (an actix server does nothing until it is polled).
+    task: actix_rt::task::JoinHandle<()>,
+    center: TimeoutCenter,
+    base: String,
+    handle: actix_web::dev::ServerHandle,
+}
+
+async fn service(store: SharedStore, engine: &str) -> Result<Service, String> {
+    let mut settings = Settings::defaults();
+    settings.store = if engine == "memory" {
+        StoreKind::Memory
+    } else {
+        StoreKind::Redis
+    };
+    settings.listen = "127.0.0.1:0".parse().expect("an address");
+    settings.http.max_batch_resets = 10_000;
+    let running = crate::serve::start(settings, store)
+        .await
+        .map_err(|e| e.to_string())?;
+    let (center, base, handle) = (
+        running.center.clone(),
+        format!("http://{}", running.addr),
+        running.handle(),
+    );
+    let task = actix_rt::spawn(async move {
+        let _ = running.run().await;
+    });
+    Ok(Service {
+        task,
+        center,
+        base,
+        handle,
+    })
+}
+
+impl Service {
+    async fn stop(self) {
+        self.handle.stop(true).await;
+        let _ = self.task.await;
+    }
+}
+
+/// Runs `n` operations over `concurrency` tasks; returns operations per second.
+async fn concurrently<F, Fut>(n: usize, concurrency: usize, op: F) -> f64
+where
+    F: Fn(usize) -> Fut,
+    Fut: std::future::Future<Output = ()>,
+{
+    let next = AtomicU64::new(0);
+    let started = Instant::now();
+    let workers = (0..concurrency).map(|_| async {
+        loop {
+            let i = next.fetch_add(1, Ordering::Relaxed) as usize;
+            if i >= n {
+                break;
+            }
+            op(i).await;
+        }
+    });
+    join_all(workers).await;
+    n as f64 / started.elapsed().as_secs_f64()
+}
+
+pub async fn run(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result<(), String> {
+    if let Ok(client) = redis::Client::open(ctx.redis_url.as_str())
+        && let Ok(mut c) = client.get_multiplexed_async_connection().await
+    {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut c)
+            .await
+            .unwrap_or_default();
+        ctx.redis_version = info
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .unwrap_or("?")
+            .trim()
+            .to_string();
+    }
+    let all = scenario == Scenario::All;
+    let steps: [(
+        Scenario,
+        fn(
+            &mut Ctx,
+        )
+            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + '_>>,
+    ); 5] = [
+        (Scenario::Schedule, |c| Box::pin(schedule(c))),
+        (Scenario::Reset, |c| Box::pin(reset(c))),
+        (Scenario::Latency, |c| Box::pin(latency(c))),
+        (Scenario::Burst, |c| Box::pin(burst(c))),
+        (Scenario::Memory, |c| Box::pin(memory(c))),
+    ];
+    for (s, step) in steps {
+        if (all || s == scenario) && !ctx.stopped() {
+            println!("\n== {s:?}");
+            step(ctx).await?;
+        }
+    }
+    if all && peers && !ctx.stopped() {
+        println!("\n== BullMQ (the peer), same Redis");
+        if let Err(e) = peer::bullmq(ctx).await {
+            println!("  BullMQ not measured: {e}");
+        }
+    }
+    Ok(())
+}
+
+async fn schedule(ctx: &mut Ctx) -> Result<(), String> {
+    let n = ctx.sizes.schedule_jobs;
+    let http = reqwest::Client::new();
+    for engine in ENGINES {
+        let store = open(ctx, engine).await?;
+        let svc = service(store, engine).await?;
+        let (c, t) = (&svc.center, topic("schedule", engine));
+        let far = now_ms() + 3_600_000;
+        let lib = concurrently(n, 64, |i| {
+            let t = &t;
+            async move {
+                let job = NewJob::new(format!("l{i}"), far);
+                let _ = c.schedule(t, job, ScheduleMode::Upsert).await;
+            }
+        })
+        .await;
+        ctx.add(
+            "schedule",
+            engine,
+            "schedules/s, library, 64 in flight",
+            lib,
+            "jobs/s",
+            "TimeoutCenter::schedule",
+        );
+        let create = CreateSpec::default();
+        let lib_batch = concurrently(n.div_ceil(1_000), 4, |b| {
+            let (t, create) = (&t, &create);
+            async move {
+                let resets: Vec<Reset> = (0..1_000)
+                    .map(|i| Reset::new(format!("lb{b}-{i}"), far))
+                    .collect();
+                let _ = c.reset_many(t, &resets, Some(create)).await;
+            }
+        })
+        .await
+            * 1_000.0;
+        ctx.add(
+            "schedule",
+            engine,
+            "schedules/s, library batch of 1,000",
+            lib_batch,
+            "jobs/s",
+            "reset_many with create, 4 in flight",
+        );
+        let m = n / 2;
+        let put = concurrently(m, 64, |i| {
+            let (http, base, t) = (&http, &svc.base, &t);
+            async move {
+                let url = format!("{base}/v1/topics/{t}/jobs/h{i}");
+                let _ = http
+                    .put(url)
+                    .json(&json!({"delay_ms": 3_600_000}))
+                    .send()
+                    .await;
+            }
+        })
+        .await;
+        ctx.add(
+            "schedule",
+            engine,
+            "schedules/s, HTTP PUT, 64 in flight",
+            put,
+            "jobs/s",
+            "one job per request",
+        );
+        let batches = n.div_ceil(1_000);
+        let batch = concurrently(batches, 4, |b| {
+            let (http, base, t) = (&http, &svc.base, &t);
+            async move {
+                let resets: Vec<Value> = (0..1_000)
+                    .map(|i| json!({"id": format!("b{b}-{i}"), "delay_ms": 3_600_000}))
+                    .collect();
+                let _ = http
+                    .post(format!("{base}/v1/topics/{t}/resets"))
+                    .json(&json!({"resets": resets, "create": {}}))
+                    .send()
+                    .await;
+            }
+        })
+        .await
+            * 1_000.0;
+        ctx.add(
+            "schedule",
+            engine,
+            "schedules/s, HTTP batch of 1,000",
+            batch,
+            "jobs/s",
+            "POST /resets with create",
+        );
+        svc.stop().await;
+    }
+    Ok(())
+}
+
+async fn reset(ctx: &mut Ctx) -> Result<(), String> {
+    let (n, secs) = (ctx.sizes.devices, ctx.sizes.reset_seconds);
+    let http = reqwest::Client::new();
+    for engine in ENGINES {
+        let store = open(ctx, engine).await?;
+        let svc = service(store, engine).await?;
+        let (c, t) = (&svc.center, topic("reset", engine));
+        let base_at = now_ms() + 3_600_000;
+        let mut batches: Vec<Vec<Reset>> = (0..n)
+            .collect::<Vec<_>>()
+            .chunks(1_000)
+            .map(|ch| {
+                ch.iter()
+                    .map(|i| Reset::new(format!("dev-{i}"), base_at))
+                    .collect()
+            })
+            .collect();
+        for b in &batches {
+            c.reset_many(&t, b, Some(&CreateSpec::default()))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        // Library: batches of 1,000, 4 in flight, each round 1 ms later (heartbeats move on).
+        let done = AtomicU64::new(0);
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let started = Instant::now();
+        let shares: Vec<Vec<Vec<Reset>>> = (0..4)
+            .map(|w| batches.iter().skip(w).step_by(4).cloned().collect())
+            .collect();
+        let stop_flag = ctx.stop.clone();
+        let stop = &stop_flag;
+        join_all(shares.into_iter().map(|mut share| {
+            let (done, t) = (&done, &t);
+            async move {
+                let mut round = 0;
+                while Instant::now() < deadline
+                    && !stop.load(Ordering::Relaxed)
+                    && !share.is_empty()
+                {
+                    let len = share.len();
+                    let b = &mut share[round % len];
+                    b.iter_mut().for_each(|r| r.fire_at += 1);
+                    if let Ok(r) = c.reset_many(t, b, None).await {
+                        done.fetch_add(r.reset, Ordering::Relaxed);
+                    }
+                    round += 1;
+                }
+            }
+        }))
+        .await;
+        let lib = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+        ctx.add(
+            "reset",
+            engine,
+            "resets/s, library reset_many",
+            lib,
+            "resets/s",
+            &format!("{n} devices, batches of 1,000, 4 in flight"),
+        );
+        // HTTP: the batch endpoint, 1,000 per request, 4 in flight.
+        let done = AtomicU64::new(0);
+        let deadline = Instant::now() + Duration::from_secs(secs);
+        let started = Instant::now();
+        let bodies: Vec<Value> = batches
+            .iter_mut()
+            .map(|b| json!({"resets": b.iter().map(|r| json!({"id": r.job.id, "delay_ms": 3_600_000})).collect::<Vec<_>>()}))
+            .collect();
+        join_all((0..4).map(|w| {
+            let (done, http, base, t, bodies) = (&done, &http, &svc.base, &t, &bodies);
+            async move {
+                let mut i = w;
+                while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+                    let res = http
+                        .post(format!("{base}/v1/topics/{t}/resets"))
+                        .json(&bodies[i % bodies.len()])
+                        .send()
+                        .await;
+                    if let Ok(r) = res
+                        && let Ok(v) = r.json::<Value>().await
+                    {
+                        done.fetch_add(v["reset"].as_u64().unwrap_or(0), Ordering::Relaxed);
+                    }
+                    i += 4;
+                }
+            }
+        }))
+        .await;
+        let via_http = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+        ctx.add(
+            "reset",
+            engine,
+            "resets/s, HTTP batch endpoint",
+            via_http,
+            "resets/s",
+            "1,000 per request, 4 in flight",
+        );
+        svc.stop().await;
+    }
+    // The physical limit, on the same Redis.
+    let requests = ctx.sizes.zadd_requests;
+    let stock = redis_benchmark(ctx, requests, &["-t", "zadd"])?;
+    ctx.add(
+        "reset",
+        "redis-benchmark",
+        "ZADD -P 64 (stock: one member, unchanged)",
+        stock,
+        "ops/s",
+        "redis-benchmark -P 64 -t zadd",
+    );
+    let n_text = n.to_string();
+    let moving = redis_benchmark(
+        ctx,
+        requests / 2,
+        &[
+            "-r",
+            &n_text,
+            "ZADD",
+            "bench-moving",
+            "__rand_int__",
+            "device-__rand_int__",
+        ],
+    )?;
+    ctx.add(
+        "reset",
+        "redis-benchmark",
+        "ZADD -P 64 (moving members)",
+        moving,
+        "ops/s",
+        &format!("-r {n} ZADD key __rand_int__ device-__rand_int__"),
+    );
+    Ok(())
+}
+
+fn curve(h: &Histogram<u64>) -> Vec<(f64, f64)> {
+    [
+        0.0, 10.0, 25.0, 50.0, 75.0, 90.0, 95.0, 99.0, 99.5, 99.9, 99.99, 100.0,
+    ]
+    .iter()
+    .map(|p| (*p, h.value_at_percentile(*p) as f64 / 1_000.0))
+    .collect()
+}
+
+fn add_percentiles(
+    ctx: &mut Ctx,
+    scenario: &'static str,
+    system: &str,
+    what: &str,
+    h: &Histogram<u64>,
+    note: &str,
+) {
+    for (name, q) in [("p50", 0.5), ("p90", 0.9), ("p99", 0.99), ("p99.9", 0.999)] {
+        ctx.add(
+            scenario,
+            system,
+            &format!("{what} {name}"),
+            h.value_at_quantile(q) as f64 / 1_000.0,
+            "ms",
+            note,
+        );
+    }
+    ctx.add(
+        scenario,
+        system,
+        &format!("{what} max"),
+        h.max() as f64 / 1_000.0,
+        "ms",
+        note,
+    );
+}
+
+async fn latency(ctx: &mut Ctx) -> Result<(), String> {
+    let (rate, secs) = (ctx.sizes.rate, ctx.sizes.latency_seconds);
+    let jobs = (rate * secs) as usize;
+    for engine in ENGINES {
+        let store = open(ctx, engine).await?;
+        let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
+        let center = TimeoutCenter::builder(store.clone())
+            .handler(Noop {
+                hist: hist.clone(),
+                done: done.clone(),
+            })
+            .start()
+            .await
+            .map_err(|e| e.to_string())?;
+        let t = topic("latency", engine);
+        // Everything is scheduled before the first job comes due.
+        let start = now_ms() + 2_000 + (jobs as i64 / 100);
+        let resets: Vec<Reset> = (0..jobs)
+            .map(|i| Reset::new(format!("j{i}"), start + (i as u64 * 1_000 / rate) as i64))
+            .collect();
+        for chunk in resets.chunks(1_000) {
+            center
+                .reset_many(&t, chunk, Some(&CreateSpec::default()))
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let bar = ctx.bar(jobs as u64, &format!("latency, {engine}"));
+        let deadline = Instant::now() + Duration::from_secs(secs + 60);
+        while (done.load(Ordering::Relaxed) as usize) < jobs
+            && Instant::now() < deadline
+            && !ctx.stopped()
+        {
+            bar.set_position(done.load(Ordering::Relaxed));
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        bar.finish_and_clear();
+        center.shutdown(Duration::from_secs(1)).await;
+        let h = hist.lock().expect("histogram lock").clone();
+        let note = format!("{} jobs at {rate}/s, no-op handler", h.len());
+        add_percentiles(ctx, "latency", engine, "firing lateness", &h, &note);
+        ctx.lateness.push(Lateness {
+            system: engine.to_string(),
+            rate,
+            jobs: h.len(),
+            curve: curve(&h),
+        });
+        if ctx.stopped() {
+            return Ok(());
+        }
+        webhook_latency(ctx, engine).await?;
+    }
+    Ok(())
+}
+
+/// End to end: `webhook` jobs call a local receiver, which records arrival minus fire time.
+async fn webhook_latency(ctx: &mut Ctx, engine: &str) -> Result<(), String> {
+    use actix_web::{App, HttpResponse, HttpServer, web};
+    let (rate, secs) = (ctx.sizes.webhook_rate, ctx.sizes.webhook_seconds);
+    let jobs = (rate * secs) as usize;
+    let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
+    let (h, d) = (hist.clone(), done.clone());
+    let server = HttpServer::new(move || {
+        let (h, d) = (h.clone(), d.clone());
+        App::new().route(
+            "/hook",
+            web::post().to(move |body: web::Json<Value>| {
+                let (h, d) = (h.clone(), d.clone());
+                async move {
+                    let fire_at = body["fire_at"].as_i64().unwrap_or(0);
+                    let _ = h
+                        .lock()
+                        .expect("histogram lock")
+                        .record((now_us() - fire_at * 1_000).max(1) as u64);
+                    d.fetch_add(1, Ordering::Relaxed);
+                    HttpResponse::Ok().finish()
+                }
+            }),
+        )
+    })
+    .workers(2)
+    .bind(("127.0.0.1", 0))
+    .map_err(|e| e.to_string())?;
+    let url = format!("http://{}/hook", server.addrs()[0]);
+    let server = server.run();
+    let handle = server.handle();
+    actix_rt::spawn(server);
+    let store = open(ctx, engine).await?;
+    let center = TimeoutCenter::builder(store)
+        .start()
+        .await
+        .map_err(|e| e.to_string())?;
+    let t = topic("webhook", engine);
+    let start = now_ms() + 2_000;
+    for i in 0..jobs {
+        let at = start + (i as u64 * 1_000 / rate) as i64;
+        let job = NewJob::new(format!("w{i}"), at)
+            .job_type("webhook")
+            .payload(json!({"url": url, "body": {"fire_at": at}}));
+        center
+            .schedule(&t, job, ScheduleMode::Upsert)
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    let deadline = Instant::now() + Duration::from_secs(secs + 30);
+    while (done.load(Ordering::Relaxed) as usize) < jobs
+        && Instant::now() < deadline
+        && !ctx.stopped()
+    {
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    center.shutdown(Duration::from_secs(1)).await;
+    handle.stop(true).await;
+    let h = hist.lock().expect("histogram lock").clone();
+    let note = format!("{} webhook calls at {rate}/s to a local receiver", h.len());
+    add_percentiles(
+        ctx,
+        "latency",
+        engine,
+        "webhook end-to-end lateness",
+        &h,
+        &note,
+    );
+    Ok(())
+}
+
+async fn burst(ctx: &mut Ctx) -> Result<(), String> {
+    let n = ctx.sizes.burst_jobs;
+    for engine in ENGINES {
+        let store = open(ctx, engine).await?;
+        let t = topic("burst", engine);
+        // All due now, scheduled before any runtime serves the topic.
+        let due = now_ms();
+        let resets: Vec<Reset> = (0..n).map(|i| Reset::new(format!("b{i}"), due)).collect();
+        let bar = ctx.bar(n as u64, &format!("burst, {engine}: scheduling"));
+        for chunk in resets.chunks(1_000) {
+            store
+                .reset_many(&t, chunk, Some(&CreateSpec::default()), due)
+                .await
+                .map_err(|e| e.to_string())?;
+            bar.inc(chunk.len() as u64);
+        }
+        bar.finish_and_clear();
+        let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
+        let started = Instant::now();
+        let center = TimeoutCenter::builder(store)
+            .handler(Noop {
+                hist,
+                done: done.clone(),
+            })
+            .start()
+            .await
+            .map_err(|e| e.to_string())?;
+        center.topic(&t).await.map_err(|e| e.to_string())?;
+        let bar = ctx.bar(n as u64, &format!("burst, {engine}: draining"));
+        while (done.load(Ordering::Relaxed) as usize) < n && !ctx.stopped() {
+            bar.set_position(done.load(Ordering::Relaxed));
+            tokio::time::sleep(Duration::from_millis(20)).await;
+        }
+        bar.finish_and_clear();
+        let secs = started.elapsed().as_secs_f64();
+        let handled = done.load(Ordering::Relaxed);
+        center.shutdown(Duration::from_secs(1)).await;
+        ctx.add(
+            "burst",
+            engine,
+            "burst drained in",
+            secs,
+            "s",
+            &format!("{handled} of {n} jobs due at one instant"),
+        );
+        ctx.add(
+            "burst",
+            engine,
+            "burst drain rate",
+            handled as f64 / secs,
+            "jobs/s",
+            "no-op handler",
+        );
+        if ctx.stopped() {
+            break;
+        }
+    }
+    Ok(())
+}
+
+async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> Result<i64, String> {
+    let info: String = redis::cmd("INFO")
+        .arg("memory")
+        .query_async(c)
+        .await
+        .map_err(|e| e.to_string())?;
+    info.lines()
+        .find_map(|l| l.strip_prefix("used_memory:"))
+        .and_then(|v| v.trim().parse().ok())
+        .ok_or_else(|| "no used_memory in INFO".to_string())
+}
+
+async fn memory(ctx: &mut Ctx) -> Result<(), String> {
+    let n = ctx.sizes.memory_jobs;
+    let client = redis::Client::open(ctx.redis_url.as_str()).map_err(|e| e.to_string())?;
+    let mut c = client
+        .get_multiplexed_async_connection()
+        .await
+        .map_err(|e| e.to_string())?;
+    let store = open(ctx, "redis").await?;
+    let ids: Vec<String> = (0..n).map(|i| format!("device-{i:08}")).collect();
+    let at = now_ms() + 3_600_000;
+    let mut measure = async |payload: Option<Value>| -> Result<f64, String> {
+        let t = topic("memory", "redis");
+        let before = used_memory(&mut c).await?;
+        let create = CreateSpec {
+            payload: payload.unwrap_or(Value::Null),
+            ..CreateSpec::default()
+        };
+        for chunk in ids.chunks(1_000) {
+            let resets: Vec<Reset> = chunk.iter().map(|id| Reset::new(id.clone(), at)).collect();
+            store
+                .reset_many(&t, &resets, Some(&create), at)
+                .await
+                .map_err(|e| e.to_string())?;
+        }
+        let per_job = (used_memory(&mut c).await? - before) as f64 / n as f64;
+        let _: () = redis::cmd("EVAL")
+            .arg("for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end")
+            .arg(0)
+            .arg(format!("toc:{{{t}:*"))
+            .query_async(&mut c)
+            .await
+            .map_err(|e| e.to_string())?;
+        Ok(per_job)
+    };
+    let empty = measure(None).await?;
+    let padded = measure(Some(json!("x".repeat(198)))).await?;
+    let before = used_memory(&mut c).await?;
+    for chunk in ids.chunks(1_000) {
+        let mut cmd = redis::cmd("ZADD");
+        cmd.arg("bench-bare");
+        for id in chunk {
+            cmd.arg(at).arg(id);
+        }
+        let _: i64 = cmd.query_async(&mut c).await.map_err(|e| e.to_string())?;
+    }
+    let bare = (used_memory(&mut c).await? - before) as f64 / n as f64;
+    let _: i64 = redis::cmd("DEL")
+        .arg("bench-bare")
+        .query_async(&mut c)
+        .await
+        .map_err(|e| e.to_string())?;
+    let note = format!("{n} jobs, 16 slots, INFO used_memory before and after");
+    ctx.add(
+        "memory",
+        "redis",
+        "bytes per job, empty payload",
+        empty,
+        "B",
+        &note,
+    );
+    ctx.add(
+        "memory",
+        "redis",
+        "bytes per job, 200-byte payload",
+        padded,
+        "B",
+        &note,
+    );
+    ctx.add(
+        "memory",
+        "bare sorted set",
+        "bytes per member",
+        bare,
+        "B",
+        &format!("ZADD of the same {n} ids into one key"),
+    );
+    ctx.add(
+        "memory",
+        "redis",
+        "empty-payload job / bare sorted set",
+        empty / bare,
+        "x",
+        "target at most 1.5",
+    );
+    Ok(())
+}
