@@ -256,7 +256,7 @@ pub fn run(args: BenchArgs) -> std::process::ExitCode {
         eprintln!("toc bench: {e}");
     }
     report::print_summary(&ctx);
-    if args.scenario == Scenario::All || args.out != PathBuf::from(".") {
+    if args.scenario == Scenario::All || args.out.as_path() != std::path::Path::new(".") {
         match report::write(&ctx, &args) {
             Ok(paths) => println!("wrote {paths}"),
             Err(e) => {

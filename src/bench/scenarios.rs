@@ -73,8 +73,10 @@ fn topic(what: &str, engine: &str) -> String {
 }
 
 fn options() -> StoreOptions {
-    let mut defaults = TopicConfig::default();
-    defaults.default_type = NOOP.to_string();
+    let defaults = TopicConfig {
+        default_type: NOOP.to_string(),
+        ..TopicConfig::default()
+    };
     StoreOptions {
         auto_create_topics: true,
         topic_defaults: defaults,
@@ -157,6 +159,10 @@ where
     n as f64 / started.elapsed().as_secs_f64()
 }
 
+/// One scenario, as `run` calls it.
+type Step =
+    fn(&mut Ctx) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + '_>>;
+
 pub async fn run(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result<(), String> {
     if let Ok(client) = redis::Client::open(ctx.redis_url.as_str())
         && let Ok(mut c) = client.get_multiplexed_async_connection().await
@@ -174,13 +180,7 @@ pub async fn run(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result<(), S
             .to_string();
     }
     let all = scenario == Scenario::All;
-    let steps: [(
-        Scenario,
-        fn(
-            &mut Ctx,
-        )
-            -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + '_>>,
-    ); 5] = [
+    let steps: [(Scenario, Step); 5] = [
         (Scenario::Schedule, |c| Box::pin(schedule(c))),
         (Scenario::Reset, |c| Box::pin(reset(c))),
         (Scenario::Latency, |c| Box::pin(latency(c))),
