@@ -89,7 +89,12 @@ impl TimeoutCenterBuilder {
                 )
             })
             .collect();
+        let events = crate::actors::event_writer::EventWriter::start(
+            self.store.clone(),
+            self.settings.events_max_len,
+        );
         let rt = Arc::new(Runtime {
+            events,
             store: self.store.clone(),
             types,
             clock: self.clock,
@@ -389,6 +394,8 @@ impl TimeoutCenter {
     /// Stops pumping, lets running handlers finish within `grace`, and gives back the leases
     /// of those that did not (their jobs are due again at once). Returns how many it gave back.
     pub async fn shutdown(&self, grace: Duration) -> usize {
-        self.supervisor.send(Shutdown { grace }).await.unwrap_or(0)
+        let released = self.supervisor.send(Shutdown { grace }).await.unwrap_or(0);
+        self.rt.events.flush().await;
+        released
     }
 }

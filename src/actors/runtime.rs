@@ -25,4 +25,5 @@ pub struct Runtime {
     pub clock: SharedClock,
     pub settings: RuntimeSettings,
     pub metrics: Arc<Metrics>,
+    pub events: super::event_writer::EventWriter,
 }

@@ -39,6 +39,10 @@ pub struct SlotActor {
     draining: bool,
     /// The pending wake-up and its instant.
     timer: Option<(SpawnHandle, Millis)>,
+    /// This topic's metric handles, looked up once rather than per job.
+    fired: prometheus::IntCounter,
+    lateness: prometheus::Histogram,
+    pump_batch: prometheus::Histogram,
 }
 
 impl SlotActor {
@@ -48,7 +52,17 @@ impl SlotActor {
         rt: Arc<Runtime>,
         status: Arc<Mutex<SlotHealth>>,
     ) -> Self {
+        let m = &rt.metrics;
+        let name = [topic.name.as_str()];
+        let (fired, lateness, pump_batch) = (
+            m.fired.with_label_values(&name),
+            m.lateness.with_label_values(&name),
+            m.pump_batch.with_label_values(&name),
+        );
         SlotActor {
+            fired,
+            lateness,
+            pump_batch,
             topic,
             slot,
             rt,
@@ -124,11 +138,7 @@ impl SlotActor {
                         s.last_pump = Some(now);
                         s.last_error = None;
                     });
-                    act.rt
-                        .metrics
-                        .pump_batch
-                        .with_label_values(&[act.topic.name.as_str()])
-                        .observe(n as f64);
+                    act.pump_batch.observe(n as f64);
                     for lease in pumped.jobs {
                         act.dispatch(lease, ctx);
                     }
@@ -158,11 +168,9 @@ impl SlotActor {
 
     fn dispatch(&mut self, lease: Leased, ctx: &mut Context<Self>) {
         let fired_at = self.rt.clock.now();
-        let topic = self.topic.name.as_str();
-        let m = &self.rt.metrics;
-        m.fired.with_label_values(&[topic]).inc();
+        self.fired.inc();
         let lateness = (fired_at - lease.job.fire_at).max(0) as f64 / 1_000.0;
-        m.lateness.with_label_values(&[topic]).observe(lateness);
+        self.lateness.observe(lateness);
         self.running.insert(lease.job.id.clone(), lease.clone());
         self.track();
 
@@ -216,6 +224,7 @@ async fn run_with_lease(
     tokio::pin!(send);
     let every = Duration::from_millis((topic.visibility_timeout_ms / 3).max(1));
     let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
+    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
     loop {
         tokio::select! {
             report = &mut send => {
@@ -335,10 +344,8 @@ async fn settle(
         .map(|(event, data)| base(&event, data))
         .collect();
     events.push(base(event, data));
-    rt.store
-        .append_events(name, &events, rt.settings.events_max_len)
-        .await
-        .map_err(|e| e.to_string())
+    rt.events.send(name, events);
+    Ok(())
 }
 
 impl Actor for SlotActor {
