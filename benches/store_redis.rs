@@ -9,7 +9,6 @@
 //! Settings: `TOC_BENCH_JOBS` (default 100000), `TOC_BENCH_SECONDS` (default 5),
 //! `TOC_BENCH_SLOTS` (the topic's slots, default 16).
 
-use std::process::Command;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -29,20 +28,8 @@ fn env_or(name: &str, default: u64) -> u64 {
 
 /// `redis-benchmark -P 64` with `args` against the server: requests per second.
 fn redis_benchmark(port: u16, requests: u64, args: &[&str]) -> f64 {
-    let out = Command::new("redis-benchmark")
-        .args(["-h", "127.0.0.1", "-p", &port.to_string()])
-        .args(["-P", "64", "-q", "-n", &requests.to_string()])
-        .args(args)
-        .output()
-        .expect("redis-benchmark runs (it comes with redis-server)");
-    let text = String::from_utf8_lossy(&out.stdout);
-    // "ZADD: 1234567.00 requests per second, p50=..."
-    text.rsplit('\r')
-        .next()
-        .unwrap_or(&text)
-        .split_whitespace()
-        .find_map(|w| w.parse::<f64>().ok())
-        .unwrap_or_else(|| panic!("cannot read redis-benchmark's output: {text}"))
+    timeout_center::bench::redis_benchmark_at("127.0.0.1", port, requests, args)
+        .unwrap_or_else(|e| panic!("{e}"))
 }
 
 fn used_memory(conn: &mut redis::Connection) -> i64 {

@@ -13,18 +13,6 @@ use timeout_center::time::now_ms;
 use common::RedisServer;
 use common::service::Service;
 
-fn dump(redis: &RedisServer) -> Vec<(String, Vec<u8>)> {
-    let mut conn = redis.conn();
-    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
-    keys.sort();
-    keys.into_iter()
-        .map(|k| {
-            let v: Vec<u8> = redis::cmd("DUMP").arg(&k).query(&mut conn).unwrap();
-            (k, v)
-        })
-        .collect()
-}
-
 async fn eventually<F, Fut>(secs: u64, what: &str, mut f: F)
 where
     F: FnMut() -> Fut,
@@ -316,7 +304,7 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
         Some(json!({"delay_ms": 60_000})),
     )
     .await;
-    let before = dump(&redis);
+    let before = common::redis_dump(&redis);
     let put = |body: Value| s.send(Method::PUT, "/v1/topics/t/jobs/x", Some(body));
     let check = |(st, body): (u16, Value), want: u16, field: &str| {
         assert_eq!(st, want, "{body}");
@@ -457,7 +445,11 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
         400,
         "resets[1]",
     );
-    assert_eq!(dump(&redis), before, "a failed request changed the store");
+    assert_eq!(
+        common::redis_dump(&redis),
+        before,
+        "a failed request changed the store"
+    );
 }
 
 #[actix_rt::test]

@@ -189,10 +189,20 @@ pub fn redis_benchmark(ctx: &Ctx, requests: u64, args: &[&str]) -> Result<f64, S
             ));
         }
     };
+    redis_benchmark_at(&host, port, requests, args)
+}
+
+/// `redis-benchmark -P 64` with `args` against `host:port`: requests per second.
+pub fn redis_benchmark_at(
+    host: &str,
+    port: u16,
+    requests: u64,
+    args: &[&str],
+) -> Result<f64, String> {
     let out = std::process::Command::new("redis-benchmark")
         .args([
             "-h",
-            &host,
+            host,
             "-p",
             &port.to_string(),
             "-P",

@@ -94,6 +94,8 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
     ];
     g.drain(..)
         .map(|(name, v, target, bound, at_least)| {
+            // A figure that is not positive was not measured properly.
+            let v = v.filter(|v| v.is_finite() && *v > 0.0);
             let met = v.map(|v| if at_least { v >= bound } else { v <= bound });
             (name.to_string(), v, target.to_string(), met)
         })

@@ -663,6 +663,28 @@ async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> Result<i64, S
         .ok_or_else(|| "no used_memory in INFO".to_string())
 }
 
+/// Waits until Redis has freed what UNLINK handed to its background thread, so the next
+/// before-and-after measurement is not disturbed.
+async fn settle_lazyfree(c: &mut redis::aio::MultiplexedConnection) -> Result<(), String> {
+    for _ in 0..600 {
+        let info: String = redis::cmd("INFO")
+            .arg("memory")
+            .query_async(c)
+            .await
+            .map_err(|e| e.to_string())?;
+        let pending = info
+            .lines()
+            .find_map(|l| l.strip_prefix("lazyfree_pending_objects:"))
+            .and_then(|v| v.trim().parse::<u64>().ok())
+            .unwrap_or(0);
+        if pending == 0 {
+            return Ok(());
+        }
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    Err("Redis did not finish freeing memory within 30 s".into())
+}
+
 async fn memory(ctx: &mut Ctx) -> Result<(), String> {
     let n = ctx.sizes.memory_jobs;
     let client = redis::Client::open(ctx.redis_url.as_str()).map_err(|e| e.to_string())?;
@@ -689,12 +711,13 @@ async fn memory(ctx: &mut Ctx) -> Result<(), String> {
         }
         let per_job = (used_memory(&mut c).await? - before) as f64 / n as f64;
         let _: () = redis::cmd("EVAL")
-            .arg("for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('DEL', k) end")
+            .arg("for _, k in ipairs(redis.call('KEYS', ARGV[1])) do redis.call('UNLINK', k) end")
             .arg(0)
             .arg(format!("toc:{{{t}:*"))
             .query_async(&mut c)
             .await
             .map_err(|e| e.to_string())?;
+        settle_lazyfree(&mut c).await?;
         Ok(per_job)
     };
     let empty = measure(None).await?;

@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::job::{Job, JobState};
+use crate::job::{DeadCursor, DeadPage, Job, JobState};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -134,6 +134,26 @@ impl Record {
             fires: self.n.unwrap_or(0),
         })
     }
+}
+
+/// The page of dead letters after a cursor: each slot's oldest `limit` entries merged, and the
+/// oldest `limit` of them all kept (both engines page this way).
+pub fn dead_page(
+    topic: &TopicConfig,
+    mut entries: Vec<(DeadCursor, Record)>,
+    limit: usize,
+) -> Result<DeadPage> {
+    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    let more = entries.len() > limit;
+    entries.truncate(limit);
+    let next = more
+        .then(|| entries.last().map(|(c, _)| c.encode()))
+        .flatten();
+    let items = entries
+        .into_iter()
+        .map(|(c, rec)| rec.into_job(topic, c.id, JobState::Dead, c.dead_at))
+        .collect::<Result<_>>()?;
+    Ok(DeadPage { items, next })
 }
 
 #[cfg(test)]

@@ -484,27 +484,17 @@ where
                 Ok::<_, Error>(reply)
             }
         });
-        let mut entries: Vec<(DeadCursor, String)> = Vec::new();
+        let mut entries: Vec<(DeadCursor, Record)> = Vec::new();
         for reply in futures_util::future::join_all(calls).await {
             for e in reply?.chunks_exact(3) {
                 let cursor = DeadCursor {
                     dead_at: int(&e[1])?,
                     id: text(&e[0])?,
                 };
-                entries.push((cursor, text(&e[2])?));
+                entries.push((cursor, Record::parse(&text(&e[2])?)?));
             }
         }
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let more = entries.len() > limit;
-        entries.truncate(limit);
-        let next = more
-            .then(|| entries.last().map(|(c, _)| c.encode()))
-            .flatten();
-        let items = entries
-            .into_iter()
-            .map(|(c, raw)| Record::parse(&raw)?.into_job(&t, c.id, JobState::Dead, c.dead_at))
-            .collect::<Result<_>>()?;
-        Ok(DeadPage { items, next })
+        super::record::dead_page(&t, entries, limit)
     }
 
     async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {

@@ -18,6 +18,19 @@ use std::sync::Arc;
 use timeout_center::store::{MemoryStore, RedisStore};
 use timeout_center::{SharedStore, StoreOptions};
 
+/// Every key and value in `server`, for checking that a rejected call changed nothing.
+pub fn redis_dump(server: &RedisServer) -> Vec<(String, Vec<u8>)> {
+    let mut conn = server.conn();
+    let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
+    keys.sort();
+    keys.into_iter()
+        .map(|k| {
+            let v: Vec<u8> = redis::cmd("DUMP").arg(&k).query(&mut conn).unwrap();
+            (k, v)
+        })
+        .collect()
+}
+
 /// A store engine under test, with whatever keeps it alive (the Redis server).
 pub struct Engine {
     pub store: SharedStore,
@@ -69,17 +82,6 @@ impl Engine {
 
     /// Every key and value in Redis, for checking that a rejected call changed nothing.
     pub fn redis_dump(&self) -> Vec<(String, Vec<u8>)> {
-        let Some(server) = &self.redis else {
-            return Vec::new();
-        };
-        let mut conn = server.conn();
-        let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
-        keys.sort();
-        keys.into_iter()
-            .map(|k| {
-                let v: Vec<u8> = redis::cmd("DUMP").arg(&k).query(&mut conn).unwrap();
-                (k, v)
-            })
-            .collect()
+        self.redis.as_ref().map(redis_dump).unwrap_or_default()
     }
 }

@@ -619,17 +619,7 @@ impl Store for MemoryStore {
                 )
             }));
         }
-        entries.sort_by(|a, b| a.0.cmp(&b.0));
-        let more = entries.len() > limit;
-        entries.truncate(limit);
-        let next = more
-            .then(|| entries.last().map(|(c, _)| c.encode()))
-            .flatten();
-        let items = entries
-            .into_iter()
-            .map(|(c, rec)| rec.into_job(&config, c.id, JobState::Dead, c.dead_at))
-            .collect::<Result<_>>()?;
-        Ok(DeadPage { items, next })
+        super::record::dead_page(&config, entries, limit)
     }
 
     async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {
