@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::job::{CreateSpec, NewJob};
+use crate::job::{CreateSpec, NewJob, Reset};
 use crate::time::Millis;
 use crate::topic::{TopicConfig, is_name_char};
 
@@ -111,4 +111,22 @@ pub fn create_spec(topic: &TopicConfig, spec: &CreateSpec) -> Result<()> {
     }
     max_attempts(spec.max_attempts)?;
     payload(topic, &spec.payload)
+}
+
+/// Every check of a batch of resets and its create part, before any slot is touched: a bad
+/// batch changes nothing.
+pub fn reset_batch(
+    topic: &TopicConfig,
+    resets: &[Reset],
+    create: Option<&CreateSpec>,
+) -> Result<()> {
+    for r in resets {
+        job_id(&r.job.id)?;
+        shard_key(r.job.shard_key.as_deref())?;
+        fire_at("fire_at", r.fire_at)?;
+    }
+    match create {
+        Some(spec) => create_spec(topic, spec),
+        None => Ok(()),
+    }
 }

@@ -75,6 +75,17 @@ impl Record {
         }
     }
 
+    /// The record a batch of resets gives the jobs it creates.
+    pub fn for_create(topic: &TopicConfig, spec: &crate::job::CreateSpec) -> Record {
+        Record::spec(
+            topic,
+            spec.job_type.as_deref(),
+            &spec.payload,
+            spec.max_attempts,
+            None,
+        )
+    }
+
     pub fn is_empty(&self) -> bool {
         *self == Record::default()
     }

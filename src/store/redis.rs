@@ -273,26 +273,8 @@ where
         now: Millis,
     ) -> Result<ResetReport> {
         let t = self.topic(topic).await?;
-        // Every argument is checked before any slot is touched: a bad batch changes nothing.
-        for r in resets {
-            validate::job_id(&r.job.id)?;
-            validate::shard_key(r.job.shard_key.as_deref())?;
-            validate::fire_at("fire_at", r.fire_at)?;
-        }
-        let create_arg = match create {
-            Some(spec) => {
-                validate::create_spec(&t, spec)?;
-                let rec = Record::spec(
-                    &t,
-                    spec.job_type.as_deref(),
-                    &spec.payload,
-                    spec.max_attempts,
-                    None,
-                );
-                Some(rec.to_arg())
-            }
-            None => None,
-        };
+        validate::reset_batch(&t, resets, create)?;
+        let create_arg = create.map(|spec| Record::for_create(&t, spec).to_arg());
         let mut by_slot: BTreeMap<u32, Vec<&Reset>> = BTreeMap::new();
         for r in resets {
             by_slot

@@ -467,24 +467,8 @@ impl Store for MemoryStore {
     ) -> Result<ResetReport> {
         let t = self.topic_slots(topic)?;
         let config = Self::config(&t);
-        for r in resets {
-            validate::job_id(&r.job.id)?;
-            validate::shard_key(r.job.shard_key.as_deref())?;
-            validate::fire_at("fire_at", r.fire_at)?;
-        }
-        let spec = match create {
-            Some(c) => {
-                validate::create_spec(&config, c)?;
-                Some(Record::spec(
-                    &config,
-                    c.job_type.as_deref(),
-                    &c.payload,
-                    c.max_attempts,
-                    None,
-                ))
-            }
-            None => None,
-        };
+        validate::reset_batch(&config, resets, create)?;
+        let spec = create.map(|c| Record::for_create(&config, c));
         let mut by_slot: Vec<Vec<(&str, Millis)>> = vec![Vec::new(); config.slots as usize];
         for r in resets {
             let slot = slot_of(r.job.route_key(), config.slots) as usize;
