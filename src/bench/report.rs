@@ -181,6 +181,27 @@ fn plot(ctx: &Ctx, path: &Path) -> Result<(), String> {
     root.present().map_err(|e| e.to_string())
 }
 
+/// The commands a run executes, for BENCHMARKS.md.
+pub fn commands(command: &str, s: &super::Sizes) -> String {
+    let bullmq_rate = s.rate.min(2_000);
+    let bullmq_burst = s.burst_jobs.min(100_000);
+    format!(
+        "## Commands\n\n\
+         - `{command}`: every timeout-center figure, through the library, the HTTP API (served in\n  \
+         process on a free port) and the embedded engine.\n\
+         - `redis-benchmark -h <redis host> -p <redis port> -P 64 -q -n {} -t zadd`\n\
+         - `redis-benchmark -h <redis host> -p <redis port> -P 64 -q -n {} -r {} ZADD bench-moving __rand_int__ device-__rand_int__`\n\
+         - `cd bench/peers/bullmq && npm install && REDIS_URL=<the same Redis> JOBS={} DEVICES={} RESET_SECONDS={} RATE={bullmq_rate} SECONDS={} BURST={bullmq_burst} node bench.js`\n",
+        s.zadd_requests,
+        s.zadd_requests / 2,
+        s.devices,
+        s.schedule_jobs,
+        s.devices,
+        s.reset_seconds,
+        s.latency_seconds,
+    )
+}
+
 /// Writes BENCHMARKS.md, benchmarks.json and lateness.svg into `args.out`.
 pub fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
     std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
@@ -274,7 +295,9 @@ pub fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
     if !ctx.lateness.is_empty() {
         let _ = writeln!(m, "\n![firing lateness by percentile](lateness.svg)");
     }
-    let _ = writeln!(m, "\n## Notes\n");
+    let shown = command.join(" ").replace(env!("CARGO_MANIFEST_DIR"), ".");
+    let _ = writeln!(m, "\n{}", commands(&shown, &ctx.sizes));
+    let _ = writeln!(m, "## Notes\n");
     let _ = writeln!(
         m,
         "- `redis-benchmark -P 64 -t zadd` adds one member with score 0 again and again: after the first call it changes nothing. The `moving members` line does a reset's work (a random one of the devices gets a new score), and is the fair limit."
