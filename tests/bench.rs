@@ -65,6 +65,7 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "## Headline ratios",
         "## reset",
         "## burst",
+        "## Commands",
         "lateness.svg",
     ] {
         assert!(md.contains(part), "BENCHMARKS.md lacks {part:?}");
