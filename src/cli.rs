@@ -180,6 +180,25 @@ fn shard_q(shard_key: &Option<String>) -> String {
         .unwrap_or_default()
 }
 
+/// `/v1/topics/{topic}/jobs/{id}{tail}`, with the shard key when one is given.
+fn job_path(topic: &str, id: &str, tail: &str, shard_key: &Option<String>) -> String {
+    format!(
+        "/v1/topics/{}/jobs/{}{tail}{}",
+        enc(topic),
+        enc(id),
+        shard_q(shard_key)
+    )
+}
+
+/// A paged list of a topic: `/v1/topics/{topic}/{what}?limit=&after=`.
+fn page_path(topic: &str, what: &str, limit: usize, after: &Option<String>) -> String {
+    let mut path = format!("/v1/topics/{}/{what}?limit={limit}", enc(topic));
+    if let Some(a) = after {
+        path.push_str(&format!("&after={}", enc(a)));
+    }
+    path
+}
+
 struct Client {
     http: reqwest::Client,
     base: String,
@@ -278,7 +297,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
                 body["shard_key"] = json!(k);
             }
             let mode = if create_only { "?mode=create_only" } else { "" };
-            let path = format!("/v1/topics/{}/jobs/{}{mode}", enc(&topic), enc(&id));
+            let path = job_path(&topic, &id, mode, &None);
             (
                 client.call(Method::PUT, &path, Some(body)).await?,
                 View::Record,
@@ -289,12 +308,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             id,
             shard_key,
         }) => {
-            let path = format!(
-                "/v1/topics/{}/jobs/{}{}",
-                enc(&topic),
-                enc(&id),
-                shard_q(&shard_key)
-            );
+            let path = job_path(&topic, &id, "", &shard_key);
             (client.call(Method::GET, &path, None).await?, View::Record)
         }
         Command::Job(JobCmd::Cancel {
@@ -302,12 +316,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             id,
             shard_key,
         }) => {
-            let path = format!(
-                "/v1/topics/{}/jobs/{}{}",
-                enc(&topic),
-                enc(&id),
-                shard_q(&shard_key)
-            );
+            let path = job_path(&topic, &id, "", &shard_key);
             client.call(Method::DELETE, &path, None).await?;
             (json!({"cancelled": id}), View::Record)
         }
@@ -317,12 +326,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             when,
             shard_key,
         }) => {
-            let path = format!(
-                "/v1/topics/{}/jobs/{}/reset{}",
-                enc(&topic),
-                enc(&id),
-                shard_q(&shard_key)
-            );
+            let path = job_path(&topic, &id, "/reset", &shard_key);
             (
                 client
                     .call(Method::POST, &path, Some(when_body(&when)?))
@@ -335,10 +339,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             limit,
             after,
         }) => {
-            let mut path = format!("/v1/topics/{}/dead?limit={limit}", enc(&topic));
-            if let Some(a) = after {
-                path.push_str(&format!("&after={}", enc(&a)));
-            }
+            let path = page_path(&topic, "dead", limit, &after);
             let cols = &["id", "type", "attempts", "dead_at", "last_error"];
             (
                 client.call(Method::GET, &path, None).await?,
@@ -377,10 +378,7 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
             after,
             limit,
         } => {
-            let mut path = format!("/v1/topics/{}/events?limit={limit}", enc(&topic));
-            if let Some(a) = after {
-                path.push_str(&format!("&after={}", enc(&a)));
-            }
+            let path = page_path(&topic, "events", limit, &after);
             let cols = &[
                 "id", "event", "job_id", "type", "fire_at", "fired_at", "data",
             ];

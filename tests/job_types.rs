@@ -1,6 +1,7 @@
 //! The built-in job types, end to end on a real Redis: `webhook` against a local HTTP
 //! receiver, the `device_offline` cycle, and the `meeting_state` plan.
 
+#[macro_use]
 mod common;
 
 use std::sync::Arc;
@@ -303,29 +304,8 @@ async fn meeting_state_plans_start_end_reminders_and_approval(e: Engine) {
     assert!(matches!(err, Error::Invalid { field: "end", .. }), "{err}");
 }
 
-/// Every test above that takes an engine, once per engine.
-macro_rules! engines {
-    ($($name:ident),* $(,)?) => {
-        mod redis_engine {
-            $(
-                #[actix_rt::test]
-                async fn $name() {
-                    super::$name(crate::common::Engine::redis().await).await
-                }
-            )*
-        }
-        mod memory_engine {
-            $(
-                #[actix_rt::test]
-                async fn $name() {
-                    super::$name(crate::common::Engine::memory().await).await
-                }
-            )*
-        }
-    };
-}
-
-engines!(
+// Every test above that takes an engine, once per engine (see tests/common).
+actix_engines!(
     webhook_done_on_2xx_retried_on_5xx_dead_on_404,
     device_offline_alarms_repeat_and_recovery_is_reported,
     meeting_state_plans_start_end_reminders_and_approval,

@@ -2,6 +2,7 @@
 //! jobs, retries, repeats, dead letters, resets during runs, panics, restarts, shutdown,
 //! and two runtimes sharing one store.
 
+#[macro_use]
 mod common;
 
 use std::collections::HashMap;
@@ -412,29 +413,8 @@ async fn a_long_run_keeps_its_lease_and_is_not_taken_over(e: Engine) {
     );
 }
 
-/// Every test above that takes an engine, once per engine.
-macro_rules! engines {
-    ($($name:ident),* $(,)?) => {
-        mod redis_engine {
-            $(
-                #[actix_rt::test]
-                async fn $name() {
-                    super::$name(crate::common::Engine::redis().await).await
-                }
-            )*
-        }
-        mod memory_engine {
-            $(
-                #[actix_rt::test]
-                async fn $name() {
-                    super::$name(crate::common::Engine::memory().await).await
-                }
-            )*
-        }
-    };
-}
-
-engines!(
+// Every test above that takes an engine, once per engine (see tests/common).
+actix_engines!(
     a_job_fires_on_time_and_never_before_its_fire_at,
     an_earlier_job_wakes_its_slot_without_waiting_for_the_poll,
     a_failed_run_retries_with_backoff_then_succeeds,

@@ -1,5 +1,5 @@
 //! Shared test support: a real Redis per test, and helpers over the store.
-#![allow(dead_code, unused_imports)]
+#![allow(dead_code, unused_imports, unused_macros)]
 
 pub mod redis_cluster;
 pub mod runtime;
@@ -84,4 +84,27 @@ impl Engine {
     pub fn redis_dump(&self) -> Vec<(String, Vec<u8>)> {
         self.redis.as_ref().map(redis_dump).unwrap_or_default()
     }
+}
+
+/// Instantiates `async fn NAME(e: Engine)` actix tests once per engine:
+/// `redis_engine::NAME` and `memory_engine::NAME`.
+macro_rules! actix_engines {
+    ($($name:ident),* $(,)?) => {
+        mod redis_engine {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    super::$name(crate::common::Engine::redis().await).await
+                }
+            )*
+        }
+        mod memory_engine {
+            $(
+                #[actix_rt::test]
+                async fn $name() {
+                    super::$name(crate::common::Engine::memory().await).await
+                }
+            )*
+        }
+    };
 }
