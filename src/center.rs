@@ -89,12 +89,7 @@ impl TimeoutCenterBuilder {
                 )
             })
             .collect();
-        let events = crate::actors::event_writer::EventWriter::start(
-            self.store.clone(),
-            self.settings.events_max_len,
-        );
         let rt = Arc::new(Runtime {
-            events,
             store: self.store.clone(),
             types,
             clock: self.clock,
@@ -295,12 +290,7 @@ impl TimeoutCenter {
                 })
             })
             .collect();
-        if let Err(e) = self
-            .rt
-            .store
-            .append_events(topic, &events, self.rt.settings.events_max_len)
-            .await
-        {
+        if let Err(e) = self.rt.store.append_events(topic, &events).await {
             tracing::warn!(error = %e, "could not append re-arm events");
         }
     }
@@ -371,10 +361,7 @@ impl TimeoutCenter {
             attempt: 0,
             data,
         };
-        self.rt
-            .store
-            .append_events(topic, &[e], self.rt.settings.events_max_len)
-            .await
+        self.rt.store.append_events(topic, &[e]).await
     }
 
     /// Each slot actor's state.
@@ -394,8 +381,6 @@ impl TimeoutCenter {
     /// Stops pumping, lets running handlers finish within `grace`, and gives back the leases
     /// of those that did not (their jobs are due again at once). Returns how many it gave back.
     pub async fn shutdown(&self, grace: Duration) -> usize {
-        let released = self.supervisor.send(Shutdown { grace }).await.unwrap_or(0);
-        self.rt.events.flush().await;
-        released
+        self.supervisor.send(Shutdown { grace }).await.unwrap_or(0)
     }
 }

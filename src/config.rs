@@ -80,6 +80,18 @@ pub struct RuntimeSettings {
     pub pump_batch: usize,
     pub grace_ms: u64,
     pub events_max_len: usize,
+    /// Threads (actix arbiters) the slot actors are spread over; 0: one per core.
+    pub workers: usize,
+}
+
+impl RuntimeSettings {
+    /// The number of slot-actor threads to start.
+    pub fn worker_threads(&self) -> usize {
+        match self.workers {
+            0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
+            n => n,
+        }
+    }
 }
 
 #[derive(Debug, Clone, Deserialize)]
@@ -182,6 +194,7 @@ impl Settings {
         StoreOptions {
             auto_create_topics: self.topics.auto_create,
             topic_defaults: self.topics.defaults.clone(),
+            events_max_len: self.runtime.events_max_len,
         }
     }
 

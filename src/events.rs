@@ -2,8 +2,9 @@
 //! Stream, or a bounded ring in memory) for any system to consume like an MQ.
 
 use serde::{Deserialize, Serialize};
-use serde_json::Value;
+use serde_json::{Value, json};
 
+use crate::job::{Finished, RunOutcome, Settlement};
 use crate::time::Millis;
 
 /// Names of the events the runtime itself appends. Handlers add their own (for example
@@ -55,4 +56,89 @@ impl EventPage {
         let next = items.last().map(|e| e.id.clone());
         EventPage { items, next }
     }
+}
+
+impl Event {
+    /// An event of a settled run: `event` with `data`, stamped with the run's job and times.
+    pub fn of_run(s: &Settlement, event: &str, data: Value) -> Event {
+        let job = &s.run.job;
+        Event {
+            id: String::new(),
+            topic: job.topic.clone(),
+            job_id: job.id.clone(),
+            job_type: job.job_type.clone(),
+            event: event.to_string(),
+            fire_at: job.fire_at,
+            fired_at: s.fired_at,
+            attempt: job.attempts,
+            data,
+        }
+    }
+
+    /// Every event a settled run appends: the handler's, then the runtime's own for what the
+    /// store did with the outcome. A stale run appends none.
+    pub fn of_settled(s: &Settlement, finished: Finished) -> Vec<Event> {
+        if finished == Finished::Stale {
+            return Vec::new();
+        }
+        let mut events: Vec<Event> = s
+            .emitted
+            .iter()
+            .map(|(name, data)| Event::of_run(s, name, data.clone()))
+            .collect();
+        if let Some((name, data)) = outcome_event(&s.outcome, finished) {
+            events.push(Event::of_run(s, name, data));
+        }
+        events
+    }
+
+    /// The event's JSON without its `event` and `data` fields and closing brace, for
+    /// `settle.lua`, which finishes it once it knows the run's result.
+    pub fn head_json(s: &Settlement) -> String {
+        let mut head =
+            serde_json::to_value(Event::of_run(s, "", Value::Null)).expect("an event serialises");
+        let obj = head.as_object_mut().expect("an event is an object");
+        for field in ["id", "event", "data"] {
+            obj.remove(field);
+        }
+        let mut text = head.to_string();
+        text.pop();
+        text
+    }
+}
+
+/// The runtime's own event for what the store did with a run's outcome: its name and data.
+/// `lua/settle.lua` writes the same events; the conformance suite holds the two together.
+/// A released or stale run has none.
+pub fn outcome_event(outcome: &RunOutcome, finished: Finished) -> Option<(&'static str, Value)> {
+    let error = match outcome {
+        RunOutcome::Retry { error, .. } | RunOutcome::Bury { error } => error.as_str(),
+        _ => "",
+    };
+    let at = match outcome {
+        RunOutcome::Retry { at, .. } | RunOutcome::Repeat { at } => *at,
+        _ => 0,
+    };
+    Some(match finished {
+        Finished::Done => (kind::DONE, Value::Null),
+        Finished::Retrying => (kind::RETRY, json!({"error": error, "retry_at": at})),
+        Finished::Repeating => (kind::REPEAT, json!({"repeat_at": at})),
+        Finished::Dead => (kind::DEAD, json!({"error": error})),
+        Finished::Rescheduled => {
+            // A reset arrived during the run and wins: the job fires again at the reset time.
+            let name = match outcome {
+                RunOutcome::Ack => kind::DONE,
+                RunOutcome::Retry { .. } => kind::RETRY,
+                RunOutcome::Repeat { .. } => kind::REPEAT,
+                RunOutcome::Bury { .. } => kind::DEAD,
+                RunOutcome::Release => return None,
+            };
+            let mut data = json!({"rescheduled": true});
+            if !error.is_empty() {
+                data["error"] = json!(error);
+            }
+            (name, data)
+        }
+        Finished::Released | Finished::Stale => return None,
+    })
 }

@@ -278,6 +278,33 @@ pub enum RunOutcome {
     Release,
 }
 
+/// A run's outcome with the events its handler emitted, for [`Store::settle`]: the store
+/// applies the outcome and appends the events (the handler's, then the runtime's own for the
+/// result) in one atomic step, so no job is acknowledged whose events were not stored.
+///
+/// [`Store::settle`]: crate::store::Store::settle
+#[derive(Debug, Clone, PartialEq)]
+pub struct Settlement {
+    pub run: Leased,
+    pub outcome: RunOutcome,
+    /// When the run was handed to its handler: the events' `fired_at`.
+    pub fired_at: Millis,
+    /// Events the handler emitted, as (name, data), in order.
+    pub emitted: Vec<(String, Value)>,
+}
+
+impl Settlement {
+    /// An outcome that carries no events of the handler's.
+    pub fn new(run: Leased, outcome: RunOutcome, fired_at: Millis) -> Self {
+        Settlement {
+            run,
+            outcome,
+            fired_at,
+            emitted: Vec::new(),
+        }
+    }
+}
+
 /// What the store did with a run's outcome.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]

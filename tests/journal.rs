@@ -82,6 +82,37 @@ async fn the_journal_replays_every_accepted_change() {
     assert!(s.durability().contains("journal"));
 }
 
+/// A run's outcome and its events are one journal record: a restart (and a compaction) keeps
+/// the event stream as well as the jobs.
+#[tokio::test]
+async fn the_journal_keeps_settled_events_with_their_outcomes() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toc.journal");
+    let before = {
+        let s = open(&path).unwrap();
+        fill(&s, 3).await;
+        let mut batch = Vec::new();
+        for slot in 0..16 {
+            for run in s.pump("t", slot, T0 + 5_000, 10).await.unwrap().jobs {
+                let mut st = Settlement::new(run, RunOutcome::Ack, T0 + 5_000);
+                st.emitted = vec![("job.fired".into(), json!({"slot": slot}))];
+                let done = s.settle("t", slot, &[st], T0 + 5_001).await.unwrap();
+                batch.extend(done);
+            }
+        }
+        assert_eq!(batch, vec![Finished::Done; 3]);
+        s.read_events("t", None, 100).await.unwrap().items
+    };
+    assert_eq!(before.len(), 6, "a job.fired and a job.done per job");
+    let s = open(&path).unwrap();
+    assert!(ids(&s).await.is_empty());
+    assert_eq!(s.read_events("t", None, 100).await.unwrap().items, before);
+    s.compact().unwrap();
+    drop(s);
+    let s = open(&path).unwrap();
+    assert_eq!(s.read_events("t", None, 100).await.unwrap().items, before);
+}
+
 #[tokio::test]
 async fn a_torn_last_record_is_dropped_and_the_rest_loads() {
     let dir = tempfile::tempdir().unwrap();

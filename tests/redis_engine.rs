@@ -39,6 +39,49 @@ async fn scripts_are_reloaded_after_a_script_flush() {
     assert_eq!(stats.scheduled, 2);
 }
 
+/// The outcome and its events are one step: when the event append fails, the job is not
+/// acknowledged; it stays running and comes back when its lease runs out.
+#[tokio::test]
+async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    s.put_topic(TopicConfig {
+        slots: 1,
+        visibility_timeout_ms: 1_000,
+        ..TopicConfig::named("t")
+    })
+    .await
+    .unwrap();
+    s.schedule(
+        "t",
+        NewJob::new("a", T0).job_type("emit"),
+        ScheduleMode::Upsert,
+        T0,
+    )
+    .await
+    .unwrap();
+    let run = s.pump("t", 0, T0, 10).await.unwrap().jobs.remove(0);
+    // The slot's stream key holds a string: every XADD to it fails with WRONGTYPE.
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    let events = SlotKeys::new("t", 0).events;
+    let _: () = redis::cmd("SET")
+        .arg(&events)
+        .arg("x")
+        .query(&mut conn)
+        .unwrap();
+    let mut settlement = Settlement::new(run, RunOutcome::Ack, T0);
+    settlement.emitted = vec![("job.fired".into(), json!({"n": 1}))];
+    let err = s.settle("t", 0, &[settlement], T0 + 1).await;
+    assert!(err.is_err(), "a failed append is an error: {err:?}");
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(got.state, JobState::Running, "never acknowledged");
+    assert!(s.pump("t", 0, T0 + 999, 10).await.unwrap().jobs.is_empty());
+    let _: () = redis::cmd("DEL").arg(&events).query(&mut conn).unwrap();
+    let again = s.pump("t", 0, T0 + 1_000, 10).await.unwrap().jobs;
+    assert_eq!(again.len(), 1, "the job comes back after its lease");
+    assert_eq!((again[0].job.id.as_str(), again[0].job.attempts), ("a", 2));
+}
+
 #[tokio::test]
 async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
     let e = Engine::redis().await;

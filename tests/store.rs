@@ -619,6 +619,173 @@ async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
     );
 }
 
+/// Every event of `topic`, waiting (up to 5 s) until at least `n` are readable: an engine
+/// may hold back the events of the current millisecond until it has passed.
+async fn events_of(s: &dyn Store, topic: &str, n: usize) -> Vec<events::Event> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let mut all = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = s.read_events(topic, after.as_deref(), 100).await.unwrap();
+            if page.items.is_empty() {
+                break;
+            }
+            after = page.next.clone();
+            all.extend(page.items);
+        }
+        if all.len() >= n || std::time::Instant::now() > deadline {
+            return all;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(2)).await;
+    }
+}
+
+/// An event without its stream position, for comparing what two engines stored.
+fn unplaced(mut e: events::Event) -> events::Event {
+    e.id = String::new();
+    e
+}
+
+async fn settle_applies_a_batch_with_its_events_in_one_step(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 2)).await.unwrap();
+    for id in [
+        "ack", "retry", "repeat", "bury", "release", "stale", "reset",
+    ] {
+        s.schedule(
+            "t",
+            NewJob::new(id, T0).job_type("emit"),
+            ScheduleMode::Upsert,
+            T0,
+        )
+        .await
+        .unwrap();
+    }
+    let mut runs: HashMap<String, Leased> = pump_all(s, "t", T0)
+        .await
+        .into_iter()
+        .map(|l| (l.job.id.clone(), l))
+        .collect();
+    runs.get_mut("stale").unwrap().token += 1_000;
+    s.schedule(
+        "t",
+        NewJob::new("reset", T0 + 900),
+        ScheduleMode::ResetOnly,
+        T0 + 1,
+    )
+    .await
+    .unwrap();
+    let settle = |id: &str, outcome: RunOutcome| {
+        let mut st = Settlement::new(runs[id].clone(), outcome, T0 + 3);
+        st.emitted = vec![
+            ("job.fired".into(), json!({"id": id})),
+            ("custom.note".into(), json!([1, "two"])),
+        ];
+        st
+    };
+    let batch = vec![
+        settle("ack", RunOutcome::Ack),
+        settle(
+            "retry",
+            RunOutcome::Retry {
+                error: "boom".into(),
+                at: T0 + 100,
+            },
+        ),
+        settle("repeat", RunOutcome::Repeat { at: T0 + 200 }),
+        settle(
+            "bury",
+            RunOutcome::Bury {
+                error: "gave up".into(),
+            },
+        ),
+        settle("release", RunOutcome::Release),
+        settle("stale", RunOutcome::Ack),
+        settle(
+            "reset",
+            RunOutcome::Retry {
+                error: "late".into(),
+                at: T0 + 100,
+            },
+        ),
+    ];
+    let done = s.settle("t", 0, &batch, T0 + 5).await.unwrap();
+    assert_eq!(
+        done,
+        vec![
+            Finished::Done,
+            Finished::Retrying,
+            Finished::Repeating,
+            Finished::Dead,
+            Finished::Released,
+            Finished::Stale,
+            Finished::Rescheduled,
+        ]
+    );
+    assert_eq!(state(s, "t", "ack").await, None);
+    assert_eq!(state(s, "t", "bury").await, Some(JobState::Dead));
+    let stale = s.get("t", &"stale".into()).await.unwrap().unwrap();
+    assert_eq!(
+        stale.state,
+        JobState::Running,
+        "a stale outcome changes nothing"
+    );
+    let reset = s.get("t", &"reset".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (reset.state, reset.fire_at),
+        (JobState::Scheduled, T0 + 900)
+    );
+
+    let expected: Vec<events::Event> = batch
+        .iter()
+        .zip(&done)
+        .flat_map(|(st, f)| events::Event::of_settled(st, *f))
+        .collect();
+    // Handler events then the outcome's: two each for the released run (no outcome event),
+    // none for the stale one.
+    assert_eq!(expected.len(), 2 * 6 + 5);
+    let mut got: Vec<events::Event> = events_of(s, "t", expected.len())
+        .await
+        .into_iter()
+        .map(unplaced)
+        .collect();
+    let key = |e: &events::Event| (e.job_id.clone(), e.event.clone());
+    let mut want = expected.clone();
+    got.sort_by_key(key);
+    want.sort_by_key(key);
+    assert_eq!(got, want);
+    let rescheduled = got
+        .iter()
+        .find(|e| e.job_id == "reset" && e.event == events::kind::RETRY)
+        .unwrap();
+    assert_eq!(
+        rescheduled.data,
+        json!({"rescheduled": true, "error": "late"})
+    );
+    assert_eq!((rescheduled.fired_at, rescheduled.attempt), (T0 + 3, 1));
+}
+
+async fn a_stale_settlement_appends_no_event(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 16)).await.unwrap();
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let old = pump_one(s, "t", "a", T0).await;
+    let new = pump_one(s, "t", "a", T0 + 1_000).await; // the old lease expired
+    let mut late = Settlement::new(old, RunOutcome::Ack, T0);
+    late.emitted = vec![("job.fired".into(), json!(null))];
+    let done = s.settle("t", 0, &[late], T0 + 1_001).await.unwrap();
+    assert_eq!(done, vec![Finished::Stale]);
+    let mut fresh = Settlement::new(new, RunOutcome::Ack, T0 + 1_000);
+    fresh.emitted = vec![("job.fired".into(), json!(null))];
+    s.settle("t", 0, &[fresh], T0 + 1_002).await.unwrap();
+    let got = events_of(s, "t", 2).await;
+    let seen: Vec<(u32, &str)> = got.iter().map(|e| (e.attempt, e.event.as_str())).collect();
+    assert_eq!(seen, vec![(2, "job.fired"), (2, events::kind::DONE)]);
+}
+
 async fn dead_letters_page_oldest_first_requeue_and_delete(e: Engine) {
     let s = &*e.store;
     s.put_topic(topic_with("t", 8, 1)).await.unwrap();
@@ -962,4 +1129,6 @@ engines!(
     bad_arguments_are_rejected_and_change_nothing,
     shard_keys_route_jobs_together,
     ten_thousand_jobs_fire_exactly_once_and_never_early,
+    settle_applies_a_batch_with_its_events_in_one_step,
+    a_stale_settlement_appends_no_event,
 );

@@ -2,7 +2,6 @@
 //! [`slot::SlotActor`] per (topic, slot); slot actors hand jobs to one
 //! [`handler::HandlerActor`] per job type.
 
-pub mod event_writer;
 pub mod handler;
 pub mod messages;
 pub mod runtime;

@@ -25,5 +25,4 @@ pub struct Runtime {
     pub clock: SharedClock,
     pub settings: RuntimeSettings,
     pub metrics: Arc<Metrics>,
-    pub events: super::event_writer::EventWriter,
 }

@@ -3,20 +3,22 @@
 //! safety-net poll), or until told of an earlier job; pumps a bounded batch; hands each job
 //! to its type's handler actor; and turns outcomes into ack, retry, repeat or dead letter.
 //! It never runs business code itself.
+//!
+//! Outcomes are settled in batches: every outcome that arrived while the previous settle
+//! was in flight goes to the store in one call, which applies them and appends their events
+//! in one atomic step (`Store::settle`). Under load that is one script per slot per batch.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
-use serde_json::{Value, json};
 use tokio::sync::watch;
 
 use super::messages::{Drain, Halt, Pump, RunJob, RunReport, SlotHealth, Wake};
 use super::runtime::Runtime;
-use crate::events::{Event, kind};
 use crate::handler::{Emitter, JobContext, Outcome};
-use crate::job::{Finished, Leased, RunOutcome};
+use crate::job::{Finished, Leased, RunOutcome, Settlement};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -29,9 +31,13 @@ pub struct SlotActor {
     rt: Arc<Runtime>,
     /// Shared with the supervisor, which reads it for `/health`.
     status: Arc<Mutex<SlotHealth>>,
-    /// Runs handed out and not yet settled in the store, by job id.
+    /// Runs handed to their handler whose report has not come back, by job id.
     running: HashMap<String, Leased>,
-    /// The number of `running`, for `Drain` to wait on.
+    /// Reported outcomes waiting for the next settle.
+    outcomes: Vec<Settlement>,
+    /// Outcomes in the settle call now in flight (0: none is).
+    settling: usize,
+    /// Runs not yet settled in the store (all three above), for `Drain` to wait on.
     in_flight: watch::Sender<usize>,
     pumping: bool,
     /// A wake or a settled run arrived while pumping: pump again when it returns.
@@ -43,6 +49,8 @@ pub struct SlotActor {
     fired: prometheus::IntCounter,
     lateness: prometheus::Histogram,
     pump_batch: prometheus::Histogram,
+    retried: prometheus::IntCounter,
+    dead: prometheus::IntCounter,
 }
 
 impl SlotActor {
@@ -54,20 +62,19 @@ impl SlotActor {
     ) -> Self {
         let m = &rt.metrics;
         let name = [topic.name.as_str()];
-        let (fired, lateness, pump_batch) = (
-            m.fired.with_label_values(&name),
-            m.lateness.with_label_values(&name),
-            m.pump_batch.with_label_values(&name),
-        );
         SlotActor {
-            fired,
-            lateness,
-            pump_batch,
+            fired: m.fired.with_label_values(&name),
+            lateness: m.lateness.with_label_values(&name),
+            pump_batch: m.pump_batch.with_label_values(&name),
+            retried: m.retried.with_label_values(&name),
+            dead: m.dead.with_label_values(&name),
             topic,
             slot,
             rt,
             status,
             running: HashMap::new(),
+            outcomes: Vec::new(),
+            settling: 0,
             in_flight: watch::channel(0).0,
             pumping: false,
             again: false,
@@ -101,11 +108,12 @@ impl SlotActor {
         self.timer = Some((handle, at));
     }
 
+    fn unsettled(&self) -> usize {
+        self.running.len() + self.outcomes.len() + self.settling
+    }
+
     fn capacity(&self) -> usize {
-        self.rt
-            .settings
-            .pump_batch
-            .saturating_sub(self.running.len())
+        self.rt.settings.pump_batch.saturating_sub(self.unsettled())
     }
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
@@ -161,7 +169,7 @@ impl SlotActor {
     }
 
     fn track(&mut self) {
-        let n = self.running.len();
+        let n = self.unsettled();
         self.in_flight.send_replace(n);
         self.set_status(|s| s.in_flight = n);
     }
@@ -178,15 +186,88 @@ impl SlotActor {
         let topic = self.topic.clone();
         let run = async move {
             let report = run_with_lease(&rt, &topic, &lease, fired_at).await;
-            let settled = settle(&rt, &topic, &lease, fired_at, report).await;
-            (lease.job.id.clone(), settled)
+            (lease, report, fired_at)
         };
-        ctx.spawn(run.into_actor(self).map(|(id, settled), act, ctx| {
-            act.running.remove(&id);
-            act.track();
-            if let Err(e) = settled {
-                act.set_status(|s| s.last_error = Some(e));
+        ctx.spawn(
+            run.into_actor(self)
+                .map(|(lease, report, fired_at), act, ctx| {
+                    act.running.remove(&lease.job.id);
+                    let settlement = act.settlement(lease, report, fired_at);
+                    act.outcomes.push(settlement);
+                    act.settle(ctx);
+                }),
+        );
+    }
+
+    /// Turns a handler's report into the outcome the store applies.
+    fn settlement(&self, lease: Leased, report: RunReport, fired_at: Millis) -> Settlement {
+        let now = self.rt.clock.now();
+        let job = &lease.job;
+        self.rt
+            .metrics
+            .handler_duration
+            .with_label_values(&[self.topic.name.as_str(), job.job_type.as_str()])
+            .observe(report.duration.as_secs_f64());
+        let outcome = match report.outcome {
+            Outcome::Done => RunOutcome::Ack,
+            Outcome::Retry { error, delay } => {
+                let delay = delay
+                    .map(|d| d.as_millis() as u64)
+                    .unwrap_or_else(|| self.topic.backoff.delay_ms(job.attempts, &mut rand::rng()));
+                RunOutcome::Retry {
+                    error,
+                    at: now + delay as Millis,
+                }
             }
+            Outcome::Repeat { after } => RunOutcome::Repeat {
+                at: (job.fire_at + after.as_millis() as Millis).max(now),
+            },
+            Outcome::Dead { reason } => RunOutcome::Bury { error: reason },
+        };
+        Settlement {
+            run: lease,
+            outcome,
+            fired_at,
+            emitted: report.emitted,
+        }
+    }
+
+    /// Sends every gathered outcome to the store in one call, unless a call is in flight
+    /// (its return sends what gathered meanwhile).
+    fn settle(&mut self, ctx: &mut Context<Self>) {
+        if self.settling > 0 || self.outcomes.is_empty() {
+            return;
+        }
+        let batch = std::mem::take(&mut self.outcomes);
+        self.settling = batch.len();
+        let store = self.rt.store.clone();
+        let (topic, slot, now) = (self.topic.name.clone(), self.slot, self.rt.clock.now());
+        let fut = async move {
+            let result = store.settle(&topic, slot, &batch, now).await;
+            (batch, result)
+        };
+        ctx.spawn(fut.into_actor(self).map(|(batch, result), act, ctx| {
+            act.settling = 0;
+            match result {
+                Ok(done) => {
+                    for (item, finished) in batch.iter().zip(done) {
+                        match finished {
+                            Finished::Retrying => act.retried.inc(),
+                            Finished::Dead => act.dead.inc(),
+                            Finished::Stale => tracing::warn!(job = %item.run.job.id, "a run's outcome was stale: another run holds the job"),
+                            _ => {}
+                        }
+                    }
+                }
+                Err(e) => {
+                    // Nothing of the batch was applied: the runs stay running in the store,
+                    // and come back when their lease runs out (at least once).
+                    tracing::warn!(topic = %act.topic.name, slot = act.slot, runs = batch.len(), error = %e, "could not settle runs; their leases will expire and they run again");
+                    act.set_status(|s| s.last_error = Some(e.to_string()));
+                }
+            }
+            act.track();
+            act.settle(ctx);
             if act.again && !act.draining {
                 act.pump(ctx);
             }
@@ -246,108 +327,6 @@ async fn run_with_lease(
     }
 }
 
-/// Turns a run's outcome into the store's, and appends the events.
-async fn settle(
-    rt: &Runtime,
-    topic: &TopicConfig,
-    lease: &Leased,
-    fired_at: Millis,
-    report: RunReport,
-) -> Result<(), String> {
-    let now = rt.clock.now();
-    let job = &lease.job;
-    let name = topic.name.as_str();
-    rt.metrics
-        .handler_duration
-        .with_label_values(&[name, job.job_type.as_str()])
-        .observe(report.duration.as_secs_f64());
-    let (outcome, detail) = match report.outcome {
-        Outcome::Done => (RunOutcome::Ack, Value::Null),
-        Outcome::Retry { error, delay } => {
-            let delay = delay
-                .map(|d| d.as_millis() as u64)
-                .unwrap_or_else(|| topic.backoff.delay_ms(job.attempts, &mut rand::rng()));
-            let at = now + delay as Millis;
-            let detail = json!({"error": error, "retry_at": at});
-            (RunOutcome::Retry { error, at }, detail)
-        }
-        Outcome::Repeat { after } => {
-            let at = (job.fire_at + after.as_millis() as Millis).max(now);
-            (RunOutcome::Repeat { at }, json!({"repeat_at": at}))
-        }
-        Outcome::Dead { reason } => {
-            let detail = json!({"error": reason});
-            (RunOutcome::Bury { error: reason }, detail)
-        }
-    };
-    let finished = rt
-        .store
-        .finish(name, lease, outcome.clone(), now)
-        .await
-        .map_err(|e| {
-            tracing::warn!(job = %job.id, error = %e, "could not record a run's outcome; its lease will expire and it runs again");
-            e.to_string()
-        })?;
-    let (event, mut data) = match finished {
-        Finished::Done | Finished::Released => (kind::DONE, detail),
-        Finished::Retrying => {
-            rt.metrics.retried.with_label_values(&[name]).inc();
-            (kind::RETRY, detail)
-        }
-        Finished::Repeating => (kind::REPEAT, detail),
-        Finished::Dead => {
-            rt.metrics.dead.with_label_values(&[name]).inc();
-            let error = match &outcome {
-                RunOutcome::Retry { error, .. } | RunOutcome::Bury { error } => error.clone(),
-                _ => String::new(),
-            };
-            (kind::DEAD, json!({"error": error}))
-        }
-        Finished::Rescheduled => {
-            let kind = match outcome {
-                RunOutcome::Ack => kind::DONE,
-                RunOutcome::Repeat { .. } => kind::REPEAT,
-                RunOutcome::Retry { .. } => kind::RETRY,
-                _ => kind::DEAD,
-            };
-            (kind, detail)
-        }
-        Finished::Stale => {
-            tracing::warn!(job = %job.id, "a run's outcome was stale: another run holds the job");
-            return Ok(());
-        }
-    };
-    if finished == Finished::Rescheduled {
-        let obj = data.as_object_mut();
-        let note = json!("a reset arrived during the run: the job fires again at the reset time");
-        match obj {
-            Some(o) => {
-                o.insert("rescheduled".into(), note);
-            }
-            None => data = json!({"rescheduled": note}),
-        }
-    }
-    let base = |event: &str, data: Value| Event {
-        id: String::new(),
-        topic: name.to_string(),
-        job_id: job.id.clone(),
-        job_type: job.job_type.clone(),
-        event: event.to_string(),
-        fire_at: job.fire_at,
-        fired_at,
-        attempt: job.attempts,
-        data,
-    };
-    let mut events: Vec<Event> = report
-        .emitted
-        .into_iter()
-        .map(|(event, data)| base(&event, data))
-        .collect();
-    events.push(base(event, data));
-    rt.events.send(name, events);
-    Ok(())
-}
-
 impl Actor for SlotActor {
     type Context = Context<Self>;
 
@@ -366,6 +345,8 @@ impl Supervised for SlotActor {
         // Runs in flight were dropped with the old context; their leases expire and the jobs
         // run again (at least once).
         self.running.clear();
+        self.outcomes.clear();
+        self.settling = 0;
         self.track();
         self.pumping = false;
         self.again = false;
@@ -420,17 +401,19 @@ impl Handler<Drain> for SlotActor {
         };
         Box::pin(wait.into_actor(self).then(|_, act, _| {
             let left: Vec<Leased> = act.running.values().cloned().collect();
-            let (store, topic, clock) = (act.rt.store.clone(), act.topic.name.clone(), act.rt.clock.clone());
+            let (store, topic, slot, now) = (act.rt.store.clone(), act.topic.name.clone(), act.slot, act.rt.clock.now());
             async move {
-                let mut released = 0;
-                for lease in left {
-                    match store.finish(&topic, &lease, RunOutcome::Release, clock.now()).await {
-                        Ok(Finished::Released) => released += 1,
-                        Ok(_) => {}
-                        Err(e) => tracing::warn!(job = %lease.job.id, error = %e, "could not give back a lease; it expires instead"),
+                let batch: Vec<Settlement> = left
+                    .into_iter()
+                    .map(|lease| Settlement::new(lease, RunOutcome::Release, now))
+                    .collect();
+                match store.settle(&topic, slot, &batch, now).await {
+                    Ok(done) => done.iter().filter(|f| **f == Finished::Released).count(),
+                    Err(e) => {
+                        tracing::warn!(topic, slot, error = %e, "could not give back leases; they expire instead");
+                        0
                     }
                 }
-                released
             }
             .into_actor(act)
         }))

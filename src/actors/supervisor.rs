@@ -22,6 +22,19 @@ pub struct Supervisor {
     rt: Arc<Runtime>,
     slots: BTreeMap<(String, u32), SlotEntry>,
     stopping: bool,
+    /// The threads slot actors run on, one per core by default (`runtime.workers`), so that
+    /// pumping and settling use the machine; slots are dealt out round robin. Empty: slot
+    /// actors run on the supervisor's own thread.
+    workers: Vec<Arbiter>,
+    next_worker: usize,
+}
+
+impl Drop for Supervisor {
+    fn drop(&mut self) {
+        for w in &self.workers {
+            w.stop();
+        }
+    }
 }
 
 /// How often the supervisor looks for topics created elsewhere (another instance, the
@@ -30,11 +43,30 @@ const DISCOVERY_POLLS: u32 = 5;
 
 impl Supervisor {
     pub fn new(rt: Arc<Runtime>) -> Self {
+        let threads = rt.settings.worker_threads();
+        // Arbiters need a running actix System; without one (or for one thread) the slot
+        // actors share the supervisor's thread.
+        let workers = if threads > 1 && System::try_current().is_some() {
+            (0..threads).map(|_| Arbiter::new()).collect()
+        } else {
+            Vec::new()
+        };
         Supervisor {
             rt,
             slots: BTreeMap::new(),
             stopping: false,
+            workers,
+            next_worker: 0,
         }
+    }
+
+    /// The thread the next slot actor starts on.
+    fn worker(&mut self) -> ArbiterHandle {
+        if self.workers.is_empty() {
+            return Arbiter::current();
+        }
+        self.next_worker = (self.next_worker + 1) % self.workers.len();
+        self.workers[self.next_worker].handle()
     }
 
     fn serve(&mut self, topic: Arc<crate::topic::TopicConfig>) {
@@ -52,7 +84,10 @@ impl Supervisor {
                 ..SlotHealth::default()
             }));
             let (t, rt, st) = (topic.clone(), self.rt.clone(), status.clone());
-            let addr = actix::Supervisor::start(move |_| SlotActor::new(t, slot, rt, st));
+            let worker = self.worker();
+            let addr = actix::Supervisor::start_in_arbiter(&worker, move |_| {
+                SlotActor::new(t, slot, rt, st)
+            });
             self.slots.insert(key, SlotEntry { addr, status });
         }
     }

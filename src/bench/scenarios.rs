@@ -78,8 +78,8 @@ fn options() -> StoreOptions {
         ..TopicConfig::default()
     };
     StoreOptions {
-        auto_create_topics: true,
         topic_defaults: defaults,
+        ..StoreOptions::default()
     }
 }
 

@@ -3,7 +3,7 @@
 //! All keys of one (topic, slot) share the hash tag `{topic:slot}`, so each script touches a
 //! single Redis Cluster hash slot, and a topic's slots spread over the cluster's nodes.
 
-/// The five keys of one slot, in the order every script takes them as KEYS[1..5].
+/// The six keys of one slot, in the order every script takes them as KEYS[1..6].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct SlotKeys {
     /// Sorted set of scheduled jobs: member id, score fire time.
@@ -16,27 +16,26 @@ pub struct SlotKeys {
     pub job: String,
     /// Counter that issues run tokens.
     pub seq: String,
-    list: [String; 5],
+    /// The slot's share of the topic's event stream (a capped Redis Stream). It lives in the
+    /// slot's hash tag so that `settle.lua` appends a run's events in the same atomic step as
+    /// its outcome, on a Redis Cluster too; a read of the topic's events merges the slots'.
+    pub events: String,
+    list: [String; 6],
 }
 
 impl SlotKeys {
     pub fn new(topic: &str, slot: u32) -> Self {
         let tag = format!("toc:{{{topic}:{slot}}}");
-        let [due, run, dead, job, seq] =
-            ["due", "run", "dead", "job", "seq"].map(|k| format!("{tag}:{k}"));
+        let list = ["due", "run", "dead", "job", "seq", "events"].map(|k| format!("{tag}:{k}"));
+        let [due, run, dead, job, seq, events] = list.clone();
         SlotKeys {
-            list: [
-                due.clone(),
-                run.clone(),
-                dead.clone(),
-                job.clone(),
-                seq.clone(),
-            ],
+            list,
             due,
             run,
             dead,
             job,
             seq,
+            events,
         }
     }
 
@@ -47,11 +46,6 @@ impl SlotKeys {
 
 /// Hash of topic settings: field topic name, value JSON.
 pub const TOPICS: &str = "toc:topics";
-
-/// A topic's event stream (a capped Redis Stream).
-pub fn events(topic: &str) -> String {
-    format!("toc:{{{topic}}}:events")
-}
 
 /// The pub/sub channel on which a topic's slots are told to wake: the message is the slot.
 pub fn wake_channel(topic: &str) -> String {

@@ -18,12 +18,12 @@ use crate::error::Result;
 use crate::events::{Event, EventPage};
 use crate::job::{
     CreateSpec, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped, Reset,
-    ResetReport, RunOutcome, ScheduleMode, Scheduled, TopicStats,
+    ResetReport, RunOutcome, ScheduleMode, Scheduled, Settlement, TopicStats,
 };
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
-pub use self::keys::{SlotKeys, events as events_key, wake_channel};
+pub use self::keys::{SlotKeys, wake_channel};
 pub use self::memory::MemoryStore;
 pub use self::redis::RedisStore;
 pub use self::topics::StoreOptions;
@@ -82,14 +82,34 @@ pub trait Store: Send + Sync + 'static {
     /// lease, and takes back runs whose lease expired.
     async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped>;
 
-    /// Applies a run's outcome. A run whose lease was taken over gets `Finished::Stale`.
+    /// Applies the outcomes of runs of one slot and appends their events (see
+    /// [`Event::of_settled`]): a run's outcome and its events are one atomic step, so no job
+    /// is acknowledged whose events were not stored, and the whole batch is one script call
+    /// (Redis) or one lock and one journal write (memory). Tokens are checked run by run: a
+    /// run whose lease was taken over gets `Finished::Stale`, and changes nothing. Answers
+    /// what happened to each run, in order.
+    async fn settle(
+        &self,
+        topic: &str,
+        slot: u32,
+        batch: &[Settlement],
+        now: Millis,
+    ) -> Result<Vec<Finished>>;
+
+    /// Applies one run's outcome, with no events of its handler's (`settle` of one).
     async fn finish(
         &self,
         topic: &str,
         run: &Leased,
         outcome: RunOutcome,
         now: Millis,
-    ) -> Result<Finished>;
+    ) -> Result<Finished> {
+        let batch = [Settlement::new(run.clone(), outcome, now)];
+        let done = self.settle(topic, run.slot, &batch, now).await?;
+        done.first()
+            .copied()
+            .ok_or_else(|| crate::error::Error::Corrupt("settle answered no result".into()))
+    }
 
     /// Extends a live run's lease to `until`; false when the run is stale.
     async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool>;
@@ -106,8 +126,9 @@ pub trait Store: Send + Sync + 'static {
     /// Scheduled, running and dead counts per slot and in total, and the next fire time.
     async fn stats(&self, topic: &str) -> Result<TopicStats>;
 
-    /// Appends events to the topic's stream, trimming it to about `max_len` entries.
-    async fn append_events(&self, topic: &str, events: &[Event], max_len: usize) -> Result<()>;
+    /// Appends events that belong to no run's outcome (a re-arm, the application's own) to
+    /// the topic's stream, which keeps about `StoreOptions::events_max_len` entries.
+    async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()>;
 
     /// Events after the position `after` (exclusive; from the oldest when `None`).
     async fn read_events(
@@ -133,6 +154,17 @@ pub trait Store: Send + Sync + 'static {
 }
 
 pub type SharedStore = Arc<dyn Store>;
+
+/// Refuses a slot number the topic does not have.
+fn check_slot(topic: &TopicConfig, slot: u32) -> Result<()> {
+    if slot >= topic.slots {
+        return Err(crate::error::Error::invalid(
+            "slot",
+            format!("{slot} is not below the topic's {} slots", topic.slots),
+        ));
+    }
+    Ok(())
+}
 
 /// A notice that a slot has a job due at `at`, earlier than the slot may be sleeping.
 #[derive(Debug, Clone, PartialEq, Eq)]

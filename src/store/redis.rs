@@ -13,17 +13,17 @@ use redis::{AsyncCommands, Value};
 
 use tokio::sync::mpsc;
 
-use super::keys::{SlotKeys, TOPICS, events as events_key, wake_channel};
+use super::keys::{SlotKeys, TOPICS, wake_channel};
 use super::record::Record;
 use super::scripts::Scripts;
 use super::topics::{StoreOptions, TopicCache, check_update};
-use super::{MAX_PAGE, Store, WakeNotice};
+use super::{MAX_PAGE, Store, WakeNotice, check_slot};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::job::{
     CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped,
-    Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode, ScheduleOutcome, Scheduled, SlotStats,
-    TopicStats,
+    Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode, ScheduleOutcome, Scheduled, Settlement,
+    SlotStats, TopicStats,
 };
 use crate::routing::slot_of;
 use crate::time::Millis;
@@ -127,6 +127,25 @@ where
             .map(|r| rearmed(topic, text(&r[0])?, &r[1], &r[2]))
             .collect::<Result<_>>()?;
         Ok((reset as u64, created as u64, head, missing, rearmed))
+    }
+
+    /// A topic's settings if it exists; unlike `topic`, never creates it.
+    async fn existing_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        if let Some(t) = self.topics.get(name) {
+            return Ok(Some(t));
+        }
+        let stored: Option<String> = self.conn.clone().hget(TOPICS, name).await?;
+        stored
+            .map(|json| parse_topic(&json).map(|c| self.topics.insert(c)))
+            .transpose()
+    }
+
+    /// Each slot's share of the topic's event stream cap.
+    fn slot_stream_cap(&self, topic: &TopicConfig) -> usize {
+        self.options
+            .events_max_len
+            .div_ceil(topic.slots as usize)
+            .max(1)
     }
 
     async fn slot_stats(&self, topic: &str, slot: u32) -> Result<SlotStats> {
@@ -339,12 +358,7 @@ where
 
     async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
         let t = self.topic(topic).await?;
-        if slot >= t.slots {
-            return Err(Error::invalid(
-                "slot",
-                format!("{slot} is not below the topic's {} slots", t.slots),
-            ));
-        }
+        check_slot(&t, slot)?;
         let keys = SlotKeys::new(&t.name, slot);
         let reply: Vec<Value> = self
             .scripts
@@ -378,45 +392,69 @@ where
         })
     }
 
-    async fn finish(
+    async fn settle(
         &self,
         topic: &str,
-        run: &Leased,
-        outcome: RunOutcome,
+        slot: u32,
+        batch: &[Settlement],
         now: Millis,
-    ) -> Result<Finished> {
+    ) -> Result<Vec<Finished>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
         let t = self.topic(topic).await?;
-        let keys = SlotKeys::new(&t.name, run.slot);
-        let (kind, at, error) = match &outcome {
-            RunOutcome::Ack => ("ack", now, ""),
-            RunOutcome::Retry { error, at } => ("retry", *at, error.as_str()),
-            RunOutcome::Repeat { at } => ("repeat", *at, ""),
-            RunOutcome::Bury { error } => ("bury", now, error.as_str()),
-            RunOutcome::Release => ("release", now, ""),
-        };
-        let reply: Vec<Value> = self
-            .scripts
-            .finish
-            .key(keys.all())
-            .arg(&run.job.id)
-            .arg(run.token)
-            .arg(kind)
-            .arg(at)
-            .arg(error)
+        check_slot(&t, slot)?;
+        let keys = SlotKeys::new(&t.name, slot);
+        let mut call = self.scripts.settle.prepare_invoke();
+        call.key(keys.all())
             .arg(now)
             .arg(t.max_attempts)
-            .invoke_async(&mut self.conn.clone())
-            .await?;
-        Ok(match text(&reply[0])?.as_str() {
-            "done" => Finished::Done,
-            "retrying" => Finished::Retrying,
-            "repeating" => Finished::Repeating,
-            "dead" => Finished::Dead,
-            "released" => Finished::Released,
-            "rescheduled" => Finished::Rescheduled,
-            "stale" => Finished::Stale,
-            other => return Err(Error::Corrupt(format!("finish.lua answered {other:?}"))),
-        })
+            .arg(self.slot_stream_cap(&t));
+        for s in batch {
+            let (kind, at, error) = match &s.outcome {
+                RunOutcome::Ack => ("ack", now, ""),
+                RunOutcome::Retry { error, at } => ("retry", *at, error.as_str()),
+                RunOutcome::Repeat { at } => ("repeat", *at, ""),
+                RunOutcome::Bury { error } => ("bury", now, error.as_str()),
+                RunOutcome::Release => ("release", now, ""),
+            };
+            call.arg(&s.run.job.id)
+                .arg(s.run.token)
+                .arg(kind)
+                .arg(at)
+                .arg(error)
+                .arg(Event::head_json(s))
+                .arg(s.emitted.len());
+            for (name, data) in &s.emitted {
+                let event = Event::of_run(s, name, data.clone());
+                call.arg(serde_json::to_string(&event).expect("an event serialises"));
+            }
+        }
+        let reply: Vec<String> = call.invoke_async(&mut self.conn.clone()).await?;
+        if reply.len() != batch.len() {
+            return Err(Error::Corrupt(format!(
+                "settle.lua answered {} results for {} runs",
+                reply.len(),
+                batch.len()
+            )));
+        }
+        reply
+            .iter()
+            .map(|r| {
+                Ok(match r.as_str() {
+                    "done" => Finished::Done,
+                    "retrying" => Finished::Retrying,
+                    "repeating" => Finished::Repeating,
+                    "dead" => Finished::Dead,
+                    "released" => Finished::Released,
+                    "rescheduled" => Finished::Rescheduled,
+                    "stale" => Finished::Stale,
+                    other => {
+                        return Err(Error::Corrupt(format!("settle.lua answered {other:?}")));
+                    }
+                })
+            })
+            .collect()
     }
 
     async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
@@ -516,24 +554,27 @@ where
         Ok(TopicStats::from_slots(&t.name, per_slot))
     }
 
-    async fn append_events(&self, topic: &str, events: &[Event], max_len: usize) -> Result<()> {
+    async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }
-        let key = events_key(topic);
+        let t = self.topic(topic).await?;
+        let cap = self.slot_stream_cap(&t);
         let mut pipe = redis::pipe();
         for e in events {
+            let key = SlotKeys::new(&t.name, slot_of(&e.job_id, t.slots)).events;
             let json = serde_json::to_string(e).expect("an event serialises");
             pipe.cmd("XADD")
-                .arg(&key)
+                .arg(key)
                 .arg("MAXLEN")
                 .arg("~")
-                .arg(max_len.max(1))
+                .arg(cap)
                 .arg("*")
                 .arg("e")
                 .arg(json)
                 .ignore();
         }
+        // A pipeline rather than a transaction: on a cluster its commands go to many nodes.
         let _: () = pipe.query_async(&mut self.conn.clone()).await?;
         Ok(())
     }
@@ -545,44 +586,71 @@ where
         limit: usize,
     ) -> Result<EventPage> {
         crate::topic::validate_topic_name(topic)?;
-        let start = match after {
-            Some(id) => {
-                let valid = id.split_once('-').is_some_and(|(a, b)| {
-                    !a.is_empty()
-                        && !b.is_empty()
-                        && a.bytes().all(|c| c.is_ascii_digit())
-                        && b.bytes().all(|c| c.is_ascii_digit())
-                });
-                if !valid {
-                    return Err(Error::invalid(
-                        "after",
-                        format!("{id:?} is not an event id"),
-                    ));
-                }
-                format!("({id}")
-            }
-            None => "-".to_string(),
+        let cursor = match after {
+            Some(id) => Some(EventId::parse(id).ok_or_else(|| {
+                Error::invalid("after", format!("{id:?} is not an event id (ms-seq-slot)"))
+            })?),
+            None => None,
         };
-        let entries: Vec<(String, Vec<(String, String)>)> = redis::cmd("XRANGE")
-            .arg(events_key(topic))
-            .arg(start)
-            .arg("+")
-            .arg("COUNT")
-            .arg(limit.clamp(1, MAX_PAGE))
-            .query_async(&mut self.conn.clone())
-            .await?;
-        let mut items = Vec::with_capacity(entries.len());
-        for (id, fields) in entries {
-            let json = fields
-                .into_iter()
-                .find(|(k, _)| k == "e")
-                .map(|(_, v)| v)
-                .ok_or_else(|| Error::Corrupt(format!("event {id} has no body")))?;
-            let mut event: Event = serde_json::from_str(&json)
-                .map_err(|e| Error::Corrupt(format!("event {id}: {e}")))?;
-            event.id = id;
-            items.push(event);
+        // A read never creates a topic: an unknown one has no events.
+        let Some(t) = self.existing_topic(topic).await? else {
+            return Ok(EventPage::default());
+        };
+        let limit = limit.clamp(1, MAX_PAGE);
+        // Each slot's oldest `limit` after the cursor; then, of those older than every
+        // slot's clock (nothing can still be appended before that), the oldest `limit`.
+        let calls = (0..t.slots).map(|slot| {
+            let start = match &cursor {
+                None => "-".to_string(),
+                Some(c) if slot > c.slot => format!("{}-{}", c.ms, c.seq),
+                Some(c) => format!("({}-{}", c.ms, c.seq),
+            };
+            let keys = SlotKeys::new(&t.name, slot);
+            let mut conn = self.conn.clone();
+            async move {
+                let reply: Vec<Value> = self
+                    .scripts
+                    .events_page
+                    .key(keys.all())
+                    .arg(start)
+                    .arg(limit)
+                    .invoke_async(&mut conn)
+                    .await?;
+                Ok::<_, Error>((slot, reply))
+            }
+        });
+        let mut horizon = i64::MAX;
+        let mut entries: Vec<(EventId, String)> = Vec::new();
+        for result in futures_util::future::join_all(calls).await {
+            let (slot, reply) = result?;
+            let Some((now, rest)) = reply.split_first() else {
+                return Err(Error::Corrupt("events_page.lua answered nothing".into()));
+            };
+            horizon = horizon.min(int(now)?);
+            for pair in rest.chunks(2) {
+                let [id, json] = pair else {
+                    return Err(Error::Corrupt(
+                        "events_page.lua answered an odd list".into(),
+                    ));
+                };
+                let id = text(id)?;
+                let id = EventId::of_stream(&id, slot)
+                    .ok_or_else(|| Error::Corrupt(format!("stream id {id:?}")))?;
+                entries.push((id, text(json)?));
+            }
         }
+        entries.retain(|(id, _)| (id.ms as i64) < horizon);
+        entries.sort_by_key(|(id, _)| *id);
+        entries.truncate(limit);
+        let items = entries
+            .into_iter()
+            .map(|(id, json)| {
+                let mut event: Event = serde_json::from_str(&json)
+                    .map_err(|e| Error::Corrupt(format!("event {id}: {e}")))?;
+                event.id = id.to_string();
+                Ok(event)
+            })
+            .collect::<Result<_>>()?;
         Ok(EventPage::new(items))
     }
 
@@ -645,6 +713,46 @@ fn rearmed(topic: &TopicConfig, id: String, fires: &Value, job_type: &Value) -> 
         },
         fires: int(fires)? as u32,
     })
+}
+
+/// An event's position in a topic: its slot stream's id and the slot. Pages are ordered by
+/// (ms, seq, slot), and the id's text is `ms-seq-slot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+struct EventId {
+    ms: u64,
+    seq: u64,
+    slot: u32,
+}
+
+impl EventId {
+    fn of_stream(id: &str, slot: u32) -> Option<Self> {
+        let (ms, seq) = id.split_once('-')?;
+        Some(EventId {
+            ms: ms.parse().ok()?,
+            seq: seq.parse().ok()?,
+            slot,
+        })
+    }
+
+    fn parse(text: &str) -> Option<Self> {
+        let mut parts = text.splitn(3, '-');
+        fn number<T: std::str::FromStr>(part: Option<&str>) -> Option<T> {
+            part.filter(|p| !p.is_empty() && p.bytes().all(|c| c.is_ascii_digit()))?
+                .parse()
+                .ok()
+        }
+        Some(EventId {
+            ms: number(parts.next())?,
+            seq: number(parts.next())?,
+            slot: number(parts.next())?,
+        })
+    }
+}
+
+impl std::fmt::Display for EventId {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}-{}-{}", self.ms, self.seq, self.slot)
+    }
 }
 
 fn parse_topic(json: &str) -> Result<TopicConfig> {

@@ -14,6 +14,8 @@ pub struct StoreOptions {
     pub auto_create_topics: bool,
     /// Settings of an auto-created topic (its name aside).
     pub topic_defaults: TopicConfig,
+    /// About how many entries a topic's event stream keeps (the oldest are trimmed).
+    pub events_max_len: usize,
 }
 
 impl Default for StoreOptions {
@@ -21,6 +23,7 @@ impl Default for StoreOptions {
         StoreOptions {
             auto_create_topics: true,
             topic_defaults: TopicConfig::default(),
+            events_max_len: 100_000,
         }
     }
 }

@@ -50,6 +50,12 @@ pub enum Op {
         slot: u32,
         seq: u64,
     },
+    /// Events appended to a topic's ring, with their ids. A settled run's events are in the
+    /// same record batch (one append) as its job's new state.
+    Events {
+        topic: String,
+        events: Vec<crate::events::Event>,
+    },
 }
 
 pub struct Journal {

@@ -21,7 +21,7 @@ use self::journal::{Journal, Op};
 use self::slot::{Finish, SlotState};
 use super::record::Record;
 use super::topics::{StoreOptions, check_update};
-use super::{MAX_PAGE, SharedStore, Store};
+use super::{MAX_PAGE, SharedStore, Store, check_slot};
 use crate::config::{FsyncPolicy, Settings};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
@@ -49,6 +49,31 @@ struct TopicSlots {
 struct EventRing {
     seq: u64,
     buf: VecDeque<Event>,
+}
+
+impl EventRing {
+    /// Gives each event its id (`seq-0`) and keeps the newest `max_len`.
+    fn push(&mut self, events: impl IntoIterator<Item = Event>, max_len: usize) -> Vec<Event> {
+        let mut added = Vec::new();
+        for mut e in events {
+            self.seq += 1;
+            e.id = format!("{}-0", self.seq);
+            added.push(e);
+        }
+        self.restore(added.iter().cloned(), max_len);
+        added
+    }
+
+    /// Puts back events that already have their ids (replay).
+    fn restore(&mut self, events: impl IntoIterator<Item = Event>, max_len: usize) {
+        for e in events {
+            self.seq = self.seq.max(event_seq(&e.id).unwrap_or(0));
+            self.buf.push_back(e);
+        }
+        while self.buf.len() > max_len.max(1) {
+            self.buf.pop_front();
+        }
+    }
 }
 
 /// The memory engine.
@@ -122,7 +147,7 @@ impl MemoryStore {
                 }
             });
         }
-        let live = Self::live_ops(store.topics.get_mut().expect("topics lock"));
+        let live = Self::live_ops(store.topics.get_mut().expect("topics lock"), &store.events);
         if replayed > 2 * live.len() {
             journal.compact(&live)?;
         }
@@ -160,6 +185,14 @@ impl MemoryStore {
                     let s = Self::replay_slot(topics, &topic, slot)?;
                     s.lock().expect("slot lock").seq = seq;
                 }
+                Op::Events { topic, events } => {
+                    self.events
+                        .get_mut()
+                        .expect("events lock")
+                        .entry(topic)
+                        .or_default()
+                        .restore(events, self.options.events_max_len);
+                }
             }
         }
         for t in topics.values() {
@@ -185,10 +218,13 @@ impl MemoryStore {
             })
     }
 
-    /// The whole live state as journal records. Every slot is locked at once (topics by
-    /// name, slots in order) so the records are one consistent cut and no change slips in
+    /// The whole live state as journal records, events included. Every slot is locked at
+    /// once (topics by name, slots in order), then the events, so the records are one consistent cut and no change slips in
     /// between the cut and the rename of the compacted file.
-    fn live_ops(topics: &HashMap<String, Arc<TopicSlots>>) -> Vec<Op> {
+    fn live_ops(
+        topics: &HashMap<String, Arc<TopicSlots>>,
+        events: &Mutex<HashMap<String, EventRing>>,
+    ) -> Vec<Op> {
         let mut names: Vec<&String> = topics.keys().collect();
         names.sort();
         let guards: Vec<(
@@ -233,6 +269,16 @@ impl MemoryStore {
                 }
             }
         }
+        // After the slots, as everywhere: a slot's lock is taken before the events'.
+        let events = events.lock().expect("events lock");
+        let mut names: Vec<&String> = events.keys().collect();
+        names.sort();
+        for name in names {
+            ops.push(Op::Events {
+                topic: name.clone(),
+                events: events[name].buf.iter().cloned().collect(),
+            });
+        }
         ops
     }
 
@@ -243,9 +289,10 @@ impl MemoryStore {
             return Ok(());
         };
         let _one = self.compacting.lock().expect("compaction lock");
-        // The topic map's write lock keeps topic changes out; live_ops holds every slot.
+        // The topic map's write lock keeps topic changes out; live_ops holds every slot, and
+        // the events lock keeps appends out (taken after the slots, as everywhere).
         let topics = self.topics.write().expect("topics lock");
-        let live = Self::live_ops(&topics);
+        let live = Self::live_ops(&topics, &self.events);
         journal.compact(&live)
     }
 
@@ -253,7 +300,7 @@ impl MemoryStore {
     /// changed nothing, and for debugging.
     pub fn dump(&self) -> Vec<String> {
         let topics = self.topics.read().expect("topics lock");
-        Self::live_ops(&topics)
+        Self::live_ops(&topics, &self.events)
             .iter()
             .map(|op| serde_json::to_string(op).expect("a record serialises"))
             .collect()
@@ -265,7 +312,7 @@ impl MemoryStore {
             return Ok((0, 0));
         };
         let on_disk = journal::read(journal.path())?.len();
-        let live = Self::live_ops(&self.topics.read().expect("topics lock")).len();
+        let live = Self::live_ops(&self.topics.read().expect("topics lock"), &self.events).len();
         Ok((on_disk, live))
     }
 
@@ -315,14 +362,37 @@ impl MemoryStore {
         mutates: bool,
         f: impl FnOnce(&mut SlotState) -> R,
     ) -> Result<R> {
+        self.with_slot_events(t, topic, slot, mutates, |s| (f(s), Vec::new()))
+    }
+
+    /// `with_slot` for a change that also appends events (settled runs): the events join the
+    /// topic's ring and the journal in the same write as the jobs' new state, under the
+    /// slot's lock, so a restart keeps both or neither.
+    fn with_slot_events<R>(
+        &self,
+        t: &TopicSlots,
+        topic: &str,
+        slot: u32,
+        mutates: bool,
+        f: impl FnOnce(&mut SlotState) -> (R, Vec<Event>),
+    ) -> Result<R> {
         if mutates {
             self.check_writable()?;
         }
         let result = {
             let mut s = t.slots[slot as usize].lock().expect("slot lock");
-            let r = f(&mut s);
+            let (r, events) = f(&mut s);
             let (dirty, seq_moved) = s.take_dirty();
-            if self.journal.is_some() && (!dirty.is_empty() || seq_moved) {
+            // Held until the journal write, so the journal keeps events in id order.
+            let mut rings = (!events.is_empty()).then(|| self.events.lock().expect("events lock"));
+            let added = match rings.as_mut() {
+                Some(rings) => rings
+                    .entry(topic.to_string())
+                    .or_default()
+                    .push(events, self.options.events_max_len),
+                None => Vec::new(),
+            };
+            if self.journal.is_some() && (!dirty.is_empty() || seq_moved || !added.is_empty()) {
                 let mut ops: Vec<Op> = dirty
                     .iter()
                     .map(|id| match s.snapshot_of(id) {
@@ -346,6 +416,12 @@ impl MemoryStore {
                         topic: topic.to_string(),
                         slot,
                         seq: s.seq,
+                    });
+                }
+                if !added.is_empty() {
+                    ops.push(Op::Events {
+                        topic: topic.to_string(),
+                        events: added,
                     });
                 }
                 self.journal(&ops)?;
@@ -519,12 +595,7 @@ impl Store for MemoryStore {
     async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
         let t = self.topic_slots(topic)?;
         let config = Self::config(&t);
-        if slot >= config.slots {
-            return Err(Error::invalid(
-                "slot",
-                format!("{slot} is not below the topic's {} slots", config.slots),
-            ));
-        }
+        check_slot(&config, slot)?;
         let lease = config.visibility_timeout_ms as Millis;
         let (next_at, expired, handed) = self.with_slot(&t, topic, slot, true, |s| {
             s.pump(now, limit.max(1), lease, config.max_attempts)
@@ -549,24 +620,38 @@ impl Store for MemoryStore {
         })
     }
 
-    async fn finish(
+    async fn settle(
         &self,
         topic: &str,
-        run: &Leased,
-        outcome: RunOutcome,
+        slot: u32,
+        batch: &[Settlement],
         now: Millis,
-    ) -> Result<Finished> {
+    ) -> Result<Vec<Finished>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
         let t = self.topic_slots(topic)?;
         let config = Self::config(&t);
-        let f = match &outcome {
-            RunOutcome::Ack => Finish::Ack,
-            RunOutcome::Retry { error, at } => Finish::Retry { error, at: *at },
-            RunOutcome::Repeat { at } => Finish::Repeat { at: *at },
-            RunOutcome::Bury { error } => Finish::Bury { error },
-            RunOutcome::Release => Finish::Release,
-        };
-        self.with_slot(&t, topic, run.slot, true, |s| {
-            s.finish(&run.job.id, run.token, f, now, config.max_attempts)
+        check_slot(&config, slot)?;
+        self.with_slot_events(&t, topic, slot, true, |s| {
+            let mut events = Vec::new();
+            let done = batch
+                .iter()
+                .map(|item| {
+                    let f = match &item.outcome {
+                        RunOutcome::Ack => Finish::Ack,
+                        RunOutcome::Retry { error, at } => Finish::Retry { error, at: *at },
+                        RunOutcome::Repeat { at } => Finish::Repeat { at: *at },
+                        RunOutcome::Bury { error } => Finish::Bury { error },
+                        RunOutcome::Release => Finish::Release,
+                    };
+                    let run = &item.run;
+                    let finished = s.finish(&run.job.id, run.token, f, now, config.max_attempts);
+                    events.extend(Event::of_settled(item, finished));
+                    finished
+                })
+                .collect();
+            (done, events)
         })
     }
 
@@ -637,19 +722,20 @@ impl Store for MemoryStore {
         Ok(TopicStats::from_slots(topic, per_slot))
     }
 
-    async fn append_events(&self, topic: &str, events: &[Event], max_len: usize) -> Result<()> {
-        let mut all = self.events.lock().expect("events lock");
-        let ring = all.entry(topic.to_string()).or_default();
-        for e in events {
-            ring.seq += 1;
-            let mut e = e.clone();
-            e.id = format!("{}-0", ring.seq);
-            ring.buf.push_back(e);
+    async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
         }
-        while ring.buf.len() > max_len.max(1) {
-            ring.buf.pop_front();
-        }
-        Ok(())
+        self.check_writable()?;
+        let mut rings = self.events.lock().expect("events lock");
+        let added = rings
+            .entry(topic.to_string())
+            .or_default()
+            .push(events.iter().cloned(), self.options.events_max_len);
+        self.journal(&[Op::Events {
+            topic: topic.to_string(),
+            events: added,
+        }])
     }
 
     async fn read_events(

@@ -1,0 +1,121 @@
+-- settle.lua: apply the outcomes of a batch of runs of one slot and append their events to
+-- the slot's event stream, in one atomic step: no run is acknowledged without its events.
+-- KEYS: the slot's six keys (see lib.lua).
+-- ARGV[1] now (ms)
+-- ARGV[2] the topic's max attempts (for records that do not name their own)
+-- ARGV[3] the slot stream's cap (XADD MAXLEN ~)
+-- Then per run, in order: id, token, outcome ('ack' | 'retry' | 'repeat' | 'bury' |
+--   'release'), fire time for 'retry' and 'repeat' (ms), error text, the event head (an
+--   event's JSON without its 'event' and 'data' fields and closing brace), n, and the n
+--   events its handler emitted (JSON).
+-- Returns one result per run, in order: 'done' | 'retrying' | 'repeating' | 'dead' |
+--   'released' | 'rescheduled' | 'stale'.
+-- 'stale': the job is not running under this token (its lease expired and another run took
+-- it, or it was cancelled); nothing changes and no event is appended.
+-- A reset that arrived during a run wins over its outcome: the job is scheduled again at the
+-- reset's time with attempts starting again, so no reset is ever lost.
+-- The runtime's event for each result is the one src/events.rs `outcome_event` describes.
+-- Order: every read, then every XADD, then every job change. Redis does not roll back a
+-- script that fails half way, so a failing XADD (a wrong type at the key, out of memory)
+-- must stop the script before any job changed: the runs stay running and come back after
+-- their lease.
+local now, default_max, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+
+local function num(n) return string.format('%d', n) end
+
+-- The runtime's event for a result: name and data JSON, or nil.
+local RESCHEDULED = {ack = 'job.done', retry = 'job.retry', ['repeat'] = 'job.repeat', bury = 'job.dead'}
+local function outcome_event(run)
+  local r = run.result
+  if r == 'done' then return 'job.done', 'null' end
+  if r == 'retrying' then
+    return 'job.retry', '{"error":' .. cjson.encode(run.err) .. ',"retry_at":' .. num(run.at) .. '}'
+  end
+  if r == 'repeating' then return 'job.repeat', '{"repeat_at":' .. num(run.at) .. '}' end
+  if r == 'dead' then return 'job.dead', '{"error":' .. cjson.encode(run.err) .. '}' end
+  if r == 'rescheduled' then
+    local name = RESCHEDULED[run.outcome]
+    if not name then return nil end
+    if run.err ~= '' then
+      return name, '{"error":' .. cjson.encode(run.err) .. ',"rescheduled":true}'
+    end
+    return name, '{"rescheduled":true}'
+  end
+  return nil
+end
+
+-- Reads: each run's record and result.
+local runs = {}
+local i = 4
+while i <= #ARGV do
+  local run = {id = ARGV[i], token = ARGV[i + 1], outcome = ARGV[i + 2], at = tonumber(ARGV[i + 3]),
+    err = ARGV[i + 4], head = ARGV[i + 5], emitted = {}}
+  local n = tonumber(ARGV[i + 6])
+  for j = 1, n do run.emitted[j] = ARGV[i + 6 + j] end
+  i = i + 7 + n
+  run.result = 'stale'
+  if redis.call('ZSCORE', RUN, run.id) then
+    local rec = load(run.id)
+    if rec.k ~= nil and string.format('%d', rec.k) == run.token then
+      run.rec = rec
+      local o = run.outcome
+      if rec.r then run.result = 'rescheduled'
+      elseif o == 'ack' then run.result = 'done'
+      elseif o == 'repeat' then run.result = 'repeating'
+      elseif o == 'release' then run.result = 'released'
+      elseif o == 'retry' and (rec.a or 0) < (rec.m or default_max) then run.result = 'retrying'
+      else run.result = 'dead' end
+    end
+  end
+  runs[#runs + 1] = run
+end
+
+-- Events.
+for _, run in ipairs(runs) do
+  if run.result ~= 'stale' then
+    for _, e in ipairs(run.emitted) do
+      redis.call('XADD', EVENTS, 'MAXLEN', '~', cap, '*', 'e', e)
+    end
+    local name, data = outcome_event(run)
+    if name then
+      redis.call('XADD', EVENTS, 'MAXLEN', '~', cap, '*', 'e',
+        run.head .. ',"event":"' .. name .. '","data":' .. data .. '}')
+    end
+  end
+end
+
+-- Job changes.
+local results = {}
+for k, run in ipairs(runs) do
+  local id, rec, r = run.id, run.rec, run.result
+  results[k] = r
+  if r ~= 'stale' then redis.call('ZREM', RUN, id) end
+  if r == 'rescheduled' then
+    local again = rec.r
+    rec.a = nil; rec.e = nil
+    reschedule(id, rec, again)
+    save(id, rec)
+  elseif r == 'done' then
+    redis.call('HDEL', JOB, id)
+  elseif r == 'repeating' then
+    rec.a = nil; rec.e = nil
+    rec.n = (rec.n or 0) + 1
+    reschedule(id, rec, run.at)
+    save(id, rec)
+  elseif r == 'released' then
+    local a = (rec.a or 1) - 1
+    rec.a = a > 0 and a or nil
+    reschedule(id, rec, now)
+    save(id, rec)
+  elseif r == 'retrying' then
+    rec.e = run.err
+    reschedule(id, rec, run.at)
+    save(id, rec)
+  elseif r == 'dead' then
+    rec.e = run.err
+    rec.k = nil
+    redis.call('ZADD', DEAD, now, id)
+    save(id, rec)
+  end
+end
+return results
