@@ -1,5 +1,5 @@
 -- pump.lua: hand out a slot's due jobs, and take back runs whose lease expired.
--- KEYS: the slot's five keys (see lib.lua).
+-- KEYS: the slot's six keys (see lib.lua).
 -- ARGV[1] now (ms)
 -- ARGV[2] limit: most jobs to hand out (and most expired leases to take back)
 -- ARGV[3] lease length (ms): a run must report by now + this
@@ -49,18 +49,27 @@ if count > 0 then
   redis.call('ZADD', RUN, unpack(run))
   local first = redis.call('INCRBY', SEQ, count) - count
   local recs = redis.call('HMGET', JOB, unpack(ids))
+  local put = {}
   for i, id in ipairs(ids) do
-    local rec = decode(recs[i])
-    rec.a = (rec.a or 0) + 1
-    rec.k = first + i
-    rec.f = tonumber(due[2 * i])
-    local raw = cjson.encode(rec)
-    redis.call('HSET', JOB, id, raw)
+    local raw
+    if recs[i] then
+      local rec = decode(recs[i])
+      rec.a = (rec.a or 0) + 1
+      rec.k = first + i
+      rec.f = tonumber(due[2 * i])
+      raw = cjson.encode(rec)
+    else
+      -- A plain job has no record: its run's record is written without a JSON round trip.
+      raw = '{"a":1,"k":' .. string.format('%d', first + i) .. ',"f":' .. due[2 * i] .. '}'
+    end
+    put[2 * i - 1] = id
+    put[2 * i] = raw
     out[#out + 1] = id
     out[#out + 1] = due[2 * i]
-    out[#out + 1] = rec.k
+    out[#out + 1] = first + i
     out[#out + 1] = raw
   end
+  redis.call('HSET', JOB, unpack(put))
 end
 
 local nd = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')

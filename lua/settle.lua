@@ -3,7 +3,7 @@
 -- KEYS: the slot's six keys (see lib.lua).
 -- ARGV[1] now (ms)
 -- ARGV[2] the topic's max attempts (for records that do not name their own)
--- ARGV[3] the slot stream's cap (XADD MAXLEN ~)
+-- ARGV[3] the slot stream's cap (XTRIM MAXLEN ~)
 -- Then per run, in order: id, token, outcome ('ack' | 'retry' | 'repeat' | 'bury' |
 --   'release'), fire time for 'retry' and 'repeat' (ms), error text, the event head (an
 --   event's JSON without its 'event' and 'data' fields and closing brace), n, and the n
@@ -44,8 +44,10 @@ local function outcome_event(run)
   return nil
 end
 
--- Reads: each run's record and result.
-local runs = {}
+-- Reads: each run's record and result, in one ZMSCORE and one HMGET for the batch. A batch
+-- may hold two runs of one job (an expired lease and its successor): at most one carries the
+-- record's token, so at most one is not stale.
+local runs, ids = {}, {}
 local i = 4
 while i <= #ARGV do
   local run = {id = ARGV[i], token = ARGV[i + 1], outcome = ARGV[i + 2], at = tonumber(ARGV[i + 3]),
@@ -53,9 +55,16 @@ while i <= #ARGV do
   local n = tonumber(ARGV[i + 6])
   for j = 1, n do run.emitted[j] = ARGV[i + 6 + j] end
   i = i + 7 + n
+  runs[#runs + 1] = run
+  ids[#ids + 1] = run.id
+end
+if #runs == 0 then return {} end
+local leases = redis.call('ZMSCORE', RUN, unpack(ids))
+local raws = redis.call('HMGET', JOB, unpack(ids))
+for k, run in ipairs(runs) do
   run.result = 'stale'
-  if redis.call('ZSCORE', RUN, run.id) then
-    local rec = load(run.id)
+  if leases[k] then
+    local rec = decode(raws[k])
     if rec.k ~= nil and string.format('%d', rec.k) == run.token then
       run.rec = rec
       local o = run.outcome
@@ -67,55 +76,73 @@ while i <= #ARGV do
       else run.result = 'dead' end
     end
   end
-  runs[#runs + 1] = run
 end
 
--- Events.
+-- Events, then one trim to the cap.
+local appended = false
 for _, run in ipairs(runs) do
   if run.result ~= 'stale' then
     for _, e in ipairs(run.emitted) do
-      redis.call('XADD', EVENTS, 'MAXLEN', '~', cap, '*', 'e', e)
+      redis.call('XADD', EVENTS, '*', 'e', e)
+      appended = true
     end
     local name, data = outcome_event(run)
     if name then
-      redis.call('XADD', EVENTS, 'MAXLEN', '~', cap, '*', 'e',
-        run.head .. ',"event":"' .. name .. '","data":' .. data .. '}')
+      redis.call('XADD', EVENTS, '*', 'e', run.head .. ',"event":"' .. name .. '","data":' .. data .. '}')
+      appended = true
     end
   end
 end
+if appended then redis.call('XTRIM', EVENTS, 'MAXLEN', '~', cap) end
 
--- Job changes.
-local results = {}
+-- Job changes, gathered into one call per command.
+local results, settled, due, dead, put, gone = {}, {}, {}, {}, {}, {}
+local function keep(id, rec)
+  if next(rec) == nil then
+    gone[#gone + 1] = id
+  else
+    put[#put + 1] = id
+    put[#put + 1] = cjson.encode(rec)
+  end
+end
+local function schedule_at(id, rec, at)
+  rec.k = nil; rec.f = nil; rec.r = nil
+  due[#due + 1] = at
+  due[#due + 1] = id
+  keep(id, rec)
+end
 for k, run in ipairs(runs) do
   local id, rec, r = run.id, run.rec, run.result
   results[k] = r
-  if r ~= 'stale' then redis.call('ZREM', RUN, id) end
+  if r ~= 'stale' then settled[#settled + 1] = id end
   if r == 'rescheduled' then
     local again = rec.r
     rec.a = nil; rec.e = nil
-    reschedule(id, rec, again)
-    save(id, rec)
+    schedule_at(id, rec, again)
   elseif r == 'done' then
-    redis.call('HDEL', JOB, id)
+    gone[#gone + 1] = id
   elseif r == 'repeating' then
     rec.a = nil; rec.e = nil
     rec.n = (rec.n or 0) + 1
-    reschedule(id, rec, run.at)
-    save(id, rec)
+    schedule_at(id, rec, run.at)
   elseif r == 'released' then
     local a = (rec.a or 1) - 1
     rec.a = a > 0 and a or nil
-    reschedule(id, rec, now)
-    save(id, rec)
+    schedule_at(id, rec, now)
   elseif r == 'retrying' then
     rec.e = run.err
-    reschedule(id, rec, run.at)
-    save(id, rec)
+    schedule_at(id, rec, run.at)
   elseif r == 'dead' then
     rec.e = run.err
     rec.k = nil
-    redis.call('ZADD', DEAD, now, id)
-    save(id, rec)
+    dead[#dead + 1] = now
+    dead[#dead + 1] = id
+    keep(id, rec)
   end
 end
+if #settled > 0 then redis.call('ZREM', RUN, unpack(settled)) end
+if #due > 0 then redis.call('ZADD', DUE, unpack(due)) end
+if #dead > 0 then redis.call('ZADD', DEAD, unpack(dead)) end
+if #put > 0 then redis.call('HSET', JOB, unpack(put)) end
+if #gone > 0 then redis.call('HDEL', JOB, unpack(gone)) end
 return results

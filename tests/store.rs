@@ -776,11 +776,12 @@ async fn a_stale_settlement_appends_no_event(e: Engine) {
     let new = pump_one(s, "t", "a", T0 + 1_000).await; // the old lease expired
     let mut late = Settlement::new(old, RunOutcome::Ack, T0);
     late.emitted = vec![("job.fired".into(), json!(null))];
-    let done = s.settle("t", 0, &[late], T0 + 1_001).await.unwrap();
-    assert_eq!(done, vec![Finished::Stale]);
     let mut fresh = Settlement::new(new, RunOutcome::Ack, T0 + 1_000);
     fresh.emitted = vec![("job.fired".into(), json!(null))];
-    s.settle("t", 0, &[fresh], T0 + 1_002).await.unwrap();
+    // Both runs of the job in one batch: only the one holding the lease counts.
+    let done = s.settle("t", 0, &[late, fresh], T0 + 1_001).await.unwrap();
+    assert_eq!(done, vec![Finished::Stale, Finished::Done]);
+    assert_eq!(state(s, "t", "a").await, None);
     let got = events_of(s, "t", 2).await;
     let seen: Vec<(u32, &str)> = got.iter().map(|e| (e.attempt, e.event.as_str())).collect();
     assert_eq!(seen, vec![(2, "job.fired"), (2, events::kind::DONE)]);

@@ -609,6 +609,14 @@ async fn burst(ctx: &mut Ctx) -> Result<(), String> {
         }
         bar.finish_and_clear();
         let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
+        let mut redis = match engine {
+            "redis" => Some(redis_conn(ctx).await?),
+            _ => None,
+        };
+        let cpu_before = match redis.as_mut() {
+            Some(c) => redis_cpu(c).await?,
+            None => 0.0,
+        };
         let started = Instant::now();
         let center = TimeoutCenter::builder(store)
             .handler(Noop {
@@ -628,6 +636,17 @@ async fn burst(ctx: &mut Ctx) -> Result<(), String> {
         let secs = started.elapsed().as_secs_f64();
         let handled = done.load(Ordering::Relaxed);
         center.shutdown(Duration::from_secs(1)).await;
+        if let Some(c) = redis.as_mut() {
+            let cpu = redis_cpu(c).await? - cpu_before;
+            ctx.add(
+                "burst",
+                engine,
+                "redis-server CPU per 100,000 fired",
+                cpu * 100_000.0 / handled.max(1) as f64,
+                "s",
+                "INFO cpu used_cpu_user + used_cpu_sys, before and after the drain",
+            );
+        }
         ctx.add(
             "burst",
             engine,
@@ -651,16 +670,30 @@ async fn burst(ctx: &mut Ctx) -> Result<(), String> {
     Ok(())
 }
 
-async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> Result<i64, String> {
+/// A numeric field of Redis's `INFO section`.
+async fn info_field(
+    c: &mut redis::aio::MultiplexedConnection,
+    section: &str,
+    field: &str,
+) -> Result<f64, String> {
     let info: String = redis::cmd("INFO")
-        .arg("memory")
+        .arg(section)
         .query_async(c)
         .await
         .map_err(|e| e.to_string())?;
     info.lines()
-        .find_map(|l| l.strip_prefix("used_memory:"))
+        .find_map(|l| l.strip_prefix(field)?.strip_prefix(':'))
         .and_then(|v| v.trim().parse().ok())
-        .ok_or_else(|| "no used_memory in INFO".to_string())
+        .ok_or_else(|| format!("no {field} in INFO {section}"))
+}
+
+async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> Result<i64, String> {
+    Ok(info_field(c, "memory", "used_memory").await? as i64)
+}
+
+/// CPU seconds (user and system) redis-server has used since it started.
+async fn redis_cpu(c: &mut redis::aio::MultiplexedConnection) -> Result<f64, String> {
+    Ok(info_field(c, "cpu", "used_cpu_user").await? + info_field(c, "cpu", "used_cpu_sys").await?)
 }
 
 /// Waits until Redis has freed what UNLINK handed to its background thread, so the next
@@ -685,13 +718,17 @@ async fn settle_lazyfree(c: &mut redis::aio::MultiplexedConnection) -> Result<()
     Err("Redis did not finish freeing memory within 30 s".into())
 }
 
-async fn memory(ctx: &mut Ctx) -> Result<(), String> {
-    let n = ctx.sizes.memory_jobs;
+async fn redis_conn(ctx: &Ctx) -> Result<redis::aio::MultiplexedConnection, String> {
     let client = redis::Client::open(ctx.redis_url.as_str()).map_err(|e| e.to_string())?;
-    let mut c = client
+    client
         .get_multiplexed_async_connection()
         .await
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| e.to_string())
+}
+
+async fn memory(ctx: &mut Ctx) -> Result<(), String> {
+    let n = ctx.sizes.memory_jobs;
+    let mut c = redis_conn(ctx).await?;
     let store = open(ctx, "redis").await?;
     let ids: Vec<String> = (0..n).map(|i| format!("device-{i:08}")).collect();
     let at = now_ms() + 3_600_000;
