@@ -40,9 +40,11 @@ local due = redis.call('ZRANGEBYSCORE', DUE, '-inf', now, 'WITHSCORES', 'LIMIT',
 local count = #due / 2
 if count > 0 then
   local ids, run = {}, {}
+  -- One string for every lease deadline: Lua formats a number each time it passes one on.
+  local deadline = string.format('%d', now + lease)
   for i = 1, count do
     ids[i] = due[2 * i - 1]
-    run[2 * i - 1] = now + lease
+    run[2 * i - 1] = deadline
     run[2 * i] = ids[i]
   end
   redis.call('ZREM', DUE, unpack(ids))

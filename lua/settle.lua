@@ -128,14 +128,14 @@ for k, run in ipairs(runs) do
   elseif r == 'released' then
     local a = (rec.a or 1) - 1
     rec.a = a > 0 and a or nil
-    schedule_at(id, rec, now)
+    schedule_at(id, rec, ARGV[1])
   elseif r == 'retrying' then
     rec.e = run.err
     schedule_at(id, rec, run.at)
   elseif r == 'dead' then
     rec.e = run.err
     rec.k = nil
-    dead[#dead + 1] = now
+    dead[#dead + 1] = ARGV[1]
     dead[#dead + 1] = id
     keep(id, rec)
   end

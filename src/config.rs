@@ -14,6 +14,13 @@ use crate::topic::TopicConfig;
 /// The annotated defaults, as shipped in `config/default.toml`.
 pub const DEFAULTS: &str = include_str!("../config/default.toml");
 
+/// `TOC_*` variables that belong to the command line, not to the service's settings: the
+/// client commands' address and token, the settings file's path, and the load generator's
+/// Redis. `Settings::load` passes over them, so one shell can run both `toc serve` and the
+/// client commands.
+pub const CLIENT_VARIABLES: &[&str] =
+    &["TOC_URL", "TOC_TOKEN", "TOC_CONFIG", "TOC_BENCH_REDIS_URL"];
+
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StoreKind {
@@ -129,6 +136,9 @@ impl Settings {
         }
         let defaults = table.clone();
         for (name, value) in env {
+            if CLIENT_VARIABLES.contains(&name.as_str()) {
+                continue;
+            }
             if let Some(rest) = name.strip_prefix("TOC_") {
                 apply_env(&mut table, &defaults, &name, rest, &value)?;
             }
@@ -328,6 +338,27 @@ mod tests {
         assert_eq!(s.runtime.poll_ms, 60_000);
         assert_eq!(s.topics.defaults.slots, 64);
         assert_eq!(s.journal(), Some(Path::new("/tmp/x.journal")));
+    }
+
+    #[test]
+    fn the_command_line_variables_are_not_settings() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("TOC_URL", "http://127.0.0.1:9"),
+                ("TOC_TOKEN", "secret"),
+                ("TOC_CONFIG", "/nowhere.toml"),
+                ("TOC_BENCH_REDIS_URL", "redis://example:1/"),
+                ("TOC_TOKENS", "a"),
+            ]),
+        )
+        .unwrap();
+        assert_eq!(
+            s.tokens,
+            ["a"],
+            "TOC_TOKENS is the service's and still applies"
+        );
+        assert_eq!(s.listen.to_string(), "127.0.0.1:8080");
     }
 
     #[test]

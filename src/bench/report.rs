@@ -80,8 +80,8 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
         (
             "p99 firing lateness, redis store (ms)",
             f("redis", "firing lateness p99"),
-            "< 5",
-            5.0,
+            "<= 2",
+            2.0,
             false,
         ),
         (

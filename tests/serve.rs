@@ -1,0 +1,83 @@
+//! `toc serve` and the client commands share one shell: the client's variables (`TOC_URL`,
+//! `TOC_TOKEN`) do not stop the server, and the client reaches the server through them.
+
+mod common;
+
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use common::redis_server::free_port;
+
+/// Kills the server when the test ends, however it ends.
+struct Running(Child);
+
+impl Drop for Running {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
+#[test]
+fn one_shell_runs_the_server_and_the_client() {
+    let port = free_port();
+    let url = format!("http://127.0.0.1:{port}");
+    let shell = [
+        ("TOC_URL", url.as_str()),
+        ("TOC_TOKEN", "s3cret"),
+        ("TOC_TOKENS", "s3cret"),
+        ("TOC_LISTEN", &format!("127.0.0.1:{port}")),
+        ("RUST_LOG", "warn"),
+    ];
+    let mut server = Running(
+        Command::new(env!("CARGO_BIN_EXE_toc"))
+            .arg("serve")
+            .envs(shell)
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        if let Some(status) = server.0.try_wait().unwrap() {
+            let mut err = String::new();
+            use std::io::Read;
+            server
+                .0
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
+            panic!("toc serve stopped ({status}): {err}");
+        }
+        let out = Command::new(env!("CARGO_BIN_EXE_toc"))
+            .args(["job", "put", "orders", "o-1", "--delay-ms", "60000"])
+            .envs(shell)
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the client never reached the server: {}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let out = Command::new(env!("CARGO_BIN_EXE_toc"))
+        .args(["--json", "job", "get", "orders", "o-1"])
+        .envs(shell)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let job: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(job["id"], "o-1");
+    assert_eq!(job["state"], "scheduled");
+}
