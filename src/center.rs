@@ -157,15 +157,27 @@ impl TimeoutCenter {
     /// The topic's settings, and its slots served by this runtime.
     pub async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
         let topic = self.rt.store.topic(name).await?;
+        self.serve(&topic);
+        Ok(topic)
+    }
+
+    /// An existing topic's settings, its slots served by this runtime; `TopicNotFound` when
+    /// it does not exist (nothing is created and no slot actor starts).
+    async fn existing(&self, name: &str) -> Result<Arc<TopicConfig>> {
+        let topic = self.rt.store.existing_topic(name).await?;
+        self.serve(&topic);
+        Ok(topic)
+    }
+
+    fn serve(&self, topic: &Arc<TopicConfig>) {
         let new = self
             .served
             .lock()
             .expect("served lock")
-            .insert(name.to_string());
+            .insert(topic.name.clone());
         if new {
             self.supervisor.do_send(ServeTopic(topic.clone()));
         }
-        Ok(topic)
     }
 
     pub async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
@@ -204,7 +216,10 @@ impl TimeoutCenter {
         job: NewJob,
         mode: ScheduleMode,
     ) -> Result<Scheduled> {
-        self.topic(topic).await?;
+        match mode {
+            ScheduleMode::ResetOnly => self.existing(topic).await?,
+            _ => self.topic(topic).await?,
+        };
         let now = self.now();
         let r = self
             .rt
@@ -253,7 +268,10 @@ impl TimeoutCenter {
         resets: &[Reset],
         create: Option<&CreateSpec>,
     ) -> Result<ResetReport> {
-        self.topic(topic).await?;
+        match create {
+            Some(_) => self.topic(topic).await?,
+            None => self.existing(topic).await?,
+        };
         let now = self.now();
         let report = self.rt.store.reset_many(topic, resets, create, now).await?;
         let m = &self.rt.metrics;
@@ -318,7 +336,7 @@ impl TimeoutCenter {
 
     /// Schedules a dead job again, due now, with attempts starting again.
     pub async fn dead_requeue(&self, topic: &str, job: &JobRef) -> Result<bool> {
-        let t = self.topic(topic).await?;
+        let t = self.existing(topic).await?;
         let now = self.now();
         let done = self.rt.store.dead_requeue(topic, job, now).await?;
         if done {

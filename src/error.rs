@@ -21,6 +21,10 @@ pub enum Error {
     #[error("topic {0:?} does not exist and auto-creation is off")]
     UnknownTopic(String),
 
+    /// A read, cancel or reset named a topic that does not exist (these never create one).
+    #[error("topic {0:?} does not exist")]
+    TopicNotFound(String),
+
     /// A topic setting that may not change once jobs may exist (it would misroute them).
     #[error("topic {topic:?}: {message}")]
     TopicConflict { topic: String, message: String },

@@ -452,6 +452,56 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
     );
 }
 
+/// Reading, cancelling or resetting a job in an unknown topic answers 404 `topic_not_found`:
+/// the topic is not created, not listed, and no slot actor starts for it.
+#[actix_rt::test]
+async fn reads_of_an_unknown_topic_answer_404_and_create_nothing() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let before = common::redis_dump(&redis);
+    let calls = [
+        (Method::GET, "/v1/topics/ghost/jobs/x", None),
+        (Method::DELETE, "/v1/topics/ghost/jobs/x", None),
+        (
+            Method::POST,
+            "/v1/topics/ghost/jobs/x/reset",
+            Some(json!({"delay_ms": 1000})),
+        ),
+        (
+            Method::POST,
+            "/v1/topics/ghost/resets",
+            Some(json!({"resets": [{"id": "x", "delay_ms": 1000}]})),
+        ),
+        (Method::GET, "/v1/topics/ghost/events", None),
+        (Method::GET, "/v1/topics/ghost/dead", None),
+        (Method::POST, "/v1/topics/ghost/dead/x/requeue", None),
+        (Method::DELETE, "/v1/topics/ghost/dead/x", None),
+        (Method::GET, "/v1/topics/ghost", None),
+    ];
+    for (method, path, body) in calls {
+        let (st, body) = s.send(method.clone(), path, body).await;
+        assert_eq!(st, 404, "{method} {path}: {body}");
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("ghost"),
+            "{method} {path}: {body}"
+        );
+        if path != "/v1/topics/ghost" {
+            assert_eq!(body["error"]["code"], "topic_not_found", "{method} {path}");
+        }
+    }
+    let (_, topics) = s.send(Method::GET, "/v1/topics", None).await;
+    assert_eq!(topics["items"], json!([]), "{topics}");
+    let (_, health) = s.send(Method::GET, "/health", None).await;
+    let served: Vec<&Value> = health["slots"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .filter(|slot| slot["topic"] == "ghost")
+        .collect();
+    assert!(served.is_empty(), "slot actors started: {served:?}");
+    assert_eq!(common::redis_dump(&redis), before, "nothing was stored");
+}
+
 #[actix_rt::test]
 async fn auth_guards_v1_routes_when_tokens_are_set() {
     let redis = RedisServer::start();

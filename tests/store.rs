@@ -787,6 +787,42 @@ async fn a_stale_settlement_appends_no_event(e: Engine) {
     assert_eq!(seen, vec![(2, "job.fired"), (2, events::kind::DONE)]);
 }
 
+async fn reads_cancels_and_resets_never_create_a_topic(e: Engine) {
+    let s = &*e.store;
+    let before = e.dump();
+    let job = JobRef::new("a");
+    let not_found = |r: Result<()>| match r {
+        Err(Error::TopicNotFound(t)) => assert_eq!(t, "nope"),
+        other => panic!("expected TopicNotFound, got {other:?}"),
+    };
+    not_found(s.get("nope", &job).await.map(drop));
+    not_found(s.cancel("nope", &job).await.map(drop));
+    not_found(
+        s.schedule("nope", NewJob::new("a", T0), ScheduleMode::ResetOnly, T0)
+            .await
+            .map(drop),
+    );
+    not_found(
+        s.reset_many("nope", &[Reset::new("a", T0)], None, T0)
+            .await
+            .map(drop),
+    );
+    not_found(s.dead_list("nope", None, 10).await.map(drop));
+    not_found(s.dead_requeue("nope", &job, T0).await.map(drop));
+    not_found(s.dead_delete("nope", &job).await.map(drop));
+    not_found(s.stats("nope").await.map(drop));
+    not_found(s.read_events("nope", None, 10).await.map(drop));
+    not_found(s.pump("nope", 0, T0, 10).await.map(drop));
+    assert_eq!(s.find_topic("nope").await.unwrap(), None);
+    assert!(s.topics().await.unwrap().is_empty());
+    assert_eq!(e.dump(), before, "nothing was created");
+    // A write that schedules does create it.
+    s.schedule("nope", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    assert_eq!(s.find_topic("nope").await.unwrap().unwrap().name, "nope");
+}
+
 async fn dead_letters_page_oldest_first_requeue_and_delete(e: Engine) {
     let s = &*e.store;
     s.put_topic(topic_with("t", 8, 1)).await.unwrap();
@@ -1132,4 +1168,5 @@ engines!(
     ten_thousand_jobs_fire_exactly_once_and_never_early,
     settle_applies_a_batch_with_its_events_in_one_step,
     a_stale_settlement_appends_no_event,
+    reads_cancels_and_resets_never_create_a_topic,
 );

@@ -81,6 +81,9 @@ impl From<Error> for ApiError {
             Error::UnknownTopic(_) => {
                 ApiError::new(StatusCode::NOT_FOUND, "unknown_topic", message)
             }
+            Error::TopicNotFound(_) => {
+                ApiError::new(StatusCode::NOT_FOUND, "topic_not_found", message)
+            }
             Error::TopicConflict { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "topic_conflict", message)
             }

@@ -172,6 +172,8 @@ pub async fn get_meeting(center: &TimeoutCenter, topic: &str, id: &str) -> Resul
 /// Returns whether the booking existed.
 pub async fn put_meeting(center: &TimeoutCenter, topic: &str, booking: Booking) -> Result<bool> {
     booking.validate()?;
+    // A booking schedules jobs, so it may create its topic (reads alone never do).
+    center.topic(topic).await?;
     let id = booking.id.clone();
     let old = get_meeting(center, topic, &id).await?;
     let now = center.now();

@@ -52,6 +52,17 @@ pub trait Store: Send + Sync + 'static {
     /// unless auto-creation is off.
     async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>>;
 
+    /// A topic's settings when it exists. Never creates one: reads, cancels and resets go
+    /// through here, so naming an unknown topic leaves no trace.
+    async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>>;
+
+    /// A topic's settings, or `TopicNotFound`.
+    async fn existing_topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
+        self.find_topic(name)
+            .await?
+            .ok_or_else(|| crate::error::Error::TopicNotFound(name.to_string()))
+    }
+
     /// Every known topic, by name.
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>>;
 

@@ -27,7 +27,7 @@ use crate::job::{
 };
 use crate::routing::slot_of;
 use crate::time::Millis;
-use crate::topic::TopicConfig;
+use crate::topic::{TopicConfig, validate_topic_name};
 use crate::validate;
 
 /// How long a command may wait for Redis before the call fails (and HTTP answers 503).
@@ -129,17 +129,6 @@ where
         Ok((reset as u64, created as u64, head, missing, rearmed))
     }
 
-    /// A topic's settings if it exists; unlike `topic`, never creates it.
-    async fn existing_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
-        if let Some(t) = self.topics.get(name) {
-            return Ok(Some(t));
-        }
-        let stored: Option<String> = self.conn.clone().hget(TOPICS, name).await?;
-        stored
-            .map(|json| parse_topic(&json).map(|c| self.topics.insert(c)))
-            .transpose()
-    }
-
     /// Each slot's share of the topic's event stream cap.
     fn slot_stream_cap(&self, topic: &TopicConfig) -> usize {
         self.options
@@ -216,6 +205,17 @@ where
         Ok(self.topics.insert(config))
     }
 
+    async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        validate_topic_name(name)?;
+        if let Some(t) = self.topics.get(name) {
+            return Ok(Some(t));
+        }
+        let stored: Option<String> = self.conn.clone().hget(TOPICS, name).await?;
+        stored
+            .map(|json| parse_topic(&json).map(|c| self.topics.insert(c)))
+            .transpose()
+    }
+
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
         let all: BTreeMap<String, String> = self.conn.clone().hgetall(TOPICS).await?;
         all.values()
@@ -230,7 +230,10 @@ where
         mode: ScheduleMode,
         now: Millis,
     ) -> Result<Scheduled> {
-        let t = self.topic(topic).await?;
+        let t = match mode {
+            ScheduleMode::ResetOnly => self.existing_topic(topic).await?,
+            _ => self.topic(topic).await?,
+        };
         validate::new_job(&t, &job)?;
         let (slot, keys) = self.locate(
             &t,
@@ -291,7 +294,10 @@ where
         create: Option<&CreateSpec>,
         now: Millis,
     ) -> Result<ResetReport> {
-        let t = self.topic(topic).await?;
+        let t = match create {
+            Some(_) => self.topic(topic).await?,
+            None => self.existing_topic(topic).await?,
+        };
         validate::reset_batch(&t, resets, create)?;
         let create_arg = create.map(|spec| Record::for_create(&t, spec).to_arg());
         let mut by_slot: BTreeMap<u32, Vec<&Reset>> = BTreeMap::new();
@@ -325,7 +331,7 @@ where
     }
 
     async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
-        let t = self.topic(topic).await?;
+        let t = self.existing_topic(topic).await?;
         let (_, keys) = self.locate(&t, job)?;
         let state: String = self
             .scripts
@@ -338,7 +344,7 @@ where
     }
 
     async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
-        let t = self.topic(topic).await?;
+        let t = self.existing_topic(topic).await?;
         let (_, keys) = self.locate(&t, job)?;
         let reply: Vec<Value> = self
             .scripts
@@ -357,7 +363,7 @@ where
     }
 
     async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
-        let t = self.topic(topic).await?;
+        let t = self.existing_topic(topic).await?;
         check_slot(&t, slot)?;
         let keys = SlotKeys::new(&t.name, slot);
         let reply: Vec<Value> = self
@@ -402,7 +408,7 @@ where
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let t = self.topic(topic).await?;
+        let t = self.existing_topic(topic).await?;
         check_slot(&t, slot)?;
         let keys = SlotKeys::new(&t.name, slot);
         let mut call = self.scripts.settle.prepare_invoke();
@@ -458,7 +464,7 @@ where
     }
 
     async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
-        let t = self.topic(topic).await?;
+        let t = self.existing_topic(topic).await?;
         let keys = SlotKeys::new(&t.name, run.slot);
         let n: i64 = self
             .scripts
@@ -473,7 +479,7 @@ where
     }
 
     async fn dead_list(&self, topic: &str, after: Option<&str>, limit: usize) -> Result<DeadPage> {
-        let t = self.topic(topic).await?;
+        let t = self.existing_topic(topic).await?;
         let limit = limit.clamp(1, MAX_PAGE);
         let cursor = match after {
             Some(s) => Some(
@@ -518,7 +524,7 @@ where
     }
 
     async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {
-        let t = self.topic(topic).await?;
+        let t = self.existing_topic(topic).await?;
         let (_, keys) = self.locate(&t, job)?;
         let n: i64 = self
             .scripts
@@ -532,7 +538,7 @@ where
     }
 
     async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool> {
-        let t = self.topic(topic).await?;
+        let t = self.existing_topic(topic).await?;
         let (_, keys) = self.locate(&t, job)?;
         let n: i64 = self
             .scripts
@@ -545,7 +551,7 @@ where
     }
 
     async fn stats(&self, topic: &str) -> Result<TopicStats> {
-        let t = self.topic(topic).await?;
+        let t = self.existing_topic(topic).await?;
         let calls = (0..t.slots).map(|slot| self.slot_stats(&t.name, slot));
         let per_slot = futures_util::future::join_all(calls)
             .await
@@ -558,7 +564,7 @@ where
         if events.is_empty() {
             return Ok(());
         }
-        let t = self.topic(topic).await?;
+        let t = self.existing_topic(topic).await?;
         let cap = self.slot_stream_cap(&t);
         let mut pipe = redis::pipe();
         for e in events {
@@ -585,17 +591,13 @@ where
         after: Option<&str>,
         limit: usize,
     ) -> Result<EventPage> {
-        crate::topic::validate_topic_name(topic)?;
         let cursor = match after {
             Some(id) => Some(EventId::parse(id).ok_or_else(|| {
                 Error::invalid("after", format!("{id:?} is not an event id (ms-seq-slot)"))
             })?),
             None => None,
         };
-        // A read never creates a topic: an unknown one has no events.
-        let Some(t) = self.existing_topic(topic).await? else {
-            return Ok(EventPage::default());
-        };
+        let t = self.existing_topic(topic).await?;
         let limit = limit.clamp(1, MAX_PAGE);
         // Each slot's oldest `limit` after the cursor; then, of those older than every
         // slot's clock (nothing can still be appended before that), the oldest `limit`.

@@ -335,6 +335,17 @@ impl MemoryStore {
         })
     }
 
+    /// A topic's slots when it exists, or `TopicNotFound`: never creates one.
+    fn existing_slots(&self, name: &str) -> Result<Arc<TopicSlots>> {
+        validate_topic_name(name)?;
+        self.topics
+            .read()
+            .expect("topics lock")
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::TopicNotFound(name.to_string()))
+    }
+
     fn topic_slots(&self, name: &str) -> Result<Arc<TopicSlots>> {
         if let Some(t) = self.topics.read().expect("topics lock").get(name) {
             return Ok(t.clone());
@@ -491,6 +502,14 @@ impl Store for MemoryStore {
         Ok(Self::config(&t))
     }
 
+    async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        match self.existing_slots(name) {
+            Ok(t) => Ok(Some(Self::config(&t))),
+            Err(Error::TopicNotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
+    }
+
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
         let topics = self.topics.read().expect("topics lock");
         let mut all: Vec<_> = topics.values().map(|t| Self::config(t)).collect();
@@ -505,7 +524,10 @@ impl Store for MemoryStore {
         mode: ScheduleMode,
         now: Millis,
     ) -> Result<Scheduled> {
-        let t = self.topic_slots(topic)?;
+        let t = match mode {
+            ScheduleMode::ResetOnly => self.existing_slots(topic)?,
+            _ => self.topic_slots(topic)?,
+        };
         let config = Self::config(&t);
         validate::new_job(&config, &job)?;
         let job_ref = JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone());
@@ -541,7 +563,10 @@ impl Store for MemoryStore {
         create: Option<&CreateSpec>,
         now: Millis,
     ) -> Result<ResetReport> {
-        let t = self.topic_slots(topic)?;
+        let t = match create {
+            Some(_) => self.topic_slots(topic)?,
+            None => self.existing_slots(topic)?,
+        };
         let config = Self::config(&t);
         validate::reset_batch(&config, resets, create)?;
         let spec = create.map(|c| Record::for_create(&config, c));
@@ -578,13 +603,13 @@ impl Store for MemoryStore {
     }
 
     async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
-        let t = self.topic_slots(topic)?;
+        let t = self.existing_slots(topic)?;
         let (_, slot) = self.route(&t, job)?;
         self.with_slot(&t, topic, slot, true, |s| s.cancel(&job.id))
     }
 
     async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
-        let t = self.topic_slots(topic)?;
+        let t = self.existing_slots(topic)?;
         let (config, slot) = self.route(&t, job)?;
         let found = self.with_slot(&t, topic, slot, false, |s| s.get(&job.id))?;
         found
@@ -593,7 +618,7 @@ impl Store for MemoryStore {
     }
 
     async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
-        let t = self.topic_slots(topic)?;
+        let t = self.existing_slots(topic)?;
         let config = Self::config(&t);
         check_slot(&config, slot)?;
         let lease = config.visibility_timeout_ms as Millis;
@@ -630,7 +655,7 @@ impl Store for MemoryStore {
         if batch.is_empty() {
             return Ok(Vec::new());
         }
-        let t = self.topic_slots(topic)?;
+        let t = self.existing_slots(topic)?;
         let config = Self::config(&t);
         check_slot(&config, slot)?;
         self.with_slot_events(&t, topic, slot, true, |s| {
@@ -656,14 +681,14 @@ impl Store for MemoryStore {
     }
 
     async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
-        let t = self.topic_slots(topic)?;
+        let t = self.existing_slots(topic)?;
         self.with_slot(&t, topic, run.slot, true, |s| {
             s.touch(&run.job.id, run.token, until)
         })
     }
 
     async fn dead_list(&self, topic: &str, after: Option<&str>, limit: usize) -> Result<DeadPage> {
-        let t = self.topic_slots(topic)?;
+        let t = self.existing_slots(topic)?;
         let config = Self::config(&t);
         let limit = limit.clamp(1, MAX_PAGE);
         let cursor = match after {
@@ -692,19 +717,19 @@ impl Store for MemoryStore {
     }
 
     async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {
-        let t = self.topic_slots(topic)?;
+        let t = self.existing_slots(topic)?;
         let (_, slot) = self.route(&t, job)?;
         self.with_slot(&t, topic, slot, true, |s| s.requeue(&job.id, now))
     }
 
     async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool> {
-        let t = self.topic_slots(topic)?;
+        let t = self.existing_slots(topic)?;
         let (_, slot) = self.route(&t, job)?;
         self.with_slot(&t, topic, slot, true, |s| s.dead_delete(&job.id))
     }
 
     async fn stats(&self, topic: &str) -> Result<TopicStats> {
-        let t = self.topic_slots(topic)?;
+        let t = self.existing_slots(topic)?;
         let config = Self::config(&t);
         let per_slot = (0..config.slots)
             .map(|slot| {
@@ -726,6 +751,7 @@ impl Store for MemoryStore {
         if events.is_empty() {
             return Ok(());
         }
+        self.existing_slots(topic)?;
         self.check_writable()?;
         let mut rings = self.events.lock().expect("events lock");
         let added = rings
@@ -744,7 +770,7 @@ impl Store for MemoryStore {
         after: Option<&str>,
         limit: usize,
     ) -> Result<EventPage> {
-        validate_topic_name(topic)?;
+        self.existing_slots(topic)?;
         let after = match after {
             Some(id) => event_seq(id)
                 .ok_or_else(|| Error::invalid("after", format!("{id:?} is not an event id")))?,
