@@ -127,6 +127,48 @@ async fn a_failed_run_retries_with_backoff_then_succeeds(e: Engine) {
     assert_eq!(names(&ev), [kind::RETRY, kind::DONE]);
 }
 
+/// `put_topic` reaches slot actors that are already running: a retry after the change waits
+/// the new backoff, not the one the actor started with.
+async fn new_topic_settings_reach_running_slot_actors(e: Engine) {
+    let (probe, mut rx) = Probe::new(|_, _| Outcome::retry("fails"));
+    let c = center(&e, probe, 1_000).await;
+    let mut t = TopicConfig::named("t");
+    t.slots = 1;
+    t.max_attempts = 5;
+    t.backoff.base_ms = 3_600_000;
+    t.backoff.max_ms = 3_600_000;
+    t.backoff.jitter = 0.0;
+    c.put_topic(t.clone()).await.unwrap();
+    c.schedule("t", probe_job("slow", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let first = next(&mut rx, 5).await;
+    let ev = events_until(&c, "t", 5, |ev| {
+        names(ev).contains(&kind::RETRY.to_string())
+    })
+    .await;
+    let retry_at = ev[0].data["retry_at"].as_i64().unwrap();
+    assert!(
+        retry_at - first.fired_at >= 3_600_000,
+        "the old backoff applied at first"
+    );
+
+    t.backoff.base_ms = 10;
+    t.backoff.max_ms = 10;
+    c.put_topic(t).await.unwrap();
+    c.schedule("t", probe_job("fast", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let first = next(&mut rx, 5).await;
+    assert_eq!(first.job.id, "fast");
+    let second = next(&mut rx, 5).await;
+    assert_eq!((second.job.id.as_str(), second.job.attempts), ("fast", 2));
+    assert!(
+        second.fired_at - first.fired_at < 60_000,
+        "the retry waited the old backoff"
+    );
+}
+
 async fn a_job_that_keeps_failing_goes_dead_with_its_last_error(e: Engine) {
     let (probe, mut rx) = Probe::new(|_, call| Outcome::retry(format!("failure {call}")));
     let c = center(&e, probe, 1_000).await;
@@ -419,6 +461,7 @@ actix_engines!(
     an_earlier_job_wakes_its_slot_without_waiting_for_the_poll,
     a_failed_run_retries_with_backoff_then_succeeds,
     a_job_that_keeps_failing_goes_dead_with_its_last_error,
+    new_topic_settings_reach_running_slot_actors,
     a_repeating_job_runs_again_after_its_interval,
     a_reset_during_a_run_fires_the_job_again_at_the_reset_time,
     a_panicking_handler_is_retried_and_the_slot_actor_survives,

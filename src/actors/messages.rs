@@ -1,5 +1,6 @@
 //! Every message the actors exchange, one small struct each.
 
+use std::sync::Arc;
 use std::time::Duration;
 
 use actix::Message;
@@ -36,6 +37,12 @@ pub struct Pump;
 pub struct Wake {
     pub at: Millis,
 }
+
+/// To a slot actor (through the supervisor): the topic's settings changed (`put_topic`);
+/// runs handed out from now on use them (backoff, lease extension).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub struct Retune(pub Arc<TopicConfig>);
 
 /// To a slot actor: stop pumping, let runs finish within `grace`, give back the leases of
 /// those that do not. Answers how many leases it gave back.

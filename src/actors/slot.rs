@@ -15,7 +15,7 @@ use std::time::Duration;
 use actix::prelude::*;
 use tokio::sync::watch;
 
-use super::messages::{Drain, Halt, Pump, RunJob, RunReport, SlotHealth, Wake};
+use super::messages::{Drain, Halt, Pump, Retune, RunJob, RunReport, SlotHealth, Wake};
 use super::runtime::Runtime;
 use crate::handler::{Emitter, JobContext, Outcome};
 use crate::job::{Finished, Leased, RunOutcome, Settlement};
@@ -360,6 +360,14 @@ impl Handler<Pump> for SlotActor {
 
     fn handle(&mut self, _: Pump, ctx: &mut Context<Self>) {
         self.pump(ctx);
+    }
+}
+
+impl Handler<Retune> for SlotActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Retune, _: &mut Context<Self>) {
+        self.topic = msg.0;
     }
 }
 

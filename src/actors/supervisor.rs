@@ -8,7 +8,7 @@ use std::time::Duration;
 use actix::prelude::*;
 
 use super::messages::{
-    Drain, GetHealth, Halt, HaltSlot, ServeTopic, Shutdown, SlotHealth, Wake, WakeSlot,
+    Drain, GetHealth, Halt, HaltSlot, Retune, ServeTopic, Shutdown, SlotHealth, Wake, WakeSlot,
 };
 use super::runtime::Runtime;
 use super::slot::SlotActor;
@@ -75,7 +75,9 @@ impl Supervisor {
         }
         for slot in 0..topic.slots {
             let key = (topic.name.clone(), slot);
-            if self.slots.contains_key(&key) {
+            if let Some(entry) = self.slots.get(&key) {
+                // Served already: the settings may have changed (put_topic).
+                entry.addr.do_send(Retune(topic.clone()));
                 continue;
             }
             let status = Arc::new(Mutex::new(SlotHealth {
@@ -139,10 +141,10 @@ impl Handler<WakeSlot> for Supervisor {
         // A topic this instance does not serve yet (created by another instance).
         let store = self.rt.store.clone();
         ctx.spawn(
-            async move { store.topic(&notice.topic).await.map(|t| (t, notice)) }
+            async move { store.find_topic(&notice.topic).await.map(|t| (t, notice)) }
                 .into_actor(self)
                 .map(|found, act, _| {
-                    if let Ok((topic, notice)) = found {
+                    if let Ok((Some(topic), notice)) = found {
                         act.serve(topic);
                         if let Some(entry) = act.slots.get(&(notice.topic.clone(), notice.slot)) {
                             entry.addr.do_send(Wake { at: notice.at });
