@@ -19,7 +19,7 @@ use crate::actors::runtime::TypeEntry;
 use crate::actors::supervisor::Supervisor;
 use crate::actors::{Runtime, SlotHealth};
 use crate::config::RuntimeSettings;
-use crate::error::Result;
+use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::handler::{Handlers, JobHandler};
 use crate::job::*;
@@ -210,6 +210,51 @@ impl TimeoutCenter {
         }
     }
 
+    /// `check_job` against the topic's settings, or the ones it would be created with: a
+    /// refused job creates no topic either.
+    async fn check_new_job(
+        &self,
+        topic: &str,
+        job_type: Option<&str>,
+        payload: &Value,
+    ) -> Result<()> {
+        let config = match self.rt.store.find_topic(topic).await? {
+            Some(t) => t,
+            None => Arc::new(self.rt.store.defaults_for(topic)?),
+        };
+        self.check_job(&config, job_type, payload)
+    }
+
+    /// Refuses a job whose type no instance runs, or whose payload does not decode as its
+    /// type's payload, before anything is stored: the error names the type or the field.
+    fn check_job(
+        &self,
+        topic: &TopicConfig,
+        job_type: Option<&str>,
+        payload: &Value,
+    ) -> Result<()> {
+        let name = job_type.unwrap_or(&topic.default_type);
+        match self.rt.types.get(name) {
+            Some(entry) => entry
+                .handler
+                .check_payload(payload)
+                .map_err(|e| Error::invalid("payload", format!("{e} (job type {name:?})"))),
+            None if self.rt.settings.foreign_types.iter().any(|t| t == name) => Ok(()),
+            None => {
+                let mut known: Vec<&str> = self.rt.types.keys().copied().collect();
+                known.extend(self.rt.settings.foreign_types.iter().map(String::as_str));
+                known.sort_unstable();
+                Err(Error::invalid(
+                    "type",
+                    format!(
+                        "no job type {name:?} is registered (known: {})",
+                        known.join(", ")
+                    ),
+                ))
+            }
+        }
+    }
+
     pub async fn schedule(
         &self,
         topic: &str,
@@ -217,8 +262,14 @@ impl TimeoutCenter {
         mode: ScheduleMode,
     ) -> Result<Scheduled> {
         match mode {
-            ScheduleMode::ResetOnly => self.existing(topic).await?,
-            _ => self.topic(topic).await?,
+            ScheduleMode::ResetOnly => {
+                self.existing(topic).await?;
+            }
+            _ => {
+                self.check_new_job(topic, job.job_type.as_deref(), &job.payload)
+                    .await?;
+                self.topic(topic).await?;
+            }
         };
         let now = self.now();
         let r = self
@@ -269,8 +320,14 @@ impl TimeoutCenter {
         create: Option<&CreateSpec>,
     ) -> Result<ResetReport> {
         match create {
-            Some(_) => self.topic(topic).await?,
-            None => self.existing(topic).await?,
+            Some(spec) => {
+                self.check_new_job(topic, spec.job_type.as_deref(), &spec.payload)
+                    .await?;
+                self.topic(topic).await?;
+            }
+            None => {
+                self.existing(topic).await?;
+            }
         };
         let now = self.now();
         let report = self.rt.store.reset_many(topic, resets, create, now).await?;

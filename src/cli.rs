@@ -20,7 +20,7 @@ Environment (serve), layered over --config and the built-in defaults (config/def
   TOC_MEMORY_JOURNAL        journal file of the memory store (empty: memory only)
   TOC_MEMORY_FSYNC          always or every_second
   TOC_RUNTIME_POLL_MS, TOC_RUNTIME_PUMP_BATCH, TOC_RUNTIME_GRACE_MS, TOC_RUNTIME_EVENTS_MAX_LEN,
-  TOC_RUNTIME_WORKERS (slot actor threads; 0: one per core)
+  TOC_RUNTIME_WORKERS (slot actor threads; 0: one per core), TOC_RUNTIME_FOREIGN_TYPES
   TOC_HTTP_MAX_BODY_BYTES, TOC_HTTP_MAX_BATCH_BODY_BYTES, TOC_HTTP_MAX_BATCH_RESETS
   TOC_TOPICS_AUTO_CREATE, TOC_TOPICS_DEFAULTS_<SETTING> (e.g. TOC_TOPICS_DEFAULTS_SLOTS)
 Every setting has one: TOC_ + its path in config/default.toml, in upper case.";

@@ -89,6 +89,10 @@ pub struct RuntimeSettings {
     pub events_max_len: usize,
     /// Threads (actix arbiters) the slot actors are spread over; 0: one per core.
     pub workers: usize,
+    /// Job types this instance accepts without running them: another instance sharing the
+    /// store registers them. Their payload is not checked here.
+    #[serde(default)]
+    pub foreign_types: Vec<String>,
 }
 
 impl RuntimeSettings {

@@ -121,6 +121,30 @@ pub trait ErasedHandler: Send + Sync + 'static {
     fn timeout(&self) -> Duration;
     async fn handle(&self, ctx: JobContext<Value>) -> Outcome;
     fn on_rearm(&self, rearmed: &Rearmed) -> Option<(String, Value)>;
+    /// Whether `payload` decodes as this type's payload; the error names the field
+    /// (`payload.url: missing field`).
+    fn check_payload(&self, payload: &Value) -> Result<(), String>;
+}
+
+/// Decodes `payload` as `P`, naming the field that does not fit: `payload.url`.
+pub fn check_payload<P: serde::de::DeserializeOwned>(payload: &Value) -> Result<(), String> {
+    match serde_path_to_error::deserialize::<_, P>(payload) {
+        Ok(_) => Ok(()),
+        Err(e) => {
+            let inner = e.inner().to_string();
+            let mut path = match e.path().to_string().as_str() {
+                "." => "payload".to_string(),
+                p => format!("payload.{p}"),
+            };
+            if let Some(name) = inner
+                .strip_prefix("missing field `")
+                .and_then(|r| r.split('`').next())
+            {
+                path = format!("{path}.{name}");
+            }
+            Err(format!("{path}: {inner}"))
+        }
+    }
 }
 
 struct Typed<H>(H);
@@ -162,6 +186,10 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
 
     fn on_rearm(&self, rearmed: &Rearmed) -> Option<(String, Value)> {
         self.0.on_rearm(rearmed)
+    }
+
+    fn check_payload(&self, payload: &Value) -> Result<(), String> {
+        check_payload::<H::Payload>(payload)
     }
 }
 

@@ -132,13 +132,16 @@ async fn every_job_endpoint_works() {
 async fn dead_letters_and_events_over_http() {
     let redis = RedisServer::start();
     let s = Service::start(&redis, |_| {}).await;
-    // A job of a type nobody handles dies at once; an emit job fires into the stream.
-    s.send(
-        Method::PUT,
-        "/v1/topics/t/jobs/d1",
-        Some(json!({"type": "nobody", "delay_ms": 0})),
-    )
-    .await;
+    // A webhook with a method no HTTP client can send dies at once; an emit job fires into
+    // the stream.
+    let (st, body) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/t/jobs/d1",
+            Some(json!({"type": "webhook", "payload": {"url": "http://127.0.0.1:1/", "method": "NO PE"}, "delay_ms": 0})),
+        )
+        .await;
+    assert_eq!(st, 201, "{body}");
     s.send(
         Method::PUT,
         "/v1/topics/t/jobs/e1",
@@ -160,7 +163,7 @@ async fn dead_letters_and_events_over_http() {
         dead["items"][0]["last_error"]
             .as_str()
             .unwrap()
-            .contains("no handler")
+            .contains("invalid method")
     );
     assert_eq!(dead["next"], Value::Null);
     let (st, job) = s
@@ -450,6 +453,68 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
         before,
         "a failed request changed the store"
     );
+}
+
+/// A job is checked against its type at the door, for a single job and for the `create` of
+/// batch resets: an unknown type and a payload that does not decode as the type's payload
+/// get 400 naming the type or the field, and nothing is stored (not even the topic).
+#[actix_rt::test]
+async fn a_job_is_checked_against_its_type_when_scheduled() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let before = common::redis_dump(&redis);
+    let refused = |(st, body): (u16, Value), says: &[&str]| {
+        assert_eq!(st, 400, "{body}");
+        let msg = body["error"]["message"].as_str().unwrap().to_string();
+        for word in says {
+            assert!(msg.contains(word), "{msg:?} does not say {word:?}");
+        }
+    };
+    refused(
+        s.send(
+            Method::PUT,
+            "/v1/topics/fresh/jobs/x",
+            Some(json!({"type": "no-such-type", "delay_ms": 1000})),
+        )
+        .await,
+        &["no-such-type", "webhook", "emit", "device_offline"],
+    );
+    refused(
+        s.send(
+            Method::PUT,
+            "/v1/topics/fresh/jobs/x",
+            Some(json!({"type": "webhook", "payload": {"method": "POST"}, "delay_ms": 1000})),
+        )
+        .await,
+        &["payload.url"],
+    );
+    refused(
+        s.send(
+            Method::PUT,
+            "/v1/topics/fresh/jobs/x",
+            Some(json!({"type": "webhook", "payload": {"url": 5}, "delay_ms": 1000})),
+        )
+        .await,
+        &["payload.url"],
+    );
+    refused(
+        s.send(
+            Method::POST,
+            "/v1/topics/fresh/resets",
+            Some(json!({"resets": [{"id": "x", "delay_ms": 1000}], "create": {"type": "webhook", "payload": {}}})),
+        )
+        .await,
+        &["payload.url"],
+    );
+    assert_eq!(common::redis_dump(&redis), before, "nothing was stored");
+    let (st, body) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/fresh/jobs/x",
+            Some(json!({"type": "webhook", "payload": {"url": "http://127.0.0.1:1/"}, "delay_ms": 60000})),
+        )
+        .await;
+    assert_eq!(st, 201, "{body}");
 }
 
 /// Reading, cancelling or resetting a job in an unknown topic answers 404 `topic_not_found`:
@@ -852,11 +917,13 @@ async fn the_cli_drives_the_api() {
         "--delay-ms",
         "0",
         "--type",
-        "nobody",
+        "webhook",
+        "--payload",
+        r#"{"url": "http://127.0.0.1:1/", "method": "NO PE"}"#,
     ])
     .await;
     eventually(5, "a dead letter", || async {
-        toc(&["dead", "ls", "t"]).await.1.contains("no handler")
+        toc(&["dead", "ls", "t"]).await.1.contains("invalid method")
     })
     .await;
     let (code, _, _) = toc(&["dead", "requeue", "t", "d"]).await;

@@ -280,9 +280,18 @@ async fn a_panicking_handler_is_retried_and_the_slot_actor_survives(e: Engine) {
     assert_eq!(slot.restarts, 0);
 }
 
+/// A type only another instance registers (`runtime.foreign_types`) is accepted; when it
+/// reaches an instance that cannot run it, it goes dead with a clear error.
 async fn a_job_of_an_unknown_type_goes_dead_with_a_clear_error(e: Engine) {
     let (probe, _rx) = Probe::done();
-    let c = center(&e, probe, 1_000).await;
+    let mut settings = settings(1_000);
+    settings.foreign_types = vec!["nobody".into()];
+    let c = TimeoutCenter::builder(e.store.clone())
+        .settings(settings)
+        .handler(probe)
+        .start()
+        .await
+        .unwrap();
     c.schedule(
         "t",
         NewJob::new("a", now_ms()).job_type("nobody"),

@@ -56,6 +56,10 @@ pub trait Store: Send + Sync + 'static {
     /// through here, so naming an unknown topic leaves no trace.
     async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>>;
 
+    /// The settings a topic of this name would be created with (`UnknownTopic` when
+    /// auto-creation is off), for checking a job before its topic exists.
+    fn defaults_for(&self, name: &str) -> Result<TopicConfig>;
+
     /// A topic's settings, or `TopicNotFound`.
     async fn existing_topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
         self.find_topic(name)

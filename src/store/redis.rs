@@ -205,6 +205,10 @@ where
         Ok(self.topics.insert(config))
     }
 
+    fn defaults_for(&self, name: &str) -> Result<TopicConfig> {
+        self.options.defaults_for(name)
+    }
+
     async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
         validate_topic_name(name)?;
         if let Some(t) = self.topics.get(name) {

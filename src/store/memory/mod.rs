@@ -502,6 +502,10 @@ impl Store for MemoryStore {
         Ok(Self::config(&t))
     }
 
+    fn defaults_for(&self, name: &str) -> Result<TopicConfig> {
+        self.options.defaults_for(name)
+    }
+
     async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
         match self.existing_slots(name) {
             Ok(t) => Ok(Some(Self::config(&t))),
