@@ -309,3 +309,23 @@ async fn a_killed_server_loses_no_accepted_job() {
         accepted.len()
     );
 }
+
+/// A panic inside a slot's lock (a bug in a slot operation) does not take the slot down for
+/// good: the next call takes the lock over and the slot goes on serving.
+#[tokio::test]
+async fn a_panic_inside_a_slot_lock_does_not_poison_the_slot() {
+    let s = MemoryStore::new(StoreOptions::default());
+    fill(&s, 1).await;
+    let slot = timeout_center::routing::slot_of("j0", 16);
+    s.panic_in_slot("t", slot);
+    let got = s.get("t", &"j0".into()).await.unwrap().unwrap();
+    assert_eq!(got.state, JobState::Scheduled);
+    let run = s.pump("t", slot, T0 + 1_000, 10).await.unwrap();
+    assert_eq!(run.jobs.len(), 1);
+    assert_eq!(
+        s.finish("t", &run.jobs[0], RunOutcome::Ack, T0 + 1_001)
+            .await
+            .unwrap(),
+        Finished::Done
+    );
+}

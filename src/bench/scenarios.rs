@@ -112,6 +112,8 @@ async fn service(store: SharedStore, engine: &str) -> Result<Service, String> {
     };
     settings.listen = "127.0.0.1:0".parse().expect("an address");
     settings.http.max_batch_resets = 10_000;
+    // The service only schedules the no-op jobs; the scenario's own runtime runs them.
+    settings.runtime.foreign_types = vec![NOOP.to_string()];
     let running = crate::serve::start(settings, store)
         .await
         .map_err(|e| e.to_string())?;

@@ -115,15 +115,17 @@ where
         for r in batch {
             call.arg(&r.job.id).arg(r.fire_at);
         }
-        let reply: Vec<Value> = call.invoke_async(&mut self.conn.clone()).await?;
-        let (reset, created, head) = (int(&reply[0])?, int(&reply[1])?, int(&reply[2])?);
-        let n_missing = int(&reply[3])? as usize;
-        let missing = reply[4..4 + n_missing]
+        let items: Vec<Value> = call.invoke_async(&mut self.conn.clone()).await?;
+        let reply = Reply::new("reset_many", &items);
+        let (reset, created, head) = (reply.int(0)?, reply.int(1)?, reply.int(2)?);
+        let n_missing = usize::try_from(reply.int(3)?).map_err(|e| reply.corrupt(e))?;
+        let missing = reply
+            .slice(4, 4 + n_missing)?
             .iter()
             .map(text)
             .collect::<Result<_>>()?;
-        let rearmed = reply[4 + n_missing..]
-            .chunks_exact(3)
+        let rearmed = reply
+            .records(4 + n_missing, 3)?
             .map(|r| rearmed(topic, text(&r[0])?, &r[1], &r[2]))
             .collect::<Result<_>>()?;
         Ok((reset as u64, created as u64, head, missing, rearmed))
@@ -266,7 +268,8 @@ where
             .arg(spec.to_arg())
             .invoke_async(&mut self.conn.clone())
             .await?;
-        let outcome = match text(&reply[0])?.as_str() {
+        let reply = Reply::new("schedule", &reply);
+        let outcome = match reply.text(0)?.as_str() {
             "created" => ScheduleOutcome::Created,
             "replaced" => ScheduleOutcome::Replaced,
             "exists" => ScheduleOutcome::Exists,
@@ -274,8 +277,8 @@ where
             "missing" => ScheduleOutcome::Missing,
             other => return Err(Error::Corrupt(format!("schedule.lua answered {other:?}"))),
         };
-        let fire_at = int(&reply[2])?;
-        let rearmed = match (reply.get(4), reply.get(5)) {
+        let fire_at = reply.int(2)?;
+        let rearmed = match (reply.items.get(4), reply.items.get(5)) {
             (Some(fires), Some(job_type)) if int(fires)? > 0 => {
                 Some(rearmed(&t, job.id.clone(), fires, job_type)?)
             }
@@ -284,9 +287,9 @@ where
         Ok(Scheduled {
             outcome,
             slot,
-            state: parse_state(&text(&reply[1])?)?,
+            state: parse_state(&reply.text(1)?)?,
             fire_at: (fire_at >= 0).then_some(fire_at),
-            is_head: int(&reply[3])? == 1,
+            is_head: reply.int(3)? == 1,
             rearmed,
         })
     }
@@ -357,12 +360,13 @@ where
             .arg(&job.id)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        let Some(state) = parse_state(&text(&reply[0])?)? else {
+        let reply = Reply::new("get", &reply);
+        let Some(state) = parse_state(&reply.text(0)?)? else {
             return Ok(None);
         };
-        let record = Record::parse(&text(&reply[2])?)?;
+        let record = Record::parse(&reply.text(2)?)?;
         record
-            .into_job(&t, job.id.clone(), state, int(&reply[1])?)
+            .into_job(&t, job.id.clone(), state, reply.int(1)?)
             .map(Some)
     }
 
@@ -380,10 +384,12 @@ where
             .arg(t.max_attempts)
             .invoke_async(&mut self.conn.clone())
             .await?;
-        let next_at = int(&reply[0])?;
+        let reply = Reply::new("pump", &reply);
+        let next_at = reply.int(0)?;
         let lease_until = t.lease_deadline(now);
-        let mut jobs = Vec::with_capacity((reply.len() - 2) / 4);
-        for entry in reply[2..].chunks_exact(4) {
+        let entries = reply.records(2, 4)?;
+        let mut jobs = Vec::with_capacity(entries.len());
+        for entry in entries {
             let id = text(&entry[0])?;
             let token = int(&entry[2])? as u64;
             let record = Record::parse(&text(&entry[3])?)?;
@@ -397,7 +403,7 @@ where
         }
         Ok(Pumped {
             jobs,
-            expired: int(&reply[1])? as u32,
+            expired: reply.int(1)? as u32,
             next_at: (next_at >= 0).then_some(next_at),
         })
     }
@@ -516,7 +522,8 @@ where
         });
         let mut entries: Vec<(DeadCursor, Record)> = Vec::new();
         for reply in futures_util::future::join_all(calls).await {
-            for e in reply?.chunks_exact(3) {
+            let reply = reply?;
+            for e in Reply::new("dead_page", &reply).records(0, 3)? {
                 let cursor = DeadCursor {
                     dead_at: int(&e[1])?,
                     id: text(&e[0])?,
@@ -775,6 +782,59 @@ fn parse_state(s: &str) -> Result<Option<JobState>> {
     })
 }
 
+/// A script's reply, read with checks: a short or odd reply is an error that names the
+/// script, never an index panic.
+struct Reply<'a> {
+    script: &'static str,
+    items: &'a [Value],
+}
+
+impl<'a> Reply<'a> {
+    fn new(script: &'static str, items: &'a [Value]) -> Self {
+        Reply { script, items }
+    }
+
+    fn corrupt(&self, what: impl std::fmt::Display) -> Error {
+        Error::Corrupt(format!(
+            "{}.lua answered {} values: {what}",
+            self.script,
+            self.items.len()
+        ))
+    }
+
+    fn get(&self, i: usize) -> Result<&'a Value> {
+        self.items
+            .get(i)
+            .ok_or_else(|| self.corrupt(format!("value {} is missing", i + 1)))
+    }
+
+    fn int(&self, i: usize) -> Result<i64> {
+        int(self.get(i)?).map_err(|e| self.corrupt(e))
+    }
+
+    fn text(&self, i: usize) -> Result<String> {
+        text(self.get(i)?).map_err(|e| self.corrupt(e))
+    }
+
+    fn slice(&self, from: usize, to: usize) -> Result<&'a [Value]> {
+        self.items
+            .get(from..to)
+            .ok_or_else(|| self.corrupt(format!("values {}..{to} are missing", from + 1)))
+    }
+
+    /// The values from `from` on, as records of `width` values each.
+    fn records(&self, from: usize, width: usize) -> Result<std::slice::ChunksExact<'a, Value>> {
+        let rest = self.slice(from, self.items.len().max(from))?;
+        if rest.len() % width != 0 {
+            return Err(self.corrupt(format!(
+                "records of {width} values do not divide {}",
+                rest.len()
+            )));
+        }
+        Ok(rest.chunks_exact(width))
+    }
+}
+
 fn int(v: &Value) -> Result<i64> {
     match v {
         Value::Int(i) => Ok(*i),
@@ -795,5 +855,28 @@ fn text(v: &Value) -> Result<String> {
         Value::Int(i) => Ok(i.to_string()),
         Value::Nil => Ok(String::new()),
         other => Err(Error::Corrupt(format!("not text: {other:?}"))),
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_short_or_odd_reply_is_an_error_naming_the_script() {
+        let items = vec![
+            Value::Int(-1),
+            Value::Int(0),
+            Value::BulkString(b"a".to_vec()),
+        ];
+        let reply = Reply::new("pump", &items);
+        let err = reply.records(2, 4).unwrap_err().to_string();
+        assert!(err.contains("pump.lua"), "{err}");
+        let err = reply.int(7).unwrap_err().to_string();
+        assert!(err.contains("pump.lua") && err.contains("value 8"), "{err}");
+        let err = reply.slice(2, 9).unwrap_err().to_string();
+        assert!(err.contains("pump.lua"), "{err}");
+        assert_eq!(reply.int(0).unwrap(), -1);
+        assert_eq!(reply.records(3, 4).unwrap().count(), 0);
     }
 }

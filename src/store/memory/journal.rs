@@ -193,7 +193,10 @@ impl Journal {
         for op in ops {
             encode(op, &mut buf);
         }
-        let mut inner = self.inner.lock().expect("journal lock");
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         inner
             .file
             .write_all(&buf)
@@ -214,7 +217,10 @@ impl Journal {
 
     /// For `every_second`: fsyncs what was appended since the last call.
     pub fn sync(&self) -> Result<()> {
-        let mut inner = self.inner.lock().expect("journal lock");
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         if inner.unsynced {
             inner
                 .file
@@ -229,7 +235,10 @@ impl Journal {
     /// True when the journal has grown well beyond its last compaction (four times, and by
     /// at least 4 MiB).
     pub fn wants_compaction(&self) -> bool {
-        let inner = self.inner.lock().expect("journal lock");
+        let inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         inner.bytes > (inner.compacted_bytes * 4).max(4 * 1024 * 1024)
     }
 
@@ -245,7 +254,10 @@ impl Journal {
             f.write_all(&buf).map_err(io(&tmp, "writing"))?;
             f.sync_all().map_err(io(&tmp, "fsync"))?;
         }
-        let mut inner = self.inner.lock().expect("journal lock");
+        let mut inner = self
+            .inner
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
         std::fs::rename(&tmp, &self.path).map_err(io(&self.path, "renaming the compacted file"))?;
         if let Some(dir) = self.path.parent().filter(|d| !d.as_os_str().is_empty())
             && let Ok(d) = File::open(dir)
