@@ -295,6 +295,36 @@ async fn schedule(ctx: &mut Ctx) -> Result<(), String> {
         );
         svc.stop().await;
     }
+    journaled_schedules(ctx).await
+}
+
+/// The memory engine with a journal and `fsync = always`: every schedule is answered only
+/// once it is on disk, so the figure is what one fsync can cover.
+async fn journaled_schedules(ctx: &mut Ctx) -> Result<(), String> {
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let path = dir.path().join("bench.journal");
+    let store = MemoryStore::open(
+        options(),
+        Some((path.as_path(), crate::config::FsyncPolicy::Always)),
+    )
+    .map_err(|e| e.to_string())?;
+    let n = (ctx.sizes.schedule_jobs / 5).max(1_000);
+    let (far, store) = (now_ms() + 3_600_000, &store);
+    let rate = concurrently(n, 64, |i| async move {
+        let job = NewJob::new(format!("j{i}"), far);
+        let _ = store
+            .schedule("bench-journal", job, ScheduleMode::Upsert, now_ms())
+            .await;
+    })
+    .await;
+    ctx.add(
+        "schedule",
+        "memory+journal",
+        "schedules/s, fsync always, 64 in flight",
+        rate,
+        "jobs/s",
+        &format!("{n} jobs, Store::schedule, journal with fsync = always"),
+    );
     Ok(())
 }
 
