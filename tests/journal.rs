@@ -329,3 +329,43 @@ async fn a_panic_inside_a_slot_lock_does_not_poison_the_slot() {
         Finished::Done
     );
 }
+
+/// With `fsync = always`, changes waiting for the disk at the same time share one fsync
+/// (group commit), and each is answered only once it is on disk: all are there after a
+/// reopen.
+#[tokio::test]
+async fn concurrent_changes_share_fsyncs_and_all_are_on_disk() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toc.journal");
+    let n = 200;
+    {
+        let s = open(&path).unwrap();
+        let calls = (0..n).map(|i| {
+            let s = &s;
+            async move {
+                let job = NewJob::new(format!("g{i}"), T0 + 1_000);
+                s.schedule("t", job, ScheduleMode::Upsert, T0)
+                    .await
+                    .unwrap();
+            }
+        });
+        futures_util::future::join_all(calls).await;
+        let fsyncs = s.group_commits();
+        assert!(fsyncs >= 1, "no change went through the group commit");
+        assert!(
+            fsyncs < n,
+            "{fsyncs} fsyncs for {n} concurrent changes: nothing was shared"
+        );
+    }
+    let s = open(&path).unwrap();
+    for i in 0..n {
+        let id = format!("g{i}");
+        assert!(
+            s.get("t", &JobRef::new(id.clone()))
+                .await
+                .unwrap()
+                .is_some(),
+            "{id} lost"
+        );
+    }
+}

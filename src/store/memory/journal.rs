@@ -11,7 +11,9 @@
 use std::fs::{File, OpenOptions};
 use std::io::{BufWriter, Read, Write};
 use std::path::{Path, PathBuf};
-use std::sync::Mutex;
+use std::sync::{Arc, Condvar, Mutex, PoisonError};
+
+use tokio::sync::watch;
 
 use serde::{Deserialize, Serialize};
 
@@ -62,6 +64,79 @@ pub struct Journal {
     path: PathBuf,
     policy: FsyncPolicy,
     inner: Mutex<Inner>,
+    /// Group commit for `always`: one fsync, on a thread of its own, covers every append
+    /// waiting for it.
+    commit: Arc<Commit>,
+}
+
+/// Where an append ends in this process's stream of appends: wait for it with
+/// [`Journal::durable`].
+#[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Ticket(u64);
+
+struct Commit {
+    state: Mutex<CommitState>,
+    /// Wakes the fsync thread.
+    wake: Condvar,
+    /// What is on disk, for the waiters.
+    synced: watch::Sender<Synced>,
+    /// Group commits so far (fsyncs of the thread).
+    fsyncs: std::sync::atomic::AtomicU64,
+}
+
+struct CommitState {
+    /// Bytes appended in this process (never reset, unlike the file's length).
+    appended: u64,
+    /// A second handle on the current file, for fsync without the append lock.
+    file: Arc<File>,
+    stop: bool,
+}
+
+#[derive(Debug, Clone, Default)]
+struct Synced {
+    upto: u64,
+    /// The first fsync failure: every later waiter gets it (the store then refuses changes).
+    error: Option<String>,
+}
+
+impl Commit {
+    fn state(&self) -> std::sync::MutexGuard<'_, CommitState> {
+        self.state.lock().unwrap_or_else(PoisonError::into_inner)
+    }
+
+    /// The fsync thread: waits for appends, fsyncs once for all of them, tells the waiters.
+    fn run(self: Arc<Self>) {
+        let mut done = 0;
+        loop {
+            let (target, file) = {
+                let mut st = self.state();
+                while st.appended <= done && !st.stop {
+                    st = self.wake.wait(st).unwrap_or_else(PoisonError::into_inner);
+                }
+                if st.stop {
+                    return;
+                }
+                (st.appended, st.file.clone())
+            };
+            let result = file.sync_data();
+            self.fsyncs
+                .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+            done = target;
+            self.synced.send_modify(|s| match result {
+                Ok(()) => s.upto = target,
+                Err(e) => {
+                    s.error.get_or_insert_with(|| e.to_string());
+                }
+            });
+        }
+    }
+}
+
+impl Drop for Journal {
+    fn drop(&mut self) {
+        self.commit.state().stop = true;
+        self.commit.wake.notify_one();
+    }
 }
 
 struct Inner {
@@ -72,6 +147,8 @@ struct Inner {
     compacted_bytes: u64,
     /// Appended since the last fsync (for `every_second`).
     unsynced: bool,
+    /// Bytes appended in this process: the tickets.
+    appended: u64,
 }
 
 fn encode(op: &Op, out: &mut Vec<u8>) {
@@ -168,6 +245,24 @@ impl Journal {
             .open(path)
             .map_err(io(path, "opening"))?;
         let bytes = file.metadata().map_err(io(path, "reading its size"))?.len();
+        let handle = file.try_clone().map_err(io(path, "opening"))?;
+        let commit = Arc::new(Commit {
+            state: Mutex::new(CommitState {
+                appended: 0,
+                file: Arc::new(handle),
+                stop: false,
+            }),
+            wake: Condvar::new(),
+            synced: watch::Sender::new(Synced::default()),
+            fsyncs: Default::default(),
+        });
+        if policy == FsyncPolicy::Always {
+            let c = commit.clone();
+            std::thread::Builder::new()
+                .name("toc-journal-fsync".into())
+                .spawn(move || c.run())
+                .map_err(io(path, "starting its fsync thread"))?;
+        }
         Ok(Journal {
             path: path.to_path_buf(),
             policy,
@@ -176,7 +271,9 @@ impl Journal {
                 bytes,
                 compacted_bytes: bytes,
                 unsynced: false,
+                appended: 0,
             }),
+            commit,
         })
     }
 
@@ -184,35 +281,77 @@ impl Journal {
         &self.path
     }
 
-    /// Appends `ops` as one write; with `always`, on disk before this returns.
+    /// Appends `ops` as one write and fsyncs it (with `always`) before returning: for the
+    /// rare changes made outside an async call (a topic created).
     pub fn append(&self, ops: &[Op]) -> Result<()> {
-        if ops.is_empty() {
+        let Some(ticket) = self.append_grouped(ops)? else {
             return Ok(());
+        };
+        let inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        inner
+            .file
+            .get_ref()
+            .sync_data()
+            .map_err(io(&self.path, "fsync"))?;
+        drop(inner);
+        self.commit
+            .synced
+            .send_modify(|s| s.upto = s.upto.max(ticket.0));
+        Ok(())
+    }
+
+    /// Appends `ops` as one write (to the OS, not yet to disk). With `always`, answers the
+    /// ticket to wait for with [`Journal::durable`] before the change is acknowledged; the
+    /// lock held meanwhile is only the append's, never an fsync's.
+    pub fn append_grouped(&self, ops: &[Op]) -> Result<Option<Ticket>> {
+        if ops.is_empty() {
+            return Ok(None);
         }
         let mut buf = Vec::with_capacity(ops.len() * 96);
         for op in ops {
             encode(op, &mut buf);
         }
-        let mut inner = self
-            .inner
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
         inner
             .file
             .write_all(&buf)
             .map_err(io(&self.path, "appending"))?;
         inner.file.flush().map_err(io(&self.path, "appending"))?;
-        if self.policy == FsyncPolicy::Always {
-            inner
-                .file
-                .get_ref()
-                .sync_data()
-                .map_err(io(&self.path, "fsync"))?;
-        } else {
-            inner.unsynced = true;
-        }
         inner.bytes += buf.len() as u64;
-        Ok(())
+        inner.appended += buf.len() as u64;
+        if self.policy != FsyncPolicy::Always {
+            inner.unsynced = true;
+            return Ok(None);
+        }
+        let ticket = Ticket(inner.appended);
+        self.commit.state().appended = ticket.0;
+        drop(inner);
+        self.commit.wake.notify_one();
+        Ok(Some(ticket))
+    }
+
+    /// Group commits (fsyncs covering waiting appends) so far.
+    pub fn group_commits(&self) -> u64 {
+        self.commit
+            .fsyncs
+            .load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Waits until the append that answered `ticket` is on disk (one fsync covers every
+    /// append waiting at the time).
+    pub async fn durable(&self, ticket: Ticket) -> Result<()> {
+        let mut rx = self.commit.synced.subscribe();
+        let synced = rx
+            .wait_for(|s| s.upto >= ticket.0 || s.error.is_some())
+            .await
+            .map_err(|_| Error::Unavailable(format!("journal {}: closed", self.path.display())))?;
+        match &synced.error {
+            Some(e) => Err(Error::Unavailable(format!(
+                "journal {}: fsync: {e}",
+                self.path.display()
+            ))),
+            None => Ok(()),
+        }
     }
 
     /// For `every_second`: fsyncs what was appended since the last call.
@@ -268,6 +407,8 @@ impl Journal {
             .append(true)
             .open(&self.path)
             .map_err(io(&self.path, "reopening"))?;
+        let handle = file.try_clone().map_err(io(&self.path, "reopening"))?;
+        self.commit.state().file = Arc::new(handle);
         inner.file = BufWriter::new(file);
         inner.bytes = buf.len() as u64;
         inner.compacted_bytes = buf.len() as u64;

@@ -312,6 +312,12 @@ impl MemoryStore {
         journal.compact(&live)
     }
 
+    /// Group commits of the journal so far (`fsync = always`): each covers every change
+    /// waiting for the disk at the time. 0 without a journal.
+    pub fn group_commits(&self) -> u64 {
+        self.journal.as_ref().map_or(0, |j| j.group_commits())
+    }
+
     /// Panics while holding one slot's lock, as a bug in a slot operation would: for the
     /// test that such a panic does not take the slot down for good (a poisoned lock is
     /// taken over, not refused).
@@ -355,6 +361,28 @@ impl MemoryStore {
             ));
         }
         Ok(())
+    }
+
+    /// Appends `ops` to the journal; the ticket, with `fsync = always`, is what to wait for.
+    fn journal_grouped(&self, ops: &[Op]) -> Result<Option<journal::Ticket>> {
+        let Some(j) = &self.journal else {
+            return Ok(None);
+        };
+        j.append_grouped(ops).inspect_err(|e| {
+            tracing::error!(error = %e, "journal write failed: refusing further changes");
+            self.failed.store(true, Ordering::Relaxed);
+        })
+    }
+
+    /// Waits until the change that answered `ticket` is on disk.
+    async fn durable(&self, ticket: journal::Ticket) -> Result<()> {
+        let Some(j) = &self.journal else {
+            return Ok(());
+        };
+        j.durable(ticket).await.inspect_err(|e| {
+            tracing::error!(error = %e, "journal fsync failed: refusing further changes");
+            self.failed.store(true, Ordering::Relaxed);
+        })
     }
 
     fn journal(&self, ops: &[Op]) -> Result<()> {
@@ -402,7 +430,7 @@ impl MemoryStore {
     }
 
     /// Runs `f` on one slot under its lock and journals what it changed before returning.
-    fn with_slot<R>(
+    async fn with_slot<R>(
         &self,
         t: &TopicSlots,
         topic: &str,
@@ -411,12 +439,17 @@ impl MemoryStore {
         f: impl FnOnce(&mut SlotState) -> R,
     ) -> Result<R> {
         self.with_slot_events(t, topic, slot, mutates, |s| (f(s), Vec::new()))
+            .await
     }
 
     /// `with_slot` for a change that also appends events (settled runs): the events join the
     /// topic's ring and the journal in the same write as the jobs' new state, under the
     /// slot's lock, so a restart keeps both or neither.
-    fn with_slot_events<R>(
+    ///
+    /// With `fsync = always` the answer waits for the disk after the slot's lock is let go:
+    /// one fsync covers every change waiting at the time (group commit), and no lock is
+    /// held, nor the executor blocked, while it runs.
+    async fn with_slot_events<R>(
         &self,
         t: &TopicSlots,
         topic: &str,
@@ -427,6 +460,7 @@ impl MemoryStore {
         if mutates {
             self.check_writable()?;
         }
+        let mut ticket = None;
         let result = {
             let mut s = t.slots[slot as usize]
                 .lock()
@@ -475,7 +509,7 @@ impl MemoryStore {
                         events: added,
                     });
                 }
-                self.journal(&ops)?;
+                ticket = self.journal_grouped(&ops)?;
             }
             r
         };
@@ -484,6 +518,9 @@ impl MemoryStore {
             && let Err(e) = self.compact()
         {
             tracing::warn!(error = %e, "journal compaction failed; the journal keeps growing");
+        }
+        if let Some(ticket) = ticket {
+            self.durable(ticket).await?;
         }
         Ok(result)
     }
@@ -583,9 +620,11 @@ impl Store for MemoryStore {
             job.max_attempts,
             job.max_fire_at,
         );
-        let r = self.with_slot(&t, topic, slot, true, |s| {
-            s.schedule(&job.id, mode, job.fire_at, now, spec)
-        })?;
+        let r = self
+            .with_slot(&t, topic, slot, true, |s| {
+                s.schedule(&job.id, mode, job.fire_at, now, spec)
+            })
+            .await?;
         Ok(Scheduled {
             outcome: r.outcome,
             slot,
@@ -626,9 +665,11 @@ impl Store for MemoryStore {
             .filter(|(_, i)| !i.is_empty())
         {
             let slot = slot as u32;
-            let out = self.with_slot(&t, topic, slot, true, |s| {
-                s.reset_many(now, spec.as_ref(), &items)
-            })?;
+            let out = self
+                .with_slot(&t, topic, slot, true, |s| {
+                    s.reset_many(now, spec.as_ref(), &items)
+                })
+                .await?;
             report.reset += out.reset;
             report.created += out.created;
             report.missing.extend(out.missing);
@@ -650,12 +691,15 @@ impl Store for MemoryStore {
         let t = self.existing_slots(topic)?;
         let (_, slot) = self.route(&t, job)?;
         self.with_slot(&t, topic, slot, true, |s| s.cancel(&job.id))
+            .await
     }
 
     async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
         let t = self.existing_slots(topic)?;
         let (config, slot) = self.route(&t, job)?;
-        let found = self.with_slot(&t, topic, slot, false, |s| s.get(&job.id))?;
+        let found = self
+            .with_slot(&t, topic, slot, false, |s| s.get(&job.id))
+            .await?;
         found
             .map(|(state, score, rec)| rec.into_job(&config, job.id.clone(), state, score))
             .transpose()
@@ -666,9 +710,11 @@ impl Store for MemoryStore {
         let config = Self::config(&t);
         check_slot(&config, slot)?;
         let lease = config.visibility_timeout_ms as Millis;
-        let (next_at, expired, handed) = self.with_slot(&t, topic, slot, true, |s| {
-            s.pump(now, limit.max(1), lease, config.max_attempts)
-        })?;
+        let (next_at, expired, handed) = self
+            .with_slot(&t, topic, slot, true, |s| {
+                s.pump(now, limit.max(1), lease, config.max_attempts)
+            })
+            .await?;
         let lease_until = config.lease_deadline(now);
         let jobs = handed
             .into_iter()
@@ -722,6 +768,7 @@ impl Store for MemoryStore {
                 .collect();
             (done, events)
         })
+        .await
     }
 
     async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
@@ -729,6 +776,7 @@ impl Store for MemoryStore {
         self.with_slot(&t, topic, run.slot, true, |s| {
             s.touch(&run.job.id, run.token, until)
         })
+        .await
     }
 
     async fn dead_list(&self, topic: &str, after: Option<&str>, limit: usize) -> Result<DeadPage> {
@@ -744,9 +792,11 @@ impl Store for MemoryStore {
         };
         let mut entries = Vec::new();
         for slot in 0..config.slots {
-            let page = self.with_slot(&t, topic, slot, false, |s| {
-                s.dead_page(cursor.as_ref().map(|c| (c.dead_at, c.id.as_str())), limit)
-            })?;
+            let page = self
+                .with_slot(&t, topic, slot, false, |s| {
+                    s.dead_page(cursor.as_ref().map(|c| (c.dead_at, c.id.as_str())), limit)
+                })
+                .await?;
             entries.extend(page.into_iter().map(|(id, at, rec)| {
                 (
                     DeadCursor {
@@ -764,12 +814,14 @@ impl Store for MemoryStore {
         let t = self.existing_slots(topic)?;
         let (_, slot) = self.route(&t, job)?;
         self.with_slot(&t, topic, slot, true, |s| s.requeue(&job.id, now))
+            .await
     }
 
     async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool> {
         let t = self.existing_slots(topic)?;
         let (_, slot) = self.route(&t, job)?;
         self.with_slot(&t, topic, slot, true, |s| s.dead_delete(&job.id))
+            .await
     }
 
     async fn stats(&self, topic: &str) -> Result<TopicStats> {
@@ -799,15 +851,21 @@ impl Store for MemoryStore {
         }
         self.existing_slots(topic)?;
         self.check_writable()?;
-        let mut rings = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-        let added = rings
-            .entry(topic.to_string())
-            .or_default()
-            .push(events.iter().cloned(), self.options.events_max_len);
-        self.journal(&[Op::Events {
-            topic: topic.to_string(),
-            events: added,
-        }])
+        let ticket = {
+            let mut rings = self.events.lock().unwrap_or_else(PoisonError::into_inner);
+            let added = rings
+                .entry(topic.to_string())
+                .or_default()
+                .push(events.iter().cloned(), self.options.events_max_len);
+            self.journal_grouped(&[Op::Events {
+                topic: topic.to_string(),
+                events: added,
+            }])?
+        };
+        if let Some(ticket) = ticket {
+            self.durable(ticket).await?;
+        }
+        Ok(())
     }
 
     async fn read_events(
