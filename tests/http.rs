@@ -778,6 +778,30 @@ async fn openapi_lists_every_route_the_server_serves() {
         }
     }
     assert_eq!(documented, ROUTES.len());
+
+    // Every documented error answer has the body the server sends: {"error": {code, message}}.
+    let (_, served) = s.send(Method::GET, "/v1/topics/ghost/jobs/x", None).await;
+    let error = &doc["components"]["schemas"]["ErrorBody"];
+    assert_eq!(error["required"], json!(["error"]), "{error}");
+    assert!(served["error"]["code"].is_string() && served["error"]["message"].is_string());
+    for (path, item) in paths {
+        for (method, op) in item.as_object().unwrap() {
+            for (status, res) in op["responses"].as_object().unwrap() {
+                if status.starts_with('4') || status.starts_with('5') {
+                    let schema = &res["content"]["application/json"]["schema"]["$ref"];
+                    if path != "/health" {
+                        assert_eq!(
+                            schema, "#/components/schemas/ErrorBody",
+                            "{method} {path} {status}"
+                        );
+                    }
+                }
+            }
+        }
+    }
+    // A topic's view carries its figures beside its settings, and the schema allows them.
+    let config = &doc["components"]["schemas"]["TopicConfig"];
+    assert!(config.get("additionalProperties").is_none(), "{config}");
 }
 
 #[actix_rt::test]

@@ -14,6 +14,12 @@ use serde_json::json;
 
 use crate::error::Error;
 
+/// The body of every error answer: `{"error": {"code", "message"}}`.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
+pub struct ErrorBody {
+    pub error: ApiError,
+}
+
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct ApiError {
     #[serde(skip)]

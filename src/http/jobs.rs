@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::AppState;
 use super::body::{BatchBody, JobBody, PutQuery, ResetBody, ShardQuery, when};
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::job::{
     CreateSpec, Job, JobRef, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome,
 };
@@ -36,8 +36,8 @@ async fn read_back(state: &AppState, topic: &str, job: JobRef) -> ApiResult<Job>
 #[utoipa::path(put, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
     params(("topic" = String, Path), ("id" = String, Path), PutQuery),
     request_body = JobBody,
-    responses((status = 201, body = Job), (status = 200, body = Job), (status = 400, body = ApiError),
-        (status = 409, body = ApiError), (status = 413, body = ApiError), (status = 415, body = ApiError)))]
+    responses((status = 201, body = Job), (status = 200, body = Job), (status = 400, body = ErrorBody),
+        (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
 pub async fn put_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
@@ -84,7 +84,7 @@ pub async fn put_job(
 /// Creates a job with a generated id (201).
 #[utoipa::path(post, path = "/v1/topics/{topic}/jobs", tag = "jobs",
     params(("topic" = String, Path)), request_body = JobBody,
-    responses((status = 201, body = Job), (status = 400, body = ApiError), (status = 413, body = ApiError)))]
+    responses((status = 201, body = Job), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub async fn post_job(
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -103,7 +103,7 @@ pub async fn post_job(
 
 #[utoipa::path(get, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
-    responses((status = 200, body = Job), (status = 404, body = ApiError)))]
+    responses((status = 200, body = Job), (status = 404, body = ErrorBody)))]
 pub async fn get_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
@@ -121,7 +121,7 @@ pub async fn get_job(
 /// Cancels a job in any state (204), 404 if there is none.
 #[utoipa::path(delete, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
-    responses((status = 204), (status = 404, body = ApiError)))]
+    responses((status = 204), (status = 404, body = ErrorBody)))]
 pub async fn delete_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
@@ -140,7 +140,7 @@ pub async fn delete_job(
 /// after its run.
 #[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/reset", tag = "jobs",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = ResetBody,
-    responses((status = 200, body = Job), (status = 404, body = ApiError)))]
+    responses((status = 200, body = Job), (status = 404, body = ErrorBody)))]
 pub async fn reset_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
@@ -162,7 +162,7 @@ pub async fn reset_job(
 /// The heartbeat path: many resets at once; with `create`, a missing job is created.
 #[utoipa::path(post, path = "/v1/topics/{topic}/resets", tag = "jobs",
     params(("topic" = String, Path)), request_body = BatchBody,
-    responses((status = 200, body = ResetReport), (status = 400, body = ApiError), (status = 413, body = ApiError)))]
+    responses((status = 200, body = ResetReport), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub async fn batch_reset(
     state: web::Data<AppState>,
     path: web::Path<String>,

@@ -5,13 +5,13 @@ use actix_web::{HttpResponse, web};
 use serde_json::json;
 
 use super::AppState;
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::jobs::meeting_state::{self, Booking};
 
 /// Creates (201) or moves (200) a booking's jobs.
 #[utoipa::path(put, path = "/v1/topics/{topic}/meetings/{id}", tag = "meetings",
     params(("topic" = String, Path), ("id" = String, Path)), request_body = Booking,
-    responses((status = 201, body = Booking), (status = 200, body = Booking), (status = 400, body = ApiError)))]
+    responses((status = 201, body = Booking), (status = 200, body = Booking), (status = 400, body = ErrorBody)))]
 pub async fn put_meeting(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
@@ -37,7 +37,7 @@ pub async fn put_meeting(
 
 #[utoipa::path(get, path = "/v1/topics/{topic}/meetings/{id}", tag = "meetings",
     params(("topic" = String, Path), ("id" = String, Path)),
-    responses((status = 200, body = Booking), (status = 404, body = ApiError)))]
+    responses((status = 200, body = Booking), (status = 404, body = ErrorBody)))]
 pub async fn get_meeting(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
@@ -55,7 +55,7 @@ pub async fn get_meeting(
 /// Cancels every job of a booking (204).
 #[utoipa::path(delete, path = "/v1/topics/{topic}/meetings/{id}", tag = "meetings",
     params(("topic" = String, Path), ("id" = String, Path)),
-    responses((status = 204), (status = 404, body = ApiError)))]
+    responses((status = 204), (status = 404, body = ErrorBody)))]
 pub async fn delete_meeting(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
@@ -73,7 +73,7 @@ pub async fn delete_meeting(
 /// Approves a booking: its approval expiry no longer applies.
 #[utoipa::path(post, path = "/v1/topics/{topic}/meetings/{id}/approve", tag = "meetings",
     params(("topic" = String, Path), ("id" = String, Path)),
-    responses((status = 200), (status = 404, body = ApiError)))]
+    responses((status = 200), (status = 404, body = ErrorBody)))]
 pub async fn approve_meeting(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,

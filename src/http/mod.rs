@@ -50,6 +50,7 @@ pub struct AppState {
         ops::openapi,
     ),
     components(schemas(
+        error::ErrorBody,
         error::ApiError,
         crate::job::Job,
         crate::job::JobState,
@@ -57,6 +58,88 @@ pub struct AppState {
     ))
 )]
 pub struct ApiDoc;
+
+/// The OpenAPI document as served: what utoipa derives from the handlers, with what it cannot
+/// say. A topic view carries its figures beside its settings, so the settings' schema (which
+/// refuses unknown fields as a request would) must not forbid them there.
+pub fn document() -> serde_json::Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
+    if let Some(config) = doc
+        .pointer_mut("/components/schemas/TopicConfig")
+        .and_then(|c| c.as_object_mut())
+    {
+        config.remove("additionalProperties");
+    }
+    // What utoipa cannot derive: the limits the API checks, and the error answers every
+    // route can give (bad input, auth, unknown topic, body too large or not JSON, the store
+    // away).
+    let name = format!("^[A-Za-z0-9_.-]{{1,{}}}$", crate::topic::MAX_TOPIC_NAME);
+    let key = serde_json::json!({"type": "string", "minLength": 1, "maxLength": crate::validate::MAX_ID_BYTES});
+    if let Some(paths) = doc.pointer_mut("/paths").and_then(|p| p.as_object_mut()) {
+        for (path, item) in paths.iter_mut() {
+            let Some(item) = item.as_object_mut() else {
+                continue;
+            };
+            for (method, op) in item.iter_mut() {
+                if let Some(params) = op.get_mut("parameters").and_then(|p| p.as_array_mut()) {
+                    for param in params {
+                        let schema = match param["name"].as_str() {
+                            Some("topic") => serde_json::json!({"type": "string", "pattern": name}),
+                            Some("id") | Some("shard_key") => key.clone(),
+                            Some("limit") => {
+                                serde_json::json!({"type": "integer", "minimum": 1, "maximum": crate::store::MAX_PAGE})
+                            }
+                            _ => continue,
+                        };
+                        param["schema"] = schema;
+                    }
+                }
+                if !path.starts_with("/v1/") {
+                    continue;
+                }
+                let with_body = op.get("requestBody").is_some();
+                let Some(responses) = op.get_mut("responses").and_then(|r| r.as_object_mut())
+                else {
+                    continue;
+                };
+                let mut statuses = vec![
+                    ("400", "Bad input: the message names the field."),
+                    ("401", "A bearer token is required (when tokens are set)."),
+                    ("503", "The store is unavailable."),
+                ];
+                if path.contains("{topic}") {
+                    statuses.push(("404", "No such topic (topic_not_found), or no such job."));
+                }
+                if with_body || method == "put" || method == "post" {
+                    statuses.push(("413", "The body is over the limit."));
+                    statuses.push(("415", "The body must be JSON."));
+                }
+                for (status, what) in statuses {
+                    responses.entry(status).or_insert_with(|| serde_json::json!({
+                        "description": what,
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+                    }));
+                }
+            }
+        }
+    }
+    // A payload and an event's data are any JSON value, not only objects.
+    if let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(|s| s.as_object_mut())
+    {
+        for schema in schemas.values_mut() {
+            for field in ["payload", "data"] {
+                if let Some(p) = schema.pointer_mut(&format!("/properties/{field}"))
+                    && let Some(p) = p.as_object_mut()
+                {
+                    p.remove("type");
+                }
+            }
+        }
+    }
+    doc
+}
 
 /// Every route of the API. The same function serves `toc serve` and the tests.
 pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {

@@ -4,7 +4,6 @@ use std::time::Duration;
 
 use actix_web::{HttpResponse, web};
 use serde_json::json;
-use utoipa::OpenApi;
 
 use super::AppState;
 
@@ -60,5 +59,5 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
 #[utoipa::path(get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "OpenAPI 3 document")))]
 pub async fn openapi() -> HttpResponse {
-    HttpResponse::Ok().json(super::ApiDoc::openapi())
+    HttpResponse::Ok().json(super::document())
 }

@@ -7,7 +7,7 @@ use utoipa::ToSchema;
 
 use super::AppState;
 use super::body::{PageQuery, ShardQuery};
-use super::error::{ApiError, ApiResult};
+use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::events::EventPage;
 #[allow(unused_imports)]
 use crate::job::{DeadPage, Job};
@@ -60,7 +60,7 @@ pub async fn list_topics(state: web::Data<AppState>) -> ApiResult<HttpResponse> 
 
 #[utoipa::path(get, path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = String, Path)),
-    responses((status = 200, body = TopicView), (status = 404, body = ApiError)))]
+    responses((status = 200, body = TopicView), (status = 404, body = ErrorBody)))]
 pub async fn get_topic(
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -72,7 +72,7 @@ pub async fn get_topic(
 /// Dead letters, oldest first, with their last error.
 #[utoipa::path(get, path = "/v1/topics/{topic}/dead", tag = "dead letters",
     params(("topic" = String, Path), PageQuery),
-    responses((status = 200, body = DeadPage), (status = 400, body = ApiError)))]
+    responses((status = 200, body = DeadPage), (status = 400, body = ErrorBody)))]
 pub async fn list_dead(
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -89,7 +89,7 @@ pub async fn list_dead(
 /// Schedules a dead job again, due now, with attempts starting again.
 #[utoipa::path(post, path = "/v1/topics/{topic}/dead/{id}/requeue", tag = "dead letters",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
-    responses((status = 200, body = Job), (status = 404, body = ApiError)))]
+    responses((status = 200, body = Job), (status = 404, body = ErrorBody)))]
 pub async fn requeue_dead(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
@@ -110,7 +110,7 @@ pub async fn requeue_dead(
 
 #[utoipa::path(delete, path = "/v1/topics/{topic}/dead/{id}", tag = "dead letters",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
-    responses((status = 204), (status = 404, body = ApiError)))]
+    responses((status = 204), (status = 404, body = ErrorBody)))]
 pub async fn delete_dead(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
@@ -128,7 +128,7 @@ pub async fn delete_dead(
 /// The topic's event stream, oldest first.
 #[utoipa::path(get, path = "/v1/topics/{topic}/events", tag = "events",
     params(("topic" = String, Path), PageQuery),
-    responses((status = 200, body = EventPage), (status = 400, body = ApiError)))]
+    responses((status = 200, body = EventPage), (status = 400, body = ErrorBody)))]
 pub async fn list_events(
     state: web::Data<AppState>,
     path: web::Path<String>,
