@@ -210,6 +210,15 @@ impl TimeoutCenter {
         }
     }
 
+    /// The job types this instance accepts: those it registers and `runtime.foreign_types`.
+    pub fn job_types(&self) -> Vec<String> {
+        let mut all: Vec<String> = self.rt.types.keys().map(|t| t.to_string()).collect();
+        all.extend(self.rt.settings.foreign_types.iter().cloned());
+        all.sort();
+        all.dedup();
+        all
+    }
+
     /// `check_job` against the topic's settings, or the ones it would be created with: a
     /// refused job creates no topic either.
     async fn check_new_job(
@@ -240,18 +249,13 @@ impl TimeoutCenter {
                 .check_payload(payload)
                 .map_err(|e| Error::invalid("payload", format!("{e} (job type {name:?})"))),
             None if self.rt.settings.foreign_types.iter().any(|t| t == name) => Ok(()),
-            None => {
-                let mut known: Vec<&str> = self.rt.types.keys().copied().collect();
-                known.extend(self.rt.settings.foreign_types.iter().map(String::as_str));
-                known.sort_unstable();
-                Err(Error::invalid(
-                    "type",
-                    format!(
-                        "no job type {name:?} is registered (known: {})",
-                        known.join(", ")
-                    ),
-                ))
-            }
+            None => Err(Error::invalid(
+                "type",
+                format!(
+                    "no job type {name:?} is registered (known: {})",
+                    self.job_types().join(", ")
+                ),
+            )),
         }
     }
 

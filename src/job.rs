@@ -379,6 +379,9 @@ impl DeadCursor {
 
     pub fn decode(s: &str) -> Option<Self> {
         let (at, id) = s.split_once(':')?;
+        if at.is_empty() || at.len() > 15 || !at.bytes().all(|b| b.is_ascii_digit()) {
+            return None;
+        }
         Some(DeadCursor {
             dead_at: at.parse().ok()?,
             id: id.to_string(),

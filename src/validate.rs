@@ -8,8 +8,11 @@ use crate::job::{CreateSpec, NewJob, Reset};
 use crate::time::Millis;
 use crate::topic::{TopicConfig, is_name_char};
 
-/// Longest job id (and shard key), in bytes.
-pub const MAX_ID_BYTES: usize = 512;
+/// Longest job id or shard key, in characters.
+pub const MAX_ID_LEN: usize = 512;
+/// Longest delay a job may be scheduled with (about 2,850 years), so that every delay the
+/// API documents fits below `MAX_MILLIS` whatever the clock says.
+pub const MAX_DELAY_MS: i64 = 89_999_999_999_999;
 /// Longest job type name.
 pub const MAX_TYPE_LEN: usize = 64;
 /// Latest instant accepted: the largest 14-digit number of milliseconds.
@@ -30,10 +33,11 @@ fn key_like(field: &'static str, s: &str) -> Result<()> {
     if s.is_empty() {
         return Err(Error::invalid(field, "must not be empty"));
     }
-    if s.len() > MAX_ID_BYTES {
+    let len = s.chars().count();
+    if len > MAX_ID_LEN {
         return Err(Error::invalid(
             field,
-            format!("is {} bytes, over the limit of {MAX_ID_BYTES}", s.len()),
+            format!("is {len} characters, over the limit of {MAX_ID_LEN}"),
         ));
     }
     Ok(())

@@ -455,6 +455,68 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
     );
 }
 
+/// What the OpenAPI document promises about numbers and cursors, the server keeps: `5.0`
+/// is the integer 5, `5.5` is refused, a delay over the documented maximum is refused, and
+/// any event position of the documented form is taken.
+#[actix_rt::test]
+async fn numbers_and_cursors_are_what_the_document_says() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let at = now_ms() + 60_000;
+    let (st, job) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/t/jobs/a",
+            Some(json!({"fire_at": at as f64, "max_attempts": 3.0})),
+        )
+        .await;
+    assert_eq!(st, 201, "{job}");
+    assert_eq!(
+        (job["fire_at"].as_i64(), job["max_attempts"].as_i64()),
+        (Some(at), Some(3))
+    );
+    let (st, body) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/t/jobs/b",
+            Some(json!({"delay_ms": 1.5})),
+        )
+        .await;
+    assert_eq!(st, 400, "{body}");
+    let (st, body) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/t/jobs/b",
+            Some(json!({"delay_ms": timeout_center::validate::MAX_DELAY_MS + 1})),
+        )
+        .await;
+    assert_eq!(st, 400, "{body}");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("delay_ms")
+    );
+    for after in ["5-0", "5-0-3", "0-0"] {
+        let (st, body) = s
+            .send(
+                Method::GET,
+                &format!("/v1/topics/t/events?after={after}"),
+                None,
+            )
+            .await;
+        assert_eq!(st, 200, "{after}: {body}");
+    }
+    let (st, _) = s
+        .send(Method::GET, "/v1/topics/t/events?after=5", None)
+        .await;
+    assert_eq!(st, 400);
+    let (st, _) = s
+        .send(Method::GET, "/v1/topics/t/dead?after=-5:x", None)
+        .await;
+    assert_eq!(st, 400);
+}
+
 /// A job is checked against its type at the door, for a single job and for the `create` of
 /// batch resets: an unknown type and a payload that does not decode as the type's payload
 /// get 400 naming the type or the field, and nothing is stored (not even the topic).

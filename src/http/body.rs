@@ -8,6 +8,40 @@ use super::error::{ApiError, ApiResult};
 use crate::job::{CreateSpec, JobRef};
 use crate::time::Millis;
 
+/// Integers as JSON (and JSON Schema) count them: `5` and `5.0` alike; `5.5` is refused.
+pub mod integer {
+    use serde::de::Error;
+    use serde::{Deserialize, Deserializer};
+
+    fn exact<T: TryFrom<i64>>(n: serde_json::Number) -> Result<T, String> {
+        let i = match (n.as_i64(), n.as_f64()) {
+            (Some(i), _) => i,
+            (None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => f as i64,
+            _ => return Err(format!("expected an integer, got {n}")),
+        };
+        T::try_from(i).map_err(|_| format!("{i} is out of range"))
+    }
+
+    pub fn option<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<Option<T>, D::Error> {
+        Option::<serde_json::Number>::deserialize(d)?
+            .map(exact)
+            .transpose()
+            .map_err(D::Error::custom)
+    }
+
+    pub fn required<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<T, D::Error> {
+        exact(serde_json::Number::deserialize(d)?).map_err(D::Error::custom)
+    }
+
+    pub fn list<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<Vec<T>, D::Error> {
+        Vec::<serde_json::Number>::deserialize(d)?
+            .into_iter()
+            .map(exact)
+            .collect::<Result<_, _>>()
+            .map_err(D::Error::custom)
+    }
+}
+
 /// When a job fires: exactly one of `fire_at` (ms since the epoch) and `delay_ms`.
 pub fn when(fire_at: Option<Millis>, delay_ms: Option<i64>, now: Millis) -> ApiResult<Millis> {
     match (fire_at, delay_ms) {
@@ -23,6 +57,10 @@ pub fn when(fire_at: Option<Millis>, delay_ms: Option<i64>, now: Millis) -> ApiR
         (None, Some(d)) if d < 0 => Err(ApiError::invalid(
             "delay_ms",
             format!("must not be negative, got {d}"),
+        )),
+        (None, Some(d)) if d > crate::validate::MAX_DELAY_MS => Err(ApiError::invalid(
+            "delay_ms",
+            format!("must be at most {}, got {d}", crate::validate::MAX_DELAY_MS),
         )),
         (None, Some(d)) => now
             .checked_add(d)
@@ -40,10 +78,14 @@ pub struct JobBody {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub payload: Value,
+    #[serde(default, deserialize_with = "integer::option")]
     pub fire_at: Option<Millis>,
+    #[serde(default, deserialize_with = "integer::option")]
     pub delay_ms: Option<i64>,
+    #[serde(default, deserialize_with = "integer::option")]
     pub max_attempts: Option<u32>,
     /// The latest fire time a reset may move the job to (debounce with a maximum wait).
+    #[serde(default, deserialize_with = "integer::option")]
     pub max_fire_at: Option<Millis>,
     pub shard_key: Option<String>,
 }
@@ -52,7 +94,9 @@ pub struct JobBody {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct ResetBody {
+    #[serde(default, deserialize_with = "integer::option")]
     pub fire_at: Option<Millis>,
+    #[serde(default, deserialize_with = "integer::option")]
     pub delay_ms: Option<i64>,
 }
 
@@ -61,7 +105,9 @@ pub struct ResetBody {
 #[serde(deny_unknown_fields)]
 pub struct BatchReset {
     pub id: String,
+    #[serde(default, deserialize_with = "integer::option")]
     pub fire_at: Option<Millis>,
+    #[serde(default, deserialize_with = "integer::option")]
     pub delay_ms: Option<i64>,
     pub shard_key: Option<String>,
 }
@@ -75,6 +121,7 @@ pub struct BatchCreate {
     #[serde(default)]
     #[schema(value_type = Object)]
     pub payload: Value,
+    #[serde(default, deserialize_with = "integer::option")]
     pub max_attempts: Option<u32>,
 }
 

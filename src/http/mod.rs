@@ -62,7 +62,10 @@ pub struct ApiDoc;
 /// The OpenAPI document as served: what utoipa derives from the handlers, with what it cannot
 /// say. A topic view carries its figures beside its settings, so the settings' schema (which
 /// refuses unknown fields as a request would) must not forbid them there.
-pub fn document() -> serde_json::Value {
+///
+/// `job_types` are the types this instance accepts (registered and foreign): a job's `type`
+/// is one of them.
+pub fn document(job_types: &[String]) -> serde_json::Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
     if let Some(config) = doc
         .pointer_mut("/components/schemas/TopicConfig")
@@ -74,7 +77,7 @@ pub fn document() -> serde_json::Value {
     // route can give (bad input, auth, unknown topic, body too large or not JSON, the store
     // away).
     let name = format!("^[A-Za-z0-9_.-]{{1,{}}}$", crate::topic::MAX_TOPIC_NAME);
-    let key = serde_json::json!({"type": "string", "minLength": 1, "maxLength": crate::validate::MAX_ID_BYTES});
+    let key = serde_json::json!({"type": "string", "minLength": 1, "maxLength": crate::validate::MAX_ID_LEN});
     if let Some(paths) = doc.pointer_mut("/paths").and_then(|p| p.as_object_mut()) {
         for (path, item) in paths.iter_mut() {
             let Some(item) = item.as_object_mut() else {
@@ -85,9 +88,22 @@ pub fn document() -> serde_json::Value {
                     for param in params {
                         let schema = match param["name"].as_str() {
                             Some("topic") => serde_json::json!({"type": "string", "pattern": name}),
+                            Some("id") if path.contains("/meetings/") => serde_json::json!({
+                                "type": "string", "minLength": 1,
+                                "maxLength": crate::jobs::meeting_state::MAX_MEETING_ID_LEN
+                            }),
                             Some("id") | Some("shard_key") => key.clone(),
+                            Some("mode") => {
+                                serde_json::json!({"type": "string", "enum": ["upsert", "create_only"]})
+                            }
                             Some("limit") => {
                                 serde_json::json!({"type": "integer", "minimum": 1, "maximum": crate::store::MAX_PAGE})
+                            }
+                            Some("after") if path.ends_with("/dead") => {
+                                serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
+                            }
+                            Some("after") => {
+                                serde_json::json!({"type": "string", "pattern": "^[0-9]{1,19}-[0-9]{1,19}(-[0-9]{1,9})?$"})
                             }
                             _ => continue,
                         };
@@ -122,6 +138,52 @@ pub fn document() -> serde_json::Value {
                 }
             }
         }
+    }
+    // Times and counts with the bounds the API checks; a job's time is `fire_at` or
+    // `delay_ms`, exactly one of them.
+    let max_ms = crate::validate::MAX_MILLIS;
+    let bounded = |min: i64, max: i64| serde_json::json!({"type": ["integer", "null"], "minimum": min, "maximum": max});
+    for name in ["JobBody", "ResetBody", "BatchReset"] {
+        let Some(schema) = doc.pointer_mut(&format!("/components/schemas/{name}")) else {
+            continue;
+        };
+        schema["properties"]["fire_at"] = bounded(0, max_ms);
+        schema["properties"]["delay_ms"] = bounded(0, crate::validate::MAX_DELAY_MS);
+        schema["oneOf"] = serde_json::json!([
+            {"required": ["fire_at"], "properties": {"fire_at": {"type": "integer"}, "delay_ms": {"type": "null"}}},
+            {"required": ["delay_ms"], "properties": {"delay_ms": {"type": "integer"}, "fire_at": {"type": "null"}}}
+        ]);
+        if schema["properties"].get("max_fire_at").is_some() {
+            schema["properties"]["max_fire_at"] = bounded(0, max_ms);
+        }
+    }
+    for name in ["JobBody", "BatchCreate"] {
+        if let Some(p) = doc.pointer_mut(&format!(
+            "/components/schemas/{name}/properties/max_attempts"
+        )) {
+            *p = bounded(1, u32::MAX as i64);
+        }
+    }
+    let mut types: Vec<serde_json::Value> = job_types.iter().map(|t| t.as_str().into()).collect();
+    types.push(serde_json::Value::Null);
+    for name in ["JobBody", "BatchCreate"] {
+        if let Some(p) = doc.pointer_mut(&format!("/components/schemas/{name}/properties/type")) {
+            p["enum"] = types.clone().into();
+        }
+    }
+    for name in ["JobBody", "BatchReset"] {
+        let Some(props) = doc.pointer_mut(&format!("/components/schemas/{name}/properties")) else {
+            continue;
+        };
+        for field in ["id", "shard_key"] {
+            if let Some(p) = props.get_mut(field) {
+                p["minLength"] = 1.into();
+                p["maxLength"] = crate::validate::MAX_ID_LEN.into();
+            }
+        }
+    }
+    if let Some(room) = doc.pointer_mut("/components/schemas/Booking/properties/room") {
+        room["minLength"] = 1.into();
     }
     // A payload and an event's data are any JSON value, not only objects.
     if let Some(schemas) = doc

@@ -58,6 +58,6 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
 /// This API's description, generated from the route handlers.
 #[utoipa::path(get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "OpenAPI 3 document")))]
-pub async fn openapi() -> HttpResponse {
-    HttpResponse::Ok().json(super::document())
+pub async fn openapi(state: web::Data<AppState>) -> HttpResponse {
+    HttpResponse::Ok().json(super::document(&state.center.job_types()))
 }

@@ -29,16 +29,18 @@ pub struct Booking {
     #[serde(default)]
     pub id: String,
     pub room: String,
+    #[serde(deserialize_with = "crate::http::body::integer::required")]
     pub start: Millis,
+    #[serde(deserialize_with = "crate::http::body::integer::required")]
     pub end: Millis,
     /// Reminders this long before the start, in ms.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::http::body::integer::list")]
     pub reminders_ms: Vec<u64>,
     /// Reminders this long before the end, in ms.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::http::body::integer::list")]
     pub end_reminders_ms: Vec<u64>,
     /// Unapproved at this instant: the booking is rejected.
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::http::body::integer::option")]
     pub approval_deadline: Option<Millis>,
     #[serde(default)]
     pub approved: bool,
@@ -69,7 +71,7 @@ pub enum MeetingJob {
 
 impl Booking {
     pub fn validate(&self) -> Result<()> {
-        crate::validate::job_id(&self.id)?;
+        meeting_id(&self.id)?;
         if self.room.is_empty() {
             return Err(Error::invalid("room", "must not be empty"));
         }
@@ -149,12 +151,29 @@ impl Booking {
     }
 }
 
+/// Longest meeting id, in characters: its jobs' ids add a suffix (`#remind-start-…`).
+pub const MAX_MEETING_ID_LEN: usize = crate::validate::MAX_ID_LEN - 64;
+
+/// A meeting id: a job id with room left for its jobs' suffixes.
+pub fn meeting_id(id: &str) -> Result<()> {
+    crate::validate::job_id(id)?;
+    let len = id.chars().count();
+    if len > MAX_MEETING_ID_LEN {
+        return Err(Error::invalid(
+            "id",
+            format!("is {len} characters, over the limit of {MAX_MEETING_ID_LEN} for a meeting"),
+        ));
+    }
+    Ok(())
+}
+
 fn job_ref(meeting_id: &str, job_id: &str) -> JobRef {
     JobRef::new(job_id).with_shard_key(Some(meeting_id.to_string()))
 }
 
 /// The booking as stored, if any (carried by its `end` job).
 pub async fn get_meeting(center: &TimeoutCenter, topic: &str, id: &str) -> Result<Option<Booking>> {
+    meeting_id(id)?;
     let end = center
         .get(topic, &job_ref(id, &format!("{id}#end")))
         .await?;

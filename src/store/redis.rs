@@ -754,11 +754,13 @@ impl EventId {
                 .parse()
                 .ok()
         }
-        Some(EventId {
-            ms: number(parts.next())?,
-            seq: number(parts.next())?,
-            slot: number(parts.next())?,
-        })
+        let (ms, seq) = (number(parts.next())?, number(parts.next())?);
+        // `ms-seq` (no slot) is a position before every slot's entries of that instant.
+        let slot = match parts.next() {
+            None => 0,
+            some => number(some)?,
+        };
+        Some(EventId { ms, seq, slot })
     }
 }
 

@@ -99,9 +99,16 @@ fn new_topic(config: TopicConfig, journaled: bool) -> Arc<TopicSlots> {
     })
 }
 
+/// The position of an event id `seq-0`. Any id of the API's form (`a-b` or `a-b-c`, the
+/// Redis engine's) is taken, by its first number.
 fn event_seq(id: &str) -> Option<u64> {
-    let (seq, zero) = id.split_once('-')?;
-    (zero == "0").then_some(())?;
+    let mut parts = id.split('-');
+    let seq = parts.next()?;
+    let rest: Vec<&str> = parts.collect();
+    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
+    if !(1..=2).contains(&rest.len()) || !digits(seq) || !rest.iter().all(|p| digits(p)) {
+        return None;
+    }
     seq.parse().ok()
 }
 

@@ -1,0 +1,52 @@
+#!/usr/bin/env bash
+# Runs schemathesis (from PyPI, in a virtual environment this script makes) against the real
+# service on both engines: `st run --checks all`, its stateful phase included, with a fixed
+# seed and a bounded number of examples. Exits non-zero on any failure.
+#
+#   scripts/schemathesis.sh            # both engines
+#   EXAMPLES=100 SEED=7 scripts/schemathesis.sh
+#
+# Not yet part of scripts/test.sh: the document still disagrees with the API on job types'
+# payloads and a booking's end-after-start rule (see the closing note of issue 10).
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+EXAMPLES=${EXAMPLES:-30}
+SEED=${SEED:-1}
+VENV=${VENV:-target/schemathesis-venv}
+
+if [ ! -x "$VENV/bin/st" ]; then
+  echo "installing schemathesis into $VENV" >&2
+  python3 -m venv "$VENV"
+  "$VENV/bin/pip" install -q 'schemathesis>=4,<5'
+fi
+if ! command -v redis-server >/dev/null 2>&1; then
+  echo "redis-server is missing: install it with apt-get install -y redis-server" >&2
+  exit 1
+fi
+cargo build --locked --bin toc
+
+free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
+pids=()
+cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+trap cleanup EXIT
+
+redis_port=$(free_port)
+redis-server --port "$redis_port" --save '' --appendonly no >/dev/null &
+pids+=($!)
+
+status=0
+for engine in memory redis; do
+  port=$(free_port)
+  TOC_STORE=$engine TOC_REDIS_URL="redis://127.0.0.1:$redis_port/" TOC_LISTEN="127.0.0.1:$port" \
+    RUST_LOG=warn target/debug/toc serve &
+  pids+=($!)
+  for _ in $(seq 100); do
+    curl -sf "http://127.0.0.1:$port/health" >/dev/null && break
+    sleep 0.1
+  done
+  echo "== schemathesis against the $engine engine" >&2
+  "$VENV/bin/st" run "http://127.0.0.1:$port/openapi.json" --checks all \
+    --max-examples "$EXAMPLES" --seed "$SEED" || status=1
+done
+exit "$status"
