@@ -584,14 +584,21 @@ async fn a_reset_during_a_run_fires_the_job_again_after_the_run(e: Engine) {
     assert_eq!(pump_one(s, "t", "b", T0 + 700).await.job.fire_at, T0 + 700);
 }
 
-async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
-    let s = &*e.store;
+/// Job `a` of a one-slot topic, run twice: the first run's lease expired (at `T0 + 1_000`)
+/// and the second took the job over.
+async fn two_runs_of_one_job(s: &dyn Store) -> (Leased, Leased) {
     s.put_topic(topic_with("t", 1, 16)).await.unwrap();
     s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
         .await
         .unwrap();
     let old = pump_one(s, "t", "a", T0).await;
-    let new = pump_one(s, "t", "a", T0 + 1_000).await; // the old lease expired
+    let new = pump_one(s, "t", "a", T0 + 1_000).await;
+    (old, new)
+}
+
+async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
+    let s = &*e.store;
+    let (old, new) = two_runs_of_one_job(s).await;
     for outcome in [
         RunOutcome::Ack,
         RunOutcome::Bury {
@@ -768,12 +775,7 @@ async fn settle_applies_a_batch_with_its_events_in_one_step(e: Engine) {
 
 async fn a_stale_settlement_appends_no_event(e: Engine) {
     let s = &*e.store;
-    s.put_topic(topic_with("t", 1, 16)).await.unwrap();
-    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
-        .await
-        .unwrap();
-    let old = pump_one(s, "t", "a", T0).await;
-    let new = pump_one(s, "t", "a", T0 + 1_000).await; // the old lease expired
+    let (old, new) = two_runs_of_one_job(s).await;
     let mut late = Settlement::new(old, RunOutcome::Ack, T0);
     late.emitted = vec![("job.fired".into(), json!(null))];
     let mut fresh = Settlement::new(new, RunOutcome::Ack, T0 + 1_000);
