@@ -219,6 +219,18 @@ impl TimeoutCenter {
         all
     }
 
+    /// The payload schema of each registered type that declares one (the API description).
+    pub fn payload_schemas(&self) -> Vec<(String, Value)> {
+        let mut all: Vec<(String, Value)> = self
+            .rt
+            .types
+            .iter()
+            .filter_map(|(name, e)| Some((name.to_string(), e.handler.payload_schema()?)))
+            .collect();
+        all.sort_by(|a, b| a.0.cmp(&b.0));
+        all
+    }
+
     /// `check_job` against the topic's settings, or the ones it would be created with: a
     /// refused job creates no topic either.
     async fn check_new_job(

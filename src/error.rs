@@ -13,6 +13,14 @@ pub enum Error {
         message: String,
     },
 
+    /// Every field is valid on its own, but they disagree (a booking that ends before it
+    /// starts): what a schema of the fields one by one cannot say.
+    #[error("invalid {field}: {message}")]
+    Unprocessable {
+        field: &'static str,
+        message: String,
+    },
+
     /// A payload larger than its topic allows.
     #[error("payload is {size} bytes, over the topic's limit of {limit} bytes")]
     PayloadTooLarge { size: usize, limit: usize },
@@ -39,6 +47,14 @@ pub enum Error {
 }
 
 impl Error {
+    /// Fields that are each valid but disagree: 422.
+    pub fn unprocessable(field: &'static str, message: impl Into<String>) -> Self {
+        Error::Unprocessable {
+            field,
+            message: message.into(),
+        }
+    }
+
     pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
         Error::Invalid {
             field,

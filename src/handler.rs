@@ -111,6 +111,12 @@ pub trait JobHandler: Send + Sync + 'static {
     fn on_rearm(&self, _rearmed: &Rearmed) -> Option<(String, Value)> {
         None
     }
+
+    /// The JSON Schema of this type's payload, for the API description (a job of this type
+    /// must match it). `None`: any JSON value.
+    fn payload_schema(&self) -> Option<Value> {
+        None
+    }
 }
 
 /// A handler with its payload type erased, as the runtime holds it.
@@ -124,6 +130,7 @@ pub trait ErasedHandler: Send + Sync + 'static {
     /// Whether `payload` decodes as this type's payload; the error names the field
     /// (`payload.url: missing field`).
     fn check_payload(&self, payload: &Value) -> Result<(), String>;
+    fn payload_schema(&self) -> Option<Value>;
 }
 
 /// Decodes `payload` as `P`, naming the field that does not fit: `payload.url`.
@@ -189,7 +196,22 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
     }
 
     fn check_payload(&self, payload: &Value) -> Result<(), String> {
+        // serde takes a struct from an array of its fields as well; a type that declares an
+        // object payload means an object.
+        let wants_object = self.0.payload_schema().is_some_and(|s| {
+            let t = &s["type"];
+            t == "object"
+                || t.as_array()
+                    .is_some_and(|t| !t.contains(&"array".into()) && t.contains(&"object".into()))
+        });
+        if wants_object && payload.is_array() {
+            return Err("payload: expected an object, got an array".into());
+        }
         check_payload::<H::Payload>(payload)
+    }
+
+    fn payload_schema(&self) -> Option<Value> {
+        self.0.payload_schema()
     }
 }
 

@@ -95,14 +95,10 @@ pub fn new_job(topic: &TopicConfig, job: &NewJob) -> Result<()> {
         job_type(t)?;
     }
     fire_at("fire_at", job.fire_at)?;
+    // A max_fire_at before fire_at is no error: it caps the first fire time as it caps every
+    // reset, so the job fires at max_fire_at.
     if let Some(max) = job.max_fire_at {
         fire_at("max_fire_at", max)?;
-        if max < job.fire_at {
-            return Err(Error::invalid(
-                "max_fire_at",
-                format!("{max} is before fire_at {}", job.fire_at),
-            ));
-        }
     }
     max_attempts(job.max_attempts)?;
     payload(topic, &job.payload)

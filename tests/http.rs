@@ -293,7 +293,11 @@ async fn meetings_over_http() {
             Some(json!({"room": "x", "start": t, "end": t - 1})),
         )
         .await;
-    assert_eq!(st, 400);
+    // Each field is valid; together they are not: 422, naming the field.
+    assert_eq!(
+        (st, err["error"]["code"].as_str()),
+        (422, Some("unprocessable"))
+    );
     assert!(err["error"]["message"].as_str().unwrap().contains("end"));
 }
 

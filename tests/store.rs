@@ -218,6 +218,20 @@ async fn debounce_never_moves_fire_at_past_max_fire_at(e: Engine) {
     );
 }
 
+async fn max_fire_at_caps_the_first_fire_time_too(e: Engine) {
+    let s = &*e.store;
+    let job = NewJob {
+        max_fire_at: Some(T0 + 100),
+        ..NewJob::new("a", T0 + 500)
+    };
+    let r = s
+        .schedule("t", job, ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    assert_eq!(r.fire_at, Some(T0 + 100));
+    assert_eq!(pump_one(s, "t", "a", T0 + 100).await.job.fire_at, T0 + 100);
+}
+
 async fn cancel_removes_a_job_in_any_state(e: Engine) {
     let s = &*e.store;
     s.put_topic(topic_with("t", 1, 1)).await.unwrap();
@@ -976,11 +990,8 @@ async fn bad_arguments_are_rejected_and_change_nothing(e: Engine) {
     );
     let big = NewJob::new("a", T0).payload(json!("y".repeat(200)));
     assert_eq!(field(s.schedule("t", big, up, T0).await), "payload");
-    let early_cap = NewJob::new("a", T0 + 10).max_fire_at(T0);
-    assert_eq!(
-        field(s.schedule("t", early_cap, up, T0).await),
-        "max_fire_at"
-    );
+    let bad_cap = NewJob::new("a", T0 + 10).max_fire_at(-1);
+    assert_eq!(field(s.schedule("t", bad_cap, up, T0).await), "max_fire_at");
     assert_eq!(
         field(s.schedule("t", NewJob::new("a", -5), up, T0).await),
         "fire_at"
@@ -1149,6 +1160,7 @@ engines!(
     schedule_reset_only_moves_the_fire_time_and_keeps_the_payload,
     reset_many_resets_creates_and_reports_missing,
     debounce_never_moves_fire_at_past_max_fire_at,
+    max_fire_at_caps_the_first_fire_time_too,
     cancel_removes_a_job_in_any_state,
     get_reports_state_attempts_and_last_error,
     pump_never_returns_a_job_before_its_fire_at,

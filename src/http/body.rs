@@ -140,7 +140,24 @@ impl From<BatchCreate> for CreateSpec {
 #[serde(deny_unknown_fields)]
 pub struct BatchBody {
     pub resets: Vec<BatchReset>,
+    #[serde(default, deserialize_with = "object_only")]
     pub create: Option<BatchCreate>,
+}
+
+/// A struct given as a JSON object only (serde would also take an array of its fields).
+fn object_only<'de, D, T>(d: D) -> Result<Option<T>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: serde::de::DeserializeOwned,
+{
+    use serde::de::Error;
+    match Option::<Value>::deserialize(d)? {
+        None => Ok(None),
+        Some(v) if v.is_object() => serde_json::from_value(v)
+            .map(Some)
+            .map_err(D::Error::custom),
+        Some(other) => Err(D::Error::custom(format!("expected an object, got {other}"))),
+    }
 }
 
 /// `?shard_key=`: for jobs scheduled with a shard key other than their id.

@@ -81,6 +81,9 @@ impl From<Error> for ApiError {
             Error::Invalid { .. } => {
                 ApiError::new(StatusCode::BAD_REQUEST, "invalid_argument", message)
             }
+            Error::Unprocessable { .. } => {
+                ApiError::new(StatusCode::UNPROCESSABLE_ENTITY, "unprocessable", message)
+            }
             Error::PayloadTooLarge { .. } => {
                 ApiError::new(StatusCode::PAYLOAD_TOO_LARGE, "payload_too_large", message)
             }

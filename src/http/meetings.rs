@@ -20,10 +20,11 @@ pub async fn put_meeting(
     let (topic, id) = path.into_inner();
     let mut booking = body.into_inner();
     if !booking.id.is_empty() && booking.id != id {
-        return Err(ApiError::invalid(
+        return Err(crate::error::Error::unprocessable(
             "id",
             "the body's id differs from the path's",
-        ));
+        )
+        .into());
     }
     booking.id = id;
     let existed = meeting_state::put_meeting(&state.center, &topic, booking.clone()).await?;

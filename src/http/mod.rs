@@ -65,7 +65,12 @@ pub struct ApiDoc;
 ///
 /// `job_types` are the types this instance accepts (registered and foreign): a job's `type`
 /// is one of them.
-pub fn document(job_types: &[String]) -> serde_json::Value {
+/// `payloads` are the payload schemas of the types that declare one: a job of such a type
+/// must match it.
+pub fn document(
+    job_types: &[String],
+    payloads: &[(String, serde_json::Value)],
+) -> serde_json::Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
     if let Some(config) = doc
         .pointer_mut("/components/schemas/TopicConfig")
@@ -130,6 +135,9 @@ pub fn document(job_types: &[String]) -> serde_json::Value {
                     statuses.push(("413", "The body is over the limit."));
                     statuses.push(("415", "The body must be JSON."));
                 }
+                if path.ends_with("/meetings/{id}") && method == "put" {
+                    statuses.push(("422", "Fields valid one by one disagree: the booking ends before it starts, a reminder falls before the epoch, or the body's id is not the path's."));
+                }
                 for (status, what) in statuses {
                     responses.entry(status).or_insert_with(|| serde_json::json!({
                         "description": what,
@@ -166,9 +174,30 @@ pub fn document(job_types: &[String]) -> serde_json::Value {
     }
     let mut types: Vec<serde_json::Value> = job_types.iter().map(|t| t.as_str().into()).collect();
     types.push(serde_json::Value::Null);
+    let per_type: Vec<serde_json::Value> = payloads
+        .iter()
+        .map(|(name, schema)| {
+            // An absent payload is null: required unless the type takes null.
+            let nullable = schema["type"]
+                .as_array()
+                .is_some_and(|t| t.contains(&"null".into()));
+            let mut then = serde_json::json!({"properties": {"payload": schema}});
+            if !nullable {
+                then["required"] = serde_json::json!(["payload"]);
+            }
+            serde_json::json!({
+                "if": {"required": ["type"], "properties": {"type": {"const": name}}},
+                "then": then
+            })
+        })
+        .collect();
     for name in ["JobBody", "BatchCreate"] {
-        if let Some(p) = doc.pointer_mut(&format!("/components/schemas/{name}/properties/type")) {
-            p["enum"] = types.clone().into();
+        let Some(schema) = doc.pointer_mut(&format!("/components/schemas/{name}")) else {
+            continue;
+        };
+        schema["properties"]["type"]["enum"] = types.clone().into();
+        if !per_type.is_empty() {
+            schema["allOf"] = per_type.clone().into();
         }
     }
     for name in ["JobBody", "BatchReset"] {
@@ -182,8 +211,16 @@ pub fn document(job_types: &[String]) -> serde_json::Value {
             }
         }
     }
-    if let Some(room) = doc.pointer_mut("/components/schemas/Booking/properties/room") {
-        room["minLength"] = 1.into();
+    if let Some(booking) = doc.pointer_mut("/components/schemas/Booking/properties") {
+        booking["room"]["minLength"] = 1.into();
+        for list in ["reminders_ms", "end_reminders_ms"] {
+            booking[list]["maxItems"] = 16.into();
+            booking[list]["items"]["maximum"] = i64::MAX.into();
+        }
+        for time in ["start", "end"] {
+            booking[time] = serde_json::json!({"type": "integer", "minimum": 0, "maximum": max_ms});
+        }
+        booking["approval_deadline"] = bounded(0, max_ms);
     }
     // A payload and an event's data are any JSON value, not only objects.
     if let Some(schemas) = doc

@@ -59,5 +59,6 @@ pub async fn metrics(state: web::Data<AppState>) -> HttpResponse {
 #[utoipa::path(get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "OpenAPI 3 document")))]
 pub async fn openapi(state: web::Data<AppState>) -> HttpResponse {
-    HttpResponse::Ok().json(super::document(&state.center.job_types()))
+    let (types, payloads) = (state.center.job_types(), state.center.payload_schemas());
+    HttpResponse::Ok().json(super::document(&types, &payloads))
 }

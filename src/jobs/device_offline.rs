@@ -25,8 +25,11 @@ const PARKED: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 #[serde(deny_unknown_fields)]
 pub struct DevicePayload {
     /// The silence that raises the alarm (the heartbeat's delay), to report silence in full.
+    #[serde(default, deserialize_with = "crate::http::body::integer::option")]
     pub timeout_ms: Option<u64>,
+    #[serde(default, deserialize_with = "crate::http::body::integer::option")]
     pub repeat_ms: Option<u64>,
+    #[serde(default, deserialize_with = "crate::http::body::integer::option")]
     pub max_alarms: Option<u32>,
 }
 
@@ -50,6 +53,20 @@ impl JobHandler for DeviceOffline {
 
     fn job_type(&self) -> &'static str {
         "device_offline"
+    }
+
+    fn payload_schema(&self) -> Option<Value> {
+        let ms =
+            serde_json::json!({"type": ["integer", "null"], "minimum": 0, "maximum": i64::MAX});
+        Some(serde_json::json!({
+            "type": ["object", "null"],
+            "additionalProperties": false,
+            "properties": {
+                "timeout_ms": ms,
+                "repeat_ms": ms,
+                "max_alarms": {"type": ["integer", "null"], "minimum": 0, "maximum": u32::MAX}
+            }
+        }))
     }
 
     async fn handle(&self, ctx: JobContext<Option<DevicePayload>>) -> Outcome {

@@ -12,7 +12,7 @@ use std::collections::BTreeMap;
 
 use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
-use serde_json::json;
+use serde_json::{Value, json};
 
 use crate::center::TimeoutCenter;
 use crate::error::{Error, Result};
@@ -61,6 +61,7 @@ pub enum MeetingJob {
         meeting_id: String,
         room: String,
         of: String,
+        #[serde(deserialize_with = "crate::http::body::integer::required")]
         before_ms: u64,
     },
     Approval {
@@ -78,7 +79,7 @@ impl Booking {
         crate::validate::fire_at("start", self.start)?;
         crate::validate::fire_at("end", self.end)?;
         if self.end <= self.start {
-            return Err(Error::invalid("end", "must be after start"));
+            return Err(Error::unprocessable("end", "must be after start"));
         }
         if let Some(d) = self.approval_deadline {
             crate::validate::fire_at("approval_deadline", d)?;
@@ -91,7 +92,7 @@ impl Booking {
                 return Err(Error::invalid(field, "at most 16 reminders"));
             }
             if list.iter().any(|ms| *ms as Millis > self.start) {
-                return Err(Error::invalid(
+                return Err(Error::unprocessable(
                     field,
                     "a reminder would fall before the epoch",
                 ));
@@ -245,6 +246,28 @@ impl JobHandler for MeetingState {
 
     fn job_type(&self) -> &'static str {
         TYPE
+    }
+
+    fn payload_schema(&self) -> Option<Value> {
+        let s = serde_json::json!({"type": "string"});
+        let kind = |k: &str, mut props: serde_json::Value| {
+            props["kind"] = serde_json::json!({"const": k});
+            let required: Vec<&String> = props
+                .as_object()
+                .map(|o| o.keys().collect())
+                .unwrap_or_default();
+            serde_json::json!({"type": "object", "required": required, "properties": props})
+        };
+        Some(serde_json::json!({"oneOf": [
+            kind("start", serde_json::json!({"meeting_id": s, "room": s})),
+            // The booking as stored: decoded, not checked again (an empty room included).
+            kind("end", serde_json::json!({"booking": serde_json::to_value(
+                <Booking as utoipa::PartialSchema>::schema()
+            ).expect("a schema serialises")})),
+            kind("reminder", serde_json::json!({"meeting_id": s, "room": s, "of": s,
+                "before_ms": {"type": "integer", "minimum": 0, "maximum": i64::MAX}})),
+            kind("approval", serde_json::json!({"meeting_id": s, "room": s})),
+        ]}))
     }
 
     async fn handle(&self, ctx: JobContext<MeetingJob>) -> Outcome {

@@ -24,7 +24,7 @@ pub struct WebhookPayload {
     /// Sent as JSON; no body when absent.
     #[serde(default)]
     pub body: Option<Value>,
-    #[serde(default)]
+    #[serde(default, deserialize_with = "crate::http::body::integer::option")]
     pub timeout_ms: Option<u64>,
 }
 
@@ -57,6 +57,21 @@ impl JobHandler for Webhook {
     /// Above any request timeout a payload may ask for.
     fn timeout(&self) -> Duration {
         Duration::from_secs(300)
+    }
+
+    fn payload_schema(&self) -> Option<Value> {
+        Some(serde_json::json!({
+            "type": "object",
+            "required": ["url"],
+            "additionalProperties": false,
+            "properties": {
+                "url": {"type": "string"},
+                "method": {"type": "string"},
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "body": {},
+                "timeout_ms": {"type": ["integer", "null"], "minimum": 0, "maximum": i64::MAX}
+            }
+        }))
     }
 
     async fn handle(&self, ctx: JobContext<WebhookPayload>) -> Outcome {
