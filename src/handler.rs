@@ -154,20 +154,40 @@ pub fn check_payload<P: serde::de::DeserializeOwned>(payload: &Value) -> Result<
     }
 }
 
-struct Typed<H>(H);
+/// A handler with what the door check needs worked out once, not on every schedule.
+struct Typed<H> {
+    handler: H,
+    /// The type declares an object payload (an array of a struct's fields is refused).
+    wants_object: bool,
+}
+
+impl<H: JobHandler> Typed<H> {
+    fn new(handler: H) -> Self {
+        let wants_object = handler.payload_schema().is_some_and(|s| {
+            let t = &s["type"];
+            t == "object"
+                || t.as_array()
+                    .is_some_and(|t| !t.contains(&"array".into()) && t.contains(&"object".into()))
+        });
+        Typed {
+            handler,
+            wants_object,
+        }
+    }
+}
 
 #[async_trait]
 impl<H: JobHandler> ErasedHandler for Typed<H> {
     fn job_type(&self) -> &'static str {
-        self.0.job_type()
+        self.handler.job_type()
     }
 
     fn concurrency(&self) -> usize {
-        self.0.concurrency().max(1)
+        self.handler.concurrency().max(1)
     }
 
     fn timeout(&self) -> Duration {
-        self.0.timeout()
+        self.handler.timeout()
     }
 
     async fn handle(&self, ctx: JobContext<Value>) -> Outcome {
@@ -176,7 +196,7 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
             Err(e) => {
                 return Outcome::dead(format!(
                     "payload does not fit job type {:?}: {e}",
-                    self.0.job_type()
+                    self.handler.job_type()
                 ));
             }
         };
@@ -188,30 +208,24 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
             events: ctx.events,
             store: ctx.store,
         };
-        self.0.handle(typed).await
+        self.handler.handle(typed).await
     }
 
     fn on_rearm(&self, rearmed: &Rearmed) -> Option<(String, Value)> {
-        self.0.on_rearm(rearmed)
+        self.handler.on_rearm(rearmed)
     }
 
     fn check_payload(&self, payload: &Value) -> Result<(), String> {
         // serde takes a struct from an array of its fields as well; a type that declares an
         // object payload means an object.
-        let wants_object = self.0.payload_schema().is_some_and(|s| {
-            let t = &s["type"];
-            t == "object"
-                || t.as_array()
-                    .is_some_and(|t| !t.contains(&"array".into()) && t.contains(&"object".into()))
-        });
-        if wants_object && payload.is_array() {
+        if self.wants_object && payload.is_array() {
             return Err("payload: expected an object, got an array".into());
         }
         check_payload::<H::Payload>(payload)
     }
 
     fn payload_schema(&self) -> Option<Value> {
-        self.0.payload_schema()
+        self.handler.payload_schema()
     }
 }
 
@@ -228,7 +242,7 @@ impl Handlers {
 
     /// Registers a job type; a later registration of the same name replaces it.
     pub fn register<H: JobHandler>(&mut self, handler: H) -> &mut Self {
-        let h: Arc<dyn ErasedHandler> = Arc::new(Typed(handler));
+        let h: Arc<dyn ErasedHandler> = Arc::new(Typed::new(handler));
         self.map.insert(h.job_type(), h);
         self
     }

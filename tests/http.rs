@@ -572,6 +572,15 @@ async fn a_job_is_checked_against_its_type_when_scheduled() {
         .await,
         &["payload.url"],
     );
+    refused(
+        s.send(
+            Method::PUT,
+            "/v1/topics/fresh/jobs/x",
+            Some(json!({"type": "device_offline", "payload": [null, null], "delay_ms": 1000})),
+        )
+        .await,
+        &["payload", "object"],
+    );
     assert_eq!(common::redis_dump(&redis), before, "nothing was stored");
     let (st, body) = s
         .send(
