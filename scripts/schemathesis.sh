@@ -35,7 +35,8 @@ cargo build --locked --bin toc
 
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 pids=()
-cleanup() { for p in "${pids[@]}"; do kill "$p" 2>/dev/null || true; done; }
+# The services first, then the Redis they use (so they do not log its going away).
+cleanup() { for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[$i]}" 2>/dev/null || true; done; }
 trap cleanup EXIT
 
 redis_port=$(free_port)

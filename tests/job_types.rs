@@ -301,7 +301,10 @@ async fn meeting_state_plans_start_end_reminders_and_approval(e: Engine) {
     let err = meeting_state::put_meeting(&c, "rooms", bad)
         .await
         .unwrap_err();
-    assert!(matches!(err, Error::Invalid { field: "end", .. }), "{err}");
+    assert!(
+        matches!(err, Error::Unprocessable { field: "end", .. }),
+        "{err}"
+    );
 }
 
 // Every test above that takes an engine, once per engine (see tests/common).
