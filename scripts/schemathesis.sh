@@ -36,7 +36,12 @@ cargo build --locked --bin toc
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 pids=()
 # The services first, then the Redis they use (so they do not log its going away).
-cleanup() { for ((i = ${#pids[@]} - 1; i >= 0; i--)); do kill "${pids[$i]}" 2>/dev/null || true; done; }
+cleanup() {
+  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
+    kill "${pids[$i]}" 2>/dev/null || true
+    wait "${pids[$i]}" 2>/dev/null || true
+  done
+}
 trap cleanup EXIT
 
 redis_port=$(free_port)
@@ -47,7 +52,7 @@ status=0
 for engine in memory redis; do
   port=$(free_port)
   TOC_STORE=$engine TOC_REDIS_URL="redis://127.0.0.1:$redis_port/" TOC_LISTEN="127.0.0.1:$port" \
-    RUST_LOG=warn target/debug/toc serve &
+    TOC_RUNTIME_GRACE_MS=1000 RUST_LOG=error target/debug/toc serve &
   pids+=($!)
   python3 - "$port" <<'PY'
 import sys, time, urllib.request
