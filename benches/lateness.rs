@@ -6,6 +6,10 @@
 //! `TOC_BENCH_STORE=memory cargo bench --bench lateness` for the embedded engine.
 //! Settings: `TOC_BENCH_JOBS`, `TOC_BENCH_RATE` (fires per second).
 
+#[allow(dead_code)]
+#[path = "../tests/common/redis_server.rs"]
+mod redis_server;
+
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -67,7 +71,7 @@ async fn main() {
     let store: SharedStore = match engine.as_str() {
         "memory" => Arc::new(MemoryStore::new(options)),
         _ => {
-            let server = timeout_center::redis_server::RedisServer::start();
+            let server = redis_server::RedisServer::start();
             let store = RedisStore::connect(&server.url(), options).await.unwrap();
             _server = Some(server);
             Arc::new(store)

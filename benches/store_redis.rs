@@ -5,14 +5,18 @@
 //!   ZADD on the same server;
 //! - Redis memory per job (100,000 plain jobs) beside a bare sorted set of the same ids.
 //!
-//! Run: `cargo bench --bench store_redis` (needs `redis-server` and `redis-benchmark`).
+//! Run: `cargo bench --features bench --bench store_redis` (needs `redis-server` and `redis-benchmark`).
 //! Settings: `TOC_BENCH_JOBS` (default 100000), `TOC_BENCH_SECONDS` (default 5),
 //! `TOC_BENCH_SLOTS` (the topic's slots, default 16).
+
+#[allow(dead_code)]
+#[path = "../tests/common/redis_server.rs"]
+mod redis_server;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use timeout_center::redis_server::RedisServer;
+use redis_server::RedisServer;
 use timeout_center::store::RedisStore;
 use timeout_center::*;
 

@@ -58,7 +58,8 @@ local function rearm(rec)
   return n
 end
 
-local function is_head(id)
-  local head = redis.call('ZRANGE', DUE, 0, 0)
-  return head[1] == id
+-- Whether no scheduled job of the slot fires before `at` (ties count as the head).
+local function is_head(at)
+  local head = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
+  return head[2] ~= nil and tonumber(head[2]) >= at
 end

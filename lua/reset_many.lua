@@ -6,7 +6,7 @@
 -- ARGV[3], ARGV[4], ...: pairs of id and fire time (ms)
 -- Returns {reset, created, head, n_missing, missing id..., then triples of a re-armed job:
 -- id, times it had fired (repeated) since its last reset, type ('' when default)}; head is
--- the slot's earliest fire time afterwards (-1 when the slot has no scheduled job).
+-- the earliest fire time this call gave a job that is now scheduled (-1 when none).
 --
 -- Cost. A running or dead job always has a record, so an id without one is either a plain
 -- scheduled job or no job at all. Those ids (the heartbeat case) take one HMGET and one
@@ -22,6 +22,11 @@ local CHUNK = 1000 -- keeps unpack() far below Lua's stack limit
 local n = (#ARGV - 2) / 2
 local reset, created, missing, n_missing = 0, 0, {}, 0
 local rearmed = {}
+local head = nil
+
+local function gave(at)
+  if head == nil or at < head then head = at end
+end
 
 local function create_job(id, at)
   if spec_json ~= '' then
@@ -30,6 +35,7 @@ local function create_job(id, at)
     redis.call('HSET', JOB, id, cjson.encode(rec))
   end
   redis.call('ZADD', DUE, at, id)
+  gave(at)
   created = created + 1
 end
 
@@ -49,6 +55,7 @@ local function reset_recorded(id, raw, at_text)
     if rec.c then rec.u = now end
     if live then
       redis.call('ZADD', DUE, at, id)
+      gave(at)
     else
       rec.r = at -- running: applied after the run
     end
@@ -89,15 +96,18 @@ for base = 0, n - 1, CHUNK do
       local added = redis.call('ZADD', DUE, unpack(plain))
       created = created + added
       reset = reset + m - added
+      for j = 1, m do gave(tonumber(plain[2 * j - 1])) end
     else
       local changed = redis.call('ZADD', DUE, 'XX', 'CH', unpack(plain))
       if changed == m then
         reset = reset + m
+        for j = 1, m do gave(tonumber(plain[2 * j - 1])) end
       else
         local scores = redis.call('ZMSCORE', DUE, unpack(plain_ids))
         for j = 1, m do
           if scores[j] then
             reset = reset + 1
+            gave(tonumber(plain[2 * j - 1]))
           elseif create then
             create_job(plain_ids[j], tonumber(plain[2 * j - 1]))
           else
@@ -110,8 +120,7 @@ for base = 0, n - 1, CHUNK do
   end
 end
 
-local head = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
-local out = {reset, created, head[2] and tonumber(head[2]) or -1, n_missing}
+local out = {reset, created, head or -1, n_missing}
 for i = 1, n_missing do out[4 + i] = missing[i] end
 for i = 1, #rearmed do out[4 + n_missing + i] = rearmed[i] end
 return out

@@ -10,7 +10,7 @@
 --   state: the job's state afterwards ('' when it does not exist)
 --   fire_at: the fire time that took effect (-1 when none); for a running job, the time it
 --            fires again after its run
---   is_head: 1 when the job is now the slot's earliest due job
+--   is_head: 1 when the job is scheduled and no scheduled job of the slot fires before it
 --   rearmed: for a reset, how often the job had fired (repeated) since its last reset, and
 --            its type ('' when default) as a sixth element; 0 otherwise
 local id, mode, at, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
@@ -38,7 +38,7 @@ if mode == 'reset' then
   redis.call('ZADD', DUE, at, id)
   if rec.c then rec.u = now end
   if raw then save(id, rec) end
-  return {'reset', 'scheduled', at, is_head(id) and 1 or 0, fired, rec.t or ''}
+  return {'reset', 'scheduled', at, is_head(at) and 1 or 0, fired, rec.t or ''}
 end
 
 -- 'upsert', or 'create' of a job that does not exist.
@@ -64,4 +64,4 @@ else
   redis.call('HDEL', JOB, id)
 end
 redis.call('ZADD', DUE, at, id)
-return {state and 'replaced' or 'created', 'scheduled', at, is_head(id) and 1 or 0, 0}
+return {state and 'replaced' or 'created', 'scheduled', at, is_head(at) and 1 or 0, 0}

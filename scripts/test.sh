@@ -18,10 +18,19 @@ set +e
 cargo test --locked "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
-# The API description against the running service, on both engines (schemathesis).
-# Run with the whole suite only (arguments select focused Rust tests).
 api=0
-if [ $# -eq 0 ]; then scripts/schemathesis.sh || api=1; fi
+if [ $# -eq 0 ]; then
+  # `toc bench all --quick` end to end (two minutes; the load generator is behind the
+  # `bench` feature, so a plain `cargo test` leaves it out).
+  set +e
+  cargo test --locked --features bench --test bench 2>&1 | tee -a "$log"
+  bench_status=${PIPESTATUS[0]}
+  set -e
+  if [ "$status" -eq 0 ]; then status=$bench_status; fi
+  # The API description against the running service, on both engines (schemathesis).
+  # Run with the whole suite only (arguments select focused Rust tests).
+  scripts/schemathesis.sh || api=1
+fi
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 if [ "$api" -ne 0 ]; then echo "schemathesis: failures (see above)"; else echo "schemathesis: 0 failures on both engines"; fi

@@ -352,8 +352,8 @@ impl TimeoutCenter {
         m.scheduled
             .with_label_values(&[topic])
             .inc_by(report.created);
-        for (slot, head) in &report.heads {
-            self.wake(topic, *slot, *head).await;
+        for head in &report.heads {
+            self.wake(topic, head.slot, head.at).await;
         }
         if !report.rearmed.is_empty() {
             self.tell_rearmed(topic, &report.rearmed, now).await;

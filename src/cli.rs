@@ -75,6 +75,7 @@ pub enum Command {
     Health,
     /// Load generator and benchmark: `toc bench all --quick` for a short check, `toc bench
     /// all` for the published figures (BENCHMARKS.md).
+    #[cfg(feature = "bench")]
     Bench(crate::bench::BenchArgs),
 }
 
@@ -270,7 +271,9 @@ pub async fn run(cli: Cli) -> Result<(), Failure> {
         token: cli.token.clone(),
     };
     let (value, view): (Value, View) = match cli.command {
-        Command::Serve { .. } | Command::Bench(_) => unreachable!("not a client command"),
+        Command::Serve { .. } => unreachable!("not a client command"),
+        #[cfg(feature = "bench")]
+        Command::Bench(_) => unreachable!("not a client command"),
         Command::Job(JobCmd::Put {
             topic,
             id,

@@ -148,9 +148,8 @@ pub struct Scheduled {
     /// The fire time that took effect (after the debounce cap); for a running job, the time
     /// it fires again after its run.
     pub fire_at: Option<Millis>,
-    /// True when the job may now be its slot's earliest: the slot must wake if it sleeps
-    /// longer. Redis answers exactly; memory answers yes whenever its head is not known
-    /// without a scan (a needless wake-up costs one pump).
+    /// True when the job is scheduled and no scheduled job of its slot fires before it: the
+    /// slot must wake by `fire_at` if it sleeps longer.
     pub is_head: bool,
     /// For a reset of a job that had fired and repeated: how often, and its type.
     pub rearmed: Option<Rearmed>,
@@ -230,11 +229,17 @@ pub struct ResetReport {
     /// Jobs that had fired (and repeated) since their last reset.
     #[serde(skip)]
     pub rearmed: Vec<Rearmed>,
-    /// Per touched slot, a time at or before the earliest fire time this call gave one of its
-    /// jobs (Redis reports the slot's head; memory the batch's earliest), so the runtime can
-    /// wake a slot that would sleep past it.
+    /// Per slot where this call scheduled a job, the earliest fire time it gave one, so the
+    /// runtime can wake a slot that would sleep past it.
     #[serde(skip)]
-    pub heads: Vec<(u32, Millis)>,
+    pub heads: Vec<SlotHead>,
+}
+
+/// The earliest fire time a call gave a job of `slot`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct SlotHead {
+    pub slot: u32,
+    pub at: Millis,
 }
 
 /// A job handed to a run by `pump`: the run must report its outcome with this token.

@@ -6,7 +6,14 @@
 //! (argument checks), [`time`] (milliseconds and the clock), [`error`].
 
 pub mod actors;
+#[cfg(feature = "bench")]
 pub mod bench;
+/// What the focused benchmarks of `benches/` measure of the crate's insides.
+#[cfg(feature = "bench")]
+#[doc(hidden)]
+pub mod bench_support {
+    pub use crate::store::memory::wheel::Wheel;
+}
 pub mod center;
 pub mod cli;
 pub mod config;
@@ -17,7 +24,6 @@ pub mod http;
 pub mod job;
 pub mod jobs;
 pub mod metrics;
-pub mod redis_server;
 pub mod routing;
 pub mod serve;
 pub mod store;

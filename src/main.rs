@@ -57,6 +57,7 @@ fn main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config } => return serve_main(config),
+        #[cfg(feature = "bench")]
         Command::Bench(args) => return timeout_center::bench::run(args),
         _ => {}
     }

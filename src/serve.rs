@@ -14,7 +14,7 @@ use crate::center::TimeoutCenter;
 use crate::config::{Settings, StoreKind};
 use crate::error::{Error, Result};
 use crate::http::{self, AppState, auth::Auth};
-use crate::store::{RedisStore, SharedStore};
+use crate::store::{MemoryStore, RedisStore, SharedStore};
 
 /// Opens the store the settings name, and creates or updates the seeded topics.
 pub async fn open_store(settings: &Settings) -> Result<SharedStore> {
@@ -24,7 +24,10 @@ pub async fn open_store(settings: &Settings) -> Result<SharedStore> {
             Arc::new(RedisStore::connect_cluster(&settings.redis.cluster_nodes, options).await?)
         }
         StoreKind::Redis => Arc::new(RedisStore::connect(&settings.redis.url, options).await?),
-        StoreKind::Memory => crate::store::memory::open(settings).await?,
+        StoreKind::Memory => {
+            let journal = settings.journal().map(|p| (p, settings.memory.fsync));
+            Arc::new(MemoryStore::open(options, journal)?)
+        }
     };
     for topic in &settings.topics.seed {
         store.put_topic(topic.clone()).await?;

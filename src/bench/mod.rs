@@ -5,6 +5,10 @@
 //! `benchmarks.json` and a lateness plot.
 
 mod peer;
+// The tests' Redis harness: one file, shared with `tests/` and `benches/`.
+#[allow(dead_code)]
+#[path = "../../tests/common/redis_server.rs"]
+mod redis_server;
 mod report;
 mod scenarios;
 
@@ -16,7 +20,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use crate::redis_server::RedisServer;
+use self::redis_server::RedisServer;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {

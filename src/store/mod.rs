@@ -1,10 +1,13 @@
 //! The store: one trait, and its engines. Every method that changes a job is atomic (one Lua
 //! script in Redis), and takes `now` as an argument so callers and tests choose the time.
 
+mod engine;
+mod event_id;
+mod front;
 mod keys;
-pub mod memory;
-pub mod record;
-pub mod redis;
+pub(crate) mod memory;
+mod record;
+mod redis;
 mod scripts;
 mod topics;
 
@@ -23,9 +26,10 @@ use crate::job::{
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
+pub use self::front::StoreFront;
 pub use self::keys::{SlotKeys, wake_channel};
-pub use self::memory::MemoryStore;
-pub use self::redis::RedisStore;
+pub use self::memory::{JournalLen, MemoryEngine, MemoryStore};
+pub use self::redis::{RedisEngine, RedisStore};
 pub use self::topics::StoreOptions;
 
 /// Largest page of dead letters or events one call returns.
@@ -169,17 +173,6 @@ pub trait Store: Send + Sync + 'static {
 }
 
 pub type SharedStore = Arc<dyn Store>;
-
-/// Refuses a slot number the topic does not have.
-fn check_slot(topic: &TopicConfig, slot: u32) -> Result<()> {
-    if slot >= topic.slots {
-        return Err(crate::error::Error::invalid(
-            "slot",
-            format!("{slot} is not below the topic's {} slots", topic.slots),
-        ));
-    }
-    Ok(())
-}
 
 /// A notice that a slot has a job due at `at`, earlier than the slot may be sleeping.
 #[derive(Debug, Clone, PartialEq, Eq)]

@@ -21,8 +21,9 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
+use super::engine::DeadEntry;
 use crate::error::{Error, Result};
-use crate::job::{DeadCursor, DeadPage, Job, JobState};
+use crate::job::{DeadPage, Job, JobState};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -151,18 +152,21 @@ impl Record {
 /// oldest `limit` of them all kept (both engines page this way).
 pub fn dead_page(
     topic: &TopicConfig,
-    mut entries: Vec<(DeadCursor, Record)>,
+    mut entries: Vec<DeadEntry>,
     limit: usize,
 ) -> Result<DeadPage> {
-    entries.sort_by(|a, b| a.0.cmp(&b.0));
+    entries.sort_by(|a, b| a.cursor.cmp(&b.cursor));
     let more = entries.len() > limit;
     entries.truncate(limit);
     let next = more
-        .then(|| entries.last().map(|(c, _)| c.encode()))
+        .then(|| entries.last().map(|e| e.cursor.encode()))
         .flatten();
     let items = entries
         .into_iter()
-        .map(|(c, rec)| rec.into_job(topic, c.id, JobState::Dead, c.dead_at))
+        .map(|e| {
+            let c = e.cursor;
+            e.record.into_job(topic, c.id, JobState::Dead, c.dead_at)
+        })
         .collect::<Result<_>>()?;
     Ok(DeadPage { items, next })
 }

@@ -2,16 +2,12 @@
 #![allow(dead_code, unused_imports, unused_macros)]
 
 pub mod redis_cluster;
+pub mod redis_server;
 pub mod runtime;
 pub mod service;
 
 pub use redis_cluster::RedisCluster;
-pub use timeout_center::redis_server::RedisServer;
-
-/// The library's Redis harness, under the name the tests use.
-pub mod redis_server {
-    pub use timeout_center::redis_server::*;
-}
+pub use redis_server::RedisServer;
 
 use std::sync::Arc;
 

@@ -4,7 +4,7 @@
 use std::process::Command;
 use std::time::{Duration, Instant};
 
-use timeout_center::redis_server::RedisServer;
+use super::redis_server::RedisServer;
 
 pub struct RedisCluster {
     pub nodes: Vec<RedisServer>,

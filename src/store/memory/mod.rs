@@ -7,7 +7,9 @@
 
 mod journal;
 mod slot;
-pub mod wheel;
+// Public only for the focused benchmark of the wheel (`bench_support`).
+#[cfg_attr(not(feature = "bench"), allow(unreachable_pub))]
+pub(crate) mod wheel;
 
 use std::collections::{HashMap, VecDeque};
 use std::path::Path;
@@ -19,30 +21,33 @@ use async_trait::async_trait;
 
 use self::journal::{Journal, Op};
 use self::slot::{Finish, SlotState};
+use super::engine::{DeadEntry, SlotEngine, SlotPumped, SlotReset, SlotScheduled, Stored};
+use super::event_id::EventId;
+use super::front::StoreFront;
 use super::record::Record;
 use super::topics::{StoreOptions, check_update};
-use super::{MAX_PAGE, SharedStore, Store, check_slot};
-use crate::config::{FsyncPolicy, Settings};
+use crate::config::FsyncPolicy;
 use crate::error::{Error, Result};
-use crate::events::{Event, EventPage};
-use crate::job::*;
-use crate::routing::slot_of;
+use crate::events::Event;
+use crate::job::{DeadCursor, Finished, JobState, RunOutcome, ScheduleMode, Settlement, SlotStats};
 use crate::time::{Millis, now_ms};
-use crate::topic::{TopicConfig, validate_topic_name};
-use crate::validate;
+use crate::topic::TopicConfig;
 
-/// Opens the memory engine the settings describe (replaying its journal, if any).
-pub async fn open(settings: &Settings) -> Result<SharedStore> {
-    let journal = settings.journal().map(|p| (p, settings.memory.fsync));
-    Ok(Arc::new(MemoryStore::open(
-        settings.store_options(),
-        journal,
-    )?))
-}
+/// The memory store: the zero-setup default, optionally journaled to disk.
+pub type MemoryStore = StoreFront<MemoryEngine>;
 
 struct TopicSlots {
     config: RwLock<Arc<TopicConfig>>,
     slots: Vec<Mutex<SlotState>>,
+}
+
+impl TopicSlots {
+    fn config(&self) -> Arc<TopicConfig> {
+        self.config
+            .read()
+            .unwrap_or_else(PoisonError::into_inner)
+            .clone()
+    }
 }
 
 #[derive(Default)]
@@ -67,7 +72,9 @@ impl EventRing {
     /// Puts back events that already have their ids (replay).
     fn restore(&mut self, events: impl IntoIterator<Item = Event>, max_len: usize) {
         for e in events {
-            self.seq = self.seq.max(event_seq(&e.id).unwrap_or(0));
+            self.seq = self
+                .seq
+                .max(EventId::parse(&e.id).map(|c| c.ms).unwrap_or(0));
             self.buf.push_back(e);
         }
         while self.buf.len() > max_len.max(1) {
@@ -76,10 +83,11 @@ impl EventRing {
     }
 }
 
-/// The memory engine.
-pub struct MemoryStore {
+/// The memory engine under [`MemoryStore`]: per slot a timing wheel behind a lock, with an
+/// optional journal.
+pub struct MemoryEngine {
     topics: RwLock<HashMap<String, Arc<TopicSlots>>>,
-    options: StoreOptions,
+    events_max_len: usize,
     events: Mutex<HashMap<String, EventRing>>,
     journal: Option<Arc<Journal>>,
     /// Set when a journal write failed: later changes are refused, since they could not be
@@ -99,19 +107,6 @@ fn new_topic(config: TopicConfig, journaled: bool) -> Arc<TopicSlots> {
     })
 }
 
-/// The position of an event id `seq-0`. Any id of the API's form (`a-b` or `a-b-c`, the
-/// Redis engine's) is taken, by its first number.
-fn event_seq(id: &str) -> Option<u64> {
-    let mut parts = id.split('-');
-    let seq = parts.next()?;
-    let rest: Vec<&str> = parts.collect();
-    let digits = |p: &str| !p.is_empty() && p.bytes().all(|b| b.is_ascii_digit());
-    if !(1..=2).contains(&rest.len()) || !digits(seq) || !rest.iter().all(|p| digits(p)) {
-        return None;
-    }
-    seq.parse().ok()
-}
-
 impl MemoryStore {
     /// A memory-only store.
     pub fn new(options: StoreOptions) -> Self {
@@ -120,9 +115,81 @@ impl MemoryStore {
 
     /// A store that journals to `journal` (replaying what it holds), or memory only.
     pub fn open(options: StoreOptions, journal: Option<(&Path, FsyncPolicy)>) -> Result<Self> {
-        let mut store = MemoryStore {
+        let engine = MemoryEngine::open(options.events_max_len, journal)?;
+        Ok(StoreFront::over(engine, options))
+    }
+
+    /// Rewrites the journal as the live state now. Runs by itself when the journal has grown
+    /// well past the live data; public for operations and tests.
+    pub fn compact(&self) -> Result<()> {
+        self.engine.compact()
+    }
+
+    /// Group commits of the journal so far (`fsync = always`): each covers every change
+    /// waiting for the disk at the time. 0 without a journal.
+    pub fn group_commits(&self) -> u64 {
+        self.engine
+            .journal
+            .as_ref()
+            .map_or(0, |j| j.group_commits())
+    }
+
+    /// Panics while holding one slot's lock, as a bug in a slot operation would: for the
+    /// test that such a panic does not take the slot down for good (a poisoned lock is
+    /// taken over, not refused).
+    #[doc(hidden)]
+    pub fn panic_in_slot(&self, topic: &str, slot: u32) {
+        let t = self.engine.slots_of(topic).expect("the topic exists");
+        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _held = t.slots[slot as usize].lock();
+            panic!("a bug in a slot operation");
+        }));
+    }
+
+    /// The whole live state, one JSON line per record: for tests that check a rejected call
+    /// changed nothing, and for debugging.
+    pub fn dump(&self) -> Vec<String> {
+        let topics = self
+            .engine
+            .topics
+            .read()
+            .unwrap_or_else(PoisonError::into_inner);
+        MemoryEngine::live_ops(&topics, &self.engine.events)
+            .iter()
+            .map(|op| serde_json::to_string(op).expect("a record serialises"))
+            .collect()
+    }
+
+    /// Records in the journal file, and live records now (for tests of compaction).
+    pub fn journal_len(&self) -> Result<JournalLen> {
+        let e = &self.engine;
+        let Some(journal) = &e.journal else {
+            return Ok(JournalLen::default());
+        };
+        let on_disk = journal::read(journal.path())?.len();
+        let live = MemoryEngine::live_ops(
+            &e.topics.read().unwrap_or_else(PoisonError::into_inner),
+            &e.events,
+        )
+        .len();
+        Ok(JournalLen { on_disk, live })
+    }
+}
+
+/// How long the journal is: records in the file, and records the live state needs.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
+pub struct JournalLen {
+    /// Records in the journal file.
+    pub on_disk: usize,
+    /// Records a compacted journal would hold.
+    pub live: usize,
+}
+
+impl MemoryEngine {
+    fn open(events_max_len: usize, journal: Option<(&Path, FsyncPolicy)>) -> Result<Self> {
+        let mut store = MemoryEngine {
             topics: RwLock::new(HashMap::new()),
-            options,
+            events_max_len,
             events: Mutex::new(HashMap::new()),
             journal: None,
             failed: AtomicBool::new(false),
@@ -209,7 +276,7 @@ impl MemoryStore {
                         .expect("events lock")
                         .entry(topic)
                         .or_default()
-                        .restore(events, self.options.events_max_len);
+                        .restore(events, self.events_max_len);
                 }
             }
         }
@@ -302,9 +369,8 @@ impl MemoryStore {
         ops
     }
 
-    /// Rewrites the journal as the live state now. Runs by itself when the journal has grown
-    /// well past the live data; public for operations and tests.
-    pub fn compact(&self) -> Result<()> {
+    /// Rewrites the journal as the live state now.
+    fn compact(&self) -> Result<()> {
         let Some(journal) = &self.journal else {
             return Ok(());
         };
@@ -317,48 +383,6 @@ impl MemoryStore {
         let topics = self.topics.write().unwrap_or_else(PoisonError::into_inner);
         let live = Self::live_ops(&topics, &self.events);
         journal.compact(&live)
-    }
-
-    /// Group commits of the journal so far (`fsync = always`): each covers every change
-    /// waiting for the disk at the time. 0 without a journal.
-    pub fn group_commits(&self) -> u64 {
-        self.journal.as_ref().map_or(0, |j| j.group_commits())
-    }
-
-    /// Panics while holding one slot's lock, as a bug in a slot operation would: for the
-    /// test that such a panic does not take the slot down for good (a poisoned lock is
-    /// taken over, not refused).
-    #[doc(hidden)]
-    pub fn panic_in_slot(&self, topic: &str, slot: u32) {
-        let t = self.existing_slots(topic).expect("the topic exists");
-        let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
-            let _held = t.slots[slot as usize].lock();
-            panic!("a bug in a slot operation");
-        }));
-    }
-
-    /// The whole live state, one JSON line per record: for tests that check a rejected call
-    /// changed nothing, and for debugging.
-    pub fn dump(&self) -> Vec<String> {
-        let topics = self.topics.read().unwrap_or_else(PoisonError::into_inner);
-        Self::live_ops(&topics, &self.events)
-            .iter()
-            .map(|op| serde_json::to_string(op).expect("a record serialises"))
-            .collect()
-    }
-
-    /// Records in the journal file and live records now (for tests of compaction).
-    pub fn journal_len(&self) -> Result<(usize, usize)> {
-        let Some(journal) = &self.journal else {
-            return Ok((0, 0));
-        };
-        let on_disk = journal::read(journal.path())?.len();
-        let live = Self::live_ops(
-            &self.topics.read().unwrap_or_else(PoisonError::into_inner),
-            &self.events,
-        )
-        .len();
-        Ok((on_disk, live))
     }
 
     fn check_writable(&self) -> Result<()> {
@@ -402,9 +426,8 @@ impl MemoryStore {
         })
     }
 
-    /// A topic's slots when it exists, or `TopicNotFound`: never creates one.
-    fn existing_slots(&self, name: &str) -> Result<Arc<TopicSlots>> {
-        validate_topic_name(name)?;
+    /// A topic's slots, or `TopicNotFound`.
+    fn slots_of(&self, name: &str) -> Result<Arc<TopicSlots>> {
         self.topics
             .read()
             .unwrap_or_else(PoisonError::into_inner)
@@ -413,39 +436,15 @@ impl MemoryStore {
             .ok_or_else(|| Error::TopicNotFound(name.to_string()))
     }
 
-    fn topic_slots(&self, name: &str) -> Result<Arc<TopicSlots>> {
-        if let Some(t) = self
-            .topics
-            .read()
-            .unwrap_or_else(PoisonError::into_inner)
-            .get(name)
-        {
-            return Ok(t.clone());
-        }
-        let config = self.options.defaults_for(name)?;
-        self.check_writable()?;
-        let mut topics = self.topics.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(t) = topics.get(name) {
-            return Ok(t.clone());
-        }
-        self.journal(&[Op::Topic {
-            config: config.clone(),
-        }])?;
-        let t = new_topic(config, self.journal.is_some());
-        topics.insert(name.to_string(), t.clone());
-        Ok(t)
-    }
-
     /// Runs `f` on one slot under its lock and journals what it changed before returning.
     async fn with_slot<R>(
         &self,
-        t: &TopicSlots,
-        topic: &str,
+        topic: &TopicConfig,
         slot: u32,
         mutates: bool,
         f: impl FnOnce(&mut SlotState) -> R,
     ) -> Result<R> {
-        self.with_slot_events(t, topic, slot, mutates, |s| (f(s), Vec::new()))
+        self.with_slot_events(topic, slot, mutates, |s| (f(s), Vec::new()))
             .await
     }
 
@@ -458,8 +457,7 @@ impl MemoryStore {
     /// held, nor the executor blocked, while it runs.
     async fn with_slot_events<R>(
         &self,
-        t: &TopicSlots,
-        topic: &str,
+        topic: &TopicConfig,
         slot: u32,
         mutates: bool,
         f: impl FnOnce(&mut SlotState) -> (R, Vec<Event>),
@@ -467,52 +465,57 @@ impl MemoryStore {
         if mutates {
             self.check_writable()?;
         }
+        let t = self.slots_of(&topic.name)?;
+        let name = &topic.name;
         let mut ticket = None;
         let result = {
             let mut s = t.slots[slot as usize]
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             let (r, events) = f(&mut s);
-            let (dirty, seq_moved) = s.take_dirty();
+            let dirty = s.take_dirty();
             // Held until the journal write, so the journal keeps events in id order.
             let mut rings = (!events.is_empty())
                 .then(|| self.events.lock().unwrap_or_else(PoisonError::into_inner));
             let added = match rings.as_mut() {
                 Some(rings) => rings
-                    .entry(topic.to_string())
+                    .entry(name.clone())
                     .or_default()
-                    .push(events, self.options.events_max_len),
+                    .push(events, self.events_max_len),
                 None => Vec::new(),
             };
-            if self.journal.is_some() && (!dirty.is_empty() || seq_moved || !added.is_empty()) {
+            if self.journal.is_some()
+                && (!dirty.ids.is_empty() || dirty.seq_moved || !added.is_empty())
+            {
                 let mut ops: Vec<Op> = dirty
+                    .ids
                     .iter()
-                    .map(|id| match s.snapshot_of(id) {
-                        Some((state, score, rec)) => Op::Put {
-                            topic: topic.to_string(),
+                    .map(|id| match s.get(id) {
+                        Some(job) => Op::Put {
+                            topic: name.clone(),
                             slot,
                             id: id.to_string(),
-                            state,
-                            score,
-                            rec,
+                            state: job.state,
+                            score: job.score,
+                            rec: job.record,
                         },
                         None => Op::Del {
-                            topic: topic.to_string(),
+                            topic: name.clone(),
                             slot,
                             id: id.to_string(),
                         },
                     })
                     .collect();
-                if seq_moved {
+                if dirty.seq_moved {
                     ops.push(Op::Seq {
-                        topic: topic.to_string(),
+                        topic: name.clone(),
                         slot,
                         seq: s.seq,
                     });
                 }
                 if !added.is_empty() {
                     ops.push(Op::Events {
-                        topic: topic.to_string(),
+                        topic: name.clone(),
                         events: added,
                     });
                 }
@@ -531,23 +534,11 @@ impl MemoryStore {
         }
         Ok(result)
     }
-
-    fn route(&self, t: &TopicSlots, job: &JobRef) -> Result<(Arc<TopicConfig>, u32)> {
-        validate::job_id(&job.id)?;
-        validate::shard_key(job.shard_key.as_deref())?;
-        let config = t.config.read().expect("topic lock").clone();
-        let slot = slot_of(job.route_key(), config.slots);
-        Ok((config, slot))
-    }
-
-    fn config(t: &TopicSlots) -> Arc<TopicConfig> {
-        t.config.read().expect("topic lock").clone()
-    }
 }
 
 #[async_trait]
-impl Store for MemoryStore {
-    fn engine(&self) -> &'static str {
+impl SlotEngine for MemoryEngine {
+    fn name(&self) -> &'static str {
         "memory"
     }
 
@@ -559,203 +550,117 @@ impl Store for MemoryStore {
         self.check_writable()
     }
 
-    async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
-        config.validate()?;
-        self.check_writable()?;
-        let mut topics = self.topics.write().unwrap_or_else(PoisonError::into_inner);
-        if let Some(t) = topics.get(&config.name) {
-            check_update(&Self::config(t), &config)?;
-            self.journal(&[Op::Topic {
-                config: config.clone(),
-            }])?;
-            let config = Arc::new(config);
-            *t.config.write().expect("topic lock") = config.clone();
-            return Ok(config);
-        }
-        self.journal(&[Op::Topic {
-            config: config.clone(),
-        }])?;
-        let t = new_topic(config, self.journal.is_some());
-        let config = Self::config(&t);
-        topics.insert(config.name.clone(), t);
-        Ok(config)
-    }
-
-    async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
-        let t = self.topic_slots(name)?;
-        Ok(Self::config(&t))
-    }
-
-    fn defaults_for(&self, name: &str) -> Result<TopicConfig> {
-        self.options.defaults_for(name)
-    }
-
     async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
-        match self.existing_slots(name) {
-            Ok(t) => Ok(Some(Self::config(&t))),
+        match self.slots_of(name) {
+            Ok(t) => Ok(Some(t.config())),
             Err(Error::TopicNotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
     }
 
+    async fn create_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
+        self.check_writable()?;
+        let mut topics = self.topics.write().unwrap_or_else(PoisonError::into_inner);
+        if let Some(t) = topics.get(&config.name) {
+            return Ok(t.config());
+        }
+        self.journal(&[Op::Topic {
+            config: config.clone(),
+        }])?;
+        let t = new_topic(config, self.journal.is_some());
+        let config = t.config();
+        topics.insert(config.name.clone(), t);
+        Ok(config)
+    }
+
+    async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
+        self.check_writable()?;
+        let mut topics = self.topics.write().unwrap_or_else(PoisonError::into_inner);
+        let existing = topics.get(&config.name).cloned();
+        if let Some(t) = &existing {
+            check_update(&t.config(), &config)?;
+        }
+        self.journal(&[Op::Topic {
+            config: config.clone(),
+        }])?;
+        match existing {
+            Some(t) => {
+                let config = Arc::new(config);
+                *t.config.write().unwrap_or_else(PoisonError::into_inner) = config.clone();
+                Ok(config)
+            }
+            None => {
+                let t = new_topic(config, self.journal.is_some());
+                let config = t.config();
+                topics.insert(config.name.clone(), t);
+                Ok(config)
+            }
+        }
+    }
+
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
         let topics = self.topics.read().unwrap_or_else(PoisonError::into_inner);
-        let mut all: Vec<_> = topics.values().map(|t| Self::config(t)).collect();
-        all.sort_by(|a, b| a.name.cmp(&b.name));
-        Ok(all)
+        Ok(topics.values().map(|t| t.config()).collect())
     }
 
     async fn schedule(
         &self,
-        topic: &str,
-        job: NewJob,
+        topic: &TopicConfig,
+        slot: u32,
+        id: &str,
         mode: ScheduleMode,
+        fire_at: Millis,
         now: Millis,
-    ) -> Result<Scheduled> {
-        let t = match mode {
-            ScheduleMode::ResetOnly => self.existing_slots(topic)?,
-            _ => self.topic_slots(topic)?,
-        };
-        let config = Self::config(&t);
-        validate::new_job(&config, &job)?;
-        let job_ref = JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone());
-        let (_, slot) = self.route(&t, &job_ref)?;
-        let spec = Record::spec(
-            &config,
-            job.job_type.as_deref(),
-            &job.payload,
-            job.max_attempts,
-            job.max_fire_at,
-        );
-        let r = self
-            .with_slot(&t, topic, slot, true, |s| {
-                s.schedule(&job.id, mode, job.fire_at, now, spec)
-            })
-            .await?;
-        Ok(Scheduled {
-            outcome: r.outcome,
-            slot,
-            state: r.state,
-            fire_at: r.fire_at,
-            is_head: r.is_head,
-            rearmed: r.rearmed.filter(|(n, _)| *n > 0).map(|(fires, t)| Rearmed {
-                id: job.id.clone(),
-                job_type: t.unwrap_or_else(|| config.default_type.clone()),
-                fires,
-            }),
+        spec: Record,
+    ) -> Result<SlotScheduled> {
+        self.with_slot(topic, slot, true, |s| {
+            s.schedule(id, mode, fire_at, now, spec)
         })
+        .await
     }
 
-    async fn reset_many(
+    async fn reset(
         &self,
-        topic: &str,
-        resets: &[Reset],
-        create: Option<&CreateSpec>,
+        topic: &TopicConfig,
+        slot: u32,
+        items: &[(&str, Millis)],
+        create: Option<&Record>,
         now: Millis,
-    ) -> Result<ResetReport> {
-        let t = match create {
-            Some(_) => self.topic_slots(topic)?,
-            None => self.existing_slots(topic)?,
-        };
-        let config = Self::config(&t);
-        validate::reset_batch(&config, resets, create)?;
-        let spec = create.map(|c| Record::for_create(&config, c));
-        let mut by_slot: Vec<Vec<(&str, Millis)>> = vec![Vec::new(); config.slots as usize];
-        for r in resets {
-            let slot = slot_of(r.job.route_key(), config.slots) as usize;
-            by_slot[slot].push((r.job.id.as_str(), r.fire_at));
-        }
-        let mut report = ResetReport::default();
-        for (slot, items) in by_slot
-            .into_iter()
-            .enumerate()
-            .filter(|(_, i)| !i.is_empty())
-        {
-            let slot = slot as u32;
-            let out = self
-                .with_slot(&t, topic, slot, true, |s| {
-                    s.reset_many(now, spec.as_ref(), &items)
-                })
-                .await?;
-            report.reset += out.reset;
-            report.created += out.created;
-            report.missing.extend(out.missing);
-            report
-                .rearmed
-                .extend(out.rearmed.into_iter().map(|(id, fires, t)| Rearmed {
-                    id,
-                    job_type: t.unwrap_or_else(|| config.default_type.clone()),
-                    fires,
-                }));
-            if let Some(h) = out.head {
-                report.heads.push((slot, h));
-            }
-        }
-        Ok(report)
-    }
-
-    async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
-        let t = self.existing_slots(topic)?;
-        let (_, slot) = self.route(&t, job)?;
-        self.with_slot(&t, topic, slot, true, |s| s.cancel(&job.id))
+    ) -> Result<SlotReset> {
+        self.with_slot(topic, slot, true, |s| s.reset_many(now, create, items))
             .await
     }
 
-    async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
-        let t = self.existing_slots(topic)?;
-        let (config, slot) = self.route(&t, job)?;
-        let found = self
-            .with_slot(&t, topic, slot, false, |s| s.get(&job.id))
-            .await?;
-        found
-            .map(|(state, score, rec)| rec.into_job(&config, job.id.clone(), state, score))
-            .transpose()
+    async fn cancel(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<JobState>> {
+        self.with_slot(topic, slot, true, |s| s.cancel(id)).await
     }
 
-    async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
-        let t = self.existing_slots(topic)?;
-        let config = Self::config(&t);
-        check_slot(&config, slot)?;
-        let lease = config.visibility_timeout_ms as Millis;
-        let (next_at, expired, handed) = self
-            .with_slot(&t, topic, slot, true, |s| {
-                s.pump(now, limit.max(1), lease, config.max_attempts)
-            })
-            .await?;
-        let lease_until = config.lease_deadline(now);
-        let jobs = handed
-            .into_iter()
-            .map(|(id, _, token, rec)| {
-                let job = rec.into_job(&config, id.to_string(), JobState::Running, lease_until)?;
-                Ok(Leased {
-                    job,
-                    slot,
-                    token,
-                    lease_until,
-                })
-            })
-            .collect::<Result<_>>()?;
-        Ok(Pumped {
-            jobs,
-            expired,
-            next_at,
+    async fn get(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<Stored>> {
+        self.with_slot(topic, slot, false, |s| s.get(id)).await
+    }
+
+    async fn pump(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        now: Millis,
+        limit: usize,
+    ) -> Result<SlotPumped> {
+        let lease = topic.visibility_timeout_ms as Millis;
+        self.with_slot(topic, slot, true, |s| {
+            s.pump(now, limit, lease, topic.max_attempts)
         })
+        .await
     }
 
     async fn settle(
         &self,
-        topic: &str,
+        topic: &TopicConfig,
         slot: u32,
         batch: &[Settlement],
         now: Millis,
     ) -> Result<Vec<Finished>> {
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
-        let t = self.existing_slots(topic)?;
-        let config = Self::config(&t);
-        check_slot(&config, slot)?;
-        self.with_slot_events(&t, topic, slot, true, |s| {
+        self.with_slot_events(topic, slot, true, |s| {
             let mut events = Vec::new();
             let done = batch
                 .iter()
@@ -768,7 +673,7 @@ impl Store for MemoryStore {
                         RunOutcome::Release => Finish::Release,
                     };
                     let run = &item.run;
-                    let finished = s.finish(&run.job.id, run.token, f, now, config.max_attempts);
+                    let finished = s.finish(&run.job.id, run.token, f, now, topic.max_attempts);
                     events.extend(Event::of_settled(item, finished));
                     finished
                 })
@@ -778,94 +683,53 @@ impl Store for MemoryStore {
         .await
     }
 
-    async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
-        let t = self.existing_slots(topic)?;
-        self.with_slot(&t, topic, run.slot, true, |s| {
-            s.touch(&run.job.id, run.token, until)
-        })
-        .await
-    }
-
-    async fn dead_list(&self, topic: &str, after: Option<&str>, limit: usize) -> Result<DeadPage> {
-        let t = self.existing_slots(topic)?;
-        let config = Self::config(&t);
-        let limit = limit.clamp(1, MAX_PAGE);
-        let cursor = match after {
-            Some(s) => Some(
-                DeadCursor::decode(s)
-                    .ok_or_else(|| Error::invalid("after", format!("{s:?} is not a cursor")))?,
-            ),
-            None => None,
-        };
-        let mut entries = Vec::new();
-        for slot in 0..config.slots {
-            let page = self
-                .with_slot(&t, topic, slot, false, |s| {
-                    s.dead_page(cursor.as_ref().map(|c| (c.dead_at, c.id.as_str())), limit)
-                })
-                .await?;
-            entries.extend(page.into_iter().map(|(id, at, rec)| {
-                (
-                    DeadCursor {
-                        dead_at: at,
-                        id: id.to_string(),
-                    },
-                    rec,
-                )
-            }));
-        }
-        super::record::dead_page(&config, entries, limit)
-    }
-
-    async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {
-        let t = self.existing_slots(topic)?;
-        let (_, slot) = self.route(&t, job)?;
-        self.with_slot(&t, topic, slot, true, |s| s.requeue(&job.id, now))
+    async fn touch(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        id: &str,
+        token: u64,
+        until: Millis,
+    ) -> Result<bool> {
+        self.with_slot(topic, slot, true, |s| s.touch(id, token, until))
             .await
     }
 
-    async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool> {
-        let t = self.existing_slots(topic)?;
-        let (_, slot) = self.route(&t, job)?;
-        self.with_slot(&t, topic, slot, true, |s| s.dead_delete(&job.id))
+    async fn dead_page(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        after: Option<&DeadCursor>,
+        limit: usize,
+    ) -> Result<Vec<DeadEntry>> {
+        self.with_slot(topic, slot, false, |s| s.dead_page(after, limit))
             .await
     }
 
-    async fn stats(&self, topic: &str) -> Result<TopicStats> {
-        let t = self.existing_slots(topic)?;
-        let config = Self::config(&t);
-        let per_slot = (0..config.slots)
-            .map(|slot| {
-                let (scheduled, running, dead, next_fire_at) = t.slots[slot as usize]
-                    .lock()
-                    .unwrap_or_else(PoisonError::into_inner)
-                    .counts();
-                SlotStats {
-                    slot,
-                    scheduled,
-                    running,
-                    dead,
-                    next_fire_at,
-                }
-            })
-            .collect();
-        Ok(TopicStats::from_slots(topic, per_slot))
+    async fn requeue(&self, topic: &TopicConfig, slot: u32, id: &str, now: Millis) -> Result<bool> {
+        self.with_slot(topic, slot, true, |s| s.requeue(id, now))
+            .await
     }
 
-    async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        self.existing_slots(topic)?;
+    async fn dead_delete(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<bool> {
+        self.with_slot(topic, slot, true, |s| s.dead_delete(id))
+            .await
+    }
+
+    async fn slot_stats(&self, topic: &TopicConfig, slot: u32) -> Result<SlotStats> {
+        self.with_slot(topic, slot, false, |s| s.stats(slot)).await
+    }
+
+    async fn append_events(&self, topic: &TopicConfig, events: &[Event]) -> Result<()> {
         self.check_writable()?;
         let ticket = {
             let mut rings = self.events.lock().unwrap_or_else(PoisonError::into_inner);
             let added = rings
-                .entry(topic.to_string())
+                .entry(topic.name.clone())
                 .or_default()
-                .push(events.iter().cloned(), self.options.events_max_len);
+                .push(events.iter().cloned(), self.events_max_len);
             self.journal_grouped(&[Op::Events {
-                topic: topic.to_string(),
+                topic: topic.name.clone(),
                 events: added,
             }])?
         };
@@ -875,30 +739,29 @@ impl Store for MemoryStore {
         Ok(())
     }
 
+    /// Memory event ids are `seq-0`: the cursor's first number is the ring's position.
     async fn read_events(
         &self,
-        topic: &str,
-        after: Option<&str>,
+        topic: &TopicConfig,
+        after: Option<EventId>,
         limit: usize,
-    ) -> Result<EventPage> {
-        self.existing_slots(topic)?;
-        let after = match after {
-            Some(id) => event_seq(id)
-                .ok_or_else(|| Error::invalid("after", format!("{id:?} is not an event id")))?,
-            None => 0,
-        };
+    ) -> Result<Vec<Event>> {
+        let after = after.map_or(0, |c| c.ms);
         let all = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-        let items = all
-            .get(topic)
+        Ok(all
+            .get(&topic.name)
             .map(|ring| {
                 ring.buf
                     .iter()
-                    .filter(|e| event_seq(&e.id).is_some_and(|s| s > after))
-                    .take(limit.clamp(1, MAX_PAGE))
+                    .filter(|e| {
+                        EventId::parse(&e.id)
+                            .map(|c| c.ms)
+                            .is_some_and(|s| s > after)
+                    })
+                    .take(limit)
                     .cloned()
                     .collect()
             })
-            .unwrap_or_default();
-        Ok(EventPage::new(items))
+            .unwrap_or_default())
     }
 }

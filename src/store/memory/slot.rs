@@ -9,11 +9,14 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::wheel::Wheel;
-use crate::job::{Finished, JobState, ScheduleOutcome};
+use crate::job::{DeadCursor, Finished, JobState, ScheduleOutcome, SlotStats};
+use crate::store::engine::{
+    DeadEntry, Handed, Refired, SlotPumped, SlotReset, SlotScheduled, Stored,
+};
 use crate::store::record::Record;
 use crate::time::Millis;
 
-pub type Id = Arc<str>;
+pub(crate) type Id = Arc<str>;
 
 pub struct Entry {
     pub id: Id,
@@ -33,35 +36,14 @@ pub enum Finish<'a> {
     Release,
 }
 
-/// A job `pump` handed out: (id, fire time, token, record).
-pub type Handed = (Id, Millis, u64, Record);
-
-/// What `pump` did: (next instant the slot needs attention, leases taken back, jobs handed out).
-pub type PumpOutcome = (Option<Millis>, u32, Vec<Handed>);
-
-/// What `reset_many` did in one slot.
-#[derive(Default)]
-pub struct ResetOutcome {
-    pub reset: u64,
-    pub created: u64,
-    pub missing: Vec<String>,
-    /// (id, fires, type) of re-armed jobs; type `None` when it is the default.
-    pub rearmed: Vec<(String, u32, Option<String>)>,
-    /// The earliest fire time this call gave a scheduled job: the only jobs that can need
-    /// the slot to wake sooner than it planned.
-    pub head: Option<Millis>,
+/// What changed since the journal last looked.
+pub(crate) struct Dirty {
+    pub(crate) ids: Vec<Id>,
+    /// The run-token counter moved.
+    pub(crate) seq_moved: bool,
 }
 
-/// What `schedule` did.
-pub struct ScheduleResult {
-    pub outcome: ScheduleOutcome,
-    pub state: Option<JobState>,
-    pub fire_at: Option<Millis>,
-    pub is_head: bool,
-    pub rearmed: Option<(u32, Option<String>)>,
-}
-
-pub struct SlotState {
+pub(crate) struct SlotState {
     ids: HashMap<Id, u32>,
     entries: Vec<Option<Entry>>,
     free: Vec<u32>,
@@ -208,14 +190,10 @@ impl SlotState {
         self.set_state(k, JobState::Scheduled, at);
     }
 
-    /// Whether a job just put in at `at` may be the earliest: exact when the head is known
-    /// without a scan, otherwise yes (a needless wake-up costs one pump; a missed one, a
-    /// late job).
+    /// Whether no scheduled job fires before `at` (ties count as the head). Exact: the
+    /// wheel's head is cached, and scanned for only after the job that held it left.
     fn is_head(&self, at: Millis) -> bool {
-        match self.wheel.cached_next_at() {
-            Some(Some(h)) => at.max(0) as u64 <= h,
-            _ => true,
-        }
+        self.head().is_some_and(|h| h >= at)
     }
 
     pub fn head(&self) -> Option<Millis> {
@@ -230,11 +208,11 @@ impl SlotState {
         at: Millis,
         now: Millis,
         spec: Record,
-    ) -> ScheduleResult {
+    ) -> SlotScheduled {
         use crate::job::ScheduleMode::*;
         let k = self.locate(id);
         let state = k.map(|k| self.entry(k).state);
-        let result = |outcome, state, fire_at, is_head| ScheduleResult {
+        let result = |outcome, state, fire_at, is_head| SlotScheduled {
             outcome,
             state,
             fire_at,
@@ -250,15 +228,18 @@ impl SlotState {
             };
             let mut rec = self.record(k);
             let at = capped(&rec, at);
-            let fired = rec.n.take();
-            let rearmed = fired.map(|n| (n, rec.t.clone()));
+            let rearmed = rec.n.take().map(|fires| Refired {
+                id: id.to_string(),
+                fires,
+                job_type: rec.t.clone(),
+            });
             if rec.c.is_some() {
                 rec.u = Some(now);
             }
             if st == JobState::Running {
                 rec.r = Some(at);
                 self.set_record(k, rec);
-                return ScheduleResult {
+                return SlotScheduled {
                     rearmed,
                     ..result(
                         ScheduleOutcome::Reset,
@@ -270,7 +251,7 @@ impl SlotState {
             }
             self.set_record(k, rec);
             self.set_state(k, JobState::Scheduled, at);
-            return ScheduleResult {
+            return SlotScheduled {
                 rearmed,
                 ..result(
                     ScheduleOutcome::Reset,
@@ -332,9 +313,9 @@ impl SlotState {
         now: Millis,
         create: Option<&Record>,
         items: &[(&str, Millis)],
-    ) -> ResetOutcome {
-        let mut out = ResetOutcome::default();
-        let earliest = |at: Millis, out: &mut ResetOutcome| {
+    ) -> SlotReset {
+        let mut out = SlotReset::default();
+        let earliest = |at: Millis, out: &mut SlotReset| {
             out.head = Some(out.head.map_or(at, |h| h.min(at)));
         };
         for (id, at) in items {
@@ -349,8 +330,12 @@ impl SlotState {
                     } else {
                         let mut rec = self.record(k);
                         let at = capped(&rec, *at);
-                        if let Some(n) = rec.n.take() {
-                            out.rearmed.push((id.to_string(), n, rec.t.clone()));
+                        if let Some(fires) = rec.n.take() {
+                            out.rearmed.push(Refired {
+                                id: id.to_string(),
+                                fires,
+                                job_type: rec.t.clone(),
+                            });
                         }
                         if rec.c.is_some() {
                             rec.u = Some(now);
@@ -388,15 +373,14 @@ impl SlotState {
         out
     }
 
-    /// `pump.lua`: takes back expired leases, then hands out due jobs as
-    /// (id, fire time, token, record).
-    pub fn pump(
+    /// `pump.lua`: takes back expired leases, then hands out due jobs.
+    pub(crate) fn pump(
         &mut self,
         now: Millis,
         limit: usize,
         lease: Millis,
         default_max: u32,
-    ) -> PumpOutcome {
+    ) -> SlotPumped {
         let expired: Vec<u32> = self
             .run
             .range(..=(now, u32::MAX))
@@ -444,7 +428,11 @@ impl SlotState {
             let id = e.id.clone();
             self.run.insert((now + lease, k));
             self.mark(k);
-            out.push((id, fire_at, self.seq, rec));
+            out.push(Handed {
+                id: id.to_string(),
+                token: self.seq,
+                record: rec,
+            });
         }
         let next_due = self.head();
         let next_lease = self.run.first().map(|(d, _)| *d);
@@ -452,7 +440,11 @@ impl SlotState {
             (Some(a), Some(b)) => Some(a.min(b)),
             (a, b) => a.or(b),
         };
-        (next, expired.len() as u32, out)
+        SlotPumped {
+            handed: out,
+            expired: expired.len() as u32,
+            next_at: next,
+        }
     }
 
     fn running_with(&self, id: &str, token: u64) -> Option<u32> {
@@ -533,27 +525,33 @@ impl SlotState {
         Some(state)
     }
 
-    /// `get.lua`: (state, score, record).
-    pub fn get(&self, id: &str) -> Option<(JobState, Millis, Record)> {
+    /// `get.lua`.
+    pub(crate) fn get(&self, id: &str) -> Option<Stored> {
         let k = self.locate(id)?;
         let e = self.entry(k);
-        Some((e.state, e.score, self.record(k)))
+        Some(Stored {
+            state: e.state,
+            score: e.score,
+            record: self.record(k),
+        })
     }
 
     /// `dead_page.lua`: up to `limit` dead jobs after the cursor, oldest first.
-    pub fn dead_page(
-        &self,
-        after: Option<(Millis, &str)>,
-        limit: usize,
-    ) -> Vec<(Id, Millis, Record)> {
+    pub(crate) fn dead_page(&self, after: Option<&DeadCursor>, limit: usize) -> Vec<DeadEntry> {
         let start = match after {
-            Some((at, id)) => Bound::Excluded((at, Arc::from(id))),
+            Some(c) => Bound::Excluded((c.dead_at, Arc::from(c.id.as_str()))),
             None => Bound::Unbounded,
         };
         self.dead
             .range((start, Bound::Unbounded))
             .take(limit)
-            .map(|(at, id)| (id.clone(), *at, self.record(self.ids[id])))
+            .map(|(at, id)| DeadEntry {
+                cursor: DeadCursor {
+                    dead_at: *at,
+                    id: id.to_string(),
+                },
+                record: self.record(self.ids[id]),
+            })
             .collect()
     }
 
@@ -589,27 +587,26 @@ impl SlotState {
         }
     }
 
-    /// (scheduled, running, dead, next fire time).
-    pub fn counts(&self) -> (u64, u64, u64, Option<Millis>) {
-        (
-            self.wheel.len() as u64,
-            self.run.len() as u64,
-            self.dead.len() as u64,
-            self.head(),
-        )
+    /// The slot's figures; `slot` is its number.
+    pub(crate) fn stats(&self, slot: u32) -> SlotStats {
+        SlotStats {
+            slot,
+            scheduled: self.wheel.count() as u64,
+            running: self.run.len() as u64,
+            dead: self.dead.len() as u64,
+            next_fire_at: self.head(),
+        }
     }
 
     /// The jobs changed since the last call (each once), and whether the token counter moved.
-    pub fn take_dirty(&mut self) -> (Vec<Id>, bool) {
+    pub(crate) fn take_dirty(&mut self) -> Dirty {
         let mut ids = std::mem::take(&mut self.dirty);
         ids.sort_unstable();
         ids.dedup();
-        (ids, std::mem::take(&mut self.seq_dirty))
-    }
-
-    /// A job as the journal writes it: (state, score, record), or `None` when gone.
-    pub fn snapshot_of(&self, id: &str) -> Option<(JobState, Millis, Record)> {
-        self.get(id)
+        Dirty {
+            ids,
+            seq_moved: std::mem::take(&mut self.seq_dirty),
+        }
     }
 
     /// Every job, for compaction.

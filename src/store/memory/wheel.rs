@@ -81,12 +81,8 @@ impl Wheel {
     }
 
     /// Keys in the wheel (waiting or ready).
-    pub fn len(&self) -> usize {
+    pub fn count(&self) -> usize {
         self.len
-    }
-
-    pub fn is_empty(&self) -> bool {
-        self.len == 0
     }
 
     fn grow(&mut self, key: u32) {
@@ -254,12 +250,6 @@ impl Wheel {
         found
     }
 
-    /// The earliest fire time if it is known without a scan: `Some(None)` when the wheel
-    /// is empty, `None` when unknown.
-    pub fn cached_next_at(&self) -> Option<Option<u64>> {
-        self.head.get()
-    }
-
     /// The earliest fire time in the wheel, exactly.
     pub fn next_at(&self) -> Option<u64> {
         if let Some(head) = self.head.get() {
@@ -335,7 +325,7 @@ mod tests {
             drain(&mut w, t0 + 1_000 * 24 * 3600 * 1000),
             [(5, t0 + 900 * 24 * 3600 * 1000)]
         );
-        assert!(w.is_empty());
+        assert_eq!(w.count(), 0);
     }
 
     #[test]
@@ -409,6 +399,6 @@ mod tests {
                 model.remove(&k);
             }
         }
-        assert!(w.is_empty());
+        assert_eq!(w.count(), 0);
     }
 }

@@ -1,0 +1,204 @@
+//! The narrow trait under the store's front: the operations on one slot that the Lua scripts
+//! of `lua/` implement on Redis and `memory/slot.rs` implements in memory, plus where each
+//! engine keeps topic settings and events. Everything both engines would otherwise repeat
+//! (validation, routing, limits, cursors, grouping by slot, building `Rearmed`) is the
+//! front's, in `front.rs`.
+//!
+//! Callers have checked their arguments: the topic exists, the slot is below its count, ids
+//! are valid, pages are within `MAX_PAGE`.
+
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use super::WakeNotice;
+use super::event_id::EventId;
+use super::record::Record;
+use crate::error::Result;
+use crate::events::Event;
+use crate::job::{
+    DeadCursor, Finished, JobState, ScheduleMode, ScheduleOutcome, Settlement, SlotStats,
+};
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+/// A reset job that had fired (and repeated) since its last reset, as an engine reports it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Refired {
+    pub(crate) id: String,
+    pub(crate) fires: u32,
+    /// `None` when the job has the topic's default type.
+    pub(crate) job_type: Option<String>,
+}
+
+/// What `schedule` did in its slot.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct SlotScheduled {
+    pub(crate) outcome: ScheduleOutcome,
+    pub(crate) state: Option<JobState>,
+    pub(crate) fire_at: Option<Millis>,
+    /// The job is scheduled and no scheduled job of the slot fires before it.
+    pub(crate) is_head: bool,
+    pub(crate) rearmed: Option<Refired>,
+}
+
+/// What `reset` did in its slot.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub(crate) struct SlotReset {
+    pub(crate) reset: u64,
+    pub(crate) created: u64,
+    pub(crate) missing: Vec<String>,
+    pub(crate) rearmed: Vec<Refired>,
+    /// The earliest fire time this call gave a job that is now scheduled (`None` when it
+    /// scheduled none): the only time at which the slot may need to wake sooner.
+    pub(crate) head: Option<Millis>,
+}
+
+/// A job as stored: its state, score (fire time, lease deadline or time of death) and record.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Stored {
+    pub(crate) state: JobState,
+    pub(crate) score: Millis,
+    pub(crate) record: Record,
+}
+
+/// A job `pump` handed out, with its run's token; its record holds attempts and fire time.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Handed {
+    pub(crate) id: String,
+    pub(crate) token: u64,
+    pub(crate) record: Record,
+}
+
+/// What `pump` did in its slot.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub(crate) struct SlotPumped {
+    pub(crate) handed: Vec<Handed>,
+    /// Leases that had run out and were taken back.
+    pub(crate) expired: u32,
+    /// The slot's earliest due job or lease deadline afterwards.
+    pub(crate) next_at: Option<Millis>,
+}
+
+/// One dead letter: its place in the topic-wide order and its record.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct DeadEntry {
+    pub(crate) cursor: DeadCursor,
+    pub(crate) record: Record,
+}
+
+/// A store engine: the Redis scripts or the memory slots.
+#[async_trait]
+pub(crate) trait SlotEngine: Send + Sync + 'static {
+    /// The engine's name, as in the `store` setting.
+    fn name(&self) -> &'static str;
+
+    /// Whether accepted changes survive a restart, in words for the logs.
+    fn durability(&self) -> &'static str;
+
+    async fn ping(&self) -> Result<()>;
+
+    /// A topic's stored settings.
+    async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>>;
+
+    /// Stores `config` unless the topic exists; answers the settings that won.
+    async fn create_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>>;
+
+    /// Creates or replaces a topic's settings, after `topics::check_update` allows it.
+    async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>>;
+
+    /// Every stored topic, in any order.
+    async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>>;
+
+    /// `schedule.lua`: creates, replaces or moves one job. `spec` is the new job's record.
+    #[allow(clippy::too_many_arguments)]
+    async fn schedule(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        id: &str,
+        mode: ScheduleMode,
+        fire_at: Millis,
+        now: Millis,
+        spec: Record,
+    ) -> Result<SlotScheduled>;
+
+    /// `reset_many.lua`: moves many jobs of one slot, creating missing ones with `create`.
+    async fn reset(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        items: &[(&str, Millis)],
+        create: Option<&Record>,
+        now: Millis,
+    ) -> Result<SlotReset>;
+
+    async fn cancel(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<JobState>>;
+
+    async fn get(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<Stored>>;
+
+    /// `pump.lua`: takes back expired leases, then leases out up to `limit` due jobs.
+    async fn pump(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        now: Millis,
+        limit: usize,
+    ) -> Result<SlotPumped>;
+
+    /// `settle.lua`: applies runs' outcomes with their events, one atomic step.
+    async fn settle(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        batch: &[Settlement],
+        now: Millis,
+    ) -> Result<Vec<Finished>>;
+
+    /// `touch.lua`: moves a live run's lease deadline; false when the token is stale.
+    async fn touch(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        id: &str,
+        token: u64,
+        until: Millis,
+    ) -> Result<bool>;
+
+    /// `dead_page.lua`: up to `limit` of the slot's dead letters after `after`, oldest first.
+    async fn dead_page(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        after: Option<&DeadCursor>,
+        limit: usize,
+    ) -> Result<Vec<DeadEntry>>;
+
+    async fn requeue(&self, topic: &TopicConfig, slot: u32, id: &str, now: Millis) -> Result<bool>;
+
+    async fn dead_delete(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<bool>;
+
+    async fn slot_stats(&self, topic: &TopicConfig, slot: u32) -> Result<SlotStats>;
+
+    /// Appends events that belong to no run's outcome, each to its job's slot's share.
+    async fn append_events(&self, topic: &TopicConfig, events: &[Event]) -> Result<()>;
+
+    /// Up to `limit` events after `after`, oldest first, each with its id.
+    async fn read_events(
+        &self,
+        topic: &TopicConfig,
+        after: Option<EventId>,
+        limit: usize,
+    ) -> Result<Vec<Event>>;
+
+    /// See [`super::Store::publish_wake`].
+    async fn publish_wake(&self, _notice: &WakeNotice) -> Result<()> {
+        Ok(())
+    }
+
+    /// See [`super::Store::listen_wakes`].
+    async fn listen_wakes(&self, _tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
+        Ok(())
+    }
+}

@@ -1,0 +1,345 @@
+//! The one front of both engines: [`StoreFront`] implements [`Store`] over a
+//! [`SlotEngine`]. It checks arguments, finds or creates topics, routes jobs to slots, groups
+//! batches by slot, decodes cursors, clamps pages and builds the answers; the engine only
+//! runs one slot's operation. `MemoryStore` and `RedisStore` are this front over their
+//! engines.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use async_trait::async_trait;
+use tokio::sync::mpsc;
+
+use super::engine::{Refired, SlotEngine};
+use super::event_id::EventId;
+use super::record::{self, Record};
+use super::topics::StoreOptions;
+use super::{MAX_PAGE, Store, WakeNotice};
+use crate::error::{Error, Result};
+use crate::events::{Event, EventPage};
+use crate::job::{
+    CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped,
+    Rearmed, Reset, ResetReport, ScheduleMode, Scheduled, Settlement, SlotHead, TopicStats,
+};
+use crate::routing::slot_of;
+use crate::time::Millis;
+use crate::topic::{TopicConfig, validate_topic_name};
+use crate::validate;
+
+/// A store: the front every engine shares, over the engine `E`. Use it as
+/// [`MemoryStore`](super::MemoryStore) or [`RedisStore`](super::RedisStore).
+pub struct StoreFront<E> {
+    pub(crate) engine: E,
+    options: StoreOptions,
+}
+
+impl<E> StoreFront<E> {
+    pub(crate) fn over(engine: E, options: StoreOptions) -> Self {
+        StoreFront { engine, options }
+    }
+
+    /// The slot of a job, after checking its id and shard key.
+    fn route(topic: &TopicConfig, job: &JobRef) -> Result<u32> {
+        validate::job_id(&job.id)?;
+        validate::shard_key(job.shard_key.as_deref())?;
+        Ok(slot_of(job.route_key(), topic.slots))
+    }
+
+    /// Refuses a slot number the topic does not have.
+    fn check_slot(topic: &TopicConfig, slot: u32) -> Result<()> {
+        if slot >= topic.slots {
+            return Err(Error::invalid(
+                "slot",
+                format!("{slot} is not below the topic's {} slots", topic.slots),
+            ));
+        }
+        Ok(())
+    }
+}
+
+fn rearmed(topic: &TopicConfig, r: Refired) -> Rearmed {
+    Rearmed {
+        id: r.id,
+        job_type: r.job_type.unwrap_or_else(|| topic.default_type.clone()),
+        fires: r.fires,
+    }
+}
+
+#[async_trait]
+impl<E: SlotEngine> Store for StoreFront<E> {
+    fn engine(&self) -> &'static str {
+        self.engine.name()
+    }
+
+    async fn ping(&self) -> Result<()> {
+        self.engine.ping().await
+    }
+
+    fn durability(&self) -> &'static str {
+        self.engine.durability()
+    }
+
+    async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
+        config.validate()?;
+        self.engine.put_topic(config).await
+    }
+
+    async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
+        validate_topic_name(name)?;
+        match self.engine.find_topic(name).await? {
+            Some(t) => Ok(t),
+            None => {
+                let config = self.options.defaults_for(name)?;
+                self.engine.create_topic(config).await
+            }
+        }
+    }
+
+    async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        validate_topic_name(name)?;
+        self.engine.find_topic(name).await
+    }
+
+    fn defaults_for(&self, name: &str) -> Result<TopicConfig> {
+        self.options.defaults_for(name)
+    }
+
+    async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
+        let mut all = self.engine.topics().await?;
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(all)
+    }
+
+    async fn schedule(
+        &self,
+        topic: &str,
+        job: NewJob,
+        mode: ScheduleMode,
+        now: Millis,
+    ) -> Result<Scheduled> {
+        let t = match mode {
+            ScheduleMode::ResetOnly => self.existing_topic(topic).await?,
+            _ => self.topic(topic).await?,
+        };
+        validate::new_job(&t, &job)?;
+        let slot = Self::route(
+            &t,
+            &JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone()),
+        )?;
+        let spec = Record::spec(
+            &t,
+            job.job_type.as_deref(),
+            &job.payload,
+            job.max_attempts,
+            job.max_fire_at,
+        );
+        let r = self
+            .engine
+            .schedule(&t, slot, &job.id, mode, job.fire_at, now, spec)
+            .await?;
+        Ok(Scheduled {
+            outcome: r.outcome,
+            slot,
+            state: r.state,
+            fire_at: r.fire_at,
+            is_head: r.is_head,
+            rearmed: r.rearmed.filter(|r| r.fires > 0).map(|r| rearmed(&t, r)),
+        })
+    }
+
+    async fn reset_many(
+        &self,
+        topic: &str,
+        resets: &[Reset],
+        create: Option<&CreateSpec>,
+        now: Millis,
+    ) -> Result<ResetReport> {
+        let t = match create {
+            Some(_) => self.topic(topic).await?,
+            None => self.existing_topic(topic).await?,
+        };
+        validate::reset_batch(&t, resets, create)?;
+        let spec = create.map(|c| Record::for_create(&t, c));
+        let mut by_slot: BTreeMap<u32, Vec<(&str, Millis)>> = BTreeMap::new();
+        for r in resets {
+            by_slot
+                .entry(slot_of(r.job.route_key(), t.slots))
+                .or_default()
+                .push((r.job.id.as_str(), r.fire_at));
+        }
+        // One engine call per slot, all in flight at once (one connection multiplexes them).
+        let calls = by_slot.iter().map(|(slot, items)| {
+            let (t, spec) = (&t, spec.as_ref());
+            async move {
+                let r = self.engine.reset(t, *slot, items, spec, now).await?;
+                Ok::<_, Error>((*slot, r))
+            }
+        });
+        let mut report = ResetReport::default();
+        for result in futures_util::future::join_all(calls).await {
+            let (slot, r) = result?;
+            report.reset += r.reset;
+            report.created += r.created;
+            report.missing.extend(r.missing);
+            report
+                .rearmed
+                .extend(r.rearmed.into_iter().map(|r| rearmed(&t, r)));
+            if let Some(at) = r.head {
+                report.heads.push(SlotHead { slot, at });
+            }
+        }
+        Ok(report)
+    }
+
+    async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
+        let t = self.existing_topic(topic).await?;
+        let slot = Self::route(&t, job)?;
+        self.engine.cancel(&t, slot, &job.id).await
+    }
+
+    async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
+        let t = self.existing_topic(topic).await?;
+        let slot = Self::route(&t, job)?;
+        self.engine
+            .get(&t, slot, &job.id)
+            .await?
+            .map(|s| s.record.into_job(&t, job.id.clone(), s.state, s.score))
+            .transpose()
+    }
+
+    async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, slot)?;
+        let p = self.engine.pump(&t, slot, now, limit.max(1)).await?;
+        let lease_until = t.lease_deadline(now);
+        let jobs = p
+            .handed
+            .into_iter()
+            .map(|h| {
+                let job = h
+                    .record
+                    .into_job(&t, h.id, JobState::Running, lease_until)?;
+                Ok(Leased {
+                    job,
+                    slot,
+                    token: h.token,
+                    lease_until,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(Pumped {
+            jobs,
+            expired: p.expired,
+            next_at: p.next_at,
+        })
+    }
+
+    async fn settle(
+        &self,
+        topic: &str,
+        slot: u32,
+        batch: &[Settlement],
+        now: Millis,
+    ) -> Result<Vec<Finished>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, slot)?;
+        let done = self.engine.settle(&t, slot, batch, now).await?;
+        if done.len() != batch.len() {
+            return Err(Error::Corrupt(format!(
+                "settle answered {} results for {} runs",
+                done.len(),
+                batch.len()
+            )));
+        }
+        Ok(done)
+    }
+
+    async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, run.slot)?;
+        self.engine
+            .touch(&t, run.slot, &run.job.id, run.token, until)
+            .await
+    }
+
+    async fn dead_list(&self, topic: &str, after: Option<&str>, limit: usize) -> Result<DeadPage> {
+        let t = self.existing_topic(topic).await?;
+        let limit = limit.clamp(1, MAX_PAGE);
+        let cursor = after
+            .map(|s| {
+                DeadCursor::decode(s)
+                    .ok_or_else(|| Error::invalid("after", format!("{s:?} is not a cursor")))
+            })
+            .transpose()?;
+        // Each slot's oldest `limit` after the cursor, then the oldest `limit` of them all.
+        let calls =
+            (0..t.slots).map(|slot| self.engine.dead_page(&t, slot, cursor.as_ref(), limit));
+        let mut entries = Vec::new();
+        for page in futures_util::future::join_all(calls).await {
+            entries.extend(page?);
+        }
+        record::dead_page(&t, entries, limit)
+    }
+
+    async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {
+        let t = self.existing_topic(topic).await?;
+        let slot = Self::route(&t, job)?;
+        self.engine.requeue(&t, slot, &job.id, now).await
+    }
+
+    async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool> {
+        let t = self.existing_topic(topic).await?;
+        let slot = Self::route(&t, job)?;
+        self.engine.dead_delete(&t, slot, &job.id).await
+    }
+
+    async fn stats(&self, topic: &str) -> Result<TopicStats> {
+        let t = self.existing_topic(topic).await?;
+        let calls = (0..t.slots).map(|slot| self.engine.slot_stats(&t, slot));
+        let per_slot = futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .collect::<Result<Vec<_>>>()?;
+        Ok(TopicStats::from_slots(&t.name, per_slot))
+    }
+
+    async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        let t = self.existing_topic(topic).await?;
+        self.engine.append_events(&t, events).await
+    }
+
+    async fn read_events(
+        &self,
+        topic: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<EventPage> {
+        let after = after
+            .map(|id| {
+                EventId::parse(id).ok_or_else(|| {
+                    Error::invalid("after", format!("{id:?} is not an event id (ms-seq-slot)"))
+                })
+            })
+            .transpose()?;
+        let t = self.existing_topic(topic).await?;
+        let items = self
+            .engine
+            .read_events(&t, after, limit.clamp(1, MAX_PAGE))
+            .await?;
+        Ok(EventPage::new(items))
+    }
+
+    async fn publish_wake(&self, notice: &WakeNotice) -> Result<()> {
+        self.engine.publish_wake(notice).await
+    }
+
+    async fn listen_wakes(&self, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
+        self.engine.listen_wakes(tx).await
+    }
+}

@@ -1,0 +1,632 @@
+//! The Redis engine: per slot, sorted sets of scheduled, running and dead jobs and a hash of
+//! job records (see `keys.rs` and `record.rs`); every change of a job is one script of `lua/`.
+//! Generic over the connection, so one code path serves a single node and a Redis Cluster.
+
+mod reply;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::Duration;
+
+use async_trait::async_trait;
+use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use redis::{AsyncCommands, Value};
+use tokio::sync::mpsc;
+
+use self::reply::{Reply, int, text};
+use super::WakeNotice;
+use super::engine::{
+    DeadEntry, Handed, Refired, SlotEngine, SlotPumped, SlotReset, SlotScheduled, Stored,
+};
+use super::event_id::EventId;
+use super::front::StoreFront;
+use super::keys::{SlotKeys, TOPICS, wake_channel};
+use super::record::Record;
+use super::scripts::Scripts;
+use super::topics::{StoreOptions, TopicCache, check_update};
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::job::{
+    DeadCursor, Finished, JobState, RunOutcome, ScheduleMode, ScheduleOutcome, Settlement,
+    SlotStats,
+};
+use crate::routing::slot_of;
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+/// How long a command may wait for Redis before the call fails (and HTTP answers 503).
+const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
+const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
+
+/// The Redis store over a connection `C`: a single node (the default) or a Redis Cluster.
+pub type RedisStore<C = ConnectionManager> = StoreFront<RedisEngine<C>>;
+
+/// The Redis engine under [`RedisStore`]: the scripts of `lua/` over a connection `C`.
+pub struct RedisEngine<C> {
+    conn: C,
+    /// For the pub/sub connection that hears wake notices (single node only).
+    client: Option<redis::Client>,
+    scripts: Arc<Scripts>,
+    topics: TopicCache,
+    /// About how many events a topic's streams keep, over all its slots.
+    events_max_len: usize,
+}
+
+impl RedisStore<ConnectionManager> {
+    /// Connects to one Redis node. The connection is made lazily and remade after a loss, so
+    /// a store created while Redis is down starts serving once Redis is back.
+    pub async fn connect(url: &str, options: StoreOptions) -> Result<Self> {
+        let client = redis::Client::open(url)
+            .map_err(|e| Error::invalid("redis.url", format!("{url:?}: {e}")))?;
+        let config = ConnectionManagerConfig::new()
+            .set_response_timeout(Some(RESPONSE_TIMEOUT))
+            .set_connection_timeout(Some(CONNECT_TIMEOUT))
+            .set_number_of_retries(1)
+            .set_max_delay(Duration::from_millis(500));
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+        let mut store = RedisStore::with_connection(conn, options);
+        store.engine.client = Some(client);
+        Ok(store)
+    }
+}
+
+impl RedisStore<ClusterConnection> {
+    /// Connects to a Redis Cluster through any of its nodes.
+    pub async fn connect_cluster(nodes: &[String], options: StoreOptions) -> Result<Self> {
+        let client = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+            .response_timeout(RESPONSE_TIMEOUT)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .build()
+            .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))?;
+        let conn = client.get_async_connection().await?;
+        Ok(RedisStore::with_connection(conn, options))
+    }
+}
+
+impl<C> RedisStore<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// A store over a connection made elsewhere.
+    pub fn with_connection(conn: C, options: StoreOptions) -> Self {
+        let engine = RedisEngine {
+            conn,
+            client: None,
+            scripts: Arc::new(Scripts::new()),
+            topics: TopicCache::default(),
+            events_max_len: options.events_max_len,
+        };
+        StoreFront::over(engine, options)
+    }
+
+    /// A clone of the connection (multiplexed: clones share one socket).
+    pub fn connection(&self) -> C {
+        self.engine.conn.clone()
+    }
+}
+
+impl<C> RedisEngine<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn conn(&self) -> C {
+        self.conn.clone()
+    }
+
+    /// Each slot's share of the topic's event stream cap.
+    fn slot_stream_cap(&self, topic: &TopicConfig) -> usize {
+        self.events_max_len.div_ceil(topic.slots as usize).max(1)
+    }
+
+    /// Reads a topic's settings from Redis into the cache.
+    async fn load_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        let stored: Option<String> = self.conn().hget(TOPICS, name).await?;
+        stored
+            .map(|json| parse_topic(&json).map(|c| self.topics.insert(c)))
+            .transpose()
+    }
+}
+
+#[async_trait]
+impl<C> SlotEngine for RedisEngine<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    fn name(&self) -> &'static str {
+        "redis"
+    }
+
+    fn durability(&self) -> &'static str {
+        "durable (Redis)"
+    }
+
+    async fn ping(&self) -> Result<()> {
+        let _: String = redis::cmd("PING").query_async(&mut self.conn()).await?;
+        Ok(())
+    }
+
+    async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        match self.topics.get(name) {
+            Some(t) => Ok(Some(t)),
+            None => self.load_topic(name).await,
+        }
+    }
+
+    async fn create_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
+        let json = serde_json::to_string(&config).expect("topic config serialises");
+        // Another instance may create it at the same moment: the first one wins and both
+        // read back the same settings.
+        let _: bool = self.conn().hset_nx(TOPICS, &config.name, json).await?;
+        self.load_topic(&config.name).await?.ok_or_else(|| {
+            Error::Corrupt(format!(
+                "topic {:?} vanished as it was created",
+                config.name
+            ))
+        })
+    }
+
+    async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
+        let mut conn = self.conn();
+        let old: Option<String> = conn.hget(TOPICS, &config.name).await?;
+        if let Some(old) = old {
+            check_update(&parse_topic(&old)?, &config)?;
+        }
+        let json = serde_json::to_string(&config).expect("topic config serialises");
+        let _: () = conn.hset(TOPICS, &config.name, json).await?;
+        Ok(self.topics.insert(config))
+    }
+
+    async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
+        let all: BTreeMap<String, String> = self.conn().hgetall(TOPICS).await?;
+        all.values()
+            .map(|json| parse_topic(json).map(|c| self.topics.insert(c)))
+            .collect()
+    }
+
+    async fn schedule(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        id: &str,
+        mode: ScheduleMode,
+        fire_at: Millis,
+        now: Millis,
+        spec: Record,
+    ) -> Result<SlotScheduled> {
+        let mode_arg = match mode {
+            ScheduleMode::Upsert => "upsert",
+            ScheduleMode::CreateOnly => "create",
+            ScheduleMode::ResetOnly => "reset",
+        };
+        let reply: Vec<Value> = self
+            .scripts
+            .schedule
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(id)
+            .arg(mode_arg)
+            .arg(fire_at)
+            .arg(now)
+            .arg(spec.to_arg())
+            .invoke_async(&mut self.conn())
+            .await?;
+        let reply = Reply::new("schedule", &reply);
+        let outcome = match reply.text(0)?.as_str() {
+            "created" => ScheduleOutcome::Created,
+            "replaced" => ScheduleOutcome::Replaced,
+            "exists" => ScheduleOutcome::Exists,
+            "reset" => ScheduleOutcome::Reset,
+            "missing" => ScheduleOutcome::Missing,
+            other => return Err(reply.corrupt(format!("outcome {other:?}"))),
+        };
+        let fire_at = reply.int(2)?;
+        let rearmed = match (reply.items.get(4), reply.items.get(5)) {
+            (Some(fires), Some(job_type)) => Some(refired(id.to_string(), fires, job_type)?),
+            _ => None,
+        };
+        Ok(SlotScheduled {
+            outcome,
+            state: parse_state(&reply.text(1)?)?,
+            fire_at: (fire_at >= 0).then_some(fire_at),
+            is_head: reply.int(3)? == 1,
+            rearmed,
+        })
+    }
+
+    async fn reset(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        items: &[(&str, Millis)],
+        create: Option<&Record>,
+        now: Millis,
+    ) -> Result<SlotReset> {
+        let create = create.map(Record::to_arg);
+        let mut call = self.scripts.reset_many.prepare_invoke();
+        call.key(SlotKeys::new(&topic.name, slot).all())
+            .arg(now)
+            .arg(create.as_deref().unwrap_or("-"));
+        for (id, at) in items {
+            call.arg(id).arg(at);
+        }
+        let items: Vec<Value> = call.invoke_async(&mut self.conn()).await?;
+        let reply = Reply::new("reset_many", &items);
+        let head = reply.int(2)?;
+        let n_missing = usize::try_from(reply.int(3)?).map_err(|e| reply.corrupt(e))?;
+        let missing = reply
+            .slice(4, 4 + n_missing)?
+            .iter()
+            .map(text)
+            .collect::<Result<_>>()?;
+        let rearmed = reply
+            .records(4 + n_missing, 3)?
+            .map(|r| refired(text(&r[0])?, &r[1], &r[2]))
+            .collect::<Result<_>>()?;
+        Ok(SlotReset {
+            reset: reply.int(0)? as u64,
+            created: reply.int(1)? as u64,
+            missing,
+            rearmed,
+            head: (head >= 0).then_some(head),
+        })
+    }
+
+    async fn cancel(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<JobState>> {
+        let state: String = self
+            .scripts
+            .cancel
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(id)
+            .invoke_async(&mut self.conn())
+            .await?;
+        parse_state(&state)
+    }
+
+    async fn get(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<Stored>> {
+        let reply: Vec<Value> = self
+            .scripts
+            .get
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(id)
+            .invoke_async(&mut self.conn())
+            .await?;
+        let reply = Reply::new("get", &reply);
+        let Some(state) = parse_state(&reply.text(0)?)? else {
+            return Ok(None);
+        };
+        Ok(Some(Stored {
+            state,
+            score: reply.int(1)?,
+            record: Record::parse(&reply.text(2)?)?,
+        }))
+    }
+
+    async fn pump(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        now: Millis,
+        limit: usize,
+    ) -> Result<SlotPumped> {
+        let reply: Vec<Value> = self
+            .scripts
+            .pump
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(now)
+            .arg(limit)
+            .arg(topic.visibility_timeout_ms)
+            .arg(topic.max_attempts)
+            .invoke_async(&mut self.conn())
+            .await?;
+        let reply = Reply::new("pump", &reply);
+        let next_at = reply.int(0)?;
+        let handed = reply
+            .records(2, 4)?
+            .map(|entry| {
+                Ok(Handed {
+                    id: text(&entry[0])?,
+                    token: int(&entry[2])? as u64,
+                    record: Record::parse(&text(&entry[3])?)?,
+                })
+            })
+            .collect::<Result<_>>()?;
+        Ok(SlotPumped {
+            handed,
+            expired: reply.int(1)? as u32,
+            next_at: (next_at >= 0).then_some(next_at),
+        })
+    }
+
+    async fn settle(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        batch: &[Settlement],
+        now: Millis,
+    ) -> Result<Vec<Finished>> {
+        let mut call = self.scripts.settle.prepare_invoke();
+        call.key(SlotKeys::new(&topic.name, slot).all())
+            .arg(now)
+            .arg(topic.max_attempts)
+            .arg(self.slot_stream_cap(topic));
+        for s in batch {
+            let (kind, at, error) = match &s.outcome {
+                RunOutcome::Ack => ("ack", now, ""),
+                RunOutcome::Retry { error, at } => ("retry", *at, error.as_str()),
+                RunOutcome::Repeat { at } => ("repeat", *at, ""),
+                RunOutcome::Bury { error } => ("bury", now, error.as_str()),
+                RunOutcome::Release => ("release", now, ""),
+            };
+            call.arg(&s.run.job.id)
+                .arg(s.run.token)
+                .arg(kind)
+                .arg(at)
+                .arg(error)
+                .arg(Event::head_json(s))
+                .arg(s.emitted.len());
+            for (name, data) in &s.emitted {
+                let event = Event::of_run(s, name, data.clone());
+                call.arg(serde_json::to_string(&event).expect("an event serialises"));
+            }
+        }
+        let reply: Vec<String> = call.invoke_async(&mut self.conn()).await?;
+        reply
+            .iter()
+            .map(|r| {
+                Ok(match r.as_str() {
+                    "done" => Finished::Done,
+                    "retrying" => Finished::Retrying,
+                    "repeating" => Finished::Repeating,
+                    "dead" => Finished::Dead,
+                    "released" => Finished::Released,
+                    "rescheduled" => Finished::Rescheduled,
+                    "stale" => Finished::Stale,
+                    other => {
+                        return Err(Error::Corrupt(format!("settle.lua answered {other:?}")));
+                    }
+                })
+            })
+            .collect()
+    }
+
+    async fn touch(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        id: &str,
+        token: u64,
+        until: Millis,
+    ) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .touch
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(id)
+            .arg(token)
+            .arg(until)
+            .invoke_async(&mut self.conn())
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn dead_page(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        after: Option<&DeadCursor>,
+        limit: usize,
+    ) -> Result<Vec<DeadEntry>> {
+        let (at_arg, id_arg) = match after {
+            Some(c) => (c.dead_at.to_string(), c.id.as_str()),
+            None => ("-inf".to_string(), ""),
+        };
+        let reply: Vec<Value> = self
+            .scripts
+            .dead_page
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(at_arg)
+            .arg(id_arg)
+            .arg(limit)
+            .invoke_async(&mut self.conn())
+            .await?;
+        Reply::new("dead_page", &reply)
+            .records(0, 3)?
+            .map(|e| {
+                Ok(DeadEntry {
+                    cursor: DeadCursor {
+                        dead_at: int(&e[1])?,
+                        id: text(&e[0])?,
+                    },
+                    record: Record::parse(&text(&e[2])?)?,
+                })
+            })
+            .collect()
+    }
+
+    async fn requeue(&self, topic: &TopicConfig, slot: u32, id: &str, now: Millis) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .requeue
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(id)
+            .arg(now)
+            .invoke_async(&mut self.conn())
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn dead_delete(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .dead_delete
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(id)
+            .invoke_async(&mut self.conn())
+            .await?;
+        Ok(n == 1)
+    }
+
+    async fn slot_stats(&self, topic: &TopicConfig, slot: u32) -> Result<SlotStats> {
+        let keys = SlotKeys::new(&topic.name, slot);
+        let (scheduled, running, dead, head): (u64, u64, u64, Vec<(String, f64)>) = redis::pipe()
+            .zcard(&keys.due)
+            .zcard(&keys.run)
+            .zcard(&keys.dead)
+            .zrange_withscores(&keys.due, 0, 0)
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(SlotStats {
+            slot,
+            scheduled,
+            running,
+            dead,
+            next_fire_at: head.first().map(|(_, s)| *s as Millis),
+        })
+    }
+
+    async fn append_events(&self, topic: &TopicConfig, events: &[Event]) -> Result<()> {
+        let cap = self.slot_stream_cap(topic);
+        let mut pipe = redis::pipe();
+        for e in events {
+            let key = SlotKeys::new(&topic.name, slot_of(&e.job_id, topic.slots)).events;
+            let json = serde_json::to_string(e).expect("an event serialises");
+            pipe.cmd("XADD")
+                .arg(key)
+                .arg("MAXLEN")
+                .arg("~")
+                .arg(cap)
+                .arg("*")
+                .arg("e")
+                .arg(json)
+                .ignore();
+        }
+        // A pipeline rather than a transaction: on a cluster its commands go to many nodes.
+        let _: () = pipe.query_async(&mut self.conn()).await?;
+        Ok(())
+    }
+
+    async fn read_events(
+        &self,
+        topic: &TopicConfig,
+        after: Option<EventId>,
+        limit: usize,
+    ) -> Result<Vec<Event>> {
+        // Each slot's oldest `limit` after the cursor; then, of those older than every
+        // slot's clock (nothing can still be appended before that), the oldest `limit`.
+        let calls = (0..topic.slots).map(|slot| {
+            let start = match &after {
+                None => "-".to_string(),
+                Some(c) if slot > c.slot => format!("{}-{}", c.ms, c.seq),
+                Some(c) => format!("({}-{}", c.ms, c.seq),
+            };
+            let keys = SlotKeys::new(&topic.name, slot);
+            let mut conn = self.conn();
+            async move {
+                let reply: Vec<Value> = self
+                    .scripts
+                    .events_page
+                    .key(keys.all())
+                    .arg(start)
+                    .arg(limit)
+                    .invoke_async(&mut conn)
+                    .await?;
+                Ok::<_, Error>((slot, reply))
+            }
+        });
+        let mut horizon = i64::MAX;
+        let mut entries: Vec<(EventId, String)> = Vec::new();
+        for result in futures_util::future::join_all(calls).await {
+            let (slot, reply) = result?;
+            let reply = Reply::new("events_page", &reply);
+            horizon = horizon.min(reply.int(0)?);
+            for pair in reply.records(1, 2)? {
+                let id = text(&pair[0])?;
+                let id = EventId::of_stream(&id, slot)
+                    .ok_or_else(|| Error::Corrupt(format!("stream id {id:?}")))?;
+                entries.push((id, text(&pair[1])?));
+            }
+        }
+        entries.retain(|(id, _)| (id.ms as i64) < horizon);
+        entries.sort_by_key(|(id, _)| *id);
+        entries.truncate(limit);
+        entries
+            .into_iter()
+            .map(|(id, json)| {
+                let mut event: Event = serde_json::from_str(&json)
+                    .map_err(|e| Error::Corrupt(format!("event {id}: {e}")))?;
+                event.id = id.to_string();
+                Ok(event)
+            })
+            .collect()
+    }
+
+    async fn publish_wake(&self, notice: &WakeNotice) -> Result<()> {
+        let _: i64 = self
+            .conn()
+            .publish(wake_channel(&notice.topic), notice.encode())
+            .await?;
+        Ok(())
+    }
+
+    async fn listen_wakes(&self, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
+        let Some(client) = self.client.clone() else {
+            return Ok(());
+        };
+        // Reconnects after a loss, until the receiver is gone.
+        while !tx.is_closed() {
+            match listen_once(&client, &tx).await {
+                Ok(()) => return Ok(()),
+                Err(e) => {
+                    tracing::warn!(error = %e, "wake notices: connection lost, reconnecting");
+                    tokio::time::sleep(Duration::from_millis(500)).await;
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+/// A re-armed job as the scripts report it: fires, then type ('' when the default).
+fn refired(id: String, fires: &Value, job_type: &Value) -> Result<Refired> {
+    let job_type = text(job_type)?;
+    Ok(Refired {
+        id,
+        fires: int(fires)? as u32,
+        job_type: (!job_type.is_empty()).then_some(job_type),
+    })
+}
+
+async fn listen_once(client: &redis::Client, tx: &mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
+    use futures_util::StreamExt;
+    let mut pubsub = client.get_async_pubsub().await?;
+    pubsub.psubscribe(wake_channel("*")).await?;
+    let prefix = wake_channel("");
+    let mut messages = pubsub.on_message();
+    while let Some(msg) = messages.next().await {
+        let channel = msg.get_channel_name().to_string();
+        let payload: String = msg.get_payload().unwrap_or_default();
+        let Some(topic) = channel.strip_prefix(&prefix) else {
+            continue;
+        };
+        if let Some(notice) = WakeNotice::decode(topic, &payload)
+            && tx.send(notice).is_err()
+        {
+            return Ok(());
+        }
+    }
+    Err(Error::Unavailable("the pub/sub connection closed".into()))
+}
+
+fn parse_topic(json: &str) -> Result<TopicConfig> {
+    serde_json::from_str(json).map_err(|e| Error::Corrupt(format!("topic settings {json:?}: {e}")))
+}
+
+fn parse_state(s: &str) -> Result<Option<JobState>> {
+    Ok(match s {
+        "" => None,
+        "scheduled" => Some(JobState::Scheduled),
+        "running" => Some(JobState::Running),
+        "dead" => Some(JobState::Dead),
+        other => return Err(Error::Corrupt(format!("unknown job state {other:?}"))),
+    })
+}
