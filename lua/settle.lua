@@ -45,8 +45,9 @@ local function outcome_event(run)
 end
 
 -- Reads: each run's record and result, in one ZMSCORE and one HMGET for the batch. A batch
--- may hold two runs of one job (an expired lease and its successor): at most one carries the
--- record's token, so at most one is not stale.
+-- may hold two runs of one job (an expired lease and its successor, or one run twice): the
+-- first that carries the record's token settles the job, which is then no longer running,
+-- so every later one is stale, as if the runs were settled one at a time.
 local runs, ids = {}, {}
 local i = 4
 while i <= #ARGV do
@@ -61,9 +62,10 @@ end
 if #runs == 0 then return {} end
 local leases = redis.call('ZMSCORE', RUN, unpack(ids))
 local raws = redis.call('HMGET', JOB, unpack(ids))
+local settled = {}
 for k, run in ipairs(runs) do
   run.result = 'stale'
-  if leases[k] then
+  if leases[k] and not settled[run.id] then
     local rec = decode(raws[k])
     if rec.k ~= nil and string.format('%d', rec.k) == run.token then
       run.rec = rec
@@ -74,6 +76,7 @@ for k, run in ipairs(runs) do
       elseif o == 'release' then run.result = 'released'
       elseif o == 'retry' and (rec.a or 0) < (rec.m or default_max) then run.result = 'retrying'
       else run.result = 'dead' end
+      settled[run.id] = true
     end
   end
 end

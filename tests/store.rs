@@ -610,6 +610,79 @@ async fn two_runs_of_one_job(s: &dyn Store) -> (Leased, Leased) {
     (old, new)
 }
 
+/// One run settled twice in one batch (a client's batch of acks naming a job twice): the
+/// first settles it, the second is stale, and only one `job.done` is appended, as if the two
+/// were settled one at a time. (Redis read every run before applying any, and answered Done
+/// twice with two events: found by the differential test.)
+async fn a_run_settled_twice_in_one_batch_is_settled_once(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 16)).await.unwrap();
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let run = pump_one(s, "t", "a", T0).await;
+    let batch = [
+        Settlement::new(run.clone(), RunOutcome::Ack, T0),
+        Settlement::new(run, RunOutcome::Ack, T0),
+    ];
+    let done = s.settle("t", 0, &batch, T0 + 1).await.unwrap();
+    assert_eq!(done, [Finished::Done, Finished::Stale]);
+    let events = s.read_events("t", None, 100).await.unwrap().items;
+    let dones = events.iter().filter(|e| e.event == "job.done").count();
+    assert_eq!(dones, 1, "{events:?}");
+}
+
+/// A job named twice in one reset batch counts once, at its last time. (Redis read every
+/// record before applying any: a job that had fired was reported re-armed twice, and a dead
+/// job replaced by the first occurrence got its dead record back from the second. Found by
+/// the differential test.)
+async fn a_job_named_twice_in_a_reset_batch_counts_once_at_its_last_time(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 1)).await.unwrap();
+    let job = NewJob::new("dev", T0).job_type("device_offline");
+    s.schedule("t", job, ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let run = pump_one(s, "t", "dev", T0).await;
+    s.finish("t", &run, RunOutcome::Repeat { at: T0 + 100 }, T0)
+        .await
+        .unwrap();
+    let twice = [Reset::new("dev", T0 + 500), Reset::new("dev", T0 + 700)];
+    let report = s.reset_many("t", &twice, None, T0 + 1).await.unwrap();
+    assert_eq!((report.reset, report.rearmed.len()), (1, 1), "{report:?}");
+    let heads: Vec<Millis> = report.heads.iter().map(|h| h.at).collect();
+    assert_eq!(heads, [T0 + 700]);
+    let got = s.get("t", &"dev".into()).await.unwrap().unwrap();
+    assert_eq!((got.fire_at, got.fires), (T0 + 700, 0));
+
+    // A dead job, replaced by a creating reset that names it twice, is a new plain job.
+    s.schedule(
+        "t",
+        NewJob::new("d", T0).payload(json!({"x": 1})),
+        ScheduleMode::Upsert,
+        T0,
+    )
+    .await
+    .unwrap();
+    let run = pump_one(s, "t", "d", T0 + 800).await;
+    let bury = RunOutcome::Bury {
+        error: "gone".into(),
+    };
+    s.finish("t", &run, bury, T0 + 800).await.unwrap();
+    let twice = [Reset::new("d", T0 + 900), Reset::new("d", T0 + 950)];
+    let create = CreateSpec::default();
+    let report = s
+        .reset_many("t", &twice, Some(&create), T0 + 801)
+        .await
+        .unwrap();
+    assert_eq!((report.created, report.reset), (1, 0), "{report:?}");
+    let got = s.get("t", &"d".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (got.state, got.fire_at, got.last_error, got.payload),
+        (JobState::Scheduled, T0 + 950, None, serde_json::Value::Null)
+    );
+}
+
 async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
     let s = &*e.store;
     let (old, new) = two_runs_of_one_job(s).await;
@@ -1183,4 +1256,6 @@ engines!(
     settle_applies_a_batch_with_its_events_in_one_step,
     a_stale_settlement_appends_no_event,
     reads_cancels_and_resets_never_create_a_topic,
+    a_run_settled_twice_in_one_batch_is_settled_once,
+    a_job_named_twice_in_a_reset_batch_counts_once_at_its_last_time,
 );

@@ -83,7 +83,8 @@ pub trait Store: Send + Sync + 'static {
         now: Millis,
     ) -> Result<Scheduled>;
 
-    /// Moves many jobs' fire times (heartbeats); with `create`, a missing job is created.
+    /// Moves many jobs' fire times (heartbeats); with `create`, a missing job is created. A
+    /// job named twice in one batch counts once, at its last fire time.
     async fn reset_many(
         &self,
         topic: &str,
