@@ -39,6 +39,7 @@ pub struct TimeoutCenterBuilder {
 }
 
 impl TimeoutCenterBuilder {
+    /// The runtime's settings (pump batch, poll, grace, workers).
     pub fn settings(mut self, settings: RuntimeSettings) -> Self {
         self.settings = settings;
         self
@@ -50,11 +51,13 @@ impl TimeoutCenterBuilder {
         self
     }
 
+    /// The clock the center reads `now` from (tests pass a controlled one).
     pub fn clock(mut self, clock: SharedClock) -> Self {
         self.clock = clock;
         self
     }
 
+    /// The metrics registry to count in (one per service).
     pub fn metrics(mut self, metrics: Arc<Metrics>) -> Self {
         self.metrics = Some(metrics);
         self
@@ -131,6 +134,7 @@ pub struct TimeoutCenter {
 }
 
 impl TimeoutCenter {
+    /// A builder over `store`, with the built-in job types registered.
     pub fn builder(store: SharedStore) -> TimeoutCenterBuilder {
         TimeoutCenterBuilder {
             store,
@@ -142,14 +146,17 @@ impl TimeoutCenter {
         }
     }
 
+    /// The store under the center.
     pub fn store(&self) -> &SharedStore {
         &self.rt.store
     }
 
+    /// The center's metrics.
     pub fn metrics(&self) -> &Arc<Metrics> {
         &self.rt.metrics
     }
 
+    /// The center's clock, now.
     pub fn now(&self) -> Millis {
         self.rt.clock.now()
     }
@@ -180,6 +187,7 @@ impl TimeoutCenter {
         }
     }
 
+    /// Creates or updates a topic, and starts or retunes its slots.
     pub async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
         let topic = self.rt.store.put_topic(config).await?;
         self.served
@@ -190,6 +198,7 @@ impl TimeoutCenter {
         Ok(topic)
     }
 
+    /// Every topic.
     pub async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
         self.rt.store.topics().await
     }
@@ -271,6 +280,7 @@ impl TimeoutCenter {
         }
     }
 
+    /// Creates, replaces or moves one job, as `mode` says, and wakes its slot if it is now its earliest.
     pub async fn schedule(
         &self,
         topic: &str,
@@ -386,6 +396,7 @@ impl TimeoutCenter {
         }
     }
 
+    /// Removes a job in any state; the state it was in, or `None`.
     pub async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
         let state = self.rt.store.cancel(topic, job).await?;
         if state.is_some() {
@@ -394,10 +405,12 @@ impl TimeoutCenter {
         Ok(state)
     }
 
+    /// A job, or `None`.
     pub async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
         self.rt.store.get(topic, job).await
     }
 
+    /// Dead letters, oldest first, after the cursor `after`.
     pub async fn dead_list(
         &self,
         topic: &str,
@@ -419,16 +432,19 @@ impl TimeoutCenter {
         Ok(done)
     }
 
+    /// Drops a dead letter; false if there is no such dead job.
     pub async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool> {
         self.rt.store.dead_delete(topic, job).await
     }
 
+    /// A topic's scheduled, running and dead counts, per slot and in total.
     pub async fn stats(&self, topic: &str) -> Result<TopicStats> {
         let stats = self.rt.store.stats(topic).await?;
         self.rt.metrics.observe_stats(&stats);
         Ok(stats)
     }
 
+    /// The topic's events after `after`.
     pub async fn events(
         &self,
         topic: &str,

@@ -21,71 +21,105 @@ pub const DEFAULTS: &str = include_str!("../config/default.toml");
 pub const CLIENT_VARIABLES: &[&str] =
     &["TOC_URL", "TOC_TOKEN", "TOC_CONFIG", "TOC_BENCH_REDIS_URL"];
 
+/// Which store engine the service runs on.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum StoreKind {
+    /// The embedded engine (the default): a timing wheel in process, with an optional journal.
     Memory,
+    /// Redis, a single node or a Redis Cluster.
     Redis,
 }
 
+/// How the service writes its log.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "lowercase")]
 pub enum LogFormat {
+    /// Human-readable lines.
     Text,
+    /// One JSON object per line.
     Json,
 }
 
+/// When the memory engine's journal reaches the disk.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum FsyncPolicy {
+    /// Before every answer (group commit: one fsync covers every change waiting).
     Always,
+    /// Within a second: a crash may lose the last second.
     EverySecond,
 }
 
+/// The service's settings: `config/default.toml`, then a `--config` file, then `TOC_*` variables.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
+    /// The store engine.
     pub store: StoreKind,
+    /// The HTTP address to listen on.
     pub listen: SocketAddr,
+    /// Bearer tokens the API accepts; auth is off when empty.
     pub tokens: Vec<String>,
+    /// Whether `/health` and `/metrics` need a token too.
     pub auth_health_and_metrics: bool,
+    /// Log format.
     pub log_format: LogFormat,
+    /// HTTP limits.
     pub http: HttpSettings,
+    /// The Redis store's connection.
     pub redis: RedisSettings,
+    /// The memory store's journal.
     pub memory: MemorySettings,
+    /// The actor runtime.
     pub runtime: RuntimeSettings,
+    /// Topics: auto-creation, defaults and the topics created at start.
     pub topics: TopicsSettings,
 }
 
+/// Limits on what the HTTP API accepts.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct HttpSettings {
+    /// Largest request body, in bytes.
     pub max_body_bytes: usize,
+    /// Largest body of a batch request (`resets`), in bytes.
     pub max_batch_body_bytes: usize,
+    /// Most resets in one batch request.
     pub max_batch_resets: usize,
 }
 
+/// Where the Redis store connects.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RedisSettings {
+    /// A single node's URL.
     pub url: String,
+    /// A Redis Cluster's nodes (any of them); when set, `url` is not used.
     pub cluster_nodes: Vec<String>,
 }
 
+/// The memory store's durability.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySettings {
     /// Empty: memory only.
     pub journal: PathBuf,
+    /// When journal writes reach the disk.
     pub fsync: FsyncPolicy,
 }
 
+/// The actor runtime's settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeSettings {
+    /// The safety-net poll of an idle slot, in ms (wake-ups normally come first).
     pub poll_ms: u64,
+    /// Most jobs one pump leases out.
     pub pump_batch: usize,
+    /// How long a stopping service waits for running jobs, in ms.
     pub grace_ms: u64,
+    /// About how many events a topic's stream keeps.
     pub events_max_len: usize,
     /// Threads (actix arbiters) the slot actors are spread over; 0: one per core.
     pub workers: usize,
@@ -105,11 +139,15 @@ impl RuntimeSettings {
     }
 }
 
+/// How topics come to exist.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct TopicsSettings {
+    /// Create a topic with `defaults` the first time a job names it.
     pub auto_create: bool,
+    /// The settings of an auto-created topic (its name aside).
     pub defaults: TopicConfig,
+    /// Topics created or updated at start.
     #[serde(default)]
     pub seed: Vec<TopicConfig>,
 }
@@ -204,6 +242,7 @@ impl Settings {
         Ok(())
     }
 
+    /// The options the store is opened with.
     pub fn store_options(&self) -> StoreOptions {
         StoreOptions {
             auto_create_topics: self.topics.auto_create,

@@ -9,7 +9,9 @@ pub enum Error {
     /// A caller's argument was rejected before the store was touched.
     #[error("invalid {field}: {message}")]
     Invalid {
+        /// The field (or query parameter) at fault.
         field: &'static str,
+        /// What is wrong with it.
         message: String,
     },
 
@@ -17,13 +19,20 @@ pub enum Error {
     /// starts): what a schema of the fields one by one cannot say.
     #[error("invalid {field}: {message}")]
     Unprocessable {
+        /// The field at fault.
         field: &'static str,
+        /// What is wrong with it.
         message: String,
     },
 
     /// A payload larger than its topic allows.
     #[error("payload is {size} bytes, over the topic's limit of {limit} bytes")]
-    PayloadTooLarge { size: usize, limit: usize },
+    PayloadTooLarge {
+        /// The payload's size, in bytes.
+        size: usize,
+        /// The topic's limit, in bytes.
+        limit: usize,
+    },
 
     /// A topic that does not exist while auto-creation is off.
     #[error("topic {0:?} does not exist and auto-creation is off")]
@@ -35,7 +44,12 @@ pub enum Error {
 
     /// A topic setting that may not change once jobs may exist (it would misroute them).
     #[error("topic {topic:?}: {message}")]
-    TopicConflict { topic: String, message: String },
+    TopicConflict {
+        /// The topic.
+        topic: String,
+        /// What may not change, and why.
+        message: String,
+    },
 
     /// The store could not be reached or answered with an error.
     #[error("store unavailable: {0}")]
@@ -55,6 +69,7 @@ impl Error {
         }
     }
 
+    /// An `Invalid` error about `field`.
     pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
         Error::Invalid {
             field,
@@ -69,4 +84,5 @@ impl From<redis::RedisError> for Error {
     }
 }
 
+/// The crate's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;

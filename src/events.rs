@@ -28,15 +28,22 @@ pub struct Event {
     /// Position in the stream (assigned when appended; empty before).
     #[serde(default)]
     pub id: String,
+    /// The topic of the job.
     pub topic: String,
+    /// The job's id.
     pub job_id: String,
+    /// The job's type.
     #[serde(rename = "type")]
     pub job_type: String,
+    /// The event's name (`job.fired`, `job.done`, or a handler's own).
     pub event: String,
+    /// The fire time of the run.
     pub fire_at: Millis,
     /// The instant the job was handed to its handler.
     pub fired_at: Millis,
+    /// The run's attempt number.
     pub attempt: u32,
+    /// The event's data (JSON).
     #[serde(default)]
     #[schema(value_type = Object)]
     pub data: Value,
@@ -45,6 +52,7 @@ pub struct Event {
 /// A page of events, oldest first.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, utoipa::ToSchema)]
 pub struct EventPage {
+    /// The events, oldest first.
     pub items: Vec<Event>,
     /// Pass as `after` for the next page (the last id returned); `None` when this page is
     /// empty.
@@ -52,6 +60,7 @@ pub struct EventPage {
 }
 
 impl EventPage {
+    /// A page of `items`; its `next` is the last one's id.
     pub fn new(items: Vec<Event>) -> Self {
         let next = items.last().map(|e| e.id.clone());
         EventPage { items, next }

@@ -22,16 +22,25 @@ pub enum Outcome {
     /// Failed: try again after `delay` (the topic's backoff when `None`), or go to the dead
     /// letters when the attempts are used up.
     Retry {
+        /// What went wrong.
         error: String,
+        /// When to run again; the topic's backoff when `None`.
         delay: Option<Duration>,
     },
     /// Run again `after` the fire time (never earlier than now), attempts starting again.
-    Repeat { after: Duration },
+    Repeat {
+        /// How long after the fire time.
+        after: Duration,
+    },
     /// Give up: to the dead letters with `reason`.
-    Dead { reason: String },
+    Dead {
+        /// Why it cannot succeed.
+        reason: String,
+    },
 }
 
 impl Outcome {
+    /// A failure to retry after the topic's backoff.
     pub fn retry(error: impl Into<String>) -> Self {
         Outcome::Retry {
             error: error.into(),
@@ -39,6 +48,7 @@ impl Outcome {
         }
     }
 
+    /// A failure that retrying cannot fix.
     pub fn dead(reason: impl Into<String>) -> Self {
         Outcome::Dead {
             reason: reason.into(),
@@ -67,11 +77,15 @@ impl Emitter {
 
 /// What a handler is given: the job, its typed payload, and where to report events.
 pub struct JobContext<P> {
+    /// The job's topic.
     pub topic: String,
+    /// The job, as it was handed out.
     pub job: Job,
+    /// The job's payload, decoded.
     pub payload: P,
     /// When the job was handed out.
     pub fired_at: Millis,
+    /// Where the handler's events go; they are stored with the run's outcome.
     pub events: Emitter,
     /// The store, for types that manage other jobs (a meeting's approval expiry cancels the
     /// rest of its booking).
@@ -79,6 +93,7 @@ pub struct JobContext<P> {
 }
 
 impl<P> JobContext<P> {
+    /// Emits an event, stored with the run's outcome.
     pub fn emit(&self, event: impl Into<String>, data: Value) {
         self.events.emit(event, data);
     }
@@ -104,6 +119,7 @@ pub trait JobHandler: Send + Sync + 'static {
         Duration::from_secs(30)
     }
 
+    /// Runs one job and says how it went.
     async fn handle(&self, ctx: JobContext<Self::Payload>) -> Outcome;
 
     /// A reset reached a job of this type that had fired and repeated since its last reset
@@ -134,7 +150,7 @@ pub trait ErasedHandler: Send + Sync + 'static {
 }
 
 /// Decodes `payload` as `P`, naming the field that does not fit: `payload.url`.
-pub fn check_payload<P: serde::de::DeserializeOwned>(payload: &Value) -> Result<(), String> {
+pub(crate) fn check_payload<P: serde::de::DeserializeOwned>(payload: &Value) -> Result<(), String> {
     match serde_path_to_error::deserialize::<_, P>(payload) {
         Ok(_) => Ok(()),
         Err(e) => {
@@ -236,6 +252,7 @@ pub struct Handlers {
 }
 
 impl Handlers {
+    /// No job types.
     pub fn new() -> Self {
         Handlers::default()
     }
@@ -253,10 +270,12 @@ impl Handlers {
         self
     }
 
+    /// The handler of a job type.
     pub fn get(&self, job_type: &str) -> Option<&Arc<dyn ErasedHandler>> {
         self.map.get(job_type)
     }
 
+    /// Every registered handler.
     pub fn iter(&self) -> impl Iterator<Item = &Arc<dyn ErasedHandler>> {
         self.map.values()
     }

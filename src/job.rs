@@ -10,46 +10,49 @@ use crate::time::Millis;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
 pub enum JobState {
+    /// Waiting for its fire time.
     Scheduled,
+    /// Leased to a run, until its outcome or the lease's end.
     Running,
+    /// Out of attempts or buried: in the dead letters until requeued or deleted.
     Dead,
-}
-
-impl JobState {
-    pub fn as_str(self) -> &'static str {
-        match self {
-            JobState::Scheduled => "scheduled",
-            JobState::Running => "running",
-            JobState::Dead => "dead",
-        }
-    }
 }
 
 /// A job as the store holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 pub struct Job {
+    /// The topic it belongs to.
     pub topic: String,
+    /// Its id, unique in its topic.
     pub id: String,
+    /// The job type whose handler runs it.
     #[serde(rename = "type")]
     pub job_type: String,
+    /// What the handler gets (JSON).
     #[schema(value_type = Object)]
     pub payload: Value,
+    /// Where it is in its life.
     pub state: JobState,
     /// When the job is (or was, while running or dead) due.
     pub fire_at: Millis,
     /// The latest instant a reset may move `fire_at` to (debounce with a maximum wait).
     #[serde(skip_serializing_if = "Option::is_none")]
     pub max_fire_at: Option<Millis>,
+    /// Runs started since it was scheduled (or last requeued).
     pub attempts: u32,
+    /// Runs allowed before it goes to the dead letters.
     pub max_attempts: u32,
     /// Unknown (null) for a plain job: one of its topic's default type with no payload keeps
     /// no record beyond its sorted-set entry, so it has no timestamps to report.
     pub created_at: Option<Millis>,
+    /// When it last changed (null for a plain job).
     pub updated_at: Option<Millis>,
+    /// The error of its last failed run.
     pub last_error: Option<String>,
     /// While running: when the current run's lease ends. While dead: when it died.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub lease_until: Option<Millis>,
+    /// When it went to the dead letters.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub dead_at: Option<Millis>,
     /// A reset that arrived during the current run: the job fires again then, after the run.
@@ -63,11 +66,15 @@ pub struct Job {
 /// What a caller asks to schedule.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NewJob {
+    /// Its id, unique in its topic.
     pub id: String,
     /// The handler strategy; the topic's `default_type` when `None`.
     pub job_type: Option<String>,
+    /// What the handler gets (JSON).
     pub payload: Value,
+    /// When it is due.
     pub fire_at: Millis,
+    /// The latest instant a reset may move its fire time to (debounce with a maximum wait).
     pub max_fire_at: Option<Millis>,
     /// The topic's `max_attempts` when `None`.
     pub max_attempts: Option<u32>,
@@ -77,6 +84,7 @@ pub struct NewJob {
 }
 
 impl NewJob {
+    /// A job `id` due at `fire_at`, of the topic's default type.
     pub fn new(id: impl Into<String>, fire_at: Millis) -> Self {
         NewJob {
             id: id.into(),
@@ -85,26 +93,31 @@ impl NewJob {
         }
     }
 
+    /// Its job type.
     pub fn job_type(mut self, t: impl Into<String>) -> Self {
         self.job_type = Some(t.into());
         self
     }
 
+    /// Its payload.
     pub fn payload(mut self, payload: Value) -> Self {
         self.payload = payload;
         self
     }
 
+    /// The latest instant resets may move it to.
     pub fn max_fire_at(mut self, at: Millis) -> Self {
         self.max_fire_at = Some(at);
         self
     }
 
+    /// Runs allowed before it goes to the dead letters.
     pub fn max_attempts(mut self, n: u32) -> Self {
         self.max_attempts = Some(n);
         self
     }
 
+    /// Routes it to a slot in place of its id.
     pub fn shard_key(mut self, key: impl Into<String>) -> Self {
         self.shard_key = Some(key.into());
         self
@@ -128,7 +141,9 @@ pub enum ScheduleMode {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum ScheduleOutcome {
+    /// A new job.
     Created,
+    /// An existing job, replaced.
     Replaced,
     /// `CreateOnly` found the job already there; nothing changed.
     Exists,
@@ -141,7 +156,9 @@ pub enum ScheduleOutcome {
 /// The answer of `schedule`.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Scheduled {
+    /// What it did.
     pub outcome: ScheduleOutcome,
+    /// The slot the job is in.
     pub slot: u32,
     /// The job's state afterwards (`None` when it does not exist).
     pub state: Option<JobState>,
@@ -159,7 +176,9 @@ pub struct Scheduled {
 /// again after raising its alarm.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
 pub struct Rearmed {
+    /// The job's id.
     pub id: String,
+    /// The job's type, whose handler reacts.
     pub job_type: String,
     /// Times it had fired since its last reset.
     pub fires: u32,
@@ -168,11 +187,14 @@ pub struct Rearmed {
 /// A job addressed by id (and shard key, when it was scheduled with one).
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct JobRef {
+    /// The job's id.
     pub id: String,
+    /// The shard key it was scheduled with, if any.
     pub shard_key: Option<String>,
 }
 
 impl JobRef {
+    /// The job `id`, scheduled without a shard key.
     pub fn new(id: impl Into<String>) -> Self {
         JobRef {
             id: id.into(),
@@ -180,11 +202,13 @@ impl JobRef {
         }
     }
 
+    /// With the shard key it was scheduled with.
     pub fn with_shard_key(mut self, key: Option<String>) -> Self {
         self.shard_key = key;
         self
     }
 
+    /// What routes the job to its slot: the shard key, or the id.
     pub fn route_key(&self) -> &str {
         self.shard_key.as_deref().unwrap_or(&self.id)
     }
@@ -199,11 +223,14 @@ impl From<&str> for JobRef {
 /// One reset of a batch (a heartbeat).
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Reset {
+    /// The job to move.
     pub job: JobRef,
+    /// Its new fire time.
     pub fire_at: Millis,
 }
 
 impl Reset {
+    /// Moves job `id` to `fire_at`.
     pub fn new(id: impl Into<String>, fire_at: Millis) -> Self {
         Reset {
             job: JobRef::new(id),
@@ -215,16 +242,22 @@ impl Reset {
 /// With a batch of resets: what a missing job is created as.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct CreateSpec {
+    /// The created jobs' type; the topic's default when `None`.
     pub job_type: Option<String>,
+    /// The created jobs' payload.
     pub payload: Value,
+    /// The created jobs' attempts; the topic's when `None`.
     pub max_attempts: Option<u32>,
 }
 
 /// The answer of `reset_many`.
 #[derive(Debug, Clone, PartialEq, Eq, Default, Serialize, utoipa::ToSchema)]
 pub struct ResetReport {
+    /// Jobs whose fire time moved.
     pub reset: u64,
+    /// Jobs created (with a create spec).
     pub created: u64,
+    /// Ids of jobs that do not exist (without a create spec).
     pub missing: Vec<String>,
     /// Jobs that had fired (and repeated) since their last reset.
     #[serde(skip)]
@@ -238,29 +271,29 @@ pub struct ResetReport {
 /// The earliest fire time a call gave a job of `slot`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotHead {
+    /// The slot.
     pub slot: u32,
+    /// The earliest fire time the call gave one of its jobs.
     pub at: Millis,
 }
 
 /// A job handed to a run by `pump`: the run must report its outcome with this token.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Leased {
+    /// The job, as it was handed out.
     pub job: Job,
+    /// Its slot.
     pub slot: u32,
     /// Identifies this run; an outcome with an older token is rejected as stale.
     pub token: u64,
+    /// When the lease ends: the job comes back unless its outcome arrives first.
     pub lease_until: Millis,
-}
-
-impl Leased {
-    pub fn job_ref(&self) -> JobRef {
-        JobRef::new(self.job.id.clone())
-    }
 }
 
 /// The answer of `pump`.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Pumped {
+    /// The jobs leased out, each with its run's token.
     pub jobs: Vec<Leased>,
     /// Jobs whose lease had expired and were put back (scheduled again or dead).
     pub expired: u32,
@@ -274,11 +307,22 @@ pub enum RunOutcome {
     /// Done: the job is gone.
     Ack,
     /// Failed: run again at `at`, or go to the dead letters when attempts are used up.
-    Retry { error: String, at: Millis },
+    Retry {
+        /// What went wrong.
+        error: String,
+        /// When to run again.
+        at: Millis,
+    },
     /// Run again at `at` with attempts starting again (a repeating alarm).
-    Repeat { at: Millis },
+    Repeat {
+        /// When to run again.
+        at: Millis,
+    },
     /// Give up: to the dead letters with `error`.
-    Bury { error: String },
+    Bury {
+        /// Why.
+        error: String,
+    },
     /// Not run (shutdown): due again at once, and the attempt does not count.
     Release,
 }
@@ -290,7 +334,9 @@ pub enum RunOutcome {
 /// [`Store::settle`]: crate::store::Store::settle
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settlement {
+    /// The run.
     pub run: Leased,
+    /// Its outcome.
     pub outcome: RunOutcome,
     /// When the run was handed to its handler: the events' `fired_at`.
     pub fired_at: Millis,
@@ -314,10 +360,15 @@ impl Settlement {
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Finished {
+    /// Acknowledged: the job is gone.
     Done,
+    /// Scheduled to run again after a failure.
     Retrying,
+    /// Scheduled to run again, attempts starting again.
     Repeating,
+    /// Sent to the dead letters.
     Dead,
+    /// Given back, due at once; the attempt did not count.
     Released,
     /// A reset arrived during the run; the job is scheduled again at that time.
     Rescheduled,
@@ -328,22 +379,34 @@ pub enum Finished {
 /// Per-slot figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, utoipa::ToSchema)]
 pub struct SlotStats {
+    /// The slot.
     pub slot: u32,
+    /// Jobs waiting for their fire time.
     pub scheduled: u64,
+    /// Jobs leased to a run.
     pub running: u64,
+    /// Dead letters.
     pub dead: u64,
+    /// The earliest fire time of a scheduled job.
     pub next_fire_at: Option<Millis>,
 }
 
 /// A topic's figures: per slot and in total.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, utoipa::ToSchema)]
 pub struct TopicStats {
+    /// The topic.
     pub topic: String,
+    /// Its slot count.
     pub slots: u32,
+    /// Jobs waiting for their fire time.
     pub scheduled: u64,
+    /// Jobs leased to a run.
     pub running: u64,
+    /// Dead letters.
     pub dead: u64,
+    /// The earliest fire time of a scheduled job.
     pub next_fire_at: Option<Millis>,
+    /// The same figures per slot.
     pub per_slot: Vec<SlotStats>,
 }
 
@@ -365,6 +428,7 @@ impl TopicStats {
 /// A page of dead letters, oldest first.
 #[derive(Debug, Clone, PartialEq, Default, Serialize, utoipa::ToSchema)]
 pub struct DeadPage {
+    /// The dead jobs, oldest first.
     pub items: Vec<Job>,
     /// Pass as `after` for the next page; `None` at the end.
     pub next: Option<String>,
@@ -373,15 +437,19 @@ pub struct DeadPage {
 /// Position in the topic-wide dead-letter order: (time of death, job id).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DeadCursor {
+    /// When the job died.
     pub dead_at: Millis,
+    /// The job's id.
     pub id: String,
 }
 
 impl DeadCursor {
+    /// The cursor's text, as `after` takes it.
     pub fn encode(&self) -> String {
         format!("{}:{}", self.dead_at, self.id)
     }
 
+    /// Reads a cursor's text; `None` when it is not one.
     pub fn decode(s: &str) -> Option<Self> {
         let (at, id) = s.split_once(':')?;
         if at.is_empty() || at.len() > 15 || !at.bytes().all(|b| b.is_ascii_digit()) {

@@ -1,12 +1,18 @@
 //! timeout-center: stores jobs that must fire at a future instant and fires each one, at
 //! least once and on time, to the code that handles its type.
 //!
-//! The map: [`store`] (the `Store` trait and its engines), [`job`] (what goes in and out),
-//! [`topic`] (named, sharded delay queues), [`routing`] (job to slot), [`validate`]
-//! (argument checks), [`time`] (milliseconds and the clock), [`error`].
+//! What a user of the library needs is public: [`TimeoutCenter`] (schedule, reset, cancel,
+//! read, built with [`TimeoutCenterBuilder`]), [`JobHandler`] (the code a job type runs), the
+//! stores ([`store::MemoryStore`], [`store::RedisStore`], the [`Store`] trait under both),
+//! the job and topic types, [`events`], the built-in job types ([`jobs`]), the service's
+//! [`config`] and [`serve`] for embedding it, and [`Error`]. The rest is the crate's own:
+//! the actor runtime (`actors`), the HTTP layer (`http`), routing, validation, metrics and
+//! the command line (`cli`, reached through [`toc_main`]).
+#![warn(missing_docs, unreachable_pub)]
 
-pub mod actors;
+mod actors;
 #[cfg(feature = "bench")]
+#[allow(missing_docs)]
 pub mod bench;
 /// What the focused benchmarks of `benches/` measure of the crate's insides.
 #[cfg(feature = "bench")]
@@ -14,27 +20,31 @@ pub mod bench;
 pub mod bench_support {
     pub use crate::store::memory::wheel::Wheel;
 }
-pub mod center;
-pub mod cli;
+mod center;
+mod cli;
 pub mod config;
-pub mod error;
+mod error;
 pub mod events;
-pub mod handler;
-pub mod http;
-pub mod job;
+mod handler;
+mod http;
+mod job;
 pub mod jobs;
-pub mod metrics;
-pub mod routing;
+mod metrics;
+mod routing;
 pub mod serve;
 pub mod store;
 pub mod time;
-pub mod topic;
-pub mod validate;
+mod topic;
+mod validate;
 
 pub use center::{TimeoutCenter, TimeoutCenterBuilder};
+pub use cli::toc_main;
 pub use error::{Error, Result};
+pub use events::{Event, EventPage};
 pub use handler::{Handlers, JobContext, JobHandler, Outcome};
 pub use job::*;
+pub use routing::slot_of;
 pub use store::{SharedStore, Store, StoreOptions};
 pub use time::Millis;
 pub use topic::{Backoff, TopicConfig};
+pub use validate::MAX_DELAY_MS;

@@ -37,7 +37,9 @@ pub async fn open_store(settings: &Settings) -> Result<SharedStore> {
 
 /// A started service.
 pub struct Running {
+    /// The address the HTTP server listens on.
     pub addr: SocketAddr,
+    /// The center behind it.
     pub center: TimeoutCenter,
     server: actix_web::dev::Server,
     grace: Duration,
@@ -92,6 +94,7 @@ pub async fn start(settings: Settings, store: SharedStore) -> Result<Running> {
 }
 
 impl Running {
+    /// A handle that stops the server.
     pub fn handle(&self) -> ServerHandle {
         self.server.handle()
     }

@@ -18,6 +18,7 @@ pub fn now_ms() -> Millis {
 
 /// A source of `now`, injected where code must read time itself (the runtime).
 pub trait Clock: Send + Sync + 'static {
+    /// Now, in ms since the Unix epoch.
     fn now(&self) -> Millis;
 
     /// Microseconds since the epoch, for sleeping until an instant without losing the
@@ -44,4 +45,5 @@ impl Clock for SystemClock {
     }
 }
 
+/// A clock shared by the runtime.
 pub type SharedClock = Arc<dyn Clock>;

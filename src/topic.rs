@@ -8,18 +8,22 @@ use crate::error::{Error, Result};
 use crate::time::Millis;
 
 /// Longest topic name accepted.
-pub const MAX_TOPIC_NAME: usize = 128;
+pub(crate) const MAX_TOPIC_NAME: usize = 128;
 /// Most slots a topic may have.
-pub const MAX_SLOTS: u32 = 4096;
+pub(crate) const MAX_SLOTS: u32 = 4096;
 
 /// Retry delay: `base_ms * factor^(attempt-1)`, capped at `max_ms`, then spread by
 /// `±jitter` (a fraction) so retries of many jobs that failed together do not return together.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct Backoff {
+    /// The first retry's delay, in ms.
     pub base_ms: u64,
+    /// What each later delay is multiplied by.
     pub factor: f64,
+    /// The longest delay, in ms.
     pub max_ms: u64,
+    /// Random spread of each delay, as a fraction of it (0.1: ±10%).
     pub jitter: f64,
 }
 
@@ -77,6 +81,7 @@ impl Backoff {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(default, deny_unknown_fields)]
 pub struct TopicConfig {
+    /// The topic's name.
     pub name: String,
     /// Number of shards, a power of two from 1 to 4096. Fixed once the topic exists:
     /// changing it would move jobs to other slots.
@@ -85,6 +90,7 @@ pub struct TopicConfig {
     pub max_attempts: u32,
     /// How long a run holds its job before the job is due again (the lease).
     pub visibility_timeout_ms: u64,
+    /// How failed runs are retried.
     pub backoff: Backoff,
     /// Largest payload accepted, in bytes of JSON.
     pub max_payload_bytes: usize,
@@ -156,7 +162,7 @@ impl TopicConfig {
 }
 
 /// A topic name: 1 to 128 characters of `[A-Za-z0-9_.-]`.
-pub fn validate_topic_name(name: &str) -> Result<()> {
+pub(crate) fn validate_topic_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_TOPIC_NAME {
         return Err(Error::invalid(
             "topic",

@@ -9,20 +9,20 @@ use crate::time::Millis;
 use crate::topic::{TopicConfig, is_name_char};
 
 /// Longest job id or shard key, in characters.
-pub const MAX_ID_LEN: usize = 512;
+pub(crate) const MAX_ID_LEN: usize = 512;
 /// Longest delay a job may be scheduled with (about 2,850 years), so that every delay the
 /// API documents fits below `MAX_MILLIS` whatever the clock says.
 pub const MAX_DELAY_MS: i64 = 89_999_999_999_999;
 /// Longest job type name.
-pub const MAX_TYPE_LEN: usize = 64;
+pub(crate) const MAX_TYPE_LEN: usize = 64;
 /// Latest instant accepted: the largest 14-digit number of milliseconds.
-pub const MAX_MILLIS: Millis = 99_999_999_999_999;
+pub(crate) const MAX_MILLIS: Millis = 99_999_999_999_999;
 
-pub fn job_id(id: &str) -> Result<()> {
+pub(crate) fn job_id(id: &str) -> Result<()> {
     key_like("id", id)
 }
 
-pub fn shard_key(key: Option<&str>) -> Result<()> {
+pub(crate) fn shard_key(key: Option<&str>) -> Result<()> {
     match key {
         Some(k) => key_like("shard_key", k),
         None => Ok(()),
@@ -43,7 +43,7 @@ fn key_like(field: &'static str, s: &str) -> Result<()> {
     Ok(())
 }
 
-pub fn job_type(t: &str) -> Result<()> {
+pub(crate) fn job_type(t: &str) -> Result<()> {
     if t.is_empty() || t.len() > MAX_TYPE_LEN || !t.chars().all(is_name_char) {
         return Err(Error::invalid(
             "type",
@@ -54,7 +54,7 @@ pub fn job_type(t: &str) -> Result<()> {
 }
 
 /// The payload's size as stored (compact JSON), checked against the topic's limit.
-pub fn payload(topic: &TopicConfig, payload: &Value) -> Result<()> {
+pub(crate) fn payload(topic: &TopicConfig, payload: &Value) -> Result<()> {
     if payload.is_null() {
         return Ok(());
     }
@@ -68,7 +68,7 @@ pub fn payload(topic: &TopicConfig, payload: &Value) -> Result<()> {
     Ok(())
 }
 
-pub fn fire_at(field: &'static str, at: Millis) -> Result<()> {
+pub(crate) fn fire_at(field: &'static str, at: Millis) -> Result<()> {
     // A fire time in the past is legal (due now); one before the epoch is a client bug. The
     // upper bound (year 5138) keeps times exact through Lua's cjson, which prints 14 digits.
     if !(0..=MAX_MILLIS).contains(&at) {
@@ -88,7 +88,7 @@ fn max_attempts(n: Option<u32>) -> Result<()> {
 }
 
 /// Every check of a job to schedule.
-pub fn new_job(topic: &TopicConfig, job: &NewJob) -> Result<()> {
+pub(crate) fn new_job(topic: &TopicConfig, job: &NewJob) -> Result<()> {
     job_id(&job.id)?;
     shard_key(job.shard_key.as_deref())?;
     if let Some(t) = &job.job_type {
@@ -105,7 +105,7 @@ pub fn new_job(topic: &TopicConfig, job: &NewJob) -> Result<()> {
 }
 
 /// Every check of the create part of a batch of resets.
-pub fn create_spec(topic: &TopicConfig, spec: &CreateSpec) -> Result<()> {
+pub(crate) fn create_spec(topic: &TopicConfig, spec: &CreateSpec) -> Result<()> {
     if let Some(t) = &spec.job_type {
         job_type(t)?;
     }
@@ -115,7 +115,7 @@ pub fn create_spec(topic: &TopicConfig, spec: &CreateSpec) -> Result<()> {
 
 /// Every check of a batch of resets and its create part, before any slot is touched: a bad
 /// batch changes nothing.
-pub fn reset_batch(
+pub(crate) fn reset_batch(
     topic: &TopicConfig,
     resets: &[Reset],
     create: Option<&CreateSpec>,

@@ -491,7 +491,7 @@ async fn numbers_and_cursors_are_what_the_document_says() {
         .send(
             Method::PUT,
             "/v1/topics/t/jobs/b",
-            Some(json!({"delay_ms": timeout_center::validate::MAX_DELAY_MS + 1})),
+            Some(json!({"delay_ms": timeout_center::MAX_DELAY_MS + 1})),
         )
         .await;
     assert_eq!(st, 400, "{body}");

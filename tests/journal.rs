@@ -54,12 +54,7 @@ async fn the_journal_replays_every_accepted_change() {
         fill(&s, 10).await;
         s.cancel("t", &"j3".into()).await.unwrap();
         let run = s
-            .pump(
-                "t",
-                timeout_center::routing::slot_of("j0", 16),
-                T0 + 1_000,
-                10,
-            )
+            .pump("t", timeout_center::slot_of("j0", 16), T0 + 1_000, 10)
             .await
             .unwrap();
         assert_eq!(run.jobs[0].job.id, "j0");
@@ -321,7 +316,7 @@ async fn a_killed_server_loses_no_accepted_job() {
 async fn a_panic_inside_a_slot_lock_does_not_poison_the_slot() {
     let s = MemoryStore::new(StoreOptions::default());
     fill(&s, 1).await;
-    let slot = timeout_center::routing::slot_of("j0", 16);
+    let slot = timeout_center::slot_of("j0", 16);
     s.panic_in_slot("t", slot);
     let got = s.get("t", &"j0".into()).await.unwrap().unwrap();
     assert_eq!(got.state, JobState::Scheduled);

@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashSet;
 
 use serde_json::json;
-use timeout_center::store::{RedisStore, SlotKeys};
+use timeout_center::store::RedisStore;
 use timeout_center::*;
 
 use common::{Engine, RedisCluster};
@@ -63,9 +63,10 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
     let run = s.pump("t", 0, T0, 10).await.unwrap().jobs.remove(0);
     // The slot's stream key holds a string: every XADD to it fails with WRONGTYPE.
     let mut conn = e.redis.as_ref().unwrap().conn();
-    let events = SlotKeys::new("t", 0).events;
+    // The key layout of `store/keys.rs`: slot 0 of topic `t`.
+    let events = "toc:{t:0}:events";
     let _: () = redis::cmd("SET")
-        .arg(&events)
+        .arg(events)
         .arg("x")
         .query(&mut conn)
         .unwrap();
@@ -76,7 +77,7 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
     assert_eq!(got.state, JobState::Running, "never acknowledged");
     assert!(s.pump("t", 0, T0 + 999, 10).await.unwrap().jobs.is_empty());
-    let _: () = redis::cmd("DEL").arg(&events).query(&mut conn).unwrap();
+    let _: () = redis::cmd("DEL").arg(events).query(&mut conn).unwrap();
     let again = s.pump("t", 0, T0 + 1_000, 10).await.unwrap().jobs;
     assert_eq!(again.len(), 1, "the job comes back after its lease");
     assert_eq!((again[0].job.id.as_str(), again[0].job.attempts), ("a", 2));
@@ -106,10 +107,15 @@ async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
     )
     .await
     .unwrap();
-    let keys = SlotKeys::new("t", 0);
     let mut conn = e.redis.as_ref().unwrap().conn();
-    let due: u64 = redis::cmd("ZCARD").arg(&keys.due).query(&mut conn).unwrap();
-    let records: u64 = redis::cmd("HLEN").arg(&keys.job).query(&mut conn).unwrap();
+    let due: u64 = redis::cmd("ZCARD")
+        .arg("toc:{t:0}:due")
+        .query(&mut conn)
+        .unwrap();
+    let records: u64 = redis::cmd("HLEN")
+        .arg("toc:{t:0}:job")
+        .query(&mut conn)
+        .unwrap();
     assert_eq!(
         (due, records),
         (101, 1),
@@ -129,7 +135,7 @@ async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
         .unwrap();
     s.finish("t", &run, RunOutcome::Release, T0).await.unwrap();
     let has: bool = redis::cmd("HEXISTS")
-        .arg(&keys.job)
+        .arg("toc:{t:0}:job")
         .arg("dev-7")
         .query(&mut conn)
         .unwrap();

@@ -1001,7 +1001,7 @@ async fn stats_count_per_slot_and_in_total(e: Engine) {
     assert_eq!(stats.per_slot.len(), 4);
     for slot in &stats.per_slot {
         let expected = (0..40)
-            .filter(|i| routing::slot_of(&format!("j{i}"), 4) == slot.slot && *i >= 10)
+            .filter(|i| slot_of(&format!("j{i}"), 4) == slot.slot && *i >= 10)
             .count() as u64;
         assert_eq!(slot.scheduled, expected, "slot {}", slot.slot);
     }
@@ -1134,11 +1134,11 @@ async fn shard_keys_route_jobs_together(e: Engine) {
             .schedule("t", job, ScheduleMode::Upsert, T0)
             .await
             .unwrap();
-        assert_eq!(r.slot, routing::slot_of("meeting-42", 64));
+        assert_eq!(r.slot, slot_of("meeting-42", 64));
     }
     let by_key = JobRef::new("end").with_shard_key(Some("meeting-42".into()));
     assert!(s.get("t", &by_key).await.unwrap().is_some());
-    let slot = routing::slot_of("meeting-42", 64);
+    let slot = slot_of("meeting-42", 64);
     assert_eq!(s.pump("t", slot, T0, 10).await.unwrap().jobs.len(), 3);
 }
 

@@ -10,7 +10,7 @@ use tokio::sync::Semaphore;
 use super::messages::{RunJob, RunReport};
 use crate::handler::{ErasedHandler, Outcome};
 
-pub struct HandlerActor {
+pub(crate) struct HandlerActor {
     handler: Arc<dyn ErasedHandler>,
     /// Bounds the runs of this type at once; more wait here, and the slot actors bound how
     /// many they hand out, so nothing queues without limit.
@@ -18,7 +18,7 @@ pub struct HandlerActor {
 }
 
 impl HandlerActor {
-    pub fn new(handler: Arc<dyn ErasedHandler>) -> Self {
+    pub(crate) fn new(handler: Arc<dyn ErasedHandler>) -> Self {
         let permits = Arc::new(Semaphore::new(handler.concurrency()));
         HandlerActor { handler, permits }
     }

@@ -15,12 +15,12 @@ use crate::topic::TopicConfig;
 /// To a handler actor: run this job.
 #[derive(Message)]
 #[rtype(result = "RunReport")]
-pub struct RunJob {
+pub(crate) struct RunJob {
     pub ctx: JobContext<Value>,
 }
 
 /// What a handler actor reports of a run.
-pub struct RunReport {
+pub(crate) struct RunReport {
     pub outcome: Outcome,
     pub duration: Duration,
     pub emitted: Vec<(String, Value)>,
@@ -29,12 +29,12 @@ pub struct RunReport {
 /// To a slot actor: pump now.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Pump;
+pub(crate) struct Pump;
 
 /// To a slot actor (through the supervisor): a job is due at `at`, maybe before you wake.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Wake {
+pub(crate) struct Wake {
     pub at: Millis,
 }
 
@@ -42,47 +42,47 @@ pub struct Wake {
 /// runs handed out from now on use them (backoff, lease extension).
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Retune(pub Arc<TopicConfig>);
+pub(crate) struct Retune(pub Arc<TopicConfig>);
 
 /// To a slot actor: stop pumping, let runs finish within `grace`, give back the leases of
 /// those that do not. Answers how many leases it gave back.
 #[derive(Message)]
 #[rtype(result = "usize")]
-pub struct Drain {
+pub(crate) struct Drain {
     pub grace: Duration,
 }
 
 /// To a slot actor: stop (the supervisor restarts it). For operations and tests.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct Halt;
+pub(crate) struct Halt;
 
 /// To the supervisor: serve every slot of this topic.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct ServeTopic(pub std::sync::Arc<TopicConfig>);
+pub(crate) struct ServeTopic(pub std::sync::Arc<TopicConfig>);
 
 /// To the supervisor: wake a slot.
 #[derive(Message)]
 #[rtype(result = "()")]
-pub struct WakeSlot(pub WakeNotice);
+pub(crate) struct WakeSlot(pub WakeNotice);
 
 /// To the supervisor: each slot actor's state.
 #[derive(Message)]
 #[rtype(result = "Vec<SlotHealth>")]
-pub struct GetHealth;
+pub(crate) struct GetHealth;
 
 /// To the supervisor: drain every slot (see [`Drain`]); answers the leases given back.
 #[derive(Message)]
 #[rtype(result = "usize")]
-pub struct Shutdown {
+pub(crate) struct Shutdown {
     pub grace: Duration,
 }
 
 /// To the supervisor: stop one slot actor, which it then restarts.
 #[derive(Message)]
 #[rtype(result = "bool")]
-pub struct HaltSlot {
+pub(crate) struct HaltSlot {
     pub topic: String,
     pub slot: u32,
 }

@@ -2,11 +2,11 @@
 //! [`slot::SlotActor`] per (topic, slot); slot actors hand jobs to one
 //! [`handler::HandlerActor`] per job type.
 
-pub mod handler;
-pub mod messages;
-pub mod runtime;
-pub mod slot;
-pub mod supervisor;
+pub(crate) mod handler;
+pub(crate) mod messages;
+pub(crate) mod runtime;
+pub(crate) mod slot;
+pub(crate) mod supervisor;
 
-pub use messages::SlotHealth;
-pub use runtime::Runtime;
+pub(crate) use messages::SlotHealth;
+pub(crate) use runtime::Runtime;

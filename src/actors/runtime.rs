@@ -14,12 +14,12 @@ use crate::store::SharedStore;
 use crate::time::SharedClock;
 
 /// A registered job type and the actor that runs it.
-pub struct TypeEntry {
+pub(crate) struct TypeEntry {
     pub handler: Arc<dyn ErasedHandler>,
     pub actor: Addr<HandlerActor>,
 }
 
-pub struct Runtime {
+pub(crate) struct Runtime {
     pub store: SharedStore,
     pub types: HashMap<&'static str, TypeEntry>,
     pub clock: SharedClock,

@@ -25,7 +25,7 @@ use crate::topic::TopicConfig;
 /// Wait before pumping again after the store failed.
 const ERROR_BACKOFF_MS: Millis = 500;
 
-pub struct SlotActor {
+pub(crate) struct SlotActor {
     topic: Arc<TopicConfig>,
     slot: u32,
     rt: Arc<Runtime>,
@@ -54,7 +54,7 @@ pub struct SlotActor {
 }
 
 impl SlotActor {
-    pub fn new(
+    pub(crate) fn new(
         topic: Arc<TopicConfig>,
         slot: u32,
         rt: Arc<Runtime>,

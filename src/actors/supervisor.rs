@@ -18,7 +18,7 @@ struct SlotEntry {
     status: Arc<Mutex<SlotHealth>>,
 }
 
-pub struct Supervisor {
+pub(crate) struct Supervisor {
     rt: Arc<Runtime>,
     slots: BTreeMap<(String, u32), SlotEntry>,
     stopping: bool,
@@ -42,7 +42,7 @@ impl Drop for Supervisor {
 const DISCOVERY_POLLS: u32 = 5;
 
 impl Supervisor {
-    pub fn new(rt: Arc<Runtime>) -> Self {
+    pub(crate) fn new(rt: Arc<Runtime>) -> Self {
         let threads = rt.settings.worker_threads();
         // Arbiters need a running actix System; without one (or for one thread) the slot
         // actors share the supervisor's thread.

@@ -6,7 +6,7 @@
 
 mod peer;
 // The tests' Redis harness: one file, shared with `tests/` and `benches/`.
-#[allow(dead_code)]
+#[allow(dead_code, unreachable_pub)]
 #[path = "../../tests/common/redis_server.rs"]
 mod redis_server;
 mod report;

@@ -34,7 +34,7 @@ async fn command(
     Ok(String::from_utf8_lossy(&out.stdout).to_string())
 }
 
-pub async fn bullmq(ctx: &mut Ctx) -> Result<(), String> {
+pub(super) async fn bullmq(ctx: &mut Ctx) -> Result<(), String> {
     let dir = peer_dir();
     if !dir.join("bench.js").is_file() {
         return Err(format!("{} is missing", dir.display()));

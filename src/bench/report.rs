@@ -102,7 +102,7 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
         .collect()
 }
 
-pub fn print_summary(ctx: &Ctx) {
+pub(super) fn print_summary(ctx: &Ctx) {
     println!("\n== Headline ratios");
     for (name, v, target, met) in goals(ctx) {
         let v = v.map_or("not measured".to_string(), |v| format!("{v:.2}"));
@@ -182,7 +182,7 @@ fn plot(ctx: &Ctx, path: &Path) -> Result<(), String> {
 }
 
 /// The commands a run executes, for BENCHMARKS.md.
-pub fn commands(command: &str, s: &super::Sizes) -> String {
+pub(super) fn commands(command: &str, s: &super::Sizes) -> String {
     let bullmq_rate = s.rate.min(2_000);
     let bullmq_burst = s.burst_jobs.min(100_000);
     format!(
@@ -203,7 +203,7 @@ pub fn commands(command: &str, s: &super::Sizes) -> String {
 }
 
 /// Writes BENCHMARKS.md, benchmarks.json and lateness.svg into `args.out`.
-pub fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
+pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
     std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
     let (md, js, svg) = (
         args.out.join("BENCHMARKS.md"),

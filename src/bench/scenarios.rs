@@ -165,7 +165,7 @@ where
 type Step =
     fn(&mut Ctx) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + '_>>;
 
-pub async fn run(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result<(), String> {
+pub(super) async fn run(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result<(), String> {
     if let Ok(client) = redis::Client::open(ctx.redis_url.as_str())
         && let Ok(mut c) = client.get_multiplexed_async_connection().await
     {

@@ -17,13 +17,13 @@ use super::error::ApiError;
 const OPS: &[&str] = &["/health", "/metrics", "/openapi.json"];
 
 #[derive(Clone)]
-pub struct Auth {
+pub(crate) struct Auth {
     tokens: Arc<Vec<String>>,
     protect_ops: bool,
 }
 
 impl Auth {
-    pub fn new(tokens: Vec<String>, protect_ops: bool) -> Self {
+    pub(crate) fn new(tokens: Vec<String>, protect_ops: bool) -> Self {
         Auth {
             tokens: Arc::new(tokens),
             protect_ops,
@@ -71,7 +71,7 @@ where
     }
 }
 
-pub struct AuthMiddleware<S> {
+pub(crate) struct AuthMiddleware<S> {
     service: Rc<S>,
     auth: Auth,
 }

@@ -9,7 +9,7 @@ use crate::job::{CreateSpec, JobRef};
 use crate::time::Millis;
 
 /// Integers as JSON (and JSON Schema) count them: `5` and `5.0` alike; `5.5` is refused.
-pub mod integer {
+pub(crate) mod integer {
     use serde::de::Error;
     use serde::{Deserialize, Deserializer};
 
@@ -22,18 +22,24 @@ pub mod integer {
         T::try_from(i).map_err(|_| format!("{i} is out of range"))
     }
 
-    pub fn option<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<Option<T>, D::Error> {
+    pub(crate) fn option<'de, D: Deserializer<'de>, T: TryFrom<i64>>(
+        d: D,
+    ) -> Result<Option<T>, D::Error> {
         Option::<serde_json::Number>::deserialize(d)?
             .map(exact)
             .transpose()
             .map_err(D::Error::custom)
     }
 
-    pub fn required<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<T, D::Error> {
+    pub(crate) fn required<'de, D: Deserializer<'de>, T: TryFrom<i64>>(
+        d: D,
+    ) -> Result<T, D::Error> {
         exact(serde_json::Number::deserialize(d)?).map_err(D::Error::custom)
     }
 
-    pub fn list<'de, D: Deserializer<'de>, T: TryFrom<i64>>(d: D) -> Result<Vec<T>, D::Error> {
+    pub(crate) fn list<'de, D: Deserializer<'de>, T: TryFrom<i64>>(
+        d: D,
+    ) -> Result<Vec<T>, D::Error> {
         Vec::<serde_json::Number>::deserialize(d)?
             .into_iter()
             .map(exact)
@@ -43,7 +49,11 @@ pub mod integer {
 }
 
 /// When a job fires: exactly one of `fire_at` (ms since the epoch) and `delay_ms`.
-pub fn when(fire_at: Option<Millis>, delay_ms: Option<i64>, now: Millis) -> ApiResult<Millis> {
+pub(crate) fn when(
+    fire_at: Option<Millis>,
+    delay_ms: Option<i64>,
+    now: Millis,
+) -> ApiResult<Millis> {
     match (fire_at, delay_ms) {
         (Some(_), Some(_)) => Err(ApiError::invalid(
             "fire_at",
@@ -71,7 +81,7 @@ pub fn when(fire_at: Option<Millis>, delay_ms: Option<i64>, now: Millis) -> ApiR
 /// `PUT /v1/topics/{topic}/jobs/{id}` and `POST /v1/topics/{topic}/jobs`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct JobBody {
+pub(crate) struct JobBody {
     /// The job type (the topic's default type when absent).
     #[serde(rename = "type")]
     pub job_type: Option<String>,
@@ -93,7 +103,7 @@ pub struct JobBody {
 /// `POST /v1/topics/{topic}/jobs/{id}/reset`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct ResetBody {
+pub(crate) struct ResetBody {
     #[serde(default, deserialize_with = "integer::option")]
     pub fire_at: Option<Millis>,
     #[serde(default, deserialize_with = "integer::option")]
@@ -103,7 +113,7 @@ pub struct ResetBody {
 /// One reset of a batch.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BatchReset {
+pub(crate) struct BatchReset {
     pub id: String,
     #[serde(default, deserialize_with = "integer::option")]
     pub fire_at: Option<Millis>,
@@ -138,7 +148,7 @@ impl From<BatchCreate> for CreateSpec {
 /// `POST /v1/topics/{topic}/resets`: the heartbeat path.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
-pub struct BatchBody {
+pub(crate) struct BatchBody {
     pub resets: Vec<BatchReset>,
     #[serde(default, deserialize_with = "object_only")]
     pub create: Option<BatchCreate>,
@@ -163,12 +173,12 @@ where
 /// `?shard_key=`: for jobs scheduled with a shard key other than their id.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-pub struct ShardQuery {
+pub(crate) struct ShardQuery {
     pub shard_key: Option<String>,
 }
 
 impl ShardQuery {
-    pub fn job(&self, id: &str) -> JobRef {
+    pub(crate) fn job(&self, id: &str) -> JobRef {
         JobRef::new(id).with_shard_key(self.shard_key.clone())
     }
 }
@@ -176,14 +186,14 @@ impl ShardQuery {
 /// `?mode=create_only`: 409 instead of replacing an existing job.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-pub struct PutQuery {
+pub(crate) struct PutQuery {
     pub mode: Option<String>,
 }
 
 /// Paging: `?limit=&after=`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
-pub struct PageQuery {
+pub(crate) struct PageQuery {
     /// At most this many items (default 100, at most 1000).
     pub limit: Option<usize>,
     /// The `next` of the previous page.
@@ -191,7 +201,7 @@ pub struct PageQuery {
 }
 
 impl PageQuery {
-    pub fn limit(&self) -> ApiResult<usize> {
+    pub(crate) fn limit(&self) -> ApiResult<usize> {
         match self.limit {
             Some(0) => Err(ApiError::invalid("limit", "must be at least 1")),
             Some(n) if n > crate::store::MAX_PAGE => Err(ApiError::invalid(

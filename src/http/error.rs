@@ -16,12 +16,12 @@ use crate::error::Error;
 
 /// The body of every error answer: `{"error": {"code", "message"}}`.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct ErrorBody {
+pub(crate) struct ErrorBody {
     pub error: ApiError,
 }
 
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, utoipa::ToSchema)]
-pub struct ApiError {
+pub(crate) struct ApiError {
     #[serde(skip)]
     pub status: u16,
     pub code: &'static str,
@@ -29,7 +29,7 @@ pub struct ApiError {
 }
 
 impl ApiError {
-    pub fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
+    pub(crate) fn new(status: StatusCode, code: &'static str, message: impl Into<String>) -> Self {
         ApiError {
             status: status.as_u16(),
             code,
@@ -37,7 +37,7 @@ impl ApiError {
         }
     }
 
-    pub fn invalid(field: &str, message: impl std::fmt::Display) -> Self {
+    pub(crate) fn invalid(field: &str, message: impl std::fmt::Display) -> Self {
         ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_argument",
@@ -45,11 +45,11 @@ impl ApiError {
         )
     }
 
-    pub fn not_found(what: impl Into<String>) -> Self {
+    pub(crate) fn not_found(what: impl Into<String>) -> Self {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", what)
     }
 
-    pub fn unauthorized() -> Self {
+    pub(crate) fn unauthorized() -> Self {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
             "unauthorized",
@@ -109,9 +109,9 @@ impl From<Error> for ApiError {
     }
 }
 
-pub type ApiResult<T> = Result<T, ApiError>;
+pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
-pub fn json_error(err: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
+pub(crate) fn json_error(err: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
     let e = match &err {
         JsonPayloadError::ContentType => ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -134,7 +134,7 @@ pub fn json_error(err: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
     e.into()
 }
 
-pub fn query_error(err: QueryPayloadError, _: &HttpRequest) -> actix_web::Error {
+pub(crate) fn query_error(err: QueryPayloadError, _: &HttpRequest) -> actix_web::Error {
     ApiError::new(
         StatusCode::BAD_REQUEST,
         "invalid_argument",
@@ -143,7 +143,7 @@ pub fn query_error(err: QueryPayloadError, _: &HttpRequest) -> actix_web::Error 
     .into()
 }
 
-pub fn path_error(err: PathError, _: &HttpRequest) -> actix_web::Error {
+pub(crate) fn path_error(err: PathError, _: &HttpRequest) -> actix_web::Error {
     ApiError::new(
         StatusCode::BAD_REQUEST,
         "invalid_argument",
@@ -154,7 +154,7 @@ pub fn path_error(err: PathError, _: &HttpRequest) -> actix_web::Error {
 
 /// Gives any error response that is not JSON yet (a 404 of an unknown route, a 405, a
 /// framework error) the JSON error body.
-pub fn ensure_json_body<B: MessageBody + 'static>(
+pub(crate) fn ensure_json_body<B: MessageBody + 'static>(
     res: ServiceResponse<B>,
 ) -> actix_web::Result<ErrorHandlerResponse<B>> {
     let is_json = res

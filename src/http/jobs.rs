@@ -38,7 +38,7 @@ async fn read_back(state: &AppState, topic: &str, job: JobRef) -> ApiResult<Job>
     request_body = JobBody,
     responses((status = 201, body = Job), (status = 200, body = Job), (status = 400, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
-pub async fn put_job(
+pub(crate) async fn put_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     query: web::Query<PutQuery>,
@@ -85,7 +85,7 @@ pub async fn put_job(
 #[utoipa::path(post, path = "/v1/topics/{topic}/jobs", tag = "jobs",
     params(("topic" = String, Path)), request_body = JobBody,
     responses((status = 201, body = Job), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
-pub async fn post_job(
+pub(crate) async fn post_job(
     state: web::Data<AppState>,
     path: web::Path<String>,
     body: web::Json<JobBody>,
@@ -104,7 +104,7 @@ pub async fn post_job(
 #[utoipa::path(get, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
     responses((status = 200, body = Job), (status = 404, body = ErrorBody)))]
-pub async fn get_job(
+pub(crate) async fn get_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     query: web::Query<ShardQuery>,
@@ -122,7 +122,7 @@ pub async fn get_job(
 #[utoipa::path(delete, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
     responses((status = 204), (status = 404, body = ErrorBody)))]
-pub async fn delete_job(
+pub(crate) async fn delete_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     query: web::Query<ShardQuery>,
@@ -141,7 +141,7 @@ pub async fn delete_job(
 #[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/reset", tag = "jobs",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = ResetBody,
     responses((status = 200, body = Job), (status = 404, body = ErrorBody)))]
-pub async fn reset_job(
+pub(crate) async fn reset_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     query: web::Query<ShardQuery>,
@@ -163,7 +163,7 @@ pub async fn reset_job(
 #[utoipa::path(post, path = "/v1/topics/{topic}/resets", tag = "jobs",
     params(("topic" = String, Path)), request_body = BatchBody,
     responses((status = 200, body = ResetReport), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
-pub async fn batch_reset(
+pub(crate) async fn batch_reset(
     state: web::Data<AppState>,
     path: web::Path<String>,
     body: web::Json<BatchBody>,

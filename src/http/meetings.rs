@@ -12,7 +12,7 @@ use crate::jobs::meeting_state::{self, Booking};
 #[utoipa::path(put, path = "/v1/topics/{topic}/meetings/{id}", tag = "meetings",
     params(("topic" = String, Path), ("id" = String, Path)), request_body = Booking,
     responses((status = 201, body = Booking), (status = 200, body = Booking), (status = 400, body = ErrorBody)))]
-pub async fn put_meeting(
+pub(crate) async fn put_meeting(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     body: web::Json<Booking>,
@@ -39,7 +39,7 @@ pub async fn put_meeting(
 #[utoipa::path(get, path = "/v1/topics/{topic}/meetings/{id}", tag = "meetings",
     params(("topic" = String, Path), ("id" = String, Path)),
     responses((status = 200, body = Booking), (status = 404, body = ErrorBody)))]
-pub async fn get_meeting(
+pub(crate) async fn get_meeting(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> ApiResult<HttpResponse> {
@@ -57,7 +57,7 @@ pub async fn get_meeting(
 #[utoipa::path(delete, path = "/v1/topics/{topic}/meetings/{id}", tag = "meetings",
     params(("topic" = String, Path), ("id" = String, Path)),
     responses((status = 204), (status = 404, body = ErrorBody)))]
-pub async fn delete_meeting(
+pub(crate) async fn delete_meeting(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> ApiResult<HttpResponse> {
@@ -75,7 +75,7 @@ pub async fn delete_meeting(
 #[utoipa::path(post, path = "/v1/topics/{topic}/meetings/{id}/approve", tag = "meetings",
     params(("topic" = String, Path), ("id" = String, Path)),
     responses((status = 200), (status = 404, body = ErrorBody)))]
-pub async fn approve_meeting(
+pub(crate) async fn approve_meeting(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
 ) -> ApiResult<HttpResponse> {

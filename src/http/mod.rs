@@ -1,13 +1,13 @@
 //! The HTTP API (v1): routes in [`configure`], shared by `toc serve` and the tests; errors
 //! in `error.rs`; auth in `auth.rs`; the OpenAPI document generated from the handlers.
 
-pub mod auth;
-pub mod body;
-pub mod error;
-pub mod jobs;
-pub mod meetings;
-pub mod ops;
-pub mod topics;
+pub(crate) mod auth;
+pub(crate) mod body;
+pub(crate) mod error;
+pub(crate) mod jobs;
+pub(crate) mod meetings;
+pub(crate) mod ops;
+pub(crate) mod topics;
 
 use actix_web::middleware::ErrorHandlers;
 use actix_web::web;
@@ -17,7 +17,7 @@ use crate::center::TimeoutCenter;
 use crate::config::Settings;
 
 /// What every handler reads.
-pub struct AppState {
+pub(crate) struct AppState {
     pub center: TimeoutCenter,
     pub settings: Settings,
 }
@@ -57,7 +57,7 @@ pub struct AppState {
         crate::events::Event
     ))
 )]
-pub struct ApiDoc;
+pub(crate) struct ApiDoc;
 
 /// The OpenAPI document as served: what utoipa derives from the handlers, with what it cannot
 /// say. A topic view carries its figures beside its settings, so the settings' schema (which
@@ -67,7 +67,7 @@ pub struct ApiDoc;
 /// is one of them.
 /// `payloads` are the payload schemas of the types that declare one: a job of such a type
 /// must match it.
-pub fn document(
+pub(crate) fn document(
     job_types: &[String],
     payloads: &[(String, serde_json::Value)],
 ) -> serde_json::Value {
@@ -241,7 +241,7 @@ pub fn document(
 }
 
 /// Every route of the API. The same function serves `toc serve` and the tests.
-pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
+pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
     let json = web::JsonConfig::default()
         .limit(settings.http.max_body_bytes)
         .error_handler(error::json_error);
@@ -286,6 +286,6 @@ pub fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
 }
 
 /// Turns every error response without a JSON body into one.
-pub fn json_errors<B: actix_web::body::MessageBody + 'static>() -> ErrorHandlers<B> {
+pub(crate) fn json_errors<B: actix_web::body::MessageBody + 'static>() -> ErrorHandlers<B> {
     ErrorHandlers::new().default_handler(error::ensure_json_body)
 }

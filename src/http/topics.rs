@@ -16,7 +16,7 @@ use crate::topic::TopicConfig;
 
 /// A topic: its settings and its figures.
 #[derive(Serialize, ToSchema)]
-pub struct TopicView {
+pub(crate) struct TopicView {
     #[serde(flatten)]
     pub settings: TopicConfig,
     pub scheduled: u64,
@@ -50,7 +50,7 @@ async fn existing(state: &AppState, name: &str) -> ApiResult<std::sync::Arc<Topi
 /// Every topic with its figures: `{"items": [...], "next": null}`.
 #[utoipa::path(get, path = "/v1/topics", tag = "topics",
     responses((status = 200, description = "{\"items\": [TopicView], \"next\": null}")))]
-pub async fn list_topics(state: web::Data<AppState>) -> ApiResult<HttpResponse> {
+pub(crate) async fn list_topics(state: web::Data<AppState>) -> ApiResult<HttpResponse> {
     let mut items = Vec::new();
     for t in state.center.topics().await? {
         items.push(view(&state, &t).await?);
@@ -61,7 +61,7 @@ pub async fn list_topics(state: web::Data<AppState>) -> ApiResult<HttpResponse> 
 #[utoipa::path(get, path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = String, Path)),
     responses((status = 200, body = TopicView), (status = 404, body = ErrorBody)))]
-pub async fn get_topic(
+pub(crate) async fn get_topic(
     state: web::Data<AppState>,
     path: web::Path<String>,
 ) -> ApiResult<HttpResponse> {
@@ -73,7 +73,7 @@ pub async fn get_topic(
 #[utoipa::path(get, path = "/v1/topics/{topic}/dead", tag = "dead letters",
     params(("topic" = String, Path), PageQuery),
     responses((status = 200, body = DeadPage), (status = 400, body = ErrorBody)))]
-pub async fn list_dead(
+pub(crate) async fn list_dead(
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<PageQuery>,
@@ -90,7 +90,7 @@ pub async fn list_dead(
 #[utoipa::path(post, path = "/v1/topics/{topic}/dead/{id}/requeue", tag = "dead letters",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
     responses((status = 200, body = Job), (status = 404, body = ErrorBody)))]
-pub async fn requeue_dead(
+pub(crate) async fn requeue_dead(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     query: web::Query<ShardQuery>,
@@ -111,7 +111,7 @@ pub async fn requeue_dead(
 #[utoipa::path(delete, path = "/v1/topics/{topic}/dead/{id}", tag = "dead letters",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
     responses((status = 204), (status = 404, body = ErrorBody)))]
-pub async fn delete_dead(
+pub(crate) async fn delete_dead(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     query: web::Query<ShardQuery>,
@@ -129,7 +129,7 @@ pub async fn delete_dead(
 #[utoipa::path(get, path = "/v1/topics/{topic}/events", tag = "events",
     params(("topic" = String, Path), PageQuery),
     responses((status = 200, body = EventPage), (status = 400, body = ErrorBody)))]
-pub async fn list_events(
+pub(crate) async fn list_events(
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<PageQuery>,

@@ -21,20 +21,26 @@ use crate::job::Rearmed;
 /// How long a device that used up its alarms waits for its next heartbeat (ten years).
 const PARKED: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 
+/// A device's job: its alarm repeats while the device stays silent.
 #[derive(Debug, Clone, Default, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DevicePayload {
     /// The silence that raises the alarm (the heartbeat's delay), to report silence in full.
     #[serde(default, deserialize_with = "crate::http::body::integer::option")]
     pub timeout_ms: Option<u64>,
+    /// How often the alarm repeats, in ms; the type's default when `None`.
     #[serde(default, deserialize_with = "crate::http::body::integer::option")]
     pub repeat_ms: Option<u64>,
+    /// Most alarms before the job stops repeating; the type's default when `None`.
     #[serde(default, deserialize_with = "crate::http::body::integer::option")]
     pub max_alarms: Option<u32>,
 }
 
+/// The `device_offline` job type: an alarm when a device's heartbeats stop, repeated until it is heard again.
 pub struct DeviceOffline {
+    /// Default repeat interval, in ms.
     pub repeat_ms: u64,
+    /// Default most alarms.
     pub max_alarms: u32,
 }
 

@@ -7,6 +7,7 @@ use serde_json::Value;
 use crate::events::kind;
 use crate::handler::{JobContext, JobHandler, Outcome};
 
+/// The `emit` job type (the default): the job's payload goes to the topic's event stream.
 pub struct Emit;
 
 #[async_trait]

@@ -20,17 +20,22 @@ use crate::handler::{JobContext, JobHandler, Outcome};
 use crate::job::{JobRef, NewJob, ScheduleMode};
 use crate::time::Millis;
 
+/// The job type's name.
 pub const TYPE: &str = "meeting_state";
 
 /// A meeting booking, as the API takes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
 pub struct Booking {
+    /// The meeting's id.
     #[serde(default)]
     pub id: String,
+    /// The room booked.
     pub room: String,
+    /// When the meeting starts.
     #[serde(deserialize_with = "crate::http::body::integer::required")]
     pub start: Millis,
+    /// When it ends.
     #[serde(deserialize_with = "crate::http::body::integer::required")]
     pub end: Millis,
     /// Reminders this long before the start, in ms.
@@ -42,6 +47,7 @@ pub struct Booking {
     /// Unapproved at this instant: the booking is rejected.
     #[serde(default, deserialize_with = "crate::http::body::integer::option")]
     pub approval_deadline: Option<Millis>,
+    /// Whether it is approved (an unapproved booking is released at its deadline).
     #[serde(default)]
     pub approved: bool,
 }
@@ -50,27 +56,41 @@ pub struct Booking {
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "kind", rename_all = "snake_case")]
 pub enum MeetingJob {
+    /// The meeting starts.
     Start {
+        /// The meeting's id.
         meeting_id: String,
+        /// The room.
         room: String,
     },
+    /// The meeting ends.
     End {
+        /// The booking.
         booking: Booking,
     },
+    /// A reminder before the start.
     Reminder {
+        /// The meeting's id.
         meeting_id: String,
+        /// The room.
         room: String,
+        /// What it reminds of.
         of: String,
+        /// How long before the start.
         #[serde(deserialize_with = "crate::http::body::integer::required")]
         before_ms: u64,
     },
+    /// The approval deadline of an unapproved booking.
     Approval {
+        /// The meeting's id.
         meeting_id: String,
+        /// The room.
         room: String,
     },
 }
 
 impl Booking {
+    /// Checks the booking's fields and their order.
     pub fn validate(&self) -> Result<()> {
         meeting_id(&self.id)?;
         if self.room.is_empty() {
@@ -238,6 +258,7 @@ pub async fn cancel_meeting(center: &TimeoutCenter, topic: &str, id: &str) -> Re
     Ok(true)
 }
 
+/// The `meeting_state` job type: a booking's start, end, reminders and approval deadline.
 pub struct MeetingState;
 
 #[async_trait]

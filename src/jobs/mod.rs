@@ -8,6 +8,7 @@ pub mod webhook;
 
 use crate::handler::Handlers;
 
+/// Registers the built-in job types: `emit`, `webhook`, `device_offline`, `meeting_state`.
 pub fn register_builtin(handlers: &mut Handlers) {
     handlers.register(emit::Emit);
     handlers.register(webhook::Webhook::default());

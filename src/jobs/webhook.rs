@@ -13,17 +13,22 @@ use crate::handler::{JobContext, JobHandler, Outcome};
 
 const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 
+/// A webhook job: the HTTP call to make when it fires.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct WebhookPayload {
+    /// The URL to call.
     pub url: String,
+    /// The HTTP method.
     #[serde(default = "post")]
     pub method: String,
+    /// Headers to send.
     #[serde(default)]
     pub headers: BTreeMap<String, String>,
     /// Sent as JSON; no body when absent.
     #[serde(default)]
     pub body: Option<Value>,
+    /// The call's timeout, in ms; the type's default when `None`.
     #[serde(default, deserialize_with = "crate::http::body::integer::option")]
     pub timeout_ms: Option<u64>,
 }
@@ -32,6 +37,7 @@ fn post() -> String {
     "POST".to_string()
 }
 
+/// The `webhook` job type: an HTTP call at the fire time; a failed call is retried.
 pub struct Webhook {
     client: reqwest::Client,
 }

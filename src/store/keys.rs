@@ -5,7 +5,7 @@
 
 /// The six keys of one slot, in the order every script takes them as KEYS[1..6].
 #[derive(Debug, Clone, PartialEq, Eq)]
-pub struct SlotKeys {
+pub(super) struct SlotKeys {
     /// Sorted set of scheduled jobs: member id, score fire time.
     pub due: String,
     /// Sorted set of running jobs: member id, score lease deadline.
@@ -24,7 +24,7 @@ pub struct SlotKeys {
 }
 
 impl SlotKeys {
-    pub fn new(topic: &str, slot: u32) -> Self {
+    pub(super) fn new(topic: &str, slot: u32) -> Self {
         let tag = format!("toc:{{{topic}:{slot}}}");
         let list = ["due", "run", "dead", "job", "seq", "events"].map(|k| format!("{tag}:{k}"));
         let [due, run, dead, job, seq, events] = list.clone();
@@ -39,16 +39,16 @@ impl SlotKeys {
         }
     }
 
-    pub fn all(&self) -> &[String] {
+    pub(super) fn all(&self) -> &[String] {
         &self.list
     }
 }
 
 /// Hash of topic settings: field topic name, value JSON.
-pub const TOPICS: &str = "toc:topics";
+pub(super) const TOPICS: &str = "toc:topics";
 
 /// The pub/sub channel on which a topic's slots are told to wake: the message is the slot.
-pub fn wake_channel(topic: &str) -> String {
+pub(super) fn wake_channel(topic: &str) -> String {
     format!("toc:wake:{topic}")
 }
 

@@ -27,7 +27,6 @@ use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 pub use self::front::StoreFront;
-pub use self::keys::{SlotKeys, wake_channel};
 pub use self::memory::{JournalLen, MemoryEngine, MemoryStore};
 pub use self::redis::{RedisEngine, RedisStore};
 pub use self::topics::StoreOptions;
@@ -96,6 +95,7 @@ pub trait Store: Send + Sync + 'static {
     /// Removes a job in any state; the state it was in, or `None` if there was none.
     async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>>;
 
+    /// A job, or `None`.
     async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>>;
 
     /// Hands out up to `limit` of a slot's due jobs (fire time at or before `now`) with a
@@ -173,13 +173,17 @@ pub trait Store: Send + Sync + 'static {
     }
 }
 
+/// A store shared by the runtime and the HTTP layer.
 pub type SharedStore = Arc<dyn Store>;
 
 /// A notice that a slot has a job due at `at`, earlier than the slot may be sleeping.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WakeNotice {
+    /// The topic.
     pub topic: String,
+    /// The slot.
     pub slot: u32,
+    /// When its earliest job is due.
     pub at: Millis,
 }
 
@@ -189,6 +193,7 @@ impl WakeNotice {
         format!("{}:{}", self.slot, self.at)
     }
 
+    /// Reads a pub/sub message of `topic`; `None` when it is not a notice.
     pub fn decode(topic: &str, text: &str) -> Option<Self> {
         let (slot, at) = text.split_once(':')?;
         Some(WakeNotice {

@@ -28,7 +28,7 @@ use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
-pub struct Record {
+pub(crate) struct Record {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub t: Option<String>,
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -58,7 +58,7 @@ pub struct Record {
 impl Record {
     /// The definition part of a new job's record: only what differs from the topic's
     /// defaults. Empty for a plain job.
-    pub fn spec(
+    pub(crate) fn spec(
         topic: &TopicConfig,
         job_type: Option<&str>,
         payload: &Value,
@@ -77,7 +77,7 @@ impl Record {
     }
 
     /// The record a batch of resets gives the jobs it creates.
-    pub fn for_create(topic: &TopicConfig, spec: &crate::job::CreateSpec) -> Record {
+    pub(crate) fn for_create(topic: &TopicConfig, spec: &crate::job::CreateSpec) -> Record {
         Record::spec(
             topic,
             spec.job_type.as_deref(),
@@ -87,13 +87,13 @@ impl Record {
         )
     }
 
-    pub fn is_empty(&self) -> bool {
+    pub(crate) fn is_empty(&self) -> bool {
         *self == Record::default()
     }
 
     /// The JSON text handed to a script ("" for an empty spec, which the scripts read as a
     /// plain job).
-    pub fn to_arg(&self) -> String {
+    pub(crate) fn to_arg(&self) -> String {
         if self.is_empty() {
             String::new()
         } else {
@@ -101,7 +101,7 @@ impl Record {
         }
     }
 
-    pub fn parse(raw: &str) -> Result<Record> {
+    pub(crate) fn parse(raw: &str) -> Result<Record> {
         if raw.is_empty() {
             return Ok(Record::default());
         }
@@ -110,7 +110,7 @@ impl Record {
 
     /// The job this record describes, given where the job was found: `score` is the due
     /// time (scheduled), the lease deadline (running) or the time of death (dead).
-    pub fn into_job(
+    pub(crate) fn into_job(
         self,
         topic: &TopicConfig,
         id: String,
@@ -150,7 +150,7 @@ impl Record {
 
 /// The page of dead letters after a cursor: each slot's oldest `limit` entries merged, and the
 /// oldest `limit` of them all kept (both engines page this way).
-pub fn dead_page(
+pub(super) fn dead_page(
     topic: &TopicConfig,
     mut entries: Vec<DeadEntry>,
     limit: usize,

@@ -14,7 +14,7 @@ macro_rules! script {
     };
 }
 
-pub struct Scripts {
+pub(super) struct Scripts {
     pub schedule: Script,
     pub reset_many: Script,
     pub pump: Script,
@@ -29,7 +29,7 @@ pub struct Scripts {
 }
 
 impl Scripts {
-    pub fn new() -> Self {
+    pub(super) fn new() -> Self {
         Scripts {
             schedule: script!("schedule.lua"),
             reset_many: script!("reset_many.lua"),

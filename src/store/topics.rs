@@ -46,13 +46,13 @@ impl StoreOptions {
 /// `put_topic`, which updates this cache; a change made by another instance is seen by this
 /// one after its restart (slots, the one setting that matters for routing, never changes).
 #[derive(Default)]
-pub struct TopicCache {
+pub(super) struct TopicCache {
     // A std lock: it is never held across an await.
     map: RwLock<HashMap<String, Arc<TopicConfig>>>,
 }
 
 impl TopicCache {
-    pub fn get(&self, name: &str) -> Option<Arc<TopicConfig>> {
+    pub(super) fn get(&self, name: &str) -> Option<Arc<TopicConfig>> {
         self.map
             .read()
             .expect("topic cache lock")
@@ -60,7 +60,7 @@ impl TopicCache {
             .cloned()
     }
 
-    pub fn insert(&self, config: TopicConfig) -> Arc<TopicConfig> {
+    pub(super) fn insert(&self, config: TopicConfig) -> Arc<TopicConfig> {
         let config = Arc::new(config);
         self.map
             .write()
@@ -71,7 +71,7 @@ impl TopicCache {
 }
 
 /// Checks that `new` may replace `old`.
-pub fn check_update(old: &TopicConfig, new: &TopicConfig) -> Result<()> {
+pub(super) fn check_update(old: &TopicConfig, new: &TopicConfig) -> Result<()> {
     if old.slots != new.slots {
         return Err(Error::TopicConflict {
             topic: new.name.clone(),

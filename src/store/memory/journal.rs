@@ -30,7 +30,7 @@ const MAX_RECORD: usize = 64 * 1024 * 1024;
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
-pub enum Op {
+pub(super) enum Op {
     Topic {
         config: TopicConfig,
     },
@@ -60,7 +60,7 @@ pub enum Op {
     },
 }
 
-pub struct Journal {
+pub(super) struct Journal {
     path: PathBuf,
     policy: FsyncPolicy,
     inner: Mutex<Inner>,
@@ -72,7 +72,7 @@ pub struct Journal {
 /// Where an append ends in this process's stream of appends: wait for it with
 /// [`Journal::durable`].
 #[derive(Debug, Clone, Copy, PartialEq, Eq, PartialOrd, Ord)]
-pub struct Ticket(u64);
+pub(super) struct Ticket(u64);
 
 struct Commit {
     state: Mutex<CommitState>,
@@ -167,7 +167,7 @@ fn corrupt(path: &Path, offset: usize, why: impl std::fmt::Display) -> Error {
 
 /// Reads every record of the journal at `path` (none if it does not exist), dropping a torn
 /// last record and cutting the file back to the records that read.
-pub fn read(path: &Path) -> Result<Vec<Op>> {
+pub(super) fn read(path: &Path) -> Result<Vec<Op>> {
     let mut bytes = Vec::new();
     match File::open(path) {
         Ok(mut f) => {
@@ -235,7 +235,7 @@ fn io(path: &Path, what: &str) -> impl Fn(std::io::Error) -> Error {
 
 impl Journal {
     /// Opens `path` for appending (creating it).
-    pub fn open(path: &Path, policy: FsyncPolicy) -> Result<Journal> {
+    pub(super) fn open(path: &Path, policy: FsyncPolicy) -> Result<Journal> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io(path, "creating its directory"))?;
         }
@@ -277,13 +277,13 @@ impl Journal {
         })
     }
 
-    pub fn path(&self) -> &Path {
+    pub(super) fn path(&self) -> &Path {
         &self.path
     }
 
     /// Appends `ops` as one write and fsyncs it (with `always`) before returning: for the
     /// rare changes made outside an async call (a topic created).
-    pub fn append(&self, ops: &[Op]) -> Result<()> {
+    pub(super) fn append(&self, ops: &[Op]) -> Result<()> {
         let Some(ticket) = self.append_grouped(ops)? else {
             return Ok(());
         };
@@ -303,7 +303,7 @@ impl Journal {
     /// Appends `ops` as one write (to the OS, not yet to disk). With `always`, answers the
     /// ticket to wait for with [`Journal::durable`] before the change is acknowledged; the
     /// lock held meanwhile is only the append's, never an fsync's.
-    pub fn append_grouped(&self, ops: &[Op]) -> Result<Option<Ticket>> {
+    pub(super) fn append_grouped(&self, ops: &[Op]) -> Result<Option<Ticket>> {
         if ops.is_empty() {
             return Ok(None);
         }
@@ -331,7 +331,7 @@ impl Journal {
     }
 
     /// Group commits (fsyncs covering waiting appends) so far.
-    pub fn group_commits(&self) -> u64 {
+    pub(super) fn group_commits(&self) -> u64 {
         self.commit
             .fsyncs
             .load(std::sync::atomic::Ordering::Relaxed)
@@ -339,7 +339,7 @@ impl Journal {
 
     /// Waits until the append that answered `ticket` is on disk (one fsync covers every
     /// append waiting at the time).
-    pub async fn durable(&self, ticket: Ticket) -> Result<()> {
+    pub(super) async fn durable(&self, ticket: Ticket) -> Result<()> {
         let mut rx = self.commit.synced.subscribe();
         let synced = rx
             .wait_for(|s| s.upto >= ticket.0 || s.error.is_some())
@@ -355,7 +355,7 @@ impl Journal {
     }
 
     /// For `every_second`: fsyncs what was appended since the last call.
-    pub fn sync(&self) -> Result<()> {
+    pub(super) fn sync(&self) -> Result<()> {
         let mut inner = self
             .inner
             .lock()
@@ -373,7 +373,7 @@ impl Journal {
 
     /// True when the journal has grown well beyond its last compaction (four times, and by
     /// at least 4 MiB).
-    pub fn wants_compaction(&self) -> bool {
+    pub(super) fn wants_compaction(&self) -> bool {
         let inner = self
             .inner
             .lock()
@@ -382,7 +382,7 @@ impl Journal {
     }
 
     /// Replaces the journal with `live` (the whole live state), atomically.
-    pub fn compact(&self, live: &[Op]) -> Result<()> {
+    pub(super) fn compact(&self, live: &[Op]) -> Result<()> {
         let mut buf = Vec::with_capacity(live.len() * 96);
         for op in live {
             encode(op, &mut buf);

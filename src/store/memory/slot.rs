@@ -18,7 +18,7 @@ use crate::time::Millis;
 
 pub(crate) type Id = Arc<str>;
 
-pub struct Entry {
+pub(super) struct Entry {
     pub id: Id,
     /// `None` for a plain job: nothing differs from the topic's defaults.
     pub rec: Option<Box<Record>>,
@@ -28,7 +28,7 @@ pub struct Entry {
 }
 
 /// A run's outcome, as `finish` takes it.
-pub enum Finish<'a> {
+pub(super) enum Finish<'a> {
     Ack,
     Retry { error: &'a str, at: Millis },
     Repeat { at: Millis },
@@ -65,7 +65,7 @@ fn capped(rec: &Record, at: Millis) -> Millis {
 }
 
 impl SlotState {
-    pub fn new(now: Millis, track: bool) -> Self {
+    pub(super) fn new(now: Millis, track: bool) -> Self {
         SlotState {
             ids: HashMap::new(),
             entries: Vec::new(),
@@ -196,12 +196,12 @@ impl SlotState {
         self.head().is_some_and(|h| h >= at)
     }
 
-    pub fn head(&self) -> Option<Millis> {
+    pub(super) fn head(&self) -> Option<Millis> {
         self.wheel.next_at().map(|h| h as Millis)
     }
 
     /// `schedule.lua`.
-    pub fn schedule(
+    pub(super) fn schedule(
         &mut self,
         id: &str,
         mode: crate::job::ScheduleMode,
@@ -308,7 +308,7 @@ impl SlotState {
     }
 
     /// `reset_many.lua`. `create` is the record spec of a created job.
-    pub fn reset_many(
+    pub(super) fn reset_many(
         &mut self,
         now: Millis,
         create: Option<&Record>,
@@ -455,7 +455,7 @@ impl SlotState {
     }
 
     /// `finish.lua`.
-    pub fn finish(
+    pub(super) fn finish(
         &mut self,
         id: &str,
         token: u64,
@@ -507,7 +507,7 @@ impl SlotState {
     }
 
     /// `touch.lua`.
-    pub fn touch(&mut self, id: &str, token: u64, deadline: Millis) -> bool {
+    pub(super) fn touch(&mut self, id: &str, token: u64, deadline: Millis) -> bool {
         match self.running_with(id, token) {
             Some(k) => {
                 self.set_state(k, JobState::Running, deadline);
@@ -518,7 +518,7 @@ impl SlotState {
     }
 
     /// `cancel.lua`.
-    pub fn cancel(&mut self, id: &str) -> Option<JobState> {
+    pub(super) fn cancel(&mut self, id: &str) -> Option<JobState> {
         let k = self.locate(id)?;
         let state = self.entry(k).state;
         self.remove(k);
@@ -556,7 +556,7 @@ impl SlotState {
     }
 
     /// `requeue.lua`.
-    pub fn requeue(&mut self, id: &str, now: Millis) -> bool {
+    pub(super) fn requeue(&mut self, id: &str, now: Millis) -> bool {
         let Some(k) = self
             .locate(id)
             .filter(|k| self.entry(*k).state == JobState::Dead)
@@ -574,7 +574,7 @@ impl SlotState {
     }
 
     /// `dead_delete.lua`.
-    pub fn dead_delete(&mut self, id: &str) -> bool {
+    pub(super) fn dead_delete(&mut self, id: &str) -> bool {
         match self
             .locate(id)
             .filter(|k| self.entry(*k).state == JobState::Dead)
@@ -610,12 +610,12 @@ impl SlotState {
     }
 
     /// Every job, for compaction.
-    pub fn all(&self) -> impl Iterator<Item = &Entry> {
+    pub(super) fn all(&self) -> impl Iterator<Item = &Entry> {
         self.entries.iter().flatten()
     }
 
     /// Puts a job back as the journal recorded it (replay).
-    pub fn restore(&mut self, id: &str, state: JobState, score: Millis, rec: Record) {
+    pub(super) fn restore(&mut self, id: &str, state: JobState, score: Millis, rec: Record) {
         if let Some(k) = self.locate(id) {
             self.remove(k);
         }
@@ -623,7 +623,7 @@ impl SlotState {
     }
 
     /// Drops a job the journal recorded as gone (replay).
-    pub fn forget(&mut self, id: &str) {
+    pub(super) fn forget(&mut self, id: &str) {
         if let Some(k) = self.locate(id) {
             self.remove(k);
         }

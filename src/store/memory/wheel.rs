@@ -36,6 +36,7 @@ struct Level {
     slots: Vec<Vec<u32>>,
 }
 
+/// The wheel: keys (slab indices) by fire time, in ms.
 pub struct Wheel {
     /// The wheel's current time: every key at or before it is in the ready queue.
     elapsed: u64,
@@ -61,6 +62,7 @@ fn level_range(level: usize) -> u64 {
 }
 
 impl Wheel {
+    /// An empty wheel whose current time is `now`.
     pub fn new(now: u64) -> Self {
         Wheel {
             elapsed: now,

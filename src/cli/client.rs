@@ -1,165 +1,13 @@
-//! The `toc` command line: `toc serve`, and a client of the HTTP API for everything else.
+//! The client commands: each one HTTP call to the service, its answer printed.
 
-use std::path::PathBuf;
 use std::process::ExitCode;
 
-use clap::{Args, Parser, Subcommand};
 use serde_json::{Value, json};
 
-const ENV_HELP: &str = "\
-Environment (client commands): TOC_URL, TOC_TOKEN (toc serve passes over them).
-
-Environment (serve), layered over --config and the built-in defaults (config/default.toml):
-  TOC_STORE                 memory (default) or redis
-  TOC_REDIS_URL             redis://127.0.0.1:6379/
-  TOC_REDIS_CLUSTER_NODES   comma-separated node URLs of a Redis Cluster
-  TOC_LISTEN                127.0.0.1:8080
-  TOC_TOKENS                comma-separated bearer tokens (auth is off when empty)
-  TOC_AUTH_HEALTH_AND_METRICS  true to require a token on /health and /metrics too
-  TOC_LOG_FORMAT            text or json (levels from RUST_LOG, default info)
-  TOC_MEMORY_JOURNAL        journal file of the memory store (empty: memory only)
-  TOC_MEMORY_FSYNC          always or every_second
-  TOC_RUNTIME_POLL_MS, TOC_RUNTIME_PUMP_BATCH, TOC_RUNTIME_GRACE_MS, TOC_RUNTIME_EVENTS_MAX_LEN,
-  TOC_RUNTIME_WORKERS (slot actor threads; 0: one per core), TOC_RUNTIME_FOREIGN_TYPES
-  TOC_HTTP_MAX_BODY_BYTES, TOC_HTTP_MAX_BATCH_BODY_BYTES, TOC_HTTP_MAX_BATCH_RESETS
-  TOC_TOPICS_AUTO_CREATE, TOC_TOPICS_DEFAULTS_<SETTING> (e.g. TOC_TOPICS_DEFAULTS_SLOTS)
-Every setting has one: TOC_ + its path in config/default.toml, in upper case.";
-
-#[derive(Parser)]
-#[command(name = "toc", version, about = "timeout-center: jobs that fire at a future instant, at least once and on time", after_help = ENV_HELP)]
-pub struct Cli {
-    /// The service's address (client commands).
-    #[arg(
-        long,
-        env = "TOC_URL",
-        default_value = "http://127.0.0.1:8080",
-        global = true
-    )]
-    pub url: String,
-    /// Bearer token (client commands).
-    #[arg(long, env = "TOC_TOKEN", global = true, hide_env_values = true)]
-    pub token: Option<String>,
-    /// Print the API's JSON instead of tables.
-    #[arg(long, global = true)]
-    pub json: bool,
-    #[command(subcommand)]
-    pub command: Command,
-}
-
-#[derive(Subcommand)]
-pub enum Command {
-    /// Run the service: store, runtime and HTTP API.
-    Serve {
-        /// A settings file layered over the built-in defaults.
-        #[arg(long, env = "TOC_CONFIG")]
-        config: Option<PathBuf>,
-    },
-    /// Schedule, read, cancel and reset jobs.
-    #[command(subcommand)]
-    Job(JobCmd),
-    /// Dead letters.
-    #[command(subcommand)]
-    Dead(DeadCmd),
-    /// Topics and their figures.
-    #[command(subcommand)]
-    Topic(TopicCmd),
-    /// A topic's event stream.
-    Events {
-        topic: String,
-        #[arg(long)]
-        after: Option<String>,
-        #[arg(long, default_value_t = 100)]
-        limit: usize,
-    },
-    /// The service's health.
-    Health,
-    /// Load generator and benchmark: `toc bench all --quick` for a short check, `toc bench
-    /// all` for the published figures (BENCHMARKS.md).
-    #[cfg(feature = "bench")]
-    Bench(crate::bench::BenchArgs),
-}
-
-#[derive(Args)]
-pub struct When {
-    /// Fire time, ms since the Unix epoch.
-    #[arg(long, conflicts_with = "delay_ms")]
-    pub fire_at: Option<i64>,
-    /// Fire this many ms from now.
-    #[arg(long)]
-    pub delay_ms: Option<i64>,
-}
-
-#[derive(Subcommand)]
-pub enum JobCmd {
-    /// Create or replace a job.
-    Put {
-        topic: String,
-        id: String,
-        #[command(flatten)]
-        when: When,
-        #[arg(long = "type")]
-        job_type: Option<String>,
-        /// JSON payload.
-        #[arg(long)]
-        payload: Option<String>,
-        #[arg(long)]
-        max_attempts: Option<u32>,
-        #[arg(long)]
-        shard_key: Option<String>,
-        /// Fail (409) instead of replacing an existing job.
-        #[arg(long)]
-        create_only: bool,
-    },
-    Get {
-        topic: String,
-        id: String,
-        #[arg(long)]
-        shard_key: Option<String>,
-    },
-    Cancel {
-        topic: String,
-        id: String,
-        #[arg(long)]
-        shard_key: Option<String>,
-    },
-    /// Move a job's fire time.
-    Reset {
-        topic: String,
-        id: String,
-        #[command(flatten)]
-        when: When,
-        #[arg(long)]
-        shard_key: Option<String>,
-    },
-}
-
-#[derive(Subcommand)]
-pub enum DeadCmd {
-    Ls {
-        topic: String,
-        #[arg(long, default_value_t = 100)]
-        limit: usize,
-        #[arg(long)]
-        after: Option<String>,
-    },
-    Requeue {
-        topic: String,
-        id: String,
-    },
-    Rm {
-        topic: String,
-        id: String,
-    },
-}
-
-#[derive(Subcommand)]
-pub enum TopicCmd {
-    Ls,
-    Show { topic: String },
-}
+use super::{Cli, Command, DeadCmd, JobCmd, TopicCmd, When};
 
 /// A failed command: its message and exit code.
-pub struct Failure {
+pub(super) struct Failure {
     pub message: String,
     pub code: u8,
 }
@@ -263,7 +111,7 @@ fn when_body(when: &When) -> Result<Value, Failure> {
 }
 
 /// Runs a client command; prints its result.
-pub async fn run(cli: Cli) -> Result<(), Failure> {
+pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
     use reqwest::Method;
     let client = Client {
         http: reqwest::Client::new(),
@@ -491,7 +339,7 @@ fn print(value: &Value, view: View) {
 }
 
 /// Exit code of a failure.
-pub fn exit(f: Failure) -> ExitCode {
+pub(super) fn exit(f: Failure) -> ExitCode {
     eprintln!("toc: {}", f.message);
     ExitCode::from(f.code)
 }
