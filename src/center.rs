@@ -5,7 +5,7 @@
 //!
 //! Start it inside an actix system (`#[actix_web::main]`, `#[actix_rt::main]`).
 
-use std::collections::HashSet;
+use std::collections::{BTreeMap, HashSet};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -229,15 +229,12 @@ impl TimeoutCenter {
     }
 
     /// The payload schema of each registered type that declares one (the API description).
-    pub fn payload_schemas(&self) -> Vec<(String, Value)> {
-        let mut all: Vec<(String, Value)> = self
-            .rt
+    pub fn payload_schemas(&self) -> BTreeMap<String, Value> {
+        self.rt
             .types
             .iter()
             .filter_map(|(name, e)| Some((name.to_string(), e.handler.payload_schema()?)))
-            .collect();
-        all.sort_by(|a, b| a.0.cmp(&b.0));
-        all
+            .collect()
     }
 
     /// `check_job` against the topic's settings, or the ones it would be created with: a
@@ -377,7 +374,7 @@ impl TimeoutCenter {
             .iter()
             .filter_map(|r| {
                 let entry = self.rt.types.get(r.job_type.as_str())?;
-                let (event, data) = entry.handler.on_rearm(r)?;
+                let Emitted { event, data } = entry.handler.on_rearm(r)?;
                 Some(Event {
                     id: String::new(),
                     topic: topic.to_string(),
@@ -399,9 +396,7 @@ impl TimeoutCenter {
     /// Removes a job in any state; the state it was in, or `None`.
     pub async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
         let state = self.rt.store.cancel(topic, job).await?;
-        if state.is_some() {
-            self.rt.metrics.cancelled.with_label_values(&[topic]).inc();
-        }
+        self.rt.metrics.count_cancelled(topic, state);
         Ok(state)
     }
 

@@ -93,7 +93,7 @@ impl Event {
         let mut events: Vec<Event> = s
             .emitted
             .iter()
-            .map(|(name, data)| Event::of_run(s, name, data.clone()))
+            .map(|e| Event::of_run(s, &e.event, e.data.clone()))
             .collect();
         if let Some((name, data)) = outcome_event(&s.outcome, finished) {
             events.push(Event::of_run(s, name, data));
@@ -119,7 +119,7 @@ impl Event {
 /// The runtime's own event for what the store did with a run's outcome: its name and data.
 /// `lua/settle.lua` writes the same events; the conformance suite holds the two together.
 /// A released or stale run has none.
-pub fn outcome_event(outcome: &RunOutcome, finished: Finished) -> Option<(&'static str, Value)> {
+fn outcome_event(outcome: &RunOutcome, finished: Finished) -> Option<(&'static str, Value)> {
     let error = match outcome {
         RunOutcome::Retry { error, .. } | RunOutcome::Bury { error } => error.as_str(),
         _ => "",

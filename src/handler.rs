@@ -10,7 +10,9 @@ use async_trait::async_trait;
 use serde::de::DeserializeOwned;
 use serde_json::Value;
 
-use crate::job::{Job, Rearmed};
+use crate::error::Result;
+use crate::job::{Emitted, Job, JobRef, JobState, Rearmed};
+use crate::metrics::Metrics;
 use crate::store::SharedStore;
 use crate::time::Millis;
 
@@ -59,7 +61,7 @@ impl Outcome {
 /// Events a handler emits, appended to the topic's stream after its run.
 #[derive(Clone, Default)]
 pub struct Emitter {
-    events: Arc<Mutex<Vec<(String, Value)>>>,
+    events: Arc<Mutex<Vec<Emitted>>>,
 }
 
 impl Emitter {
@@ -67,10 +69,10 @@ impl Emitter {
         self.events
             .lock()
             .expect("emitter lock")
-            .push((event.into(), data));
+            .push(Emitted::new(event, data));
     }
 
-    pub fn take(&self) -> Vec<(String, Value)> {
+    pub fn take(&self) -> Vec<Emitted> {
         std::mem::take(&mut *self.events.lock().expect("emitter lock"))
     }
 }
@@ -87,9 +89,35 @@ pub struct JobContext<P> {
     pub fired_at: Millis,
     /// Where the handler's events go; they are stored with the run's outcome.
     pub events: Emitter,
-    /// The store, for types that manage other jobs (a meeting's approval expiry cancels the
-    /// rest of its booking).
-    pub store: SharedStore,
+    /// Other jobs, for types that manage them (a meeting's approval expiry cancels the rest
+    /// of its booking).
+    pub jobs: OtherJobs,
+}
+
+/// Other jobs of the store, as a handler may touch them: read, and cancelled the way the
+/// center cancels (counted in `jobs_cancelled_total`).
+#[derive(Clone)]
+pub struct OtherJobs {
+    store: SharedStore,
+    metrics: Arc<Metrics>,
+}
+
+impl OtherJobs {
+    pub(crate) fn new(store: SharedStore, metrics: Arc<Metrics>) -> Self {
+        OtherJobs { store, metrics }
+    }
+
+    /// A job, or `None`.
+    pub async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
+        self.store.get(topic, job).await
+    }
+
+    /// Removes a job in any state; the state it was in, or `None`.
+    pub async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
+        let state = self.store.cancel(topic, job).await?;
+        self.metrics.count_cancelled(topic, state);
+        Ok(state)
+    }
 }
 
 impl<P> JobContext<P> {
@@ -124,7 +152,7 @@ pub trait JobHandler: Send + Sync + 'static {
 
     /// A reset reached a job of this type that had fired and repeated since its last reset
     /// (a device heard again after its alarm). Returns an event to append, if any.
-    fn on_rearm(&self, _rearmed: &Rearmed) -> Option<(String, Value)> {
+    fn on_rearm(&self, _rearmed: &Rearmed) -> Option<Emitted> {
         None
     }
 
@@ -142,7 +170,7 @@ pub trait ErasedHandler: Send + Sync + 'static {
     fn concurrency(&self) -> usize;
     fn timeout(&self) -> Duration;
     async fn handle(&self, ctx: JobContext<Value>) -> Outcome;
-    fn on_rearm(&self, rearmed: &Rearmed) -> Option<(String, Value)>;
+    fn on_rearm(&self, rearmed: &Rearmed) -> Option<Emitted>;
     /// Whether `payload` decodes as this type's payload; the error names the field
     /// (`payload.url: missing field`).
     fn check_payload(&self, payload: &Value) -> Result<(), String>;
@@ -222,12 +250,12 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
             payload,
             fired_at: ctx.fired_at,
             events: ctx.events,
-            store: ctx.store,
+            jobs: ctx.jobs,
         };
         self.handler.handle(typed).await
     }
 
-    fn on_rearm(&self, rearmed: &Rearmed) -> Option<(String, Value)> {
+    fn on_rearm(&self, rearmed: &Rearmed) -> Option<Emitted> {
         self.handler.on_rearm(rearmed)
     }
 

@@ -327,6 +327,25 @@ pub enum RunOutcome {
     Release,
 }
 
+/// An event a handler emits: its name and data.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Emitted {
+    /// The event's name (`device.offline`).
+    pub event: String,
+    /// Its data.
+    pub data: Value,
+}
+
+impl Emitted {
+    /// The event `event` with `data`.
+    pub fn new(event: impl Into<String>, data: Value) -> Self {
+        Emitted {
+            event: event.into(),
+            data,
+        }
+    }
+}
+
 /// A run's outcome with the events its handler emitted, for [`Store::settle`]: the store
 /// applies the outcome and appends the events (the handler's, then the runtime's own for the
 /// result) in one atomic step, so no job is acknowledged whose events were not stored.
@@ -340,8 +359,8 @@ pub struct Settlement {
     pub outcome: RunOutcome,
     /// When the run was handed to its handler: the events' `fired_at`.
     pub fired_at: Millis,
-    /// Events the handler emitted, as (name, data), in order.
-    pub emitted: Vec<(String, Value)>,
+    /// Events the handler emitted, in order.
+    pub emitted: Vec<Emitted>,
 }
 
 impl Settlement {

@@ -51,6 +51,13 @@ impl Default for Metrics {
 }
 
 impl Metrics {
+    /// Counts a cancel that found a job (`state` is what the store answered).
+    pub(crate) fn count_cancelled(&self, topic: &str, state: Option<crate::job::JobState>) {
+        if state.is_some() {
+            self.cancelled.with_label_values(&[topic]).inc();
+        }
+    }
+
     pub fn new() -> Self {
         let registry = Registry::new_custom(Some("toc".into()), None).expect("valid registry");
         let seconds = vec![

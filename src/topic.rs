@@ -7,8 +7,6 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::time::Millis;
 
-/// Longest topic name accepted.
-pub(crate) const MAX_TOPIC_NAME: usize = 128;
 /// Most slots a topic may have.
 pub(crate) const MAX_SLOTS: u32 = 4096;
 
@@ -124,7 +122,7 @@ impl TopicConfig {
 
     /// Checks every setting, naming the first one that is wrong.
     pub fn validate(&self) -> Result<()> {
-        validate_topic_name(&self.name)?;
+        crate::validate::topic_name(&self.name)?;
         if !self.slots.is_power_of_two() || self.slots > MAX_SLOTS {
             return Err(Error::invalid(
                 "slots",
@@ -159,30 +157,6 @@ impl TopicConfig {
     pub fn lease_deadline(&self, now: Millis) -> Millis {
         now.saturating_add(self.visibility_timeout_ms as Millis)
     }
-}
-
-/// A topic name: 1 to 128 characters of `[A-Za-z0-9_.-]`.
-pub(crate) fn validate_topic_name(name: &str) -> Result<()> {
-    if name.is_empty() || name.len() > MAX_TOPIC_NAME {
-        return Err(Error::invalid(
-            "topic",
-            format!(
-                "must be 1 to {MAX_TOPIC_NAME} characters, got {}",
-                name.len()
-            ),
-        ));
-    }
-    if let Some(c) = name.chars().find(|c| !is_name_char(*c)) {
-        return Err(Error::invalid(
-            "topic",
-            format!("{c:?} is not allowed; use [A-Za-z0-9_.-]"),
-        ));
-    }
-    Ok(())
-}
-
-pub(crate) fn is_name_char(c: char) -> bool {
-    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
 }
 
 #[cfg(test)]

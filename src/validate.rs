@@ -6,13 +6,14 @@ use serde_json::Value;
 use crate::error::{Error, Result};
 use crate::job::{CreateSpec, NewJob, Reset};
 use crate::time::Millis;
-use crate::topic::{TopicConfig, is_name_char};
 
 /// Longest job id or shard key, in characters.
 pub(crate) const MAX_ID_LEN: usize = 512;
 /// Longest delay a job may be scheduled with (about 2,850 years), so that every delay the
 /// API documents fits below `MAX_MILLIS` whatever the clock says.
 pub const MAX_DELAY_MS: i64 = 89_999_999_999_999;
+/// Longest topic name accepted.
+pub(crate) const MAX_TOPIC_NAME: usize = 128;
 /// Longest job type name.
 pub(crate) const MAX_TYPE_LEN: usize = 64;
 /// Latest instant accepted: the largest 14-digit number of milliseconds.
@@ -53,17 +54,14 @@ pub(crate) fn job_type(t: &str) -> Result<()> {
     Ok(())
 }
 
-/// The payload's size as stored (compact JSON), checked against the topic's limit.
-pub(crate) fn payload(topic: &TopicConfig, payload: &Value) -> Result<()> {
+/// The payload's size as stored (compact JSON), checked against its topic's `limit`.
+pub(crate) fn payload(limit: usize, payload: &Value) -> Result<()> {
     if payload.is_null() {
         return Ok(());
     }
     let size = serde_json::to_vec(payload).map(|v| v.len()).unwrap_or(0);
-    if size > topic.max_payload_bytes {
-        return Err(Error::PayloadTooLarge {
-            size,
-            limit: topic.max_payload_bytes,
-        });
+    if size > limit {
+        return Err(Error::PayloadTooLarge { size, limit });
     }
     Ok(())
 }
@@ -87,8 +85,8 @@ fn max_attempts(n: Option<u32>) -> Result<()> {
     Ok(())
 }
 
-/// Every check of a job to schedule.
-pub(crate) fn new_job(topic: &TopicConfig, job: &NewJob) -> Result<()> {
+/// Every check of a job to schedule; `payload_limit` is its topic's `max_payload_bytes`.
+pub(crate) fn new_job(payload_limit: usize, job: &NewJob) -> Result<()> {
     job_id(&job.id)?;
     shard_key(job.shard_key.as_deref())?;
     if let Some(t) = &job.job_type {
@@ -101,22 +99,22 @@ pub(crate) fn new_job(topic: &TopicConfig, job: &NewJob) -> Result<()> {
         fire_at("max_fire_at", max)?;
     }
     max_attempts(job.max_attempts)?;
-    payload(topic, &job.payload)
+    payload(payload_limit, &job.payload)
 }
 
 /// Every check of the create part of a batch of resets.
-pub(crate) fn create_spec(topic: &TopicConfig, spec: &CreateSpec) -> Result<()> {
+pub(crate) fn create_spec(payload_limit: usize, spec: &CreateSpec) -> Result<()> {
     if let Some(t) = &spec.job_type {
         job_type(t)?;
     }
     max_attempts(spec.max_attempts)?;
-    payload(topic, &spec.payload)
+    payload(payload_limit, &spec.payload)
 }
 
 /// Every check of a batch of resets and its create part, before any slot is touched: a bad
 /// batch changes nothing.
 pub(crate) fn reset_batch(
-    topic: &TopicConfig,
+    payload_limit: usize,
     resets: &[Reset],
     create: Option<&CreateSpec>,
 ) -> Result<()> {
@@ -126,7 +124,31 @@ pub(crate) fn reset_batch(
         fire_at("fire_at", r.fire_at)?;
     }
     match create {
-        Some(spec) => create_spec(topic, spec),
+        Some(spec) => create_spec(payload_limit, spec),
         None => Ok(()),
     }
+}
+
+/// A topic name: 1 to 128 characters of `[A-Za-z0-9_.-]`.
+pub(crate) fn topic_name(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_TOPIC_NAME {
+        return Err(Error::invalid(
+            "topic",
+            format!(
+                "must be 1 to {MAX_TOPIC_NAME} characters, got {}",
+                name.len()
+            ),
+        ));
+    }
+    if let Some(c) = name.chars().find(|c| !is_name_char(*c)) {
+        return Err(Error::invalid(
+            "topic",
+            format!("{c:?} is not allowed; use [A-Za-z0-9_.-]"),
+        ));
+    }
+    Ok(())
+}
+
+pub(crate) fn is_name_char(c: char) -> bool {
+    c.is_ascii_alphanumeric() || matches!(c, '_' | '.' | '-')
 }

@@ -11,7 +11,8 @@ use std::time::Duration;
 use actix_web::{App, HttpResponse, HttpServer, web};
 use serde_json::json;
 use timeout_center::events::kind;
-use timeout_center::jobs::meeting_state::{self, Booking};
+use timeout_center::jobs::meeting_state::Booking;
+use timeout_center::meetings;
 use timeout_center::time::now_ms;
 use timeout_center::*;
 
@@ -203,22 +204,18 @@ async fn meeting_state_plans_start_end_reminders_and_approval(e: Engine) {
         approved: false,
     };
     assert!(
-        !meeting_state::put_meeting(&c, "rooms", approved.clone())
+        !meetings::put_meeting(&c, "rooms", approved.clone())
             .await
             .unwrap()
     );
-    assert!(
-        meeting_state::approve_meeting(&c, "rooms", "m1")
-            .await
-            .unwrap()
-    );
+    assert!(meetings::approve_meeting(&c, "rooms", "m1").await.unwrap());
     let unapproved = Booking {
         id: "m2".into(),
         start: t + 400,
         end: t + 800,
         ..approved.clone()
     };
-    meeting_state::put_meeting(&c, "rooms", unapproved)
+    meetings::put_meeting(&c, "rooms", unapproved)
         .await
         .unwrap();
     let moved = Booking {
@@ -227,7 +224,7 @@ async fn meeting_state_plans_start_end_reminders_and_approval(e: Engine) {
         approval_deadline: None,
         ..approved.clone()
     };
-    meeting_state::put_meeting(&c, "rooms", moved.clone())
+    meetings::put_meeting(&c, "rooms", moved.clone())
         .await
         .unwrap();
     let moved_again = Booking {
@@ -237,7 +234,7 @@ async fn meeting_state_plans_start_end_reminders_and_approval(e: Engine) {
         ..moved
     };
     assert!(
-        meeting_state::put_meeting(&c, "rooms", moved_again)
+        meetings::put_meeting(&c, "rooms", moved_again)
             .await
             .unwrap()
     );
@@ -246,19 +243,9 @@ async fn meeting_state_plans_start_end_reminders_and_approval(e: Engine) {
         approval_deadline: None,
         ..approved.clone()
     };
-    meeting_state::put_meeting(&c, "rooms", cancelled)
-        .await
-        .unwrap();
-    assert!(
-        meeting_state::cancel_meeting(&c, "rooms", "m4")
-            .await
-            .unwrap()
-    );
-    assert!(
-        !meeting_state::cancel_meeting(&c, "rooms", "m4")
-            .await
-            .unwrap()
-    );
+    meetings::put_meeting(&c, "rooms", cancelled).await.unwrap();
+    assert!(meetings::cancel_meeting(&c, "rooms", "m4").await.unwrap());
+    assert!(!meetings::cancel_meeting(&c, "rooms", "m4").await.unwrap());
 
     events_until(&c, "rooms", 10, |ev| {
         ev.iter().filter(|e| e.event == "meeting.ended").count() == 2
@@ -298,9 +285,7 @@ async fn meeting_state_plans_start_end_reminders_and_approval(e: Engine) {
     assert!(of("m4").is_empty());
     assert!(events.iter().all(|e| e.fired_at >= e.fire_at));
     let bad = Booking { end: t, ..approved };
-    let err = meeting_state::put_meeting(&c, "rooms", bad)
-        .await
-        .unwrap_err();
+    let err = meetings::put_meeting(&c, "rooms", bad).await.unwrap_err();
     assert!(
         matches!(err, Error::Unprocessable { field: "end", .. }),
         "{err}"

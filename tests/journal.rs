@@ -90,7 +90,7 @@ async fn the_journal_keeps_settled_events_with_their_outcomes() {
         for slot in 0..16 {
             for run in s.pump("t", slot, T0 + 5_000, 10).await.unwrap().jobs {
                 let mut st = Settlement::new(run, RunOutcome::Ack, T0 + 5_000);
-                st.emitted = vec![("job.fired".into(), json!({"slot": slot}))];
+                st.emitted = vec![Emitted::new("job.fired", json!({"slot": slot}))];
                 let done = s.settle("t", slot, &[st], T0 + 5_001).await.unwrap();
                 batch.extend(done);
             }

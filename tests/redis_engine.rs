@@ -71,7 +71,7 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
         .query(&mut conn)
         .unwrap();
     let mut settlement = Settlement::new(run, RunOutcome::Ack, T0);
-    settlement.emitted = vec![("job.fired".into(), json!({"n": 1}))];
+    settlement.emitted = vec![Emitted::new("job.fired", json!({"n": 1}))];
     let err = s.settle("t", 0, &[settlement], T0 + 1).await;
     assert!(err.is_err(), "a failed append is an error: {err:?}");
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();

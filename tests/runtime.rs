@@ -1,6 +1,6 @@
-//! The actor runtime against a real Redis: firing on time and never early, waking early
-//! jobs, retries, repeats, dead letters, resets during runs, panics, restarts, shutdown,
-//! and two runtimes sharing one store.
+//! The actor runtime, on both engines (the memory engine and a real Redis): firing on time
+//! and never early, waking early jobs, retries, repeats, dead letters, resets during runs,
+//! panics, restarts, shutdown, long runs; and, on Redis, two runtimes sharing one store.
 
 #[macro_use]
 mod common;

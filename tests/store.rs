@@ -773,8 +773,8 @@ async fn settle_applies_a_batch_with_its_events_in_one_step(e: Engine) {
     let settle = |id: &str, outcome: RunOutcome| {
         let mut st = Settlement::new(runs[id].clone(), outcome, T0 + 3);
         st.emitted = vec![
-            ("job.fired".into(), json!({"id": id})),
-            ("custom.note".into(), json!([1, "two"])),
+            Emitted::new("job.fired", json!({"id": id})),
+            Emitted::new("custom.note", json!([1, "two"])),
         ];
         st
     };
@@ -864,9 +864,9 @@ async fn a_stale_settlement_appends_no_event(e: Engine) {
     let s = &*e.store;
     let (old, new) = two_runs_of_one_job(s).await;
     let mut late = Settlement::new(old, RunOutcome::Ack, T0);
-    late.emitted = vec![("job.fired".into(), json!(null))];
+    late.emitted = vec![Emitted::new("job.fired", json!(null))];
     let mut fresh = Settlement::new(new, RunOutcome::Ack, T0 + 1_000);
-    fresh.emitted = vec![("job.fired".into(), json!(null))];
+    fresh.emitted = vec![Emitted::new("job.fired", json!(null))];
     // Both runs of the job in one batch: only the one holding the lease counts.
     let done = s.settle("t", 0, &[late, fresh], T0 + 1_001).await.unwrap();
     assert_eq!(done, vec![Finished::Stale, Finished::Done]);

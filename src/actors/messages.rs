@@ -8,6 +8,7 @@ use serde::Serialize;
 use serde_json::Value;
 
 use crate::handler::{JobContext, Outcome};
+use crate::job::Emitted;
 use crate::store::WakeNotice;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -23,7 +24,7 @@ pub(crate) struct RunJob {
 pub(crate) struct RunReport {
     pub outcome: Outcome,
     pub duration: Duration,
-    pub emitted: Vec<(String, Value)>,
+    pub emitted: Vec<Emitted>,
 }
 
 /// To a slot actor: pump now.

@@ -17,7 +17,7 @@ use tokio::sync::watch;
 
 use super::messages::{Drain, Halt, Pump, Retune, RunJob, RunReport, SlotHealth, Wake};
 use super::runtime::Runtime;
-use crate::handler::{Emitter, JobContext, Outcome};
+use crate::handler::{Emitter, JobContext, OtherJobs, Outcome};
 use crate::job::{Finished, Leased, RunOutcome, Settlement};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -299,7 +299,7 @@ async fn run_with_lease(
         payload: lease.job.payload.clone(),
         fired_at,
         events: Emitter::default(),
-        store: rt.store.clone(),
+        jobs: OtherJobs::new(rt.store.clone(), rt.metrics.clone()),
     };
     let send = entry.actor.send(RunJob { ctx });
     tokio::pin!(send);

@@ -6,7 +6,8 @@ use serde_json::json;
 
 use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
-use crate::jobs::meeting_state::{self, Booking};
+use crate::jobs::meeting_state::Booking;
+use crate::meetings;
 
 /// Creates (201) or moves (200) a booking's jobs.
 #[utoipa::path(put, path = "/v1/topics/{topic}/meetings/{id}", tag = "meetings",
@@ -27,7 +28,7 @@ pub(crate) async fn put_meeting(
         .into());
     }
     booking.id = id;
-    let existed = meeting_state::put_meeting(&state.center, &topic, booking.clone()).await?;
+    let existed = meetings::put_meeting(&state.center, &topic, booking.clone()).await?;
     let mut res = if existed {
         HttpResponse::Ok()
     } else {
@@ -45,7 +46,7 @@ pub(crate) async fn get_meeting(
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
     crate::validate::job_id(&id)?;
-    match meeting_state::get_meeting(&state.center, &topic, &id).await? {
+    match meetings::get_meeting(&state.center, &topic, &id).await? {
         Some(b) => Ok(HttpResponse::Ok().json(b)),
         None => Err(ApiError::not_found(format!(
             "no meeting {id:?} in topic {topic:?}"
@@ -63,7 +64,7 @@ pub(crate) async fn delete_meeting(
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
     crate::validate::job_id(&id)?;
-    if !meeting_state::cancel_meeting(&state.center, &topic, &id).await? {
+    if !meetings::cancel_meeting(&state.center, &topic, &id).await? {
         return Err(ApiError::not_found(format!(
             "no meeting {id:?} in topic {topic:?}"
         )));
@@ -81,7 +82,7 @@ pub(crate) async fn approve_meeting(
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
     crate::validate::job_id(&id)?;
-    if !meeting_state::approve_meeting(&state.center, &topic, &id).await? {
+    if !meetings::approve_meeting(&state.center, &topic, &id).await? {
         return Err(ApiError::not_found(format!(
             "no meeting {id:?} in topic {topic:?}"
         )));

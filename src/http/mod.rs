@@ -69,7 +69,7 @@ pub(crate) struct ApiDoc;
 /// must match it.
 pub(crate) fn document(
     job_types: &[String],
-    payloads: &[(String, serde_json::Value)],
+    payloads: &std::collections::BTreeMap<String, serde_json::Value>,
 ) -> serde_json::Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
     if let Some(config) = doc
@@ -81,7 +81,7 @@ pub(crate) fn document(
     // What utoipa cannot derive: the limits the API checks, and the error answers every
     // route can give (bad input, auth, unknown topic, body too large or not JSON, the store
     // away).
-    let name = format!("^[A-Za-z0-9_.-]{{1,{}}}$", crate::topic::MAX_TOPIC_NAME);
+    let name = format!("^[A-Za-z0-9_.-]{{1,{}}}$", crate::validate::MAX_TOPIC_NAME);
     let key = serde_json::json!({"type": "string", "minLength": 1, "maxLength": crate::validate::MAX_ID_LEN});
     if let Some(paths) = doc.pointer_mut("/paths").and_then(|p| p.as_object_mut()) {
         for (path, item) in paths.iter_mut() {

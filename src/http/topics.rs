@@ -9,7 +9,6 @@ use super::AppState;
 use super::body::{PageQuery, ShardQuery};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::events::EventPage;
-#[allow(unused_imports)]
 use crate::job::{DeadPage, Job};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -37,7 +36,7 @@ async fn view(state: &AppState, topic: &TopicConfig) -> ApiResult<TopicView> {
 }
 
 async fn existing(state: &AppState, name: &str) -> ApiResult<std::sync::Arc<TopicConfig>> {
-    crate::topic::validate_topic_name(name)?;
+    crate::validate::topic_name(name)?;
     state
         .center
         .topics()

@@ -16,7 +16,7 @@ use serde::Deserialize;
 use serde_json::{Value, json};
 
 use crate::handler::{JobContext, JobHandler, Outcome};
-use crate::job::Rearmed;
+use crate::job::{Emitted, Rearmed};
 
 /// How long a device that used up its alarms waits for its next heartbeat (ten years).
 const PARKED: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
@@ -102,9 +102,9 @@ impl JobHandler for DeviceOffline {
         }
     }
 
-    fn on_rearm(&self, rearmed: &Rearmed) -> Option<(String, Value)> {
-        Some((
-            "device.recovered".to_string(),
+    fn on_rearm(&self, rearmed: &Rearmed) -> Option<Emitted> {
+        Some(Emitted::new(
+            "device.recovered",
             json!({"device_id": rearmed.id, "alarms": rearmed.fires}),
         ))
     }

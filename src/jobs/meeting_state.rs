@@ -4,9 +4,8 @@
 //! still unapproved at its approval deadline.
 //!
 //! A booking's jobs share its id as their shard key, so they live in one slot. The `end` job
-//! carries the whole booking, which is how a change finds the jobs of the old plan.
-//! [`put_meeting`] creates or moves a booking, [`approve_meeting`] and [`cancel_meeting`]
-//! cancel what no longer applies.
+//! carries the whole booking, which is how a change finds the jobs of the old plan. This is
+//! the job type and the booking's plan; the booking API over a center is `meetings`.
 
 use std::collections::BTreeMap;
 
@@ -14,10 +13,9 @@ use async_trait::async_trait;
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::center::TimeoutCenter;
 use crate::error::{Error, Result};
 use crate::handler::{JobContext, JobHandler, Outcome};
-use crate::job::{JobRef, NewJob, ScheduleMode};
+use crate::job::JobRef;
 use crate::time::Millis;
 
 /// The job type's name.
@@ -188,74 +186,9 @@ pub fn meeting_id(id: &str) -> Result<()> {
     Ok(())
 }
 
-fn job_ref(meeting_id: &str, job_id: &str) -> JobRef {
+/// A job of booking `meeting_id`: its id as the shard key keeps a booking's jobs in one slot.
+pub(crate) fn job_ref(meeting_id: &str, job_id: &str) -> JobRef {
     JobRef::new(job_id).with_shard_key(Some(meeting_id.to_string()))
-}
-
-/// The booking as stored, if any (carried by its `end` job).
-pub async fn get_meeting(center: &TimeoutCenter, topic: &str, id: &str) -> Result<Option<Booking>> {
-    meeting_id(id)?;
-    let end = center
-        .get(topic, &job_ref(id, &format!("{id}#end")))
-        .await?;
-    Ok(
-        end.and_then(|job| match serde_json::from_value(job.payload) {
-            Ok(MeetingJob::End { booking }) => Some(booking),
-            _ => None,
-        }),
-    )
-}
-
-/// Creates or changes a booking: jobs of the old plan that the new one lacks are cancelled,
-/// the others created or moved. A job of a change whose time has already passed is not
-/// created again (it fired, or its moment is gone); on creation every job is made.
-/// Returns whether the booking existed.
-pub async fn put_meeting(center: &TimeoutCenter, topic: &str, booking: Booking) -> Result<bool> {
-    booking.validate()?;
-    // A booking schedules jobs, so it may create its topic (reads alone never do).
-    center.topic(topic).await?;
-    let id = booking.id.clone();
-    let old = get_meeting(center, topic, &id).await?;
-    let now = center.now();
-    let new_plan = booking.plan();
-    if let Some(old) = &old {
-        for job_id in old.plan().keys().filter(|k| !new_plan.contains_key(*k)) {
-            center.cancel(topic, &job_ref(&id, job_id)).await?;
-        }
-    }
-    for (job_id, (at, job)) in new_plan {
-        let is_end = matches!(job, MeetingJob::End { .. });
-        if old.is_some() && at < now && !is_end {
-            continue;
-        }
-        let new = NewJob::new(job_id, at)
-            .job_type(TYPE)
-            .payload(serde_json::to_value(&job).expect("a meeting job serialises"))
-            .shard_key(id.clone());
-        center.schedule(topic, new, ScheduleMode::Upsert).await?;
-    }
-    Ok(old.is_some())
-}
-
-/// Approves a booking: its approval expiry no longer applies. False if there is no booking.
-pub async fn approve_meeting(center: &TimeoutCenter, topic: &str, id: &str) -> Result<bool> {
-    let Some(mut booking) = get_meeting(center, topic, id).await? else {
-        return Ok(false);
-    };
-    booking.approved = true;
-    put_meeting(center, topic, booking).await?;
-    Ok(true)
-}
-
-/// Cancels every job of a booking. False if there is no booking.
-pub async fn cancel_meeting(center: &TimeoutCenter, topic: &str, id: &str) -> Result<bool> {
-    let Some(booking) = get_meeting(center, topic, id).await? else {
-        return Ok(false);
-    };
-    for job_id in booking.plan().keys() {
-        center.cancel(topic, &job_ref(id, job_id)).await?;
-    }
-    Ok(true)
 }
 
 /// The `meeting_state` job type: a booking's start, end, reminders and approval deadline.
@@ -319,12 +252,12 @@ impl JobHandler for MeetingState {
             MeetingJob::Approval { meeting_id, room } => {
                 // Rejected: nothing else of this booking happens.
                 let end = job_ref(meeting_id, &format!("{meeting_id}#end"));
-                if let Ok(Some(job)) = ctx.store.get(&ctx.topic, &end).await
+                if let Ok(Some(job)) = ctx.jobs.get(&ctx.topic, &end).await
                     && let Ok(MeetingJob::End { booking }) = serde_json::from_value(job.payload)
                 {
                     for job_id in booking.plan().keys().filter(|k| **k != ctx.job.id) {
                         if let Err(e) = ctx
-                            .store
+                            .jobs
                             .cancel(&ctx.topic, &job_ref(meeting_id, job_id))
                             .await
                         {

@@ -10,9 +10,9 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use super::engine::{Refired, SlotEngine};
+use super::engine::{DeadEntry, Refired, SlotEngine};
 use super::event_id::EventId;
-use super::record::{self, Record};
+use super::record::Record;
 use super::topics::StoreOptions;
 use super::{MAX_PAGE, Store, WakeNotice};
 use crate::error::{Error, Result};
@@ -23,7 +23,7 @@ use crate::job::{
 };
 use crate::routing::slot_of;
 use crate::time::Millis;
-use crate::topic::{TopicConfig, validate_topic_name};
+use crate::topic::TopicConfig;
 use crate::validate;
 
 /// A store: the front every engine shares, over the engine `E`. Use it as
@@ -57,6 +57,29 @@ impl<E> StoreFront<E> {
     }
 }
 
+/// The page of dead letters after a cursor: each slot's oldest `limit` entries merged, and the
+/// oldest `limit` of them all kept (both engines page this way).
+pub(super) fn dead_page(
+    topic: &TopicConfig,
+    mut entries: Vec<DeadEntry>,
+    limit: usize,
+) -> Result<DeadPage> {
+    entries.sort_by(|a, b| a.cursor.cmp(&b.cursor));
+    let more = entries.len() > limit;
+    entries.truncate(limit);
+    let next = more
+        .then(|| entries.last().map(|e| e.cursor.encode()))
+        .flatten();
+    let items = entries
+        .into_iter()
+        .map(|e| {
+            let c = e.cursor;
+            e.record.into_job(topic, c.id, JobState::Dead, c.dead_at)
+        })
+        .collect::<Result<_>>()?;
+    Ok(DeadPage { items, next })
+}
+
 fn rearmed(topic: &TopicConfig, r: Refired) -> Rearmed {
     Rearmed {
         id: r.id,
@@ -85,7 +108,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
     }
 
     async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
-        validate_topic_name(name)?;
+        validate::topic_name(name)?;
         match self.engine.find_topic(name).await? {
             Some(t) => Ok(t),
             None => {
@@ -96,7 +119,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
     }
 
     async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
-        validate_topic_name(name)?;
+        validate::topic_name(name)?;
         self.engine.find_topic(name).await
     }
 
@@ -121,7 +144,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
             ScheduleMode::ResetOnly => self.existing_topic(topic).await?,
             _ => self.topic(topic).await?,
         };
-        validate::new_job(&t, &job)?;
+        validate::new_job(t.max_payload_bytes, &job)?;
         let slot = Self::route(
             &t,
             &JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone()),
@@ -158,7 +181,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
             Some(_) => self.topic(topic).await?,
             None => self.existing_topic(topic).await?,
         };
-        validate::reset_batch(&t, resets, create)?;
+        validate::reset_batch(t.max_payload_bytes, resets, create)?;
         let spec = create.map(|c| Record::for_create(&t, c));
         // An id named twice counts once, at its last time: what a client sending a batch of
         // heartbeats means, and one answer for both engines.
@@ -288,7 +311,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         for page in futures_util::future::join_all(calls).await {
             entries.extend(page?);
         }
-        record::dead_page(&t, entries, limit)
+        dead_page(&t, entries, limit)
     }
 
     async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {

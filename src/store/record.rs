@@ -21,9 +21,8 @@
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
-use super::engine::DeadEntry;
 use crate::error::{Error, Result};
-use crate::job::{DeadPage, Job, JobState};
+use crate::job::{Job, JobState};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -146,29 +145,6 @@ impl Record {
             fires: self.n.unwrap_or(0),
         })
     }
-}
-
-/// The page of dead letters after a cursor: each slot's oldest `limit` entries merged, and the
-/// oldest `limit` of them all kept (both engines page this way).
-pub(super) fn dead_page(
-    topic: &TopicConfig,
-    mut entries: Vec<DeadEntry>,
-    limit: usize,
-) -> Result<DeadPage> {
-    entries.sort_by(|a, b| a.cursor.cmp(&b.cursor));
-    let more = entries.len() > limit;
-    entries.truncate(limit);
-    let next = more
-        .then(|| entries.last().map(|e| e.cursor.encode()))
-        .flatten();
-    let items = entries
-        .into_iter()
-        .map(|e| {
-            let c = e.cursor;
-            e.record.into_job(topic, c.id, JobState::Dead, c.dead_at)
-        })
-        .collect::<Result<_>>()?;
-    Ok(DeadPage { items, next })
 }
 
 #[cfg(test)]

@@ -1,11 +1,14 @@
-//! The in-process cache of topic settings that every engine shares, and the rules for
-//! creating and changing topics. The engine keeps the settings; this decides what is allowed.
+//! Topics in a store: how a store treats them ([`StoreOptions`]: auto-creation and the
+//! defaults), the rule for changing one ([`check_update`]), and the cache the Redis engine
+//! keeps of settings it has read ([`TopicCache`]). The engine keeps the settings; this decides
+//! what is allowed.
 
 use std::collections::HashMap;
 use std::sync::{Arc, RwLock};
 
 use crate::error::{Error, Result};
-use crate::topic::{TopicConfig, validate_topic_name};
+use crate::topic::TopicConfig;
+use crate::validate::topic_name;
 
 /// How a store treats topics.
 #[derive(Debug, Clone)]
@@ -31,7 +34,7 @@ impl Default for StoreOptions {
 impl StoreOptions {
     /// The settings an auto-created topic called `name` gets.
     pub fn defaults_for(&self, name: &str) -> Result<TopicConfig> {
-        validate_topic_name(name)?;
+        topic_name(name)?;
         if !self.auto_create_topics {
             return Err(Error::UnknownTopic(name.to_string()));
         }

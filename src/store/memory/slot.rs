@@ -8,7 +8,7 @@ use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
 use std::sync::Arc;
 
-use super::wheel::Wheel;
+use super::wheel::{Due, Wheel};
 use crate::job::{DeadCursor, Finished, JobState, ScheduleOutcome, SlotStats};
 use crate::store::engine::{
     DeadEntry, Handed, Refired, SlotPumped, SlotReset, SlotScheduled, Stored,
@@ -410,7 +410,11 @@ impl SlotState {
         self.wheel.advance(now.max(0) as u64);
         let mut out = Vec::new();
         while out.len() < limit {
-            let Some((k, fire_at)) = self.wheel.pop_ready(now.max(0) as u64) else {
+            let Some(Due {
+                key: k,
+                when: fire_at,
+            }) = self.wheel.pop_ready(now.max(0) as u64)
+            else {
                 break;
             };
             let fire_at = fire_at as Millis;

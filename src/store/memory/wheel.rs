@@ -36,6 +36,15 @@ struct Level {
     slots: Vec<Vec<u32>>,
 }
 
+/// A key that came due, with its fire time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Due {
+    /// The key.
+    pub key: u32,
+    /// Its fire time, in ms.
+    pub when: u64,
+}
+
 /// The wheel: keys (slab indices) by fire time, in ms.
 pub struct Wheel {
     /// The wheel's current time: every key at or before it is in the ready queue.
@@ -229,7 +238,7 @@ impl Wheel {
     /// Takes the next key due by `now` (call `advance` first), with its fire time. A key
     /// that is ready by the wheel's time but not by `now` (a caller whose clock is behind
     /// the wheel's) stays.
-    pub fn pop_ready(&mut self, now: u64) -> Option<(u32, u64)> {
+    pub fn pop_ready(&mut self, now: u64) -> Option<Due> {
         let mut skipped = Vec::new();
         let mut found = None;
         while let Some((key, generation)) = self.ready.pop_front() {
@@ -242,7 +251,10 @@ impl Wheel {
             }
             self.locs[key as usize] = Loc::None;
             self.len -= 1;
-            found = Some((key, self.whens[key as usize]));
+            found = Some(Due {
+                key,
+                when: self.whens[key as usize],
+            });
             self.head.set(None);
             break;
         }
@@ -299,7 +311,9 @@ mod tests {
 
     fn drain(w: &mut Wheel, now: u64) -> Vec<(u32, u64)> {
         w.advance(now);
-        std::iter::from_fn(|| w.pop_ready(now)).collect()
+        std::iter::from_fn(|| w.pop_ready(now))
+            .map(|d| (d.key, d.when))
+            .collect()
     }
 
     #[test]

@@ -364,8 +364,8 @@ where
                 .arg(error)
                 .arg(Event::head_json(s))
                 .arg(s.emitted.len());
-            for (name, data) in &s.emitted {
-                let event = Event::of_run(s, name, data.clone());
+            for e in &s.emitted {
+                let event = Event::of_run(s, &e.event, e.data.clone());
                 call.arg(serde_json::to_string(&event).expect("an event serialises"));
             }
         }
