@@ -23,7 +23,9 @@ use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::handler::{Handlers, JobHandler};
 use crate::job::*;
+use crate::jobs::pull;
 use crate::metrics::Metrics;
+use crate::pull::{ClaimRequest, Claims};
 use crate::store::{SharedStore, WakeNotice};
 use crate::time::{Millis, SharedClock, SystemClock};
 use crate::topic::TopicConfig;
@@ -110,8 +112,11 @@ impl TimeoutCenterBuilder {
             }
         });
         let sup = supervisor.clone();
+        let claims = Arc::new(Claims::default());
+        let waiting = claims.clone();
         actix_rt::spawn(async move {
             while let Some(notice) = rx.recv().await {
+                waiting.wake(&notice.topic);
                 sup.do_send(WakeSlot(notice));
             }
         });
@@ -120,6 +125,7 @@ impl TimeoutCenterBuilder {
             rt,
             supervisor,
             served: Arc::new(Mutex::new(HashSet::new())),
+            claims,
         })
     }
 }
@@ -131,6 +137,8 @@ pub struct TimeoutCenter {
     supervisor: Addr<Supervisor>,
     /// Topics whose slots the supervisor has been told to serve.
     served: Arc<Mutex<HashSet<String>>>,
+    /// Consumers' claims of pull topics, and their long polls.
+    claims: Arc<Claims>,
 }
 
 impl TimeoutCenter {
@@ -205,6 +213,8 @@ impl TimeoutCenter {
 
     /// Wakes the slot when `at` comes before its safety-net poll would.
     async fn wake(&self, topic: &str, slot: u32, at: Millis) {
+        // A long poll may wait longer than the slots' poll: it is told of every head.
+        self.claims.wake(topic);
         if at > self.now() + self.rt.settings.poll_ms as Millis {
             return; // the slot's poll finds it in time
         }
@@ -261,6 +271,27 @@ impl TimeoutCenter {
         payload: &Value,
     ) -> Result<()> {
         let name = job_type.unwrap_or(&topic.default_type);
+        let pull_topic = topic.default_type == pull::TYPE;
+        if pull_topic && name != pull::TYPE {
+            return Err(Error::invalid(
+                "type",
+                format!(
+                    "topic {:?} is a pull topic (default_type pull): its jobs are claimed by \
+                     consumers, so they must be of type pull, not {name:?}",
+                    topic.name
+                ),
+            ));
+        }
+        if !pull_topic && name == pull::TYPE {
+            return Err(Error::invalid(
+                "type",
+                format!(
+                    "a pull job needs a pull topic, and {:?} is not one (set its default_type \
+                     to pull)",
+                    topic.name
+                ),
+            ));
+        }
         match self.rt.types.get(name) {
             Some(entry) => entry
                 .handler
@@ -447,6 +478,103 @@ impl TimeoutCenter {
         limit: usize,
     ) -> Result<EventPage> {
         self.rt.store.read_events(topic, after, limit).await
+    }
+
+    /// Leases up to `req.max` due jobs of a pull topic to a consumer, taking from every slot
+    /// in turn; with `req.wait_ms`, waits for one to come due (a long poll, woken by the
+    /// notices that wake slots). The consumer reports each job's outcome by its token.
+    pub async fn claim(&self, topic: &str, req: ClaimRequest) -> Result<Vec<Leased>> {
+        req.check()?;
+        let t = self.pull_topic(topic).await?;
+        let jobs = self
+            .claims
+            .claim(&self.rt.store, &self.rt.clock, &t, req)
+            .await?;
+        if !jobs.is_empty() {
+            let now = self.now();
+            let m = &self.rt.metrics;
+            m.fired
+                .with_label_values(&[topic])
+                .inc_by(jobs.len() as u64);
+            let lateness = m.lateness.with_label_values(&[topic]);
+            for j in &jobs {
+                lateness.observe((now - j.job.fire_at).max(0) as f64 / 1_000.0);
+            }
+        }
+        Ok(jobs)
+    }
+
+    /// Applies consumers' outcomes of claimed jobs; a stale token gets `Finished::Stale` and
+    /// changes nothing.
+    pub async fn settle_claims(
+        &self,
+        topic: &str,
+        outcomes: &[ClaimOutcome],
+    ) -> Result<Vec<Finished>> {
+        self.pull_topic(topic).await?;
+        for o in outcomes {
+            if let ClaimResult::Retry {
+                delay_ms: Some(d), ..
+            } = &o.result
+                && *d > crate::validate::MAX_DELAY_MS as u64
+            {
+                return Err(Error::invalid(
+                    "delay_ms",
+                    format!("must be at most {}, got {d}", crate::validate::MAX_DELAY_MS),
+                ));
+            }
+        }
+        let done = self
+            .rt
+            .store
+            .settle_claims(topic, outcomes, self.now())
+            .await?;
+        let m = &self.rt.metrics;
+        for f in &done {
+            match f {
+                Finished::Retrying => m.retried.with_label_values(&[topic]).inc(),
+                Finished::Dead => m.dead.with_label_values(&[topic]).inc(),
+                _ => {}
+            }
+        }
+        Ok(done)
+    }
+
+    /// Extends a claimed job's lease to `lease_ms` from now (the topic's visibility timeout
+    /// when `None`): the lease's new end, or `None` when the token is stale.
+    pub async fn touch(
+        &self,
+        topic: &str,
+        job: &JobRef,
+        token: u64,
+        lease_ms: Option<u64>,
+    ) -> Result<Option<Millis>> {
+        let t = self.pull_topic(topic).await?;
+        let req = ClaimRequest {
+            lease_ms,
+            ..ClaimRequest::default()
+        };
+        req.check()?;
+        let until = self
+            .now()
+            .saturating_add(lease_ms.unwrap_or(t.visibility_timeout_ms) as Millis);
+        let live = self.rt.store.touch(topic, job, token, until).await?;
+        Ok(live.then_some(until))
+    }
+
+    /// A pull topic's settings; an error naming the topic when it is not one.
+    async fn pull_topic(&self, topic: &str) -> Result<Arc<TopicConfig>> {
+        let t = self.rt.store.existing_topic(topic).await?;
+        if t.default_type != pull::TYPE {
+            return Err(Error::invalid(
+                "topic",
+                format!(
+                    "{topic:?} is not a pull topic: its jobs are run by the service (set its \
+                     default_type to pull for consumers to claim them)"
+                ),
+            ));
+        }
+        Ok(t)
     }
 
     /// Appends an event of the application's own to a topic's stream.

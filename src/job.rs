@@ -327,6 +327,37 @@ pub enum RunOutcome {
     Release,
 }
 
+/// What a consumer reports about a job it claimed, naming the run by its token.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ClaimOutcome {
+    /// The job.
+    pub job: JobRef,
+    /// The token its claim answered with.
+    pub token: u64,
+    /// What happened.
+    pub result: ClaimResult,
+}
+
+/// How a claimed job's run went.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum ClaimResult {
+    /// Done: the job is gone.
+    Ack,
+    /// Failed: run again after `delay_ms` (the topic's backoff when `None`), or go to the
+    /// dead letters when attempts are used up.
+    Retry {
+        /// What went wrong.
+        error: String,
+        /// When to run again, in ms from now.
+        delay_ms: Option<u64>,
+    },
+    /// Give up: to the dead letters with `error`.
+    Bury {
+        /// Why.
+        error: String,
+    },
+}
+
 /// An event a handler emits: its name and data.
 #[derive(Debug, Clone, PartialEq)]
 pub struct Emitted {

@@ -73,6 +73,17 @@ impl Supervisor {
         if self.stopping {
             return;
         }
+        if topic.default_type == crate::jobs::pull::TYPE {
+            // Consumers claim a pull topic's jobs: no slot actor pumps it.
+            self.slots.retain(|(name, _), entry| {
+                let keep = name != &topic.name;
+                if !keep {
+                    entry.addr.do_send(Halt);
+                }
+                keep
+            });
+            return;
+        }
         for slot in 0..topic.slots {
             let key = (topic.name.clone(), slot);
             if let Some(entry) = self.slots.get(&key) {

@@ -239,6 +239,43 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
                 View::Table(cols),
             )
         }
+        Command::Claim {
+            topic,
+            max,
+            wait_ms,
+            lease_ms,
+        } => {
+            let path = format!("/v1/topics/{}/claim", enc(&topic));
+            let mut body = json!({"max": max, "wait_ms": wait_ms});
+            if let Some(l) = lease_ms {
+                body["lease_ms"] = l.into();
+            }
+            let mut v = client.call(Method::POST, &path, Some(body)).await?;
+            if !cli.json {
+                v["items"] = v["jobs"].take(); // the table view lists `items`
+            }
+            let cols = &[
+                "id",
+                "token",
+                "attempts",
+                "fire_at",
+                "lease_until",
+                "payload",
+            ];
+            (v, View::Table(cols))
+        }
+        Command::Ack {
+            topic,
+            id,
+            token,
+            shard_key,
+        } => {
+            let path = job_path(&topic, &id, "/ack", &shard_key);
+            client
+                .call(Method::POST, &path, Some(json!({"token": token})))
+                .await?;
+            (json!({"acked": id}), View::Record)
+        }
         Command::Health => {
             let v = client.call(Method::GET, "/health", None).await?;
             let healthy = v["status"] == "ok";

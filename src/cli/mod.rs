@@ -76,6 +76,30 @@ pub(crate) enum Command {
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
+    /// Claim due jobs of a pull topic with a lease (prints each job and its token).
+    Claim {
+        topic: String,
+        /// Most jobs to take (1 to 1,000).
+        #[arg(long, default_value_t = 1)]
+        max: u32,
+        /// Wait this long for a due job when there is none (ms, up to 30,000).
+        #[arg(long, default_value_t = 0)]
+        wait_ms: u64,
+        /// The lease in ms (default: the topic's visibility timeout).
+        #[arg(long)]
+        lease_ms: Option<u64>,
+    },
+    /// Acknowledge a claimed job: it is done.
+    Ack {
+        topic: String,
+        id: String,
+        /// The token its claim gave.
+        #[arg(long)]
+        token: u64,
+        /// Its shard key, when it was scheduled with one.
+        #[arg(long)]
+        shard_key: Option<String>,
+    },
     /// The service's health.
     Health,
     /// Load generator and benchmark: `toc bench all --quick` for a short check, `toc bench

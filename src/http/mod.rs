@@ -3,6 +3,7 @@
 
 pub(crate) mod auth;
 pub(crate) mod body;
+pub(crate) mod claims;
 pub(crate) mod error;
 pub(crate) mod jobs;
 pub(crate) mod meetings;
@@ -45,6 +46,12 @@ pub(crate) struct AppState {
         meetings::get_meeting,
         meetings::delete_meeting,
         meetings::approve_meeting,
+        claims::claim,
+        claims::ack,
+        claims::retry,
+        claims::bury,
+        claims::touch,
+        claims::acks,
         ops::health,
         ops::metrics,
         ops::openapi,
@@ -279,6 +286,20 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .service(
             web::resource("/v1/topics/{topic}/meetings/{id}/approve")
                 .post(meetings::approve_meeting),
+        )
+        .service(web::resource("/v1/topics/{topic}/claim").post(claims::claim))
+        .service(web::resource("/v1/topics/{topic}/jobs/{id}/ack").post(claims::ack))
+        .service(web::resource("/v1/topics/{topic}/jobs/{id}/retry").post(claims::retry))
+        .service(web::resource("/v1/topics/{topic}/jobs/{id}/bury").post(claims::bury))
+        .service(web::resource("/v1/topics/{topic}/jobs/{id}/touch").post(claims::touch))
+        .service(
+            web::resource("/v1/topics/{topic}/acks")
+                .app_data(
+                    web::JsonConfig::default()
+                        .limit(settings.http.max_batch_body_bytes)
+                        .error_handler(error::json_error),
+                )
+                .post(claims::acks),
         )
         .service(web::resource("/health").get(ops::health))
         .service(web::resource("/metrics").get(ops::metrics))

@@ -4,14 +4,17 @@
 pub mod device_offline;
 pub mod emit;
 pub mod meeting_state;
+pub mod pull;
 pub mod webhook;
 
 use crate::handler::Handlers;
 
-/// Registers the built-in job types: `emit`, `webhook`, `device_offline`, `meeting_state`.
+/// Registers the built-in job types: `emit`, `webhook`, `device_offline`, `meeting_state`,
+/// `pull`.
 pub fn register_builtin(handlers: &mut Handlers) {
     handlers.register(emit::Emit);
     handlers.register(webhook::Webhook::default());
     handlers.register(device_offline::DeviceOffline::default());
     handlers.register(meeting_state::MeetingState);
+    handlers.register(pull::Pull);
 }

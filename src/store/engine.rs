@@ -138,13 +138,15 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
 
     async fn get(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<Stored>>;
 
-    /// `pump.lua`: takes back expired leases, then leases out up to `limit` due jobs.
+    /// `pump.lua`: takes back expired leases, then leases out up to `limit` due jobs for
+    /// `lease_ms`.
     async fn pump(
         &self,
         topic: &TopicConfig,
         slot: u32,
         now: Millis,
         limit: usize,
+        lease_ms: u64,
     ) -> Result<SlotPumped>;
 
     /// `settle.lua`: applies runs' outcomes with their events, one atomic step.

@@ -18,8 +18,9 @@ use super::{MAX_PAGE, Store, WakeNotice};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::job::{
-    CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped,
-    Rearmed, Reset, ResetReport, ScheduleMode, Scheduled, Settlement, SlotHead, TopicStats,
+    ClaimOutcome, ClaimResult, CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState,
+    Leased, NewJob, Pumped, Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode, Scheduled,
+    Settlement, SlotHead, TopicStats,
 };
 use crate::routing::slot_of;
 use crate::time::Millis;
@@ -78,6 +79,40 @@ pub(super) fn dead_page(
         })
         .collect::<Result<_>>()?;
     Ok(DeadPage { items, next })
+}
+
+/// A pump of one slot with a lease of `lease_ms`: the slot actors' pumps and consumers'
+/// claims.
+async fn pump_slot<E: SlotEngine>(
+    engine: &E,
+    t: &TopicConfig,
+    slot: u32,
+    now: Millis,
+    limit: usize,
+    lease_ms: u64,
+) -> Result<Pumped> {
+    StoreFront::<E>::check_slot(t, slot)?;
+    let p = engine.pump(t, slot, now, limit.max(1), lease_ms).await?;
+    let lease_until =
+        now.saturating_add(lease_ms.min(crate::validate::MAX_DELAY_MS as u64) as Millis);
+    let jobs = p
+        .handed
+        .into_iter()
+        .map(|h| {
+            let job = h.record.into_job(t, h.id, JobState::Running, lease_until)?;
+            Ok(Leased {
+                job,
+                slot,
+                token: h.token,
+                lease_until,
+            })
+        })
+        .collect::<Result<_>>()?;
+    Ok(Pumped {
+        jobs,
+        expired: p.expired,
+        next_at: p.next_at,
+    })
 }
 
 fn rearmed(topic: &TopicConfig, r: Refired) -> Rearmed {
@@ -239,29 +274,98 @@ impl<E: SlotEngine> Store for StoreFront<E> {
 
     async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
-        Self::check_slot(&t, slot)?;
-        let p = self.engine.pump(&t, slot, now, limit.max(1)).await?;
-        let lease_until = t.lease_deadline(now);
-        let jobs = p
-            .handed
-            .into_iter()
-            .map(|h| {
-                let job = h
-                    .record
-                    .into_job(&t, h.id, JobState::Running, lease_until)?;
-                Ok(Leased {
+        let lease_ms = t.visibility_timeout_ms;
+        pump_slot(&self.engine, &t, slot, now, limit, lease_ms).await
+    }
+
+    async fn claim(
+        &self,
+        topic: &str,
+        slot: u32,
+        now: Millis,
+        limit: usize,
+        lease_ms: u64,
+    ) -> Result<Pumped> {
+        let t = self.existing_topic(topic).await?;
+        pump_slot(&self.engine, &t, slot, now, limit, lease_ms).await
+    }
+
+    async fn settle_claims(
+        &self,
+        topic: &str,
+        claims: &[ClaimOutcome],
+        now: Millis,
+    ) -> Result<Vec<Finished>> {
+        let t = self.existing_topic(topic).await?;
+        let mut by_slot: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+        for (i, c) in claims.iter().enumerate() {
+            by_slot.entry(Self::route(&t, &c.job)?).or_default().push(i);
+        }
+        let mut done = vec![Finished::Stale; claims.len()];
+        for (slot, indexes) in by_slot {
+            // Each job read first, for its run's details (its events carry them); a token
+            // that is not the live run's is stale at once. `settle` checks every token again,
+            // atomically with the change.
+            let reads = indexes
+                .iter()
+                .map(|&i| self.engine.get(&t, slot, &claims[i].job.id));
+            let mut batch = Vec::new();
+            let mut live = Vec::new();
+            for (stored, &i) in futures_util::future::join_all(reads)
+                .await
+                .into_iter()
+                .zip(&indexes)
+            {
+                let c = &claims[i];
+                let Some(stored) = stored? else { continue };
+                if stored.state != JobState::Running || stored.record.k != Some(c.token) {
+                    continue;
+                }
+                let lease_until = stored.score;
+                let job =
+                    stored
+                        .record
+                        .into_job(&t, c.job.id.clone(), JobState::Running, lease_until)?;
+                let outcome = match &c.result {
+                    ClaimResult::Ack => RunOutcome::Ack,
+                    ClaimResult::Retry { error, delay_ms } => {
+                        let delay = delay_ms
+                            .unwrap_or_else(|| t.backoff.delay_ms(job.attempts, &mut rand::rng()));
+                        RunOutcome::Retry {
+                            error: error.clone(),
+                            at: now.saturating_add(
+                                delay.min(crate::validate::MAX_DELAY_MS as u64) as Millis
+                            ),
+                        }
+                    }
+                    ClaimResult::Bury { error } => RunOutcome::Bury {
+                        error: error.clone(),
+                    },
+                };
+                let run = Leased {
                     job,
                     slot,
-                    token: h.token,
+                    token: c.token,
                     lease_until,
-                })
-            })
-            .collect::<Result<_>>()?;
-        Ok(Pumped {
-            jobs,
-            expired: p.expired,
-            next_at: p.next_at,
-        })
+                };
+                batch.push(Settlement::new(run, outcome, now));
+                live.push(i);
+            }
+            if batch.is_empty() {
+                continue;
+            }
+            let results = self.engine.settle(&t, slot, &batch, now).await?;
+            for (i, f) in live.into_iter().zip(results) {
+                done[i] = f;
+            }
+        }
+        Ok(done)
+    }
+
+    async fn touch(&self, topic: &str, job: &JobRef, token: u64, until: Millis) -> Result<bool> {
+        let t = self.existing_topic(topic).await?;
+        let slot = Self::route(&t, job)?;
+        self.engine.touch(&t, slot, &job.id, token, until).await
     }
 
     async fn settle(

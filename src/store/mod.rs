@@ -20,8 +20,8 @@ use tokio::sync::mpsc;
 use crate::error::Result;
 use crate::events::{Event, EventPage};
 use crate::job::{
-    CreateSpec, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped, Reset,
-    ResetReport, RunOutcome, ScheduleMode, Scheduled, Settlement, TopicStats,
+    ClaimOutcome, CreateSpec, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped,
+    Reset, ResetReport, RunOutcome, ScheduleMode, Scheduled, Settlement, TopicStats,
 };
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -101,6 +101,31 @@ pub trait Store: Send + Sync + 'static {
     /// Hands out up to `limit` of a slot's due jobs (fire time at or before `now`) with a
     /// lease, and takes back runs whose lease expired.
     async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped>;
+
+    /// `pump` with a lease of `lease_ms` in place of the topic's visibility timeout: a
+    /// consumer's claim.
+    async fn claim(
+        &self,
+        topic: &str,
+        slot: u32,
+        now: Millis,
+        limit: usize,
+        lease_ms: u64,
+    ) -> Result<Pumped>;
+
+    /// Applies consumers' outcomes of claimed jobs, each naming its run by job and token:
+    /// `settle` of the runs whose token is live (with their `job.done`, `job.retry` or
+    /// `job.dead` event), `Finished::Stale` for the others, which change nothing. Answers
+    /// in order.
+    async fn settle_claims(
+        &self,
+        topic: &str,
+        claims: &[ClaimOutcome],
+        now: Millis,
+    ) -> Result<Vec<Finished>>;
+
+    /// Moves a claimed run's lease deadline to `until`; false when the token is stale.
+    async fn touch(&self, topic: &str, job: &JobRef, token: u64, until: Millis) -> Result<bool>;
 
     /// Applies the outcomes of runs of one slot and appends their events (see
     /// [`Event::of_settled`]): a run's outcome and its events are one atomic step, so no job

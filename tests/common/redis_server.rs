@@ -28,6 +28,16 @@ pub fn redis_server_binary() -> Option<PathBuf> {
     })
 }
 
+/// A free port whose cluster bus port (the port + 10000) is free as well.
+fn free_cluster_port() -> u16 {
+    loop {
+        let port = free_port();
+        if port <= 55_535 && TcpListener::bind(("127.0.0.1", port + 10_000)).is_ok() {
+            return port;
+        }
+    }
+}
+
 pub fn free_port() -> u16 {
     TcpListener::bind("127.0.0.1:0")
         .and_then(|l| l.local_addr())
@@ -58,16 +68,30 @@ impl RedisServer {
         RedisServer::start_mode(true)
     }
 
+    /// A free port can be taken by another process between the probe and the server's
+    /// bind (and a cluster node also needs its bus port, the port + 10000): a server that
+    /// exits at start is tried again on another port, a few times.
     fn start_mode(clustered: bool) -> RedisServer {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut server = RedisServer {
-            port: free_port(),
+            port: 0,
             child: None,
             dir,
             clustered,
         };
-        server.launch();
-        server
+        let mut last = String::new();
+        for _ in 0..5 {
+            server.port = if clustered {
+                free_cluster_port()
+            } else {
+                free_port()
+            };
+            match server.try_launch() {
+                Ok(()) => return server,
+                Err(e) => last = e,
+            }
+        }
+        panic!("{last}");
     }
 
     pub fn url(&self) -> String {
@@ -75,6 +99,12 @@ impl RedisServer {
     }
 
     fn launch(&mut self) {
+        if let Err(e) = self.try_launch() {
+            panic!("{e}");
+        }
+    }
+
+    fn try_launch(&mut self) -> Result<(), String> {
         let binary = redis_server_binary().unwrap_or_else(|| panic!("{INSTALL_HINT}"));
         let mut cmd = Command::new(binary);
         if self.clustered {
@@ -90,25 +120,26 @@ impl RedisServer {
             .spawn()
             .expect("redis-server starts");
         self.child = Some(child);
-        self.wait_until_ready();
+        self.wait_until_ready()
     }
 
     /// Waits for the server to answer PING (start-up, not test logic).
-    fn wait_until_ready(&mut self) {
+    fn wait_until_ready(&mut self) -> Result<(), String> {
         let deadline = Instant::now() + Duration::from_secs(10);
         loop {
             if self.ping() {
-                return;
+                return Ok(());
             }
             if let Some(status) = self
                 .child
                 .as_mut()
                 .and_then(|c| c.try_wait().ok().flatten())
             {
-                panic!(
+                self.child = None;
+                return Err(format!(
                     "redis-server on port {} exited at start: {status}",
                     self.port
-                );
+                ));
             }
             assert!(
                 Instant::now() < deadline,

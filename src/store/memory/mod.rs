@@ -645,8 +645,9 @@ impl SlotEngine for MemoryEngine {
         slot: u32,
         now: Millis,
         limit: usize,
+        lease_ms: u64,
     ) -> Result<SlotPumped> {
-        let lease = topic.visibility_timeout_ms as Millis;
+        let lease = lease_ms as Millis;
         self.with_slot(topic, slot, true, |s| {
             s.pump(now, limit, lease, topic.max_attempts)
         })

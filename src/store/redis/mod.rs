@@ -307,6 +307,7 @@ where
         slot: u32,
         now: Millis,
         limit: usize,
+        lease_ms: u64,
     ) -> Result<SlotPumped> {
         let reply: Vec<Value> = self
             .scripts
@@ -314,7 +315,7 @@ where
             .key(SlotKeys::new(&topic.name, slot).all())
             .arg(now)
             .arg(limit)
-            .arg(topic.visibility_timeout_ms)
+            .arg(lease_ms)
             .arg(topic.max_attempts)
             .invoke_async(&mut self.conn())
             .await?;

@@ -1,0 +1,320 @@
+//! Pull consumers over HTTP: claim due jobs of a pull topic with a lease (a long poll with
+//! `wait_ms`), then ack, retry, bury or touch each by its run's token. A token that is not
+//! the job's live run is answered 409 `stale_token`, and nothing changes.
+
+use actix_web::http::StatusCode;
+use actix_web::{HttpResponse, web};
+use serde::{Deserialize, Serialize};
+use utoipa::ToSchema;
+
+use super::AppState;
+use super::body::{ShardQuery, integer};
+use super::error::{ApiError, ApiResult, ErrorBody};
+use crate::job::{ClaimOutcome, ClaimResult, Finished, Job, JobRef};
+use crate::pull::ClaimRequest;
+
+/// `POST /v1/topics/{topic}/claim`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ClaimBody {
+    /// Most jobs to take (1 to 1,000; default 1).
+    #[serde(default, deserialize_with = "integer::option")]
+    #[schema(minimum = 1, maximum = 1000)]
+    pub max: Option<u32>,
+    /// How long to wait for a due job when there is none, in ms (0 to 30,000; default 0).
+    #[serde(default, deserialize_with = "integer::option")]
+    #[schema(minimum = 0, maximum = 30000)]
+    pub wait_ms: Option<u64>,
+    /// The lease, in ms (default: the topic's visibility timeout).
+    #[serde(default, deserialize_with = "integer::option")]
+    #[schema(minimum = 1, maximum = 86400000)]
+    pub lease_ms: Option<u64>,
+}
+
+/// A claimed job: the job as stored (running, with its `lease_until`) and its run's token.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct ClaimedJob {
+    #[serde(flatten)]
+    pub job: Job,
+    /// Names this run in its outcome; an older token is refused as stale.
+    pub token: u64,
+}
+
+/// The answer of a claim.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Claimed {
+    /// The jobs leased, possibly none (the wait ended).
+    pub jobs: Vec<ClaimedJob>,
+}
+
+/// `.../ack` and `.../bury`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TokenBody {
+    /// The token of the claim.
+    #[serde(deserialize_with = "integer::required")]
+    pub token: u64,
+    /// Why (bury only).
+    pub error: Option<String>,
+}
+
+/// `.../retry`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct RetryBody {
+    /// The token of the claim.
+    #[serde(deserialize_with = "integer::required")]
+    pub token: u64,
+    /// Run again after this many ms (default: the topic's backoff).
+    #[serde(default, deserialize_with = "integer::option")]
+    pub delay_ms: Option<u64>,
+    /// What went wrong.
+    pub error: Option<String>,
+}
+
+/// `.../touch`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TouchBody {
+    /// The token of the claim.
+    #[serde(deserialize_with = "integer::required")]
+    pub token: u64,
+    /// The new lease from now, in ms (default: the topic's visibility timeout).
+    #[serde(default, deserialize_with = "integer::option")]
+    #[schema(minimum = 1, maximum = 86400000)]
+    pub lease_ms: Option<u64>,
+}
+
+/// The answer of a touch.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Touched {
+    /// The lease's new end.
+    pub lease_until: i64,
+}
+
+/// The answer of a retry: `retrying`, or `dead` when its attempts are used up.
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct Settled {
+    /// What happened to the job.
+    pub result: String,
+}
+
+/// One ack of a batch.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AckItem {
+    /// The job's id.
+    pub id: String,
+    /// The token of its claim.
+    #[serde(deserialize_with = "integer::required")]
+    pub token: u64,
+    /// Its shard key, when it was scheduled with one.
+    pub shard_key: Option<String>,
+}
+
+/// `POST /v1/topics/{topic}/acks`.
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct AcksBody {
+    /// The acks, at most 1,000.
+    pub acks: Vec<AckItem>,
+}
+
+/// The answer of a batch of acks, one result per ack in order: `done`, or `stale` for a
+/// token that is not the job's live run (that ack changed nothing).
+#[derive(Debug, Serialize, ToSchema)]
+pub(crate) struct AcksAnswer {
+    /// Per ack, in order.
+    pub results: Vec<String>,
+}
+
+fn stale(id: &str) -> ApiError {
+    ApiError::new(
+        StatusCode::CONFLICT,
+        "stale_token",
+        format!(
+            "job {id:?} is not running under this token: its lease ran out and the job came \
+             back (or went to another claim), or it is gone"
+        ),
+    )
+}
+
+fn word(f: Finished) -> &'static str {
+    match f {
+        Finished::Done => "done",
+        Finished::Retrying => "retrying",
+        Finished::Repeating => "repeating",
+        Finished::Dead => "dead",
+        Finished::Released => "released",
+        Finished::Rescheduled => "rescheduled",
+        Finished::Stale => "stale",
+    }
+}
+
+/// Leases due jobs of a pull topic; with `wait_ms`, waits for one (a long poll).
+#[utoipa::path(post, path = "/v1/topics/{topic}/claim", tag = "consumers",
+    params(("topic" = String, Path)), request_body = ClaimBody,
+    responses((status = 200, body = Claimed), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(crate) async fn claim(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<ClaimBody>,
+) -> ApiResult<HttpResponse> {
+    let body = body.into_inner();
+    let req = ClaimRequest {
+        max: body.max.unwrap_or(1) as usize,
+        wait_ms: body.wait_ms.unwrap_or(0),
+        lease_ms: body.lease_ms,
+    };
+    let jobs = state.center.claim(&path, req).await?;
+    let jobs = jobs
+        .into_iter()
+        .map(|l| ClaimedJob {
+            job: l.job,
+            token: l.token,
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(Claimed { jobs }))
+}
+
+async fn settle_one(
+    state: &AppState,
+    topic: &str,
+    job: JobRef,
+    token: u64,
+    result: ClaimResult,
+) -> ApiResult<Finished> {
+    let id = job.id.clone();
+    let outcome = ClaimOutcome { job, token, result };
+    let done = state
+        .center
+        .settle_claims(topic, std::slice::from_ref(&outcome))
+        .await?;
+    match done.first() {
+        Some(Finished::Stale) | None => Err(stale(&id)),
+        Some(f) => Ok(*f),
+    }
+}
+
+/// Acknowledges a claimed job: it is done and gone (204).
+#[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/ack", tag = "consumers",
+    params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = TokenBody,
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub(crate) async fn ack(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<ShardQuery>,
+    body: web::Json<TokenBody>,
+) -> ApiResult<HttpResponse> {
+    let (topic, id) = path.into_inner();
+    settle_one(&state, &topic, query.job(&id), body.token, ClaimResult::Ack).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// A claimed job failed: it runs again after `delay_ms` (or the topic's backoff), or goes to
+/// the dead letters when its attempts are used up.
+#[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/retry", tag = "consumers",
+    params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = RetryBody,
+    responses((status = 200, body = Settled), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub(crate) async fn retry(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<ShardQuery>,
+    body: web::Json<RetryBody>,
+) -> ApiResult<HttpResponse> {
+    let (topic, id) = path.into_inner();
+    let body = body.into_inner();
+    let result = ClaimResult::Retry {
+        error: body
+            .error
+            .unwrap_or_else(|| "the consumer asked to retry".into()),
+        delay_ms: body.delay_ms,
+    };
+    let f = settle_one(&state, &topic, query.job(&id), body.token, result).await?;
+    Ok(HttpResponse::Ok().json(Settled {
+        result: word(f).into(),
+    }))
+}
+
+/// Gives a claimed job up: to the dead letters with `error` (204).
+#[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/bury", tag = "consumers",
+    params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = TokenBody,
+    responses((status = 204), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 409, body = ErrorBody)))]
+pub(crate) async fn bury(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<ShardQuery>,
+    body: web::Json<TokenBody>,
+) -> ApiResult<HttpResponse> {
+    let (topic, id) = path.into_inner();
+    let body = body.into_inner();
+    let result = ClaimResult::Bury {
+        error: body
+            .error
+            .unwrap_or_else(|| "buried by the consumer".into()),
+    };
+    settle_one(&state, &topic, query.job(&id), body.token, result).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
+/// Extends a claimed job's lease, `lease_ms` from now.
+#[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/touch", tag = "consumers",
+    params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = TouchBody,
+    responses((status = 200, body = Touched), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
+pub(crate) async fn touch(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<ShardQuery>,
+    body: web::Json<TouchBody>,
+) -> ApiResult<HttpResponse> {
+    let (topic, id) = path.into_inner();
+    let job = query.job(&id);
+    match state
+        .center
+        .touch(&topic, &job, body.token, body.lease_ms)
+        .await?
+    {
+        Some(until) => Ok(HttpResponse::Ok().json(Touched { lease_until: until })),
+        None => Err(stale(&id)),
+    }
+}
+
+/// Acknowledges many claimed jobs at once; a stale ack is reported, not failed.
+#[utoipa::path(post, path = "/v1/topics/{topic}/acks", tag = "consumers",
+    params(("topic" = String, Path)), request_body = AcksBody,
+    responses((status = 200, body = AcksAnswer), (status = 400, body = ErrorBody),
+        (status = 404, body = ErrorBody)))]
+pub(crate) async fn acks(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<AcksBody>,
+) -> ApiResult<HttpResponse> {
+    let acks = body.into_inner().acks;
+    if acks.len() > crate::pull::MAX_CLAIM {
+        return Err(ApiError::invalid(
+            "acks",
+            format!(
+                "{} acks, over the limit of {}",
+                acks.len(),
+                crate::pull::MAX_CLAIM
+            ),
+        ));
+    }
+    let outcomes: Vec<ClaimOutcome> = acks
+        .into_iter()
+        .map(|a| ClaimOutcome {
+            job: JobRef::new(a.id).with_shard_key(a.shard_key),
+            token: a.token,
+            result: ClaimResult::Ack,
+        })
+        .collect();
+    let done = state.center.settle_claims(&path, &outcomes).await?;
+    Ok(HttpResponse::Ok().json(AcksAnswer {
+        results: done.into_iter().map(|f| word(f).to_string()).collect(),
+    }))
+}

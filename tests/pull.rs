@@ -1,0 +1,487 @@
+//! Pull consumers over HTTP, on both engines: claim with a lease, ack, retry, bury, touch,
+//! batch acks; a consumer that dies gets its job redelivered after the lease, exactly once
+//! more; eight consumers share 10,000 jobs, each acked once and none early; a long poll is
+//! answered through the wake-up path; and the Python worker of `examples/` runs against the
+//! real service.
+
+mod common;
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use timeout_center::config::{Settings, StoreKind};
+use timeout_center::time::now_ms;
+use timeout_center::*;
+
+use common::RedisServer;
+use common::service::Service;
+
+#[derive(Clone, Copy, Debug)]
+enum Engine {
+    Memory,
+    Redis,
+}
+
+/// The service on `engine`, with a pull topic `q` (4 slots, 1 s lease, 3 attempts) and a
+/// push topic `push`.
+async fn service(engine: Engine) -> (Service, Option<RedisServer>) {
+    let mut settings = Settings::defaults();
+    settings.listen = "127.0.0.1:0".parse().unwrap();
+    settings.topics.seed = vec![
+        TopicConfig {
+            slots: 4,
+            default_type: "pull".into(),
+            visibility_timeout_ms: 1_000,
+            max_attempts: 3,
+            ..TopicConfig::named("q")
+        },
+        TopicConfig::named("push"),
+    ];
+    let redis = match engine {
+        Engine::Memory => {
+            settings.store = StoreKind::Memory;
+            None
+        }
+        Engine::Redis => {
+            let r = RedisServer::start();
+            settings.store = StoreKind::Redis;
+            settings.redis.url = r.url();
+            Some(r)
+        }
+    };
+    (Service::start_with(settings).await, redis)
+}
+
+async fn put(s: &Service, topic: &str, id: &str, body: Value) -> u16 {
+    s.send(
+        Method::PUT,
+        &format!("/v1/topics/{topic}/jobs/{id}"),
+        Some(body),
+    )
+    .await
+    .0
+}
+
+async fn claim(s: &Service, body: Value) -> Vec<Value> {
+    let (st, v) = s.send(Method::POST, "/v1/topics/q/claim", Some(body)).await;
+    assert_eq!(st, 200, "{v}");
+    v["jobs"].as_array().unwrap().clone()
+}
+
+async fn outcome(s: &Service, id: &str, what: &str, body: Value) -> (u16, Value) {
+    s.send(
+        Method::POST,
+        &format!("/v1/topics/q/jobs/{id}/{what}"),
+        Some(body),
+    )
+    .await
+}
+
+async fn claim_ack_retry_bury_and_touch(engine: Engine) {
+    let (s, _redis) = service(engine).await;
+    for id in ["a", "b", "c"] {
+        assert_eq!(
+            put(&s, "q", id, json!({"delay_ms": 0, "payload": {"n": id}})).await,
+            201
+        );
+    }
+    let jobs = claim(&s, json!({"max": 10})).await;
+    assert_eq!(jobs.len(), 3);
+    let token: HashMap<String, u64> = jobs
+        .iter()
+        .map(|j| {
+            (
+                j["id"].as_str().unwrap().to_string(),
+                j["token"].as_u64().unwrap(),
+            )
+        })
+        .collect();
+    for j in &jobs {
+        assert_eq!(
+            (j["state"].as_str(), j["attempts"].as_u64()),
+            (Some("running"), Some(1))
+        );
+        assert!(j["lease_until"].as_i64().unwrap() > now_ms() - 1_000, "{j}");
+        assert_eq!(j["payload"]["n"], j["id"]);
+    }
+    // Nothing is left to claim, and a claim without a body takes one at most.
+    assert!(claim(&s, json!({})).await.is_empty());
+
+    // Ack: done and gone; the same ack again is stale and changes nothing.
+    assert_eq!(
+        outcome(&s, "a", "ack", json!({"token": token["a"]}))
+            .await
+            .0,
+        204
+    );
+    let (st, v) = outcome(&s, "a", "ack", json!({"token": token["a"]})).await;
+    assert_eq!(
+        (st, v["error"]["code"].as_str()),
+        (409, Some("stale_token")),
+        "{v}"
+    );
+    assert_eq!(
+        s.send(Method::GET, "/v1/topics/q/jobs/a", None).await.0,
+        404
+    );
+
+    // Retry: due again after its delay, the attempt counted.
+    let (st, v) = outcome(
+        &s,
+        "b",
+        "retry",
+        json!({"token": token["b"], "delay_ms": 0, "error": "busy"}),
+    )
+    .await;
+    assert_eq!((st, v["result"].as_str()), (200, Some("retrying")), "{v}");
+    let again = claim(&s, json!({"max": 10})).await;
+    assert_eq!(again.len(), 1);
+    assert_eq!(
+        (again[0]["id"].as_str(), again[0]["attempts"].as_u64()),
+        (Some("b"), Some(2))
+    );
+    assert_eq!(again[0]["last_error"], "busy");
+    // The old token is stale now, for every outcome.
+    for what in ["ack", "bury", "retry", "touch"] {
+        let (st, _) = outcome(&s, "b", what, json!({"token": token["b"]})).await;
+        assert_eq!(st, 409, "{what} with a stale token");
+    }
+    // Bury: to the dead letters with its error.
+    let new_b = again[0]["token"].as_u64().unwrap();
+    assert_eq!(
+        outcome(
+            &s,
+            "b",
+            "bury",
+            json!({"token": new_b, "error": "bad order"})
+        )
+        .await
+        .0,
+        204
+    );
+    let (_, dead) = s.send(Method::GET, "/v1/topics/q/dead", None).await;
+    assert_eq!(dead["items"][0]["id"], "b");
+    assert_eq!(dead["items"][0]["last_error"], "bad order");
+
+    // Touch: the lease moves; a wrong token is stale.
+    let (st, v) = outcome(
+        &s,
+        "c",
+        "touch",
+        json!({"token": token["c"], "lease_ms": 60_000}),
+    )
+    .await;
+    assert_eq!(st, 200, "{v}");
+    assert!(
+        v["lease_until"].as_i64().unwrap() >= now_ms() + 50_000,
+        "{v}"
+    );
+    let got = s.send(Method::GET, "/v1/topics/q/jobs/c", None).await.1;
+    assert_eq!(got["lease_until"], v["lease_until"]);
+    assert_eq!(
+        outcome(&s, "c", "touch", json!({"token": 999_999})).await.0,
+        409
+    );
+
+    // Batch acks: one result per ack, a stale one reported, not failed.
+    let (st, v) = s
+        .send(
+            Method::POST,
+            "/v1/topics/q/acks",
+            Some(json!({"acks": [{"id": "c", "token": token["c"]}, {"id": "c", "token": token["c"]}]})),
+        )
+        .await;
+    assert_eq!(
+        (st, v["results"].clone()),
+        (200, json!(["done", "stale"])),
+        "{v}"
+    );
+
+    // Bad input names the field; a push topic cannot be claimed, nor take a pull job.
+    let (st, v) = s
+        .send(Method::POST, "/v1/topics/q/claim", Some(json!({"max": 0})))
+        .await;
+    assert_eq!(st, 400);
+    assert!(
+        v["error"]["message"].as_str().unwrap().contains("max"),
+        "{v}"
+    );
+    let (st, v) = s
+        .send(
+            Method::POST,
+            "/v1/topics/q/claim",
+            Some(json!({"wait_ms": 30_001})),
+        )
+        .await;
+    assert!(
+        st == 400 && v["error"]["message"].as_str().unwrap().contains("wait_ms"),
+        "{v}"
+    );
+    let (st, v) = s
+        .send(Method::POST, "/v1/topics/push/claim", Some(json!({})))
+        .await;
+    assert!(
+        st == 400
+            && v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("not a pull topic"),
+        "{v}"
+    );
+    let (st, v) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/push/jobs/x",
+            Some(json!({"type": "pull", "delay_ms": 0})),
+        )
+        .await;
+    assert!(
+        st == 400
+            && v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("pull topic"),
+        "{v}"
+    );
+    let (st, v) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/q/jobs/x",
+            Some(json!({"type": "emit", "delay_ms": 0})),
+        )
+        .await;
+    assert!(
+        st == 400
+            && v["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("pull topic"),
+        "{v}"
+    );
+    let (st, _) = s
+        .send(Method::POST, "/v1/topics/ghost/claim", Some(json!({})))
+        .await;
+    assert_eq!(st, 404);
+}
+
+async fn a_dead_consumers_job_comes_back_after_its_lease_exactly_once_more(engine: Engine) {
+    let (s, _redis) = service(engine).await;
+    assert_eq!(put(&s, "q", "j", json!({"delay_ms": 0})).await, 201);
+    // The consumer claims with a short lease and dies without an outcome.
+    let first = claim(&s, json!({"lease_ms": 300})).await;
+    assert_eq!(first.len(), 1);
+    let lease_until = first[0]["lease_until"].as_i64().unwrap();
+    // A long poll sleeps until that lease runs out (its deadline is the slot's next instant),
+    // then gets the job again.
+    let second = claim(&s, json!({"wait_ms": 20_000})).await;
+    assert_eq!(second.len(), 1, "the job came back");
+    assert!(
+        now_ms() >= lease_until,
+        "redelivered before the first lease ended"
+    );
+    assert_eq!(
+        (second[0]["id"].as_str(), second[0]["attempts"].as_u64()),
+        (Some("j"), Some(2))
+    );
+    let (old, new) = (
+        first[0]["token"].as_u64().unwrap(),
+        second[0]["token"].as_u64().unwrap(),
+    );
+    assert_ne!(old, new);
+    assert_eq!(outcome(&s, "j", "ack", json!({"token": old})).await.0, 409);
+    assert_eq!(outcome(&s, "j", "ack", json!({"token": new})).await.0, 204);
+    // Exactly once more: nothing comes after the ack, not even past the old lease.
+    assert!(claim(&s, json!({"wait_ms": 1_500})).await.is_empty());
+}
+
+async fn eight_consumers_ack_ten_thousand_jobs_each_once_and_none_early(engine: Engine) {
+    let (s, _redis) = service(engine).await;
+    let s = Arc::new(s);
+    let t0 = now_ms();
+    const N: usize = 10_000;
+    for i in 0..N {
+        let job = NewJob::new(format!("j{i}"), t0 + (i as i64 % 500)).job_type("pull");
+        s.center
+            .schedule("q", job, ScheduleMode::Upsert)
+            .await
+            .unwrap();
+    }
+    let acked: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
+    let early = Arc::new(Mutex::new(Vec::new()));
+    let mut consumers = Vec::new();
+    for _ in 0..8 {
+        let (s, acked, early) = (s.clone(), acked.clone(), early.clone());
+        consumers.push(tokio::spawn(async move {
+            let deadline = Instant::now() + Duration::from_secs(120);
+            while acked.lock().unwrap().len() < N && Instant::now() < deadline {
+                let (st, v) = s
+                    .send(
+                        Method::POST,
+                        "/v1/topics/q/claim",
+                        Some(json!({"max": 100, "wait_ms": 1_000})),
+                    )
+                    .await;
+                assert_eq!(st, 200, "{v}");
+                let received = now_ms();
+                let jobs = v["jobs"].as_array().unwrap();
+                let mut acks = Vec::new();
+                for j in jobs {
+                    if j["fire_at"].as_i64().unwrap() > received {
+                        early.lock().unwrap().push(j["id"].to_string());
+                    }
+                    acks.push(json!({"id": j["id"], "token": j["token"]}));
+                }
+                if acks.is_empty() {
+                    continue;
+                }
+                let (st, v) = s
+                    .send(
+                        Method::POST,
+                        "/v1/topics/q/acks",
+                        Some(json!({"acks": acks})),
+                    )
+                    .await;
+                assert_eq!(st, 200, "{v}");
+                let mut seen = acked.lock().unwrap();
+                for (a, r) in acks.iter().zip(v["results"].as_array().unwrap()) {
+                    assert_eq!(r, "done", "{a}");
+                    *seen
+                        .entry(a["id"].as_str().unwrap().to_string())
+                        .or_default() += 1;
+                }
+            }
+        }));
+    }
+    for c in consumers {
+        c.await.unwrap();
+    }
+    {
+        let acked = acked.lock().unwrap();
+        assert_eq!(acked.len(), N, "every job acked");
+        assert!(acked.values().all(|n| *n == 1), "a job was acked twice");
+        let early = early.lock().unwrap();
+        assert!(early.is_empty(), "claimed before fire_at: {early:?}");
+    }
+    let stats = s.center.stats("q").await.unwrap();
+    assert_eq!((stats.scheduled, stats.running, stats.dead), (0, 0, 0));
+}
+
+async fn a_long_poll_is_answered_when_a_job_comes_due_not_at_its_end(engine: Engine) {
+    let (s, _redis) = service(engine).await;
+    let s = Arc::new(s);
+    let waiter = {
+        let s = s.clone();
+        tokio::spawn(async move {
+            let started = Instant::now();
+            let jobs = claim(&s, json!({"wait_ms": 30_000})).await;
+            (jobs, started.elapsed())
+        })
+    };
+    // The claim is waiting on an empty topic (no due job, no lease: nothing to sleep until
+    // but its end). A job scheduled now wakes it through the slot's wake notice.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(put(&s, "q", "now", json!({"delay_ms": 0})).await, 201);
+    let (jobs, waited) = waiter.await.unwrap();
+    assert_eq!(jobs.len(), 1);
+    assert_eq!(jobs[0]["id"], "now");
+    assert!(
+        waited < Duration::from_secs(15),
+        "the claim waited {waited:?}: it was not woken, it ran to the end of its wait"
+    );
+}
+
+async fn the_python_worker_of_examples_consumes_every_job(engine: Engine) {
+    let Ok(python) = which_python() else {
+        panic!("python3 is needed to run examples/pull_worker.py: apt-get install -y python3");
+    };
+    let (s, _redis) = service(engine).await;
+    for i in 0..20 {
+        assert_eq!(
+            put(
+                &s,
+                "q",
+                &format!("w{i}"),
+                json!({"delay_ms": 0, "payload": {"i": i}})
+            )
+            .await,
+            201
+        );
+    }
+    let url = s.url("");
+    let out = tokio::task::spawn_blocking(move || {
+        std::process::Command::new(python)
+            .arg(concat!(
+                env!("CARGO_MANIFEST_DIR"),
+                "/examples/pull_worker.py"
+            ))
+            .args([
+                "--url",
+                &url,
+                "--topic",
+                "q",
+                "--batch",
+                "7",
+                "--wait-ms",
+                "1000",
+                "--count",
+                "20",
+            ])
+            .output()
+            .unwrap()
+    })
+    .await
+    .unwrap();
+    let stdout = String::from_utf8_lossy(&out.stdout);
+    assert!(
+        out.status.success(),
+        "{stdout}\n{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut ids: Vec<String> = stdout
+        .lines()
+        .map(|l| {
+            serde_json::from_str::<Value>(l).unwrap()["id"]
+                .as_str()
+                .unwrap()
+                .to_string()
+        })
+        .collect();
+    ids.sort();
+    let mut expected: Vec<String> = (0..20).map(|i| format!("w{i}")).collect();
+    expected.sort();
+    assert_eq!(ids, expected);
+    let stats = s.center.stats("q").await.unwrap();
+    assert_eq!((stats.scheduled, stats.running), (0, 0));
+}
+
+fn which_python() -> Result<std::path::PathBuf, ()> {
+    std::env::var_os("PATH")
+        .and_then(|paths| {
+            std::env::split_paths(&paths)
+                .map(|p| p.join("python3"))
+                .find(|p| p.is_file())
+        })
+        .ok_or(())
+}
+
+macro_rules! both_engines {
+    ($($name:ident),* $(,)?) => {
+        mod memory {
+            $(#[actix_rt::test] async fn $name() { super::$name(super::Engine::Memory).await })*
+        }
+        mod redis {
+            $(#[actix_rt::test] async fn $name() { super::$name(super::Engine::Redis).await })*
+        }
+    };
+}
+
+both_engines!(
+    claim_ack_retry_bury_and_touch,
+    a_dead_consumers_job_comes_back_after_its_lease_exactly_once_more,
+    eight_consumers_ack_ten_thousand_jobs_each_once_and_none_early,
+    a_long_poll_is_answered_when_a_job_comes_due_not_at_its_end,
+    the_python_worker_of_examples_consumes_every_job,
+);
