@@ -273,24 +273,21 @@ impl TimeoutCenter {
         let name = job_type.unwrap_or(&topic.default_type);
         let pull_topic = topic.default_type == pull::TYPE;
         if pull_topic && name != pull::TYPE {
-            return Err(Error::invalid(
-                "type",
-                format!(
-                    "topic {:?} is a pull topic (default_type pull): its jobs are claimed by \
-                     consumers, so they must be of type pull, not {name:?}",
-                    topic.name
+            return Err(Error::WrongTopicKind {
+                topic: topic.name.clone(),
+                message: format!(
+                    "a pull topic (default_type pull): its jobs are claimed by consumers, so \
+                     their type must be pull, not {name:?}"
                 ),
-            ));
+            });
         }
         if !pull_topic && name == pull::TYPE {
-            return Err(Error::invalid(
-                "type",
-                format!(
-                    "a pull job needs a pull topic, and {:?} is not one (set its default_type \
-                     to pull)",
-                    topic.name
-                ),
-            ));
+            return Err(Error::WrongTopicKind {
+                topic: topic.name.clone(),
+                message: "not a pull topic, so it cannot hold a pull job (set its \
+                          default_type to pull)"
+                    .into(),
+            });
         }
         match self.rt.types.get(name) {
             Some(entry) => entry
@@ -566,13 +563,12 @@ impl TimeoutCenter {
     async fn pull_topic(&self, topic: &str) -> Result<Arc<TopicConfig>> {
         let t = self.rt.store.existing_topic(topic).await?;
         if t.default_type != pull::TYPE {
-            return Err(Error::invalid(
-                "topic",
-                format!(
-                    "{topic:?} is not a pull topic: its jobs are run by the service (set its \
-                     default_type to pull for consumers to claim them)"
-                ),
-            ));
+            return Err(Error::WrongTopicKind {
+                topic: topic.to_string(),
+                message: "not a pull topic: its jobs are run by the service (set its \
+                          default_type to pull for consumers to claim them)"
+                    .into(),
+            });
         }
         Ok(t)
     }

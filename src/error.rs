@@ -51,6 +51,17 @@ pub enum Error {
         message: String,
     },
 
+    /// A job or a claim that does not fit its topic's kind: a pull job in a topic whose jobs
+    /// the service runs, another type in a pull topic, or a claim of a topic that is not a
+    /// pull topic. It depends on the topic's settings, not on the request alone.
+    #[error("topic {topic:?}: {message}")]
+    WrongTopicKind {
+        /// The topic.
+        topic: String,
+        /// What does not fit, and how to fix it.
+        message: String,
+    },
+
     /// The store could not be reached or answered with an error.
     #[error("store unavailable: {0}")]
     Unavailable(String),

@@ -30,7 +30,7 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
                 && f["value"].as_f64().is_some_and(f64::is_finite)
         })
     };
-    for scenario in ["schedule", "reset", "latency", "burst"] {
+    for scenario in ["schedule", "reset", "latency", "burst", "pull"] {
         for engine in ["memory", "redis"] {
             assert!(has(scenario, engine), "no {scenario} figure for {engine}");
         }

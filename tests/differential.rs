@@ -45,6 +45,13 @@ enum Outcome {
 }
 
 #[derive(Debug, Clone)]
+enum ClaimPick {
+    Ack,
+    Retry(u64),
+    Bury,
+}
+
+#[derive(Debug, Clone)]
 enum Op {
     Schedule {
         id: u8,
@@ -68,6 +75,22 @@ enum Op {
         pick: usize,
         by: Millis,
     },
+    /// A consumer's claim: a pump under its own lease.
+    Claim {
+        slot: u32,
+        limit: usize,
+        lease_ms: u64,
+    },
+    /// Consumers' outcomes by job and token, of runs picked as `Settle` picks them.
+    SettleClaims {
+        slot: u32,
+        picks: Vec<(usize, ClaimPick)>,
+    },
+    /// A consumer's touch by job and token.
+    Touch {
+        pick: usize,
+        by: Millis,
+    },
     Requeue(u8),
     DeadDelete(u8),
     Advance(Millis),
@@ -84,6 +107,15 @@ fn outcome() -> impl Strategy<Value = Outcome> {
         (0..600i64).prop_map(Outcome::Repeat),
         Just(Outcome::Bury),
         Just(Outcome::Release),
+    ]
+}
+
+fn claim_pick() -> impl Strategy<Value = ClaimPick> {
+    prop_oneof![
+        Just(ClaimPick::Ack),
+        // A given delay: the topic's backoff has jitter, which the engines draw apart.
+        (0..600u64).prop_map(ClaimPick::Retry),
+        Just(ClaimPick::Bury),
     ]
 }
 
@@ -109,6 +141,13 @@ fn op() -> impl Strategy<Value = Op> {
         3 => (0..SLOTS, prop::collection::vec((0..16usize, outcome()), 1..4))
             .prop_map(|(slot, picks)| Op::Settle { slot, picks }),
         1 => (0..16usize, 0..3_000i64).prop_map(|(pick, by)| Op::Extend { pick, by }),
+        // Every due job: under a smaller limit the engines may take different jobs of one
+        // due set (memory in the order they came due, Redis by fire time and id).
+        2 => (0..SLOTS, 1..2_000u64)
+            .prop_map(|(slot, lease_ms)| Op::Claim { slot, limit: 100, lease_ms }),
+        2 => (0..SLOTS, prop::collection::vec((0..16usize, claim_pick()), 1..4))
+            .prop_map(|(slot, picks)| Op::SettleClaims { slot, picks }),
+        1 => (0..16usize, 0..3_000i64).prop_map(|(pick, by)| Op::Touch { pick, by }),
         1 => id().prop_map(Op::Requeue),
         1 => id().prop_map(Op::DeadDelete),
         3 => (0..800i64).prop_map(Op::Advance),
@@ -245,6 +284,66 @@ impl Pair {
                         .collect();
                     format!("{:?}", s.settle(&topic, *slot, &batch, now).await)
                 }
+                Op::Claim {
+                    slot,
+                    limit,
+                    lease_ms,
+                } => {
+                    let p = s.claim(&topic, *slot, now, *limit, *lease_ms).await;
+                    let view = format!(
+                        "{:?}",
+                        p.as_ref().map(|p| {
+                            let mut jobs: Vec<_> = p.jobs.iter().map(run_view).collect();
+                            jobs.sort();
+                            (jobs, p.expired, p.next_at)
+                        })
+                    );
+                    if let Ok(mut p) = p {
+                        p.jobs.sort_by(|a, b| a.job.id.cmp(&b.job.id));
+                        side.runs.extend(p.jobs);
+                    }
+                    view
+                }
+                Op::SettleClaims { slot, picks } => {
+                    let outcomes: Vec<ClaimOutcome> = picks
+                        .iter()
+                        .filter_map(|(pick, what)| {
+                            let runs: Vec<&Leased> =
+                                side.runs.iter().filter(|r| r.slot == *slot).collect();
+                            let back = pick % runs.len().max(1);
+                            let run = runs.get(runs.len().checked_sub(back + 1)?)?;
+                            let result = match what {
+                                ClaimPick::Ack => ClaimResult::Ack,
+                                ClaimPick::Retry(d) => ClaimResult::Retry {
+                                    error: "failed".into(),
+                                    delay_ms: Some(*d),
+                                },
+                                ClaimPick::Bury => ClaimResult::Bury {
+                                    error: "buried".into(),
+                                },
+                            };
+                            Some(ClaimOutcome {
+                                job: JobRef::new(run.job.id.clone()),
+                                token: run.token,
+                                result,
+                            })
+                        })
+                        .collect();
+                    format!("{:?}", s.settle_claims(&topic, &outcomes, now).await)
+                }
+                Op::Touch { pick, by } => match side.runs.get(pick % side.runs.len().max(1)) {
+                    Some(run) => format!(
+                        "{:?}",
+                        s.touch(
+                            &topic,
+                            &JobRef::new(run.job.id.clone()),
+                            run.token,
+                            now + by
+                        )
+                        .await
+                    ),
+                    None => "no run".to_string(),
+                },
                 Op::Extend { pick, by } => match side.runs.get(pick % side.runs.len().max(1)) {
                     Some(run) => format!("{:?}", s.extend(&topic, run, now + by).await),
                     None => "no run".to_string(),

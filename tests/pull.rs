@@ -224,7 +224,7 @@ async fn claim_ack_retry_bury_and_touch(engine: Engine) {
         .send(Method::POST, "/v1/topics/push/claim", Some(json!({})))
         .await;
     assert!(
-        st == 400
+        st == 409
             && v["error"]["message"]
                 .as_str()
                 .unwrap()
@@ -239,7 +239,7 @@ async fn claim_ack_retry_bury_and_touch(engine: Engine) {
         )
         .await;
     assert!(
-        st == 400
+        st == 409
             && v["error"]["message"]
                 .as_str()
                 .unwrap()
@@ -254,7 +254,7 @@ async fn claim_ack_retry_bury_and_touch(engine: Engine) {
         )
         .await;
     assert!(
-        st == 400
+        st == 409
             && v["error"]["message"]
                 .as_str()
                 .unwrap()

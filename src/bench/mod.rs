@@ -5,6 +5,7 @@
 //! `benchmarks.json` and a lateness plot.
 
 mod peer;
+mod pull;
 // The tests' Redis harness: one file, shared with `tests/` and `benches/`.
 #[allow(dead_code, unreachable_pub)]
 #[path = "../../tests/common/redis_server.rs"]
@@ -29,6 +30,7 @@ pub enum Scenario {
     Latency,
     Burst,
     Memory,
+    Pull,
     All,
 }
 

@@ -85,6 +85,23 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
             false,
         ),
         (
+            "pull claim + ack (redis, 16 consumers) / BullMQ worker rate",
+            ratio(
+                f("redis", "claim + ack throughput"),
+                f("bullmq", "burst drain rate"),
+            ),
+            ">= 5",
+            5.0,
+            true,
+        ),
+        (
+            "p99 pull delivery lateness, redis store (ms)",
+            f("redis", "delivery lateness p99"),
+            "<= 5",
+            5.0,
+            false,
+        ),
+        (
             "bytes per job / bare sorted set",
             f("redis", "empty-payload job / bare sorted set"),
             "<= 1.5",
@@ -271,7 +288,7 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
         };
         let _ = writeln!(m, "| {name} | {v} | {target} | {met} |");
     }
-    for scenario in ["schedule", "reset", "latency", "burst", "memory"] {
+    for scenario in ["schedule", "reset", "latency", "burst", "memory", "pull"] {
         let rows: Vec<_> = ctx
             .figures
             .iter()

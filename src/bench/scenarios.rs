@@ -48,14 +48,14 @@ impl JobHandler for Noop {
     }
 }
 
-fn now_us() -> i64 {
+pub(super) fn now_us() -> i64 {
     std::time::SystemTime::now()
         .duration_since(std::time::UNIX_EPOCH)
         .map(|d| d.as_micros() as i64)
         .unwrap_or(0)
 }
 
-fn histogram() -> Arc<Mutex<Histogram<u64>>> {
+pub(super) fn histogram() -> Arc<Mutex<Histogram<u64>>> {
     Arc::new(Mutex::new(
         Histogram::new_with_bounds(1, 600_000_000, 3).expect("valid bounds"),
     ))
@@ -64,7 +64,7 @@ fn histogram() -> Arc<Mutex<Histogram<u64>>> {
 static RUN: AtomicU64 = AtomicU64::new(0);
 
 /// A topic name no earlier part of this run used.
-fn topic(what: &str, engine: &str) -> String {
+pub(super) fn topic(what: &str, engine: &str) -> String {
     format!(
         "bench-{what}-{engine}-{}-{}",
         now_ms() % 100_000,
@@ -83,7 +83,7 @@ fn options() -> StoreOptions {
     }
 }
 
-async fn open(ctx: &Ctx, engine: &str) -> Result<SharedStore, String> {
+pub(super) async fn open(ctx: &Ctx, engine: &str) -> Result<SharedStore, String> {
     Ok(match engine {
         "memory" => Arc::new(MemoryStore::new(options())),
         _ => Arc::new(
@@ -95,15 +95,15 @@ async fn open(ctx: &Ctx, engine: &str) -> Result<SharedStore, String> {
 }
 
 /// The HTTP service over `store`, on a free port.
-struct Service {
+pub(super) struct Service {
     /// The served server (an actix server does nothing until it is polled).
     task: actix_rt::task::JoinHandle<()>,
     center: TimeoutCenter,
-    base: String,
+    pub(super) base: String,
     handle: actix_web::dev::ServerHandle,
 }
 
-async fn service(store: SharedStore, engine: &str) -> Result<Service, String> {
+pub(super) async fn service(store: SharedStore, engine: &str) -> Result<Service, String> {
     let mut settings = Settings::defaults();
     settings.store = if engine == "memory" {
         StoreKind::Memory
@@ -134,7 +134,7 @@ async fn service(store: SharedStore, engine: &str) -> Result<Service, String> {
 }
 
 impl Service {
-    async fn stop(self) {
+    pub(super) async fn stop(self) {
         self.handle.stop(true).await;
         let _ = self.task.await;
     }
@@ -182,12 +182,13 @@ pub(super) async fn run(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Resul
             .to_string();
     }
     let all = scenario == Scenario::All;
-    let steps: [(Scenario, Step); 5] = [
+    let steps: [(Scenario, Step); 6] = [
         (Scenario::Schedule, |c| Box::pin(schedule(c))),
         (Scenario::Reset, |c| Box::pin(reset(c))),
         (Scenario::Latency, |c| Box::pin(latency(c))),
         (Scenario::Burst, |c| Box::pin(burst(c))),
         (Scenario::Memory, |c| Box::pin(memory(c))),
+        (Scenario::Pull, |c| Box::pin(super::pull::pull(c))),
     ];
     for (s, step) in steps {
         if (all || s == scenario) && !ctx.stopped() {
@@ -200,6 +201,7 @@ pub(super) async fn run(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Resul
         if let Err(e) = peer::bullmq(ctx).await {
             println!("  BullMQ not measured: {e}");
         }
+        super::pull::ratios(ctx);
     }
     Ok(())
 }
@@ -470,7 +472,7 @@ fn curve(h: &Histogram<u64>) -> Vec<(f64, f64)> {
     .collect()
 }
 
-fn add_percentiles(
+pub(super) fn add_percentiles(
     ctx: &mut Ctx,
     scenario: &'static str,
     system: &str,

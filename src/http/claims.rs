@@ -19,15 +19,12 @@ use crate::pull::ClaimRequest;
 pub(crate) struct ClaimBody {
     /// Most jobs to take (1 to 1,000; default 1).
     #[serde(default, deserialize_with = "integer::option")]
-    #[schema(minimum = 1, maximum = 1000)]
     pub max: Option<u32>,
     /// How long to wait for a due job when there is none, in ms (0 to 30,000; default 0).
     #[serde(default, deserialize_with = "integer::option")]
-    #[schema(minimum = 0, maximum = 30000)]
     pub wait_ms: Option<u64>,
     /// The lease, in ms (default: the topic's visibility timeout).
     #[serde(default, deserialize_with = "integer::option")]
-    #[schema(minimum = 1, maximum = 86400000)]
     pub lease_ms: Option<u64>,
 }
 
@@ -81,7 +78,6 @@ pub(crate) struct TouchBody {
     pub token: u64,
     /// The new lease from now, in ms (default: the topic's visibility timeout).
     #[serde(default, deserialize_with = "integer::option")]
-    #[schema(minimum = 1, maximum = 86400000)]
     pub lease_ms: Option<u64>,
 }
 
@@ -155,7 +151,7 @@ fn word(f: Finished) -> &'static str {
 #[utoipa::path(post, path = "/v1/topics/{topic}/claim", tag = "consumers",
     params(("topic" = String, Path)), request_body = ClaimBody,
     responses((status = 200, body = Claimed), (status = 400, body = ErrorBody),
-        (status = 404, body = ErrorBody)))]
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub(crate) async fn claim(
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -288,7 +284,7 @@ pub(crate) async fn touch(
 #[utoipa::path(post, path = "/v1/topics/{topic}/acks", tag = "consumers",
     params(("topic" = String, Path)), request_body = AcksBody,
     responses((status = 200, body = AcksAnswer), (status = 400, body = ErrorBody),
-        (status = 404, body = ErrorBody)))]
+        (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub(crate) async fn acks(
     state: web::Data<AppState>,
     path: web::Path<String>,

@@ -96,6 +96,9 @@ impl From<Error> for ApiError {
             Error::TopicConflict { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "topic_conflict", message)
             }
+            Error::WrongTopicKind { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "wrong_topic_kind", message)
+            }
             Error::Unavailable(_) => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_unavailable",

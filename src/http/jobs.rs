@@ -84,7 +84,7 @@ pub(crate) async fn put_job(
 /// Creates a job with a generated id (201).
 #[utoipa::path(post, path = "/v1/topics/{topic}/jobs", tag = "jobs",
     params(("topic" = String, Path)), request_body = JobBody,
-    responses((status = 201, body = Job), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
+    responses((status = 201, body = Job), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub(crate) async fn post_job(
     state: web::Data<AppState>,
     path: web::Path<String>,
@@ -162,7 +162,7 @@ pub(crate) async fn reset_job(
 /// The heartbeat path: many resets at once; with `create`, a missing job is created.
 #[utoipa::path(post, path = "/v1/topics/{topic}/resets", tag = "jobs",
     params(("topic" = String, Path)), request_body = BatchBody,
-    responses((status = 200, body = ResetReport), (status = 400, body = ErrorBody), (status = 413, body = ErrorBody)))]
+    responses((status = 200, body = ResetReport), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub(crate) async fn batch_reset(
     state: web::Data<AppState>,
     path: web::Path<String>,

@@ -12,7 +12,7 @@ use crate::meetings;
 /// Creates (201) or moves (200) a booking's jobs.
 #[utoipa::path(put, path = "/v1/topics/{topic}/meetings/{id}", tag = "meetings",
     params(("topic" = String, Path), ("id" = String, Path)), request_body = Booking,
-    responses((status = 201, body = Booking), (status = 200, body = Booking), (status = 400, body = ErrorBody)))]
+    responses((status = 201, body = Booking), (status = 200, body = Booking), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub(crate) async fn put_meeting(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,

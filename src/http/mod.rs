@@ -179,6 +179,31 @@ pub(crate) fn document(
             *p = bounded(1, u32::MAX as i64);
         }
     }
+    // The consumers' integers, with integer bounds (utoipa writes its bounds as floats, and
+    // a generator then draws fractions). A token is a run counter: far below 10^14, a bound
+    // every JSON parser carries exactly.
+    let token_max = crate::validate::MAX_MILLIS;
+    let claims = [
+        ("AckItem", "token", 0, token_max),
+        ("TokenBody", "token", 0, token_max),
+        ("RetryBody", "token", 0, token_max),
+        ("TouchBody", "token", 0, token_max),
+        ("RetryBody", "delay_ms", 0, crate::validate::MAX_DELAY_MS),
+        ("TouchBody", "lease_ms", 1, crate::pull::MAX_LEASE_MS as i64),
+        ("ClaimBody", "lease_ms", 1, crate::pull::MAX_LEASE_MS as i64),
+        ("ClaimBody", "wait_ms", 0, crate::pull::MAX_WAIT_MS as i64),
+        ("ClaimBody", "max", 1, crate::pull::MAX_CLAIM as i64),
+    ];
+    for (schema, field, min, max) in claims {
+        if let Some(p) = doc
+            .pointer_mut(&format!("/components/schemas/{schema}/properties/{field}"))
+            .and_then(|p| p.as_object_mut())
+        {
+            p.remove("format");
+            p.insert("minimum".into(), min.into());
+            p.insert("maximum".into(), max.into());
+        }
+    }
     let mut types: Vec<serde_json::Value> = job_types.iter().map(|t| t.as_str().into()).collect();
     types.push(serde_json::Value::Null);
     let per_type: Vec<serde_json::Value> = payloads
