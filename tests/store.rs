@@ -627,7 +627,7 @@ async fn a_run_settled_twice_in_one_batch_is_settled_once(e: Engine) {
     ];
     let done = s.settle("t", 0, &batch, T0 + 1).await.unwrap();
     assert_eq!(done, [Finished::Done, Finished::Stale]);
-    let events = s.read_events("t", None, 100).await.unwrap().items;
+    let events = events_of(s, "t", 1).await;
     let dones = events.iter().filter(|e| e.event == "job.done").count();
     assert_eq!(dones, 1, "{events:?}");
 }

@@ -158,7 +158,7 @@ pub(super) async fn pull(ctx: &mut Ctx) -> Result<(), String> {
         let rate = ctx.sizes.rate.max(1);
         let seconds = ctx.sizes.latency_seconds.clamp(2, 20);
         let n = (rate * seconds) as usize;
-        let start = now_ms() + 1_000;
+        let start = now_ms() + 2_000;
         fill(&store, &name, n, |i| {
             start + (i as u64 * 1_000 / rate) as Millis
         })
