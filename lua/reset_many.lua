@@ -4,9 +4,8 @@
 -- ARGV[2] create: '-' to create nothing; otherwise the record spec of a created job, JSON
 --         ('' for a plain job)
 -- ARGV[3], ARGV[4], ...: pairs of id and fire time (ms)
--- Returns {reset, created, head, n_missing, missing id..., then triples of a re-armed job:
--- id, times it had fired (repeated) since its last reset, type ('' when default)}; head is
--- the earliest fire time this call gave a job that is now scheduled (-1 when none).
+-- Returns {reset, created, n_missing, missing id..., then triples of a re-armed job:
+-- id, times it had fired (repeated) since its last reset, type ('' when default)}.
 --
 -- Cost. A running or dead job always has a record, so an id without one is either a plain
 -- scheduled job or no job at all. Those ids (the heartbeat case) take one HMGET and one
@@ -22,11 +21,6 @@ local CHUNK = 1000 -- keeps unpack() far below Lua's stack limit
 local n = (#ARGV - 2) / 2
 local reset, created, missing, n_missing = 0, 0, {}, 0
 local rearmed = {}
-local head = nil
-
-local function gave(at)
-  if head == nil or at < head then head = at end
-end
 
 local function create_job(id, at)
   if spec_json ~= '' then
@@ -35,7 +29,6 @@ local function create_job(id, at)
     redis.call('HSET', JOB, id, cjson.encode(rec))
   end
   redis.call('ZADD', DUE, at, id)
-  gave(at)
   created = created + 1
 end
 
@@ -55,7 +48,6 @@ local function reset_recorded(id, raw, at_text)
     if rec.c then rec.u = now end
     if live then
       redis.call('ZADD', DUE, at, id)
-      gave(at)
     else
       rec.r = at -- running: applied after the run
     end
@@ -65,6 +57,28 @@ local function reset_recorded(id, raw, at_text)
     redis.call('ZREM', DEAD, id)
     redis.call('HDEL', JOB, id)
     create_job(id, tonumber(at_text))
+  else
+    n_missing = n_missing + 1
+    missing[n_missing] = id
+  end
+end
+
+-- An id whose record was used earlier in this call: read again, so that a job named twice
+-- is reset twice in order, as two calls would (a record read before the first would bring
+-- back what the first changed).
+local seen = {}
+local function reset_again(id, at_text)
+  local raw = redis.call('HGET', JOB, id)
+  if raw then
+    reset_recorded(id, raw, at_text)
+    return
+  end
+  local at = tonumber(at_text) -- no record: a plain scheduled job, or none
+  if redis.call('ZSCORE', DUE, id) then
+    redis.call('ZADD', DUE, at, id)
+    reset = reset + 1
+  elseif create then
+    create_job(id, at)
   else
     n_missing = n_missing + 1
     missing[n_missing] = id
@@ -82,7 +96,10 @@ for base = 0, n - 1, CHUNK do
   local plain, plain_ids, m = {}, {}, 0
   for i = 1, k do
     local at_text = ARGV[4 + 2 * (base + i - 1)]
-    if recs[i] then
+    if recs[i] and seen[ids[i]] then
+      reset_again(ids[i], at_text)
+    elseif recs[i] then
+      seen[ids[i]] = true
       reset_recorded(ids[i], recs[i], at_text)
     else
       m = m + 1
@@ -96,18 +113,15 @@ for base = 0, n - 1, CHUNK do
       local added = redis.call('ZADD', DUE, unpack(plain))
       created = created + added
       reset = reset + m - added
-      for j = 1, m do gave(tonumber(plain[2 * j - 1])) end
     else
       local changed = redis.call('ZADD', DUE, 'XX', 'CH', unpack(plain))
       if changed == m then
         reset = reset + m
-        for j = 1, m do gave(tonumber(plain[2 * j - 1])) end
       else
         local scores = redis.call('ZMSCORE', DUE, unpack(plain_ids))
         for j = 1, m do
           if scores[j] then
             reset = reset + 1
-            gave(tonumber(plain[2 * j - 1]))
           elseif create then
             create_job(plain_ids[j], tonumber(plain[2 * j - 1]))
           else
@@ -120,7 +134,7 @@ for base = 0, n - 1, CHUNK do
   end
 end
 
-local out = {reset, created, head or -1, n_missing}
-for i = 1, n_missing do out[4 + i] = missing[i] end
-for i = 1, #rearmed do out[4 + n_missing + i] = rearmed[i] end
+local out = {reset, created, n_missing}
+for i = 1, n_missing do out[3 + i] = missing[i] end
+for i = 1, #rearmed do out[3 + n_missing + i] = rearmed[i] end
 return out

@@ -262,13 +262,14 @@ pub struct ResetReport {
     /// Jobs that had fired (and repeated) since their last reset.
     #[serde(skip)]
     pub rearmed: Vec<Rearmed>,
-    /// Per slot where this call scheduled a job, the earliest fire time it gave one, so the
-    /// runtime can wake a slot that would sleep past it.
+    /// Per slot this call touched, the earliest fire time it asked for, so the runtime can
+    /// wake a slot that would sleep past it (a needless wake, for a missing job, costs one
+    /// pump; a job's debounce cap never needs an earlier wake than its previous time).
     #[serde(skip)]
     pub heads: Vec<SlotHead>,
 }
 
-/// The earliest fire time a call gave a job of `slot`.
+/// The earliest fire time a call asked for in `slot`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct SlotHead {
     /// The slot.

@@ -50,9 +50,6 @@ pub(crate) struct SlotReset {
     pub(crate) created: u64,
     pub(crate) missing: Vec<String>,
     pub(crate) rearmed: Vec<Refired>,
-    /// The earliest fire time this call gave a job that is now scheduled (`None` when it
-    /// scheduled none): the only time at which the slot may need to wake sooner.
-    pub(crate) head: Option<Millis>,
 }
 
 /// A job as stored: its state, score (fire time, lease deadline or time of death) and record.

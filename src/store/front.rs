@@ -4,7 +4,7 @@
 //! runs one slot's operation. `MemoryStore` and `RedisStore` are this front over their
 //! engines.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -218,20 +218,13 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         };
         validate::reset_batch(t.max_payload_bytes, resets, create)?;
         let spec = create.map(|c| Record::for_create(&t, c));
-        // An id named twice counts once, at its last time: what a client sending a batch of
-        // heartbeats means, and one answer for both engines.
-        let mut seen = HashSet::new();
         let mut by_slot: BTreeMap<u32, Vec<(&str, Millis)>> = BTreeMap::new();
-        for r in resets.iter().rev() {
-            let slot = slot_of(r.job.route_key(), t.slots);
-            if seen.insert((slot, r.job.id.as_str())) {
-                by_slot
-                    .entry(slot)
-                    .or_default()
-                    .push((r.job.id.as_str(), r.fire_at));
-            }
+        for r in resets {
+            by_slot
+                .entry(slot_of(r.job.route_key(), t.slots))
+                .or_default()
+                .push((r.job.id.as_str(), r.fire_at));
         }
-        by_slot.values_mut().for_each(|items| items.reverse());
         // One engine call per slot, all in flight at once (one connection multiplexes them).
         let calls = by_slot.iter().map(|(slot, items)| {
             let (t, spec) = (&t, spec.as_ref());
@@ -249,7 +242,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
             report
                 .rearmed
                 .extend(r.rearmed.into_iter().map(|r| rearmed(&t, r)));
-            if let Some(at) = r.head {
+            if let Some(at) = by_slot[&slot].iter().map(|(_, at)| *at).min() {
                 report.heads.push(SlotHead { slot, at });
             }
         }

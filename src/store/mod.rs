@@ -83,7 +83,7 @@ pub trait Store: Send + Sync + 'static {
     ) -> Result<Scheduled>;
 
     /// Moves many jobs' fire times (heartbeats); with `create`, a missing job is created. A
-    /// job named twice in one batch counts once, at its last fire time.
+    /// job named twice in one batch is reset twice, in order, as two calls would.
     async fn reset_many(
         &self,
         topic: &str,

@@ -315,9 +315,6 @@ impl SlotState {
         items: &[(&str, Millis)],
     ) -> SlotReset {
         let mut out = SlotReset::default();
-        let earliest = |at: Millis, out: &mut SlotReset| {
-            out.head = Some(out.head.map_or(at, |h| h.min(at)));
-        };
         for (id, at) in items {
             let k = self.locate(id);
             match k.map(|k| (k, self.entry(k).state)) {
@@ -326,7 +323,6 @@ impl SlotState {
                     if plain && st == JobState::Scheduled {
                         // The heartbeat case: only the fire time moves.
                         self.set_state(k, JobState::Scheduled, *at);
-                        earliest(*at, &mut out);
                     } else {
                         let mut rec = self.record(k);
                         let at = capped(&rec, *at);
@@ -346,7 +342,6 @@ impl SlotState {
                         } else {
                             self.set_record(k, rec);
                             self.set_state(k, JobState::Scheduled, at);
-                            earliest(at, &mut out);
                         }
                     }
                     out.reset += 1;
@@ -365,7 +360,6 @@ impl SlotState {
                         rec.u = Some(now);
                     }
                     self.create(id, rec, JobState::Scheduled, *at);
-                    earliest(*at, &mut out);
                     out.created += 1;
                 }
             }

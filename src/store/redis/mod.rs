@@ -251,15 +251,14 @@ where
         }
         let items: Vec<Value> = call.invoke_async(&mut self.conn()).await?;
         let reply = Reply::new("reset_many", &items);
-        let head = reply.int(2)?;
-        let n_missing = usize::try_from(reply.int(3)?).map_err(|e| reply.corrupt(e))?;
+        let n_missing = usize::try_from(reply.int(2)?).map_err(|e| reply.corrupt(e))?;
         let missing = reply
-            .slice(4, 4 + n_missing)?
+            .slice(3, 3 + n_missing)?
             .iter()
             .map(text)
             .collect::<Result<_>>()?;
         let rearmed = reply
-            .records(4 + n_missing, 3)?
+            .records(3 + n_missing, 3)?
             .map(|r| refired(text(&r[0])?, &r[1], &r[2]))
             .collect::<Result<_>>()?;
         Ok(SlotReset {
@@ -267,7 +266,6 @@ where
             created: reply.int(1)? as u64,
             missing,
             rearmed,
-            head: (head >= 0).then_some(head),
         })
     }
 
