@@ -209,6 +209,31 @@ fn run_view(l: &Leased) -> (String, u32, Millis, Millis) {
     )
 }
 
+/// What a pump or claim answered, as both engines must report it; its runs join `runs`,
+/// in one order on both sides (runs are picked by position later).
+fn took(p: Result<Pumped>, runs: &mut Vec<Leased>) -> String {
+    let view = format!(
+        "{:?}",
+        p.as_ref().map(|p| {
+            let mut jobs: Vec<_> = p.jobs.iter().map(run_view).collect();
+            jobs.sort();
+            (jobs, p.expired, p.next_at)
+        })
+    );
+    if let Ok(mut p) = p {
+        p.jobs.sort_by(|a, b| a.job.id.cmp(&b.job.id));
+        runs.extend(p.jobs);
+    }
+    view
+}
+
+/// The run of `slot` at `pick`, counted from the newest (recent runs are the live ones).
+fn pick_run(runs: &[Leased], slot: u32, pick: usize) -> Option<&Leased> {
+    let runs: Vec<&Leased> = runs.iter().filter(|r| r.slot == slot).collect();
+    let back = pick % runs.len().max(1);
+    runs.get(runs.len().checked_sub(back + 1)?).copied()
+}
+
 impl Pair {
     async fn step(&mut self, step: usize, op: &Op) -> Result<(), TestCaseError> {
         let (topic, now) = (self.topic.clone(), self.now);
@@ -241,32 +266,12 @@ impl Pair {
                 Op::Cancel(id) => {
                     format!("{:?}", s.cancel(&topic, &JobRef::new(job_id(*id))).await)
                 }
-                Op::Pump(slot) => {
-                    let p = s.pump(&topic, *slot, now, 100).await;
-                    let view = format!(
-                        "{:?}",
-                        p.as_ref().map(|p| {
-                            let mut jobs: Vec<_> = p.jobs.iter().map(run_view).collect();
-                            jobs.sort();
-                            (jobs, p.expired, p.next_at)
-                        })
-                    );
-                    if let Ok(mut p) = p {
-                        // Runs are picked by position later: one order on both sides.
-                        p.jobs.sort_by(|a, b| a.job.id.cmp(&b.job.id));
-                        side.runs.extend(p.jobs);
-                    }
-                    view
-                }
+                Op::Pump(slot) => took(s.pump(&topic, *slot, now, 100).await, &mut side.runs),
                 Op::Settle { slot, picks } => {
                     let batch: Vec<Settlement> = picks
                         .iter()
                         .filter_map(|(pick, outcome)| {
-                            let runs: Vec<&Leased> =
-                                side.runs.iter().filter(|r| r.slot == *slot).collect();
-                            // Counted from the newest: recent runs are the live ones.
-                            let back = pick % runs.len().max(1);
-                            let run = (*runs.get(runs.len().checked_sub(back + 1)?)?).clone();
+                            let run = pick_run(&side.runs, *slot, *pick)?.clone();
                             let outcome = match outcome {
                                 Outcome::Ack => RunOutcome::Ack,
                                 Outcome::Retry(d) => RunOutcome::Retry {
@@ -288,30 +293,15 @@ impl Pair {
                     slot,
                     limit,
                     lease_ms,
-                } => {
-                    let p = s.claim(&topic, *slot, now, *limit, *lease_ms).await;
-                    let view = format!(
-                        "{:?}",
-                        p.as_ref().map(|p| {
-                            let mut jobs: Vec<_> = p.jobs.iter().map(run_view).collect();
-                            jobs.sort();
-                            (jobs, p.expired, p.next_at)
-                        })
-                    );
-                    if let Ok(mut p) = p {
-                        p.jobs.sort_by(|a, b| a.job.id.cmp(&b.job.id));
-                        side.runs.extend(p.jobs);
-                    }
-                    view
-                }
+                } => took(
+                    s.claim(&topic, *slot, now, *limit, *lease_ms).await,
+                    &mut side.runs,
+                ),
                 Op::SettleClaims { slot, picks } => {
                     let outcomes: Vec<ClaimOutcome> = picks
                         .iter()
                         .filter_map(|(pick, what)| {
-                            let runs: Vec<&Leased> =
-                                side.runs.iter().filter(|r| r.slot == *slot).collect();
-                            let back = pick % runs.len().max(1);
-                            let run = runs.get(runs.len().checked_sub(back + 1)?)?;
+                            let run = pick_run(&side.runs, *slot, *pick)?;
                             let result = match what {
                                 ClaimPick::Ack => ClaimResult::Ack,
                                 ClaimPick::Retry(d) => ClaimResult::Retry {

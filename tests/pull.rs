@@ -80,6 +80,12 @@ async fn outcome(s: &Service, id: &str, what: &str, body: Value) -> (u16, Value)
     .await
 }
 
+/// An error answer: its status, and a message that names `what`.
+fn refused(status: u16, v: &Value, expected: u16, what: &str) {
+    let message = v["error"]["message"].as_str().unwrap_or_default();
+    assert!(status == expected && message.contains(what), "{status} {v}");
+}
+
 async fn claim_ack_retry_bury_and_touch(engine: Engine) {
     let (s, _redis) = service(engine).await;
     for id in ["a", "b", "c"] {
@@ -216,21 +222,11 @@ async fn claim_ack_retry_bury_and_touch(engine: Engine) {
             Some(json!({"wait_ms": 30_001})),
         )
         .await;
-    assert!(
-        st == 400 && v["error"]["message"].as_str().unwrap().contains("wait_ms"),
-        "{v}"
-    );
+    refused(st, &v, 400, "wait_ms");
     let (st, v) = s
         .send(Method::POST, "/v1/topics/push/claim", Some(json!({})))
         .await;
-    assert!(
-        st == 409
-            && v["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("not a pull topic"),
-        "{v}"
-    );
+    refused(st, &v, 409, "not a pull topic");
     let (st, v) = s
         .send(
             Method::PUT,
@@ -238,14 +234,7 @@ async fn claim_ack_retry_bury_and_touch(engine: Engine) {
             Some(json!({"type": "pull", "delay_ms": 0})),
         )
         .await;
-    assert!(
-        st == 409
-            && v["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("pull topic"),
-        "{v}"
-    );
+    refused(st, &v, 409, "pull topic");
     let (st, v) = s
         .send(
             Method::PUT,
@@ -253,14 +242,7 @@ async fn claim_ack_retry_bury_and_touch(engine: Engine) {
             Some(json!({"type": "emit", "delay_ms": 0})),
         )
         .await;
-    assert!(
-        st == 409
-            && v["error"]["message"]
-                .as_str()
-                .unwrap()
-                .contains("pull topic"),
-        "{v}"
-    );
+    refused(st, &v, 409, "pull topic");
     let (st, _) = s
         .send(Method::POST, "/v1/topics/ghost/claim", Some(json!({})))
         .await;
