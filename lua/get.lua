@@ -1,9 +1,21 @@
--- get.lua: read one job in one consistent step.
+-- get.lua: read jobs of one slot in one consistent step.
 -- KEYS: the slot's six keys (see lib.lua).
--- ARGV[1] id
--- Returns {state, score, record}: state '' when there is no such job; score is the fire
--- time (scheduled), lease deadline (running) or time of death (dead); record '' when none.
-local id = ARGV[1]
-local state, score = locate(id)
-if not state then return {'', -1, ''} end
-return {state, score, redis.call('HGET', JOB, id) or ''}
+-- ARGV: the ids.
+-- Returns {state, score, record} per id, in order: state '' when there is no such job;
+-- score is the fire time (scheduled), lease deadline (running) or time of death (dead);
+-- record '' when none. One ZMSCORE per set and one HMGET, whatever the count.
+local due = redis.call('ZMSCORE', DUE, unpack(ARGV))
+local run = redis.call('ZMSCORE', RUN, unpack(ARGV))
+local dead = redis.call('ZMSCORE', DEAD, unpack(ARGV))
+local recs = redis.call('HMGET', JOB, unpack(ARGV))
+local out = {}
+for i = 1, #ARGV do
+  local state, score = '', -1
+  if due[i] then state, score = 'scheduled', tonumber(due[i])
+  elseif run[i] then state, score = 'running', tonumber(run[i])
+  elseif dead[i] then state, score = 'dead', tonumber(dead[i]) end
+  out[#out + 1] = state
+  out[#out + 1] = score
+  out[#out + 1] = (state ~= '' and recs[i]) or ''
+end
+return out

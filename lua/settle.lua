@@ -4,10 +4,12 @@
 -- ARGV[1] now (ms)
 -- ARGV[2] the topic's max attempts (for records that do not name their own)
 -- ARGV[3] the slot stream's cap (XTRIM MAXLEN ~)
+-- ARGV[4] the topic's name, ARGV[5] its default job type (for heads built here)
 -- Then per run, in order: id, token, outcome ('ack' | 'retry' | 'repeat' | 'bury' |
 --   'release'), fire time for 'retry' and 'repeat' (ms), error text, the event head (an
---   event's JSON without its 'event' and 'data' fields and closing brace), n, and the n
---   events its handler emitted (JSON).
+--   event's JSON without its 'event' and 'data' fields and closing brace; '' to build it
+--   here from the run's record, with now as its fired_at: a consumer's ack names only the
+--   run), n, and the n events its handler emitted (JSON).
 -- Returns one result per run, in order: 'done' | 'retrying' | 'repeating' | 'dead' |
 --   'released' | 'rescheduled' | 'stale'.
 -- 'stale': the job is not running under this token (its lease expired and another run took
@@ -20,6 +22,7 @@
 -- must stop the script before any job changed: the runs stay running and come back after
 -- their lease.
 local now, default_max, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
+local topic, default_type = ARGV[4], ARGV[5]
 
 local function num(n) return string.format('%d', n) end
 
@@ -49,7 +52,7 @@ end
 -- first that carries the record's token settles the job, which is then no longer running,
 -- so every later one is stale, as if the runs were settled one at a time.
 local runs, ids = {}, {}
-local i = 4
+local i = 6
 while i <= #ARGV do
   local run = {id = ARGV[i], token = ARGV[i + 1], outcome = ARGV[i + 2], at = tonumber(ARGV[i + 3]),
     err = ARGV[i + 4], head = ARGV[i + 5], emitted = {}}
@@ -81,6 +84,14 @@ for k, run in ipairs(runs) do
   end
 end
 
+-- The head of a run's events, as src/events.rs `Event::head_json` writes it, from its record.
+local function head_of(run)
+  local rec = run.rec
+  return '{"topic":' .. cjson.encode(topic) .. ',"job_id":' .. cjson.encode(run.id)
+    .. ',"type":' .. cjson.encode(rec.t or default_type) .. ',"fire_at":' .. num(rec.f or 0)
+    .. ',"fired_at":' .. ARGV[1] .. ',"attempt":' .. num(rec.a or 0)
+end
+
 -- Events, then one trim to the cap.
 local appended = false
 for _, run in ipairs(runs) do
@@ -91,6 +102,7 @@ for _, run in ipairs(runs) do
     end
     local name, data = outcome_event(run)
     if name then
+      if run.head == '' then run.head = head_of(run) end
       redis.call('XADD', EVENTS, '*', 'e', run.head .. ',"event":"' .. name .. '","data":' .. data .. '}')
       appended = true
     end

@@ -26,6 +26,7 @@ use crate::job::*;
 use crate::jobs::pull;
 use crate::metrics::Metrics;
 use crate::pull::{ClaimRequest, Claims};
+use crate::routing::slot_of;
 use crate::store::{SharedStore, WakeNotice};
 use crate::time::{Millis, SharedClock, SystemClock};
 use crate::topic::TopicConfig;
@@ -112,11 +113,11 @@ impl TimeoutCenterBuilder {
             }
         });
         let sup = supervisor.clone();
-        let claims = Arc::new(Claims::default());
+        let claims = Arc::new(Claims::new(rt.settings.poll_ms));
         let waiting = claims.clone();
         actix_rt::spawn(async move {
             while let Some(notice) = rx.recv().await {
-                waiting.wake(&notice.topic);
+                waiting.wake(&notice.topic, notice.slot, notice.at);
                 sup.do_send(WakeSlot(notice));
             }
         });
@@ -214,7 +215,7 @@ impl TimeoutCenter {
     /// Wakes the slot when `at` comes before its safety-net poll would.
     async fn wake(&self, topic: &str, slot: u32, at: Millis) {
         // A long poll may wait longer than the slots' poll: it is told of every head.
-        self.claims.wake(topic);
+        self.claims.wake(topic, slot, at);
         if at > self.now() + self.rt.settings.poll_ms as Millis {
             return; // the slot's poll finds it in time
         }
@@ -508,7 +509,7 @@ impl TimeoutCenter {
         topic: &str,
         outcomes: &[ClaimOutcome],
     ) -> Result<Vec<Finished>> {
-        self.pull_topic(topic).await?;
+        let t = self.pull_topic(topic).await?;
         for o in outcomes {
             if let ClaimResult::Retry {
                 delay_ms: Some(d), ..
@@ -527,12 +528,33 @@ impl TimeoutCenter {
             .settle_claims(topic, outcomes, self.now())
             .await?;
         let m = &self.rt.metrics;
-        for f in &done {
+        let now = self.now();
+        let mut due: BTreeMap<u32, Millis> = BTreeMap::new();
+        for (f, o) in done.iter().zip(outcomes) {
+            // A job scheduled again is due to claims: at the retry's delay when the consumer
+            // named it, else no later than now (a backoff, or a reset's time).
+            let due_at = match (f, &o.result) {
+                (
+                    Finished::Retrying,
+                    ClaimResult::Retry {
+                        delay_ms: Some(d), ..
+                    },
+                ) => Some(now.saturating_add(*d as Millis)),
+                (Finished::Retrying | Finished::Rescheduled, _) => Some(now),
+                _ => None,
+            };
+            if let Some(at) = due_at {
+                let first = due.entry(slot_of(o.job.route_key(), t.slots)).or_insert(at);
+                *first = (*first).min(at);
+            }
             match f {
                 Finished::Retrying => m.retried.with_label_values(&[topic]).inc(),
                 Finished::Dead => m.dead.with_label_values(&[topic]).inc(),
                 _ => {}
             }
+        }
+        for (slot, at) in due {
+            self.wake(topic, slot, at).await;
         }
         Ok(done)
     }

@@ -11,7 +11,6 @@
 //! from another instance), whichever comes first; it never polls.
 
 use std::collections::HashMap;
-use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -78,45 +77,144 @@ impl ClaimRequest {
     }
 }
 
-/// The claim side of a center: where long polls wait, and where claims start.
-#[derive(Default)]
+/// The claim side of a center: where long polls wait, and what each pull topic's slots are
+/// known to hold, so a claim asks the store only for slots that have something due.
 pub(crate) struct Claims {
-    /// Per pull topic, what wakes its waiting claims.
-    waiters: Mutex<HashMap<String, Arc<Notify>>>,
-    /// Per pull topic, the slot the next claim starts at, so claims take from every slot
-    /// in turn.
-    next_slot: Mutex<HashMap<String, Arc<AtomicU32>>>,
+    /// Per pull topic, its view.
+    topics: Mutex<HashMap<String, Arc<TopicView>>>,
+    /// How long a slot's known next time is trusted before the slot is asked again: the
+    /// slots' safety-net poll, since notices of far-off jobs from other instances are not
+    /// sent (a slot actor's poll finds them in time).
+    refresh_ms: Millis,
+}
+
+/// One pull topic: what wakes its waiting claims, and its slots.
+#[derive(Default)]
+struct TopicView {
+    woken: Notify,
+    slots: Mutex<SlotsView>,
+}
+
+/// What the claims of one process know of a topic's slots.
+#[derive(Default)]
+struct SlotsView {
+    /// Per slot, when it next needs a claim: its earliest due job or lease deadline as the
+    /// last claim or notice told; 0 (unknown) asks the store at once, `Millis::MAX` none.
+    next_at: Vec<Millis>,
+    /// Per slot, whether a claim of this process is asking the store for it: one claim per
+    /// slot at a time, so waiting consumers do not all ask for the one job that came due.
+    busy: Vec<bool>,
+    /// Per slot, whether a consumer went to sleep while the slot was busy, so its release
+    /// must wake the sleepers.
+    watched: Vec<bool>,
+    /// Where the next look starts, so claims take from every slot in turn.
+    start: u32,
+    /// When every slot's next time was last forgotten (see `refresh_ms`).
+    refreshed_at: Millis,
+}
+
+/// What a look at a topic's slots found.
+enum Look {
+    /// This slot is due and now busy under the caller.
+    Take(u32),
+    /// Nothing is due: the earliest next time of a slot that is not busy.
+    Wait(Option<Millis>),
+}
+
+impl SlotsView {
+    fn fit(&mut self, slots: u32) {
+        let n = slots as usize;
+        if self.next_at.len() != n {
+            self.next_at.resize(n, 0);
+            self.busy.resize(n, false);
+            self.watched.resize(n, false);
+        }
+    }
+
+    /// The next due slot that no claim is asking for, marked busy; else when to look again.
+    fn look(&mut self, slots: u32, now: Millis, refresh_ms: Millis) -> Look {
+        self.fit(slots);
+        if now >= self.refreshed_at.saturating_add(refresh_ms) {
+            self.next_at.iter_mut().for_each(|at| *at = 0);
+            self.refreshed_at = now;
+        }
+        let first = self.start;
+        let mut earliest: Option<Millis> = None;
+        for i in 0..slots {
+            let s = (first.wrapping_add(i) % slots) as usize;
+            if self.busy[s] {
+                continue;
+            }
+            if self.next_at[s] <= now {
+                self.busy[s] = true;
+                self.start = (s as u32 + 1) % slots;
+                return Look::Take(s as u32);
+            }
+            if self.next_at[s] != Millis::MAX {
+                earliest = Some(earliest.map_or(self.next_at[s], |e| e.min(self.next_at[s])));
+            }
+        }
+        Look::Wait(earliest)
+    }
+
+    /// Marks the busy slots watched: the caller sleeps, and their release wakes it.
+    fn watch_busy(&mut self) {
+        for (w, b) in self.watched.iter_mut().zip(&self.busy) {
+            *w |= *b;
+        }
+    }
+
+    /// A claim of `slot` is over: the slot next needs one at `next_at` (`None`: nothing
+    /// there; 0: unknown). Whether sleeping claims must look again.
+    fn release(&mut self, slot: u32, next_at: Option<Millis>, now: Millis) -> bool {
+        let s = slot as usize;
+        if s >= self.busy.len() {
+            return true;
+        }
+        self.busy[s] = false;
+        let at = next_at.unwrap_or(Millis::MAX);
+        self.next_at[s] = at;
+        std::mem::take(&mut self.watched[s]) || at <= now
+    }
+
+    /// A notice: `slot` has a job due at `at`. Whether sleeping claims must look again.
+    fn heard(&mut self, slot: u32, at: Millis) -> bool {
+        let s = slot as usize;
+        if s >= self.next_at.len() {
+            return true;
+        }
+        if at < self.next_at[s] {
+            self.next_at[s] = at;
+            return !self.busy[s];
+        }
+        false
+    }
 }
 
 impl Claims {
-    fn notify_of(&self, topic: &str) -> Arc<Notify> {
-        self.waiters
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
+    /// Claims that trust a slot's known next time for `refresh_ms` (the slots' poll).
+    pub(crate) fn new(refresh_ms: u64) -> Self {
+        Claims {
+            topics: Mutex::new(HashMap::new()),
+            refresh_ms: refresh_ms.max(1) as Millis,
+        }
+    }
+
+    fn view(&self, topic: &str) -> Arc<TopicView> {
+        lock(&self.topics)
             .entry(topic.to_string())
             .or_default()
             .clone()
     }
 
-    fn start_of(&self, topic: &str) -> Arc<AtomicU32> {
-        self.next_slot
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .entry(topic.to_string())
-            .or_default()
-            .clone()
-    }
-
-    /// Wakes the claims waiting on `topic`: a job there may have come due.
-    pub(crate) fn wake(&self, topic: &str) {
-        let notify = self
-            .waiters
-            .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .get(topic)
-            .cloned();
-        if let Some(n) = notify {
-            n.notify_waiters();
+    /// A job of `topic` in `slot` is due at `at`: wakes the claims waiting there when that
+    /// is sooner than they knew.
+    pub(crate) fn wake(&self, topic: &str, slot: u32, at: Millis) {
+        let Some(view) = lock(&self.topics).get(topic).cloned() else {
+            return;
+        };
+        if lock(&view.slots).heard(slot, at) {
+            view.woken.notify_waiters();
         }
     }
 
@@ -130,18 +228,44 @@ impl Claims {
         req: ClaimRequest,
     ) -> Result<Vec<Leased>> {
         let lease_ms = req.lease_ms.unwrap_or(topic.visibility_timeout_ms);
-        let notify = self.notify_of(&topic.name);
+        let view = self.view(&topic.name);
         let deadline = clock.now().saturating_add(req.wait_ms as Millis);
+        let mut jobs = Vec::new();
         loop {
             // Armed before the look, so a wake between the look and the wait is not lost.
-            let woken = notify.notified();
+            let woken = view.woken.notified();
             tokio::pin!(woken);
             woken.as_mut().enable();
+            // One pass: every slot due at `now`, each once unless it holds more than asked.
+            // Jobs that come due during the pass wait for the next claim, so the first ones
+            // taken are not held back while later ones are gathered.
             let now = clock.now();
-            let (jobs, next_at) = self.take(store, topic, now, req.max, lease_ms).await?;
+            let next_at = loop {
+                // Bound first: a guard in a match's scrutinee lives through the whole match.
+                let look = lock(&view.slots).look(topic.slots, now, self.refresh_ms);
+                match look {
+                    Look::Wait(next_at) => break next_at,
+                    Look::Take(slot) => {
+                        let want = req.max - jobs.len();
+                        let claimed = store.claim(&topic.name, slot, now, want, lease_ms).await;
+                        let next_at = match &claimed {
+                            Ok(p) => p.next_at,
+                            Err(_) => Some(0),
+                        };
+                        if lock(&view.slots).release(slot, next_at, clock.now()) {
+                            view.woken.notify_waiters();
+                        }
+                        jobs.extend(claimed?.jobs);
+                        if jobs.len() >= req.max {
+                            return Ok(jobs);
+                        }
+                    }
+                }
+            };
             if !jobs.is_empty() || now >= deadline {
                 return Ok(jobs);
             }
+            lock(&view.slots).watch_busy();
             let until = next_at.map_or(deadline, |at| at.min(deadline));
             let sleep = Duration::from_millis(until.saturating_sub(now).max(1) as u64);
             tokio::select! {
@@ -150,31 +274,66 @@ impl Claims {
             }
         }
     }
+}
 
-    /// One pass over the topic's slots, from the one after the last claim's start.
-    async fn take(
-        &self,
-        store: &SharedStore,
-        topic: &TopicConfig,
-        now: Millis,
-        max: usize,
-        lease_ms: u64,
-    ) -> Result<(Vec<Leased>, Option<Millis>)> {
-        let first = self.start_of(&topic.name).fetch_add(1, Ordering::Relaxed);
-        let mut jobs = Vec::new();
-        let mut next_at: Option<Millis> = None;
-        for i in 0..topic.slots {
-            let slot = (first.wrapping_add(i)) % topic.slots;
-            let want = max - jobs.len();
-            if want == 0 {
-                break;
-            }
-            let p = store.claim(&topic.name, slot, now, want, lease_ms).await?;
-            jobs.extend(p.jobs);
-            if let Some(at) = p.next_at {
-                next_at = Some(next_at.map_or(at, |n| n.min(at)));
-            }
+fn lock<T>(m: &Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn taken(l: Look) -> Option<u32> {
+        match l {
+            Look::Take(s) => Some(s),
+            Look::Wait(_) => None,
         }
-        Ok((jobs, next_at))
+    }
+
+    #[test]
+    fn a_due_slot_goes_to_one_claim_at_a_time_and_unknown_slots_are_due() {
+        let mut v = SlotsView::default();
+        // Unknown slots are due: two looks take two different slots.
+        let a = taken(v.look(2, 10, 1_000)).unwrap();
+        let b = taken(v.look(2, 10, 1_000)).unwrap();
+        assert_ne!(a, b);
+        // Both busy: nothing to take and no known time to wait for.
+        assert!(matches!(v.look(2, 10, 1_000), Look::Wait(None)));
+        // Released with later times: the earliest is when to look again.
+        v.release(a, Some(50), 10);
+        v.release(b, Some(30), 10);
+        assert!(matches!(v.look(2, 10, 1_000), Look::Wait(Some(30))));
+        // At 30 the slot with 30 is due, the other not.
+        assert_eq!(taken(v.look(2, 30, 1_000)), Some(b));
+        assert!(matches!(v.look(2, 30, 1_000), Look::Wait(Some(50))));
+    }
+
+    #[test]
+    fn a_release_wakes_sleepers_when_it_was_watched_or_is_still_due() {
+        let mut v = SlotsView::default();
+        let a = taken(v.look(1, 10, 1_000)).unwrap();
+        // Released with nothing due and nobody watching: no wake.
+        assert!(!v.release(a, Some(100), 10));
+        let a = taken(v.look(1, 100, 1_000)).unwrap();
+        // A consumer sleeps while the slot is busy: the release wakes it.
+        v.watch_busy();
+        assert!(v.release(a, Some(500), 100));
+        // A release that leaves jobs due wakes sleepers too.
+        let a = taken(v.look(1, 500, 1_000)).unwrap();
+        assert!(v.release(a, Some(400), 500));
+    }
+
+    #[test]
+    fn a_notice_wakes_only_when_it_is_sooner_and_old_knowledge_is_asked_again() {
+        let mut v = SlotsView::default();
+        let a = taken(v.look(1, 0, 1_000)).unwrap();
+        v.release(a, None, 0);
+        assert!(matches!(v.look(1, 10, 1_000), Look::Wait(None)));
+        assert!(v.heard(0, 200));
+        assert!(!v.heard(0, 300), "a later job changes nothing");
+        assert!(matches!(v.look(1, 10, 1_000), Look::Wait(Some(200))));
+        // After the refresh period every slot is asked again.
+        assert_eq!(taken(v.look(1, 1_000, 1_000)), Some(0));
     }
 }

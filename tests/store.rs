@@ -713,6 +713,113 @@ async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
     );
 }
 
+/// Consumers' outcomes settled by id and token: the engine builds each run's events from
+/// its stored record in the settling step (Redis: in settle.lua, with no read before it),
+/// and they are the events a settle of the same runs would append: the job's own type or
+/// the topic's default, the run's fire time and attempt, fired_at the settle's time. A
+/// stale token appends nothing.
+async fn settled_claims_append_the_events_their_records_describe(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(TopicConfig {
+        default_type: "pull".into(),
+        ..topic_with("q", 1, 1)
+    })
+    .await
+    .unwrap();
+    s.schedule("q", NewJob::new("plain", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    for id in ["typed", "buried", "retried", "stale"] {
+        s.schedule(
+            "q",
+            NewJob::new(id, T0 - 5)
+                .job_type("pull")
+                .payload(json!({"n": id})),
+            ScheduleMode::Upsert,
+            T0,
+        )
+        .await
+        .unwrap();
+    }
+    let runs: HashMap<String, Leased> = s
+        .claim("q", 0, T0, 10, 30_000)
+        .await
+        .unwrap()
+        .jobs
+        .into_iter()
+        .map(|r| (r.job.id.clone(), r))
+        .collect();
+    assert_eq!(runs.len(), 5);
+    let claim = |id: &str, token: u64, result: ClaimResult| ClaimOutcome {
+        job: JobRef::new(id),
+        token,
+        result,
+    };
+    let outcomes = [
+        claim("plain", runs["plain"].token, ClaimResult::Ack),
+        claim("typed", runs["typed"].token, ClaimResult::Ack),
+        claim(
+            "buried",
+            runs["buried"].token,
+            ClaimResult::Bury {
+                error: "bad \"input\"".into(),
+            },
+        ),
+        claim(
+            "retried",
+            runs["retried"].token,
+            ClaimResult::Retry {
+                error: "busy".into(),
+                delay_ms: Some(1_000),
+            },
+        ),
+        claim("stale", runs["stale"].token + 1_000, ClaimResult::Ack),
+    ];
+    let done = s.settle_claims("q", &outcomes, T0 + 7).await.unwrap();
+    // max_attempts 1: the retry has no attempt left, so it is dead too.
+    assert_eq!(
+        done,
+        [
+            Finished::Done,
+            Finished::Done,
+            Finished::Dead,
+            Finished::Dead,
+            Finished::Stale
+        ]
+    );
+    let mut got: Vec<events::Event> = events_of(s, "q", 4)
+        .await
+        .into_iter()
+        .map(unplaced)
+        .collect();
+    got.sort_by(|a, b| a.job_id.cmp(&b.job_id));
+    let event = |id: &str, fire_at: Millis, name: &str, data: serde_json::Value| events::Event {
+        id: String::new(),
+        topic: "q".into(),
+        job_id: id.into(),
+        job_type: "pull".into(),
+        event: name.into(),
+        fire_at,
+        fired_at: T0 + 7,
+        attempt: 1,
+        data,
+    };
+    assert_eq!(
+        got,
+        [
+            event(
+                "buried",
+                T0 - 5,
+                "job.dead",
+                json!({"error": "bad \"input\""})
+            ),
+            event("plain", T0, "job.done", serde_json::Value::Null),
+            event("retried", T0 - 5, "job.dead", json!({"error": "busy"})),
+            event("typed", T0 - 5, "job.done", serde_json::Value::Null),
+        ]
+    );
+}
+
 /// Every event of `topic`, waiting (up to 5 s) until at least `n` are readable: an engine
 /// may hold back the events of the current millisecond until it has passed.
 async fn events_of(s: &dyn Store, topic: &str, n: usize) -> Vec<events::Event> {
@@ -1257,5 +1364,6 @@ engines!(
     a_stale_settlement_appends_no_event,
     reads_cancels_and_resets_never_create_a_topic,
     a_run_settled_twice_in_one_batch_is_settled_once,
+    settled_claims_append_the_events_their_records_describe,
     a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order,
 );

@@ -18,10 +18,20 @@ use super::record::Record;
 use crate::error::Result;
 use crate::events::Event;
 use crate::job::{
-    DeadCursor, Finished, JobState, ScheduleMode, ScheduleOutcome, Settlement, SlotStats,
+    DeadCursor, Finished, JobState, RunOutcome, ScheduleMode, ScheduleOutcome, Settlement,
+    SlotStats,
 };
 use crate::time::Millis;
 use crate::topic::TopicConfig;
+
+/// A consumer's outcome of a claimed run, named by id and token. The engine reads the run's
+/// details (its events' job type, fire time and attempt) from the stored record in the same
+/// step that settles it, so an ack needs no read before it.
+pub(crate) struct ClaimSettlement<'a> {
+    pub(crate) id: &'a str,
+    pub(crate) token: u64,
+    pub(crate) outcome: RunOutcome,
+}
 
 /// A reset job that had fired (and repeated) since its last reset, as an engine reports it.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -133,7 +143,13 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
 
     async fn cancel(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<JobState>>;
 
-    async fn get(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<Stored>>;
+    /// `get.lua`: the jobs `ids` of one slot, in order, read in one consistent step.
+    async fn get_many(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        ids: &[&str],
+    ) -> Result<Vec<Option<Stored>>>;
 
     /// `pump.lua`: takes back expired leases, then leases out up to `limit` due jobs for
     /// `lease_ms`.
@@ -152,6 +168,16 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
         topic: &TopicConfig,
         slot: u32,
         batch: &[Settlement],
+        now: Millis,
+    ) -> Result<Vec<Finished>>;
+
+    /// `settle.lua` for claimed runs: as `settle`, with each run's event head built from its
+    /// stored record (`fired_at`: now), in the same atomic step.
+    async fn settle_claimed(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        batch: &[ClaimSettlement<'_>],
         now: Millis,
     ) -> Result<Vec<Finished>>;
 

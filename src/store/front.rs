@@ -4,13 +4,13 @@
 //! runs one slot's operation. `MemoryStore` and `RedisStore` are this front over their
 //! engines.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 use std::sync::Arc;
 
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use super::engine::{DeadEntry, Refired, SlotEngine};
+use super::engine::{ClaimSettlement, DeadEntry, Refired, SlotEngine};
 use super::event_id::EventId;
 use super::record::Record;
 use super::topics::StoreOptions;
@@ -113,6 +113,77 @@ async fn pump_slot<E: SlotEngine>(
         expired: p.expired,
         next_at: p.next_at,
     })
+}
+
+/// Consumers' outcomes of one slot's claimed jobs (`claims[i]` for each of `indexes`), in
+/// one settle that reads each run's details from its record as it settles it. Only a retry
+/// that leaves its delay to the topic's backoff is read first, for its attempt count; a
+/// token that is not the live run's there is stale at once (`settle_claimed` checks every
+/// token again, atomically with the change). One result per index, in order.
+async fn settle_slot_claims<E: SlotEngine>(
+    engine: &E,
+    t: &TopicConfig,
+    slot: u32,
+    claims: &[ClaimOutcome],
+    indexes: &[usize],
+    now: Millis,
+) -> Result<Vec<Finished>> {
+    let at =
+        |delay: u64| now.saturating_add(delay.min(crate::validate::MAX_DELAY_MS as u64) as Millis);
+    let backoff: Vec<&str> = indexes
+        .iter()
+        .map(|&i| &claims[i])
+        .filter(|c| matches!(c.result, ClaimResult::Retry { delay_ms: None, .. }))
+        .map(|c| c.job.id.as_str())
+        .collect();
+    let mut attempts: HashMap<&str, Option<u32>> = HashMap::new();
+    if !backoff.is_empty() {
+        for (id, stored) in backoff
+            .iter()
+            .zip(engine.get_many(t, slot, &backoff).await?)
+        {
+            attempts.insert(id, stored.map(|s| s.record.a.unwrap_or(0)));
+        }
+    }
+    let mut batch = Vec::new();
+    let mut live = Vec::new();
+    for (k, &i) in indexes.iter().enumerate() {
+        let c = &claims[i];
+        let outcome = match &c.result {
+            ClaimResult::Ack => RunOutcome::Ack,
+            ClaimResult::Retry { error, delay_ms } => {
+                let delay = match delay_ms {
+                    Some(d) => *d,
+                    None => match attempts.get(c.job.id.as_str()) {
+                        Some(Some(a)) => t.backoff.delay_ms(*a, &mut rand::rng()),
+                        _ => continue, // no such job: stale
+                    },
+                };
+                RunOutcome::Retry {
+                    error: error.clone(),
+                    at: at(delay),
+                }
+            }
+            ClaimResult::Bury { error } => RunOutcome::Bury {
+                error: error.clone(),
+            },
+        };
+        batch.push(ClaimSettlement {
+            id: &c.job.id,
+            token: c.token,
+            outcome,
+        });
+        live.push(k);
+    }
+    let mut done = vec![Finished::Stale; indexes.len()];
+    if batch.is_empty() {
+        return Ok(done);
+    }
+    let results = engine.settle_claimed(t, slot, &batch, now).await?;
+    for (k, f) in live.into_iter().zip(results) {
+        done[k] = f;
+    }
+    Ok(done)
 }
 
 fn rearmed(topic: &TopicConfig, r: Refired) -> Rearmed {
@@ -259,8 +330,10 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         let t = self.existing_topic(topic).await?;
         let slot = Self::route(&t, job)?;
         self.engine
-            .get(&t, slot, &job.id)
+            .get_many(&t, slot, &[job.id.as_str()])
             .await?
+            .pop()
+            .flatten()
             .map(|s| s.record.into_job(&t, job.id.clone(), s.state, s.score))
             .transpose()
     }
@@ -294,61 +367,16 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         for (i, c) in claims.iter().enumerate() {
             by_slot.entry(Self::route(&t, &c.job)?).or_default().push(i);
         }
+        let slots = by_slot.iter().map(|(&slot, indexes)| {
+            settle_slot_claims(&self.engine, &t, slot, claims, indexes, now)
+        });
         let mut done = vec![Finished::Stale; claims.len()];
-        for (slot, indexes) in by_slot {
-            // Each job read first, for its run's details (its events carry them); a token
-            // that is not the live run's is stale at once. `settle` checks every token again,
-            // atomically with the change.
-            let reads = indexes
-                .iter()
-                .map(|&i| self.engine.get(&t, slot, &claims[i].job.id));
-            let mut batch = Vec::new();
-            let mut live = Vec::new();
-            for (stored, &i) in futures_util::future::join_all(reads)
-                .await
-                .into_iter()
-                .zip(&indexes)
-            {
-                let c = &claims[i];
-                let Some(stored) = stored? else { continue };
-                if stored.state != JobState::Running || stored.record.k != Some(c.token) {
-                    continue;
-                }
-                let lease_until = stored.score;
-                let job =
-                    stored
-                        .record
-                        .into_job(&t, c.job.id.clone(), JobState::Running, lease_until)?;
-                let outcome = match &c.result {
-                    ClaimResult::Ack => RunOutcome::Ack,
-                    ClaimResult::Retry { error, delay_ms } => {
-                        let delay = delay_ms
-                            .unwrap_or_else(|| t.backoff.delay_ms(job.attempts, &mut rand::rng()));
-                        RunOutcome::Retry {
-                            error: error.clone(),
-                            at: now.saturating_add(
-                                delay.min(crate::validate::MAX_DELAY_MS as u64) as Millis
-                            ),
-                        }
-                    }
-                    ClaimResult::Bury { error } => RunOutcome::Bury {
-                        error: error.clone(),
-                    },
-                };
-                let run = Leased {
-                    job,
-                    slot,
-                    token: c.token,
-                    lease_until,
-                };
-                batch.push(Settlement::new(run, outcome, now));
-                live.push(i);
-            }
-            if batch.is_empty() {
-                continue;
-            }
-            let results = self.engine.settle(&t, slot, &batch, now).await?;
-            for (i, f) in live.into_iter().zip(results) {
+        for (results, indexes) in futures_util::future::join_all(slots)
+            .await
+            .into_iter()
+            .zip(by_slot.values())
+        {
+            for (f, &i) in results?.into_iter().zip(indexes) {
                 done[i] = f;
             }
         }

@@ -21,7 +21,9 @@ use async_trait::async_trait;
 
 use self::journal::{Journal, Op};
 use self::slot::{Finish, SlotState};
-use super::engine::{DeadEntry, SlotEngine, SlotPumped, SlotReset, SlotScheduled, Stored};
+use super::engine::{
+    ClaimSettlement, DeadEntry, SlotEngine, SlotPumped, SlotReset, SlotScheduled, Stored,
+};
 use super::event_id::EventId;
 use super::front::StoreFront;
 use super::record::Record;
@@ -29,7 +31,9 @@ use super::topics::{StoreOptions, check_update};
 use crate::config::FsyncPolicy;
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::job::{DeadCursor, Finished, JobState, RunOutcome, ScheduleMode, Settlement, SlotStats};
+use crate::job::{
+    DeadCursor, Finished, JobState, Leased, RunOutcome, ScheduleMode, Settlement, SlotStats,
+};
 use crate::time::{Millis, now_ms};
 use crate::topic::TopicConfig;
 
@@ -635,8 +639,16 @@ impl SlotEngine for MemoryEngine {
         self.with_slot(topic, slot, true, |s| s.cancel(id)).await
     }
 
-    async fn get(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<Stored>> {
-        self.with_slot(topic, slot, false, |s| s.get(id)).await
+    async fn get_many(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        ids: &[&str],
+    ) -> Result<Vec<Option<Stored>>> {
+        self.with_slot(topic, slot, false, |s| {
+            ids.iter().map(|id| s.get(id)).collect()
+        })
+        .await
     }
 
     async fn pump(
@@ -661,24 +673,48 @@ impl SlotEngine for MemoryEngine {
         batch: &[Settlement],
         now: Millis,
     ) -> Result<Vec<Finished>> {
+        self.with_slot_events(topic, slot, true, |s| settle_in(s, topic, batch, now))
+            .await
+    }
+
+    async fn settle_claimed(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        batch: &[ClaimSettlement<'_>],
+        now: Millis,
+    ) -> Result<Vec<Finished>> {
         self.with_slot_events(topic, slot, true, |s| {
-            let mut events = Vec::new();
-            let done = batch
-                .iter()
-                .map(|item| {
-                    let f = match &item.outcome {
-                        RunOutcome::Ack => Finish::Ack,
-                        RunOutcome::Retry { error, at } => Finish::Retry { error, at: *at },
-                        RunOutcome::Repeat { at } => Finish::Repeat { at: *at },
-                        RunOutcome::Bury { error } => Finish::Bury { error },
-                        RunOutcome::Release => Finish::Release,
-                    };
-                    let run = &item.run;
-                    let finished = s.finish(&run.job.id, run.token, f, now, topic.max_attempts);
-                    events.extend(Event::of_settled(item, finished));
-                    finished
-                })
-                .collect();
+            // Each live run's details from its record, under the same lock as its settling.
+            let mut live = Vec::new();
+            let mut runs = Vec::new();
+            for (k, c) in batch.iter().enumerate() {
+                let Some(stored) = s.get(c.id) else { continue };
+                if stored.state != JobState::Running || stored.record.k != Some(c.token) {
+                    continue;
+                }
+                let lease_until = stored.score;
+                let Ok(job) =
+                    stored
+                        .record
+                        .into_job(topic, c.id.to_string(), JobState::Running, lease_until)
+                else {
+                    continue; // unreadable: left running, it comes back after its lease
+                };
+                let run = Leased {
+                    job,
+                    slot,
+                    token: c.token,
+                    lease_until,
+                };
+                runs.push(Settlement::new(run, c.outcome.clone(), now));
+                live.push(k);
+            }
+            let (results, events) = settle_in(s, topic, &runs, now);
+            let mut done = vec![Finished::Stale; batch.len()];
+            for (k, f) in live.into_iter().zip(results) {
+                done[k] = f;
+            }
             (done, events)
         })
         .await
@@ -765,4 +801,31 @@ impl SlotEngine for MemoryEngine {
             })
             .unwrap_or_default())
     }
+}
+
+/// `settle.lua` on a slot's state: each run's outcome applied, and the events it appends.
+fn settle_in(
+    s: &mut SlotState,
+    topic: &TopicConfig,
+    batch: &[Settlement],
+    now: Millis,
+) -> (Vec<Finished>, Vec<Event>) {
+    let mut events = Vec::new();
+    let done = batch
+        .iter()
+        .map(|item| {
+            let f = match &item.outcome {
+                RunOutcome::Ack => Finish::Ack,
+                RunOutcome::Retry { error, at } => Finish::Retry { error, at: *at },
+                RunOutcome::Repeat { at } => Finish::Repeat { at: *at },
+                RunOutcome::Bury { error } => Finish::Bury { error },
+                RunOutcome::Release => Finish::Release,
+            };
+            let run = &item.run;
+            let finished = s.finish(&run.job.id, run.token, f, now, topic.max_attempts);
+            events.extend(Event::of_settled(item, finished));
+            finished
+        })
+        .collect();
+    (done, events)
 }

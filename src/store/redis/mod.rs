@@ -17,7 +17,8 @@ use tokio::sync::mpsc;
 use self::reply::{Reply, int, text};
 use super::WakeNotice;
 use super::engine::{
-    DeadEntry, Handed, Refired, SlotEngine, SlotPumped, SlotReset, SlotScheduled, Stored,
+    ClaimSettlement, DeadEntry, Handed, Refired, SlotEngine, SlotPumped, SlotReset, SlotScheduled,
+    Stored,
 };
 use super::event_id::EventId;
 use super::front::StoreFront;
@@ -106,6 +107,17 @@ where
     }
 }
 
+/// `settle.lua`'s arguments for an outcome: its kind, time and error text.
+fn outcome_args(outcome: &RunOutcome, now: Millis) -> (&'static str, Millis, &str) {
+    match outcome {
+        RunOutcome::Ack => ("ack", now, ""),
+        RunOutcome::Retry { error, at } => ("retry", *at, error.as_str()),
+        RunOutcome::Repeat { at } => ("repeat", *at, ""),
+        RunOutcome::Bury { error } => ("bury", now, error.as_str()),
+        RunOutcome::Release => ("release", now, ""),
+    }
+}
+
 impl<C> RedisEngine<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
@@ -125,6 +137,45 @@ where
         stored
             .map(|json| parse_topic(&json).map(|c| self.topics.insert(c)))
             .transpose()
+    }
+
+    /// A call of `settle.lua` on one slot, before its runs' arguments.
+    fn settle_call(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        now: Millis,
+    ) -> redis::ScriptInvocation<'_> {
+        let mut call = self.scripts.settle.prepare_invoke();
+        call.key(SlotKeys::new(&topic.name, slot).all())
+            .arg(now)
+            .arg(topic.max_attempts)
+            .arg(self.slot_stream_cap(topic))
+            .arg(&topic.name)
+            .arg(&topic.default_type);
+        call
+    }
+
+    /// Runs a call of `settle.lua` and reads its results.
+    async fn settled(&self, call: redis::ScriptInvocation<'_>) -> Result<Vec<Finished>> {
+        let reply: Vec<String> = call.invoke_async(&mut self.conn()).await?;
+        reply
+            .iter()
+            .map(|r| {
+                Ok(match r.as_str() {
+                    "done" => Finished::Done,
+                    "retrying" => Finished::Retrying,
+                    "repeating" => Finished::Repeating,
+                    "dead" => Finished::Dead,
+                    "released" => Finished::Released,
+                    "rescheduled" => Finished::Rescheduled,
+                    "stale" => Finished::Stale,
+                    other => {
+                        return Err(Error::Corrupt(format!("settle.lua answered {other:?}")));
+                    }
+                })
+            })
+            .collect()
     }
 }
 
@@ -280,23 +331,35 @@ where
         parse_state(&state)
     }
 
-    async fn get(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<Stored>> {
+    async fn get_many(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        ids: &[&str],
+    ) -> Result<Vec<Option<Stored>>> {
+        if ids.is_empty() {
+            return Ok(Vec::new());
+        }
         let reply: Vec<Value> = self
             .scripts
             .get
             .key(SlotKeys::new(&topic.name, slot).all())
-            .arg(id)
+            .arg(ids)
             .invoke_async(&mut self.conn())
             .await?;
         let reply = Reply::new("get", &reply);
-        let Some(state) = parse_state(&reply.text(0)?)? else {
-            return Ok(None);
-        };
-        Ok(Some(Stored {
-            state,
-            score: reply.int(1)?,
-            record: Record::parse(&reply.text(2)?)?,
-        }))
+        (0..ids.len())
+            .map(|i| {
+                let Some(state) = parse_state(&reply.text(3 * i)?)? else {
+                    return Ok(None);
+                };
+                Ok(Some(Stored {
+                    state,
+                    score: reply.int(3 * i + 1)?,
+                    record: Record::parse(&reply.text(3 * i + 2)?)?,
+                }))
+            })
+            .collect()
     }
 
     async fn pump(
@@ -343,19 +406,9 @@ where
         batch: &[Settlement],
         now: Millis,
     ) -> Result<Vec<Finished>> {
-        let mut call = self.scripts.settle.prepare_invoke();
-        call.key(SlotKeys::new(&topic.name, slot).all())
-            .arg(now)
-            .arg(topic.max_attempts)
-            .arg(self.slot_stream_cap(topic));
+        let mut call = self.settle_call(topic, slot, now);
         for s in batch {
-            let (kind, at, error) = match &s.outcome {
-                RunOutcome::Ack => ("ack", now, ""),
-                RunOutcome::Retry { error, at } => ("retry", *at, error.as_str()),
-                RunOutcome::Repeat { at } => ("repeat", *at, ""),
-                RunOutcome::Bury { error } => ("bury", now, error.as_str()),
-                RunOutcome::Release => ("release", now, ""),
-            };
+            let (kind, at, error) = outcome_args(&s.outcome, now);
             call.arg(&s.run.job.id)
                 .arg(s.run.token)
                 .arg(kind)
@@ -368,24 +421,29 @@ where
                 call.arg(serde_json::to_string(&event).expect("an event serialises"));
             }
         }
-        let reply: Vec<String> = call.invoke_async(&mut self.conn()).await?;
-        reply
-            .iter()
-            .map(|r| {
-                Ok(match r.as_str() {
-                    "done" => Finished::Done,
-                    "retrying" => Finished::Retrying,
-                    "repeating" => Finished::Repeating,
-                    "dead" => Finished::Dead,
-                    "released" => Finished::Released,
-                    "rescheduled" => Finished::Rescheduled,
-                    "stale" => Finished::Stale,
-                    other => {
-                        return Err(Error::Corrupt(format!("settle.lua answered {other:?}")));
-                    }
-                })
-            })
-            .collect()
+        self.settled(call).await
+    }
+
+    async fn settle_claimed(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        batch: &[ClaimSettlement<'_>],
+        now: Millis,
+    ) -> Result<Vec<Finished>> {
+        let mut call = self.settle_call(topic, slot, now);
+        for c in batch {
+            let (kind, at, error) = outcome_args(&c.outcome, now);
+            // An empty head: settle.lua builds it from the run's record.
+            call.arg(c.id)
+                .arg(c.token)
+                .arg(kind)
+                .arg(at)
+                .arg(error)
+                .arg("")
+                .arg(0);
+        }
+        self.settled(call).await
     }
 
     async fn touch(
