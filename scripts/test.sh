@@ -19,6 +19,7 @@ cargo test --locked "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 api=0
+ui=0
 if [ $# -eq 0 ]; then
   # `toc bench all --quick` end to end (two minutes; the load generator is behind the
   # `bench` feature, so a plain `cargo test` leaves it out).
@@ -30,9 +31,15 @@ if [ $# -eq 0 ]; then
   # The API description against the running service, on both engines (schemathesis).
   # Run with the whole suite only (arguments select focused Rust tests).
   scripts/schemathesis.sh || api=1
+  # The dashboard in a real headless Chromium (Playwright).
+  scripts/ui.sh || ui=1
 fi
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 if [ "$api" -ne 0 ]; then echo "schemathesis: failures (see above)"; else echo "schemathesis: 0 failures on both engines"; fi
+if [ $# -eq 0 ]; then
+  if [ "$ui" -ne 0 ]; then echo "dashboard: failures (see above)"; else echo "dashboard: passed in Chromium"; fi
+fi
 if [ "$status" -eq 0 ]; then status=$api; fi
+if [ "$status" -eq 0 ]; then status=$ui; fi
 exit "$status"

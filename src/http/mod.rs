@@ -9,6 +9,7 @@ pub(crate) mod jobs;
 pub(crate) mod meetings;
 pub(crate) mod ops;
 pub(crate) mod topics;
+pub(crate) mod ui;
 
 use actix_web::middleware::ErrorHandlers;
 use actix_web::web;
@@ -328,7 +329,8 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         )
         .service(web::resource("/health").get(ops::health))
         .service(web::resource("/metrics").get(ops::metrics))
-        .service(web::resource("/openapi.json").get(ops::openapi));
+        .service(web::resource("/openapi.json").get(ops::openapi))
+        .configure(ui::configure);
 }
 
 /// Turns every error response without a JSON body into one.

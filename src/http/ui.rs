@@ -1,0 +1,40 @@
+//! The dashboard at `/ui`: one HTML page, one stylesheet and one script, embedded in the
+//! binary (no build step, no CDN). The assets hold no data and are open to everyone; the
+//! script reads everything through the API with the token the user gives it, so tokens
+//! guard the dashboard exactly as they guard the API.
+
+use actix_web::{HttpResponse, web};
+
+const PAGE: &str = include_str!("ui/index.html");
+const STYLE: &str = include_str!("ui/app.css");
+const SCRIPT: &str = include_str!("ui/app.js");
+
+/// The dashboard's paths, open without a token.
+pub(crate) const PATHS: &[&str] = &["/ui", "/ui/", "/ui/app.css", "/ui/app.js"];
+
+fn asset(content_type: &str, body: &'static str) -> HttpResponse {
+    HttpResponse::Ok()
+        .content_type(content_type)
+        .insert_header(("Cache-Control", "no-cache"))
+        .insert_header(("X-Content-Type-Options", "nosniff"))
+        .body(body)
+}
+
+async fn page() -> HttpResponse {
+    asset("text/html; charset=utf-8", PAGE)
+}
+
+async fn style() -> HttpResponse {
+    asset("text/css; charset=utf-8", STYLE)
+}
+
+async fn script() -> HttpResponse {
+    asset("text/javascript; charset=utf-8", SCRIPT)
+}
+
+/// The dashboard's routes.
+pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
+    cfg.service(web::resource(["/ui", "/ui/"]).get(page))
+        .service(web::resource("/ui/app.css").get(style))
+        .service(web::resource("/ui/app.js").get(script));
+}

@@ -1,0 +1,223 @@
+"""The dashboard (/ui) in a real headless Chromium, driven by Playwright, against real
+`toc serve` processes (the embedded store). Run by scripts/ui.sh, which installs Chromium
+and Playwright; `python3 tests/ui/dashboard.py TOC_BINARY [SCREENSHOT_DIR]`.
+
+Checks:
+- the page loads with no console errors and shows the service's state;
+- a topic appears once jobs are scheduled in it;
+- a dead job requeued through its button changes state (and one deleted is gone);
+- with tokens set, the page shows nothing and changes nothing until given a token.
+"""
+
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+
+from playwright.sync_api import expect, sync_playwright
+
+TOKEN = "dashboard-test-token"
+WAIT_MS = 15_000
+
+
+def free_port():
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def call(base, method, path, body=None, token=None):
+    data = None if body is None else json.dumps(body).encode()
+    req = urllib.request.Request(base + path, data=data, method=method)
+    if body is not None:
+        req.add_header("Content-Type", "application/json")
+    if token:
+        req.add_header("Authorization", "Bearer " + token)
+    try:
+        with urllib.request.urlopen(req, timeout=10) as res:
+            text = res.read().decode()
+            return res.status, (json.loads(text) if text else None)
+    except urllib.error.HTTPError as e:
+        text = e.read().decode()
+        return e.code, (json.loads(text) if text else None)
+
+
+class Service:
+    """`toc serve` on a free port with a pull topic `q` seeded; tokens when given."""
+
+    def __init__(self, binary, tokens=()):
+        self.dir = tempfile.mkdtemp(prefix="toc-ui-")
+        config = os.path.join(self.dir, "toc.toml")
+        with open(config, "w") as f:
+            f.write('[[topics.seed]]\nname = "q"\nslots = 1\ndefault_type = "pull"\n')
+        port = free_port()
+        self.base = f"http://127.0.0.1:{port}"
+        env = dict(os.environ, TOC_LISTEN=f"127.0.0.1:{port}", TOC_TOKENS=",".join(tokens))
+        self.log = open(os.path.join(self.dir, "serve.log"), "w")
+        self.proc = subprocess.Popen(
+            [binary, "serve", "--config", config], env=env, stdout=self.log, stderr=self.log
+        )
+        deadline = time.time() + 20
+        while True:
+            try:
+                status, _ = call(self.base, "GET", "/health")
+                if status in (200, 503):
+                    return
+            except OSError:
+                pass
+            if self.proc.poll() is not None or time.time() > deadline:
+                self.stop()
+                raise SystemExit("toc serve did not start: see " + self.log.name)
+            time.sleep(0.05)
+
+    def stop(self):
+        self.proc.terminate()
+        try:
+            self.proc.wait(timeout=15)
+        except subprocess.TimeoutExpired:
+            self.proc.kill()
+        self.log.close()
+
+
+def bury(svc, job_id, token=None):
+    """A job of the pull topic `q`, claimed and buried: a dead letter."""
+    status, body = call(svc.base, "PUT", f"/v1/topics/q/jobs/{job_id}", {"delay_ms": 0}, token)
+    assert status in (200, 201), (status, body)
+    deadline = time.time() + 10
+    while True:
+        status, body = call(svc.base, "POST", "/v1/topics/q/claim", {"max": 1, "wait_ms": 1000}, token)
+        assert status == 200, (status, body)
+        if body["jobs"]:
+            break
+        assert time.time() < deadline, "the job never came due"
+    job = body["jobs"][0]
+    assert job["id"] == job_id, job
+    status, body = call(
+        svc.base,
+        "POST",
+        f"/v1/topics/q/jobs/{job_id}/bury",
+        {"token": job["token"], "error": "bad input"},
+        token,
+    )
+    assert status == 204, (status, body)
+    status, body = call(svc.base, "GET", f"/v1/topics/q/jobs/{job_id}", token=token)
+    assert status == 200 and body["state"] == "dead", (status, body)
+
+
+def check_open_service(browser, svc, shots):
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    errors = []
+    page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
+    page.on("pageerror", lambda e: errors.append(str(e)))
+    page.on("dialog", lambda d: d.accept())
+    page.goto(svc.base + "/ui")
+    expect(page.locator("#status")).to_contain_text("updated", timeout=WAIT_MS)
+    expect(page.locator("#auth-needed")).to_be_hidden()
+
+    # A topic appears once jobs are scheduled in it.
+    expect(page.locator('#topics tr[data-topic="orders"]')).to_have_count(0)
+    for i in range(3):
+        status, body = call(svc.base, "PUT", f"/v1/topics/orders/jobs/o{i}", {"delay_ms": 600_000})
+        assert status in (200, 201), (status, body)
+    row = page.locator('#topics tr[data-topic="orders"]')
+    expect(row).to_have_count(1, timeout=WAIT_MS)
+    expect(row.locator("td").nth(2)).to_have_text("3", timeout=WAIT_MS)
+
+    # Dead letters: requeue one through its button, delete another.
+    bury(svc, "dead-1")
+    bury(svc, "dead-2")
+    q = page.locator('#topics tr[data-topic="q"]')
+    expect(q.locator("td").nth(4)).to_have_text("2", timeout=WAIT_MS)
+    q.click()
+    expect(page.locator("#topic-name")).to_have_text("q")
+    dead1 = page.locator('#dead tr[data-job="dead-1"]')
+    expect(dead1).to_have_count(1, timeout=WAIT_MS)
+    expect(dead1).to_contain_text("bad input")
+    if shots:
+        page.screenshot(path=os.path.join(shots, "ui-topic.png"), full_page=True)
+    dead1.locator("button.requeue").click()
+    expect(dead1).to_have_count(0, timeout=WAIT_MS)
+    status, job = call(svc.base, "GET", "/v1/topics/q/jobs/dead-1")
+    assert status == 200 and job["state"] == "scheduled", (status, job)
+    dead2 = page.locator('#dead tr[data-job="dead-2"]')
+    dead2.locator("button.delete").click()
+    expect(dead2).to_have_count(0, timeout=WAIT_MS)
+    status, _ = call(svc.base, "GET", "/v1/topics/q/jobs/dead-2")
+    assert status == 404, status
+    expect(q.locator("td").nth(4)).to_have_text("0", timeout=WAIT_MS)
+
+    # Job lookup and the events' tail.
+    page.fill("#lookup-id", "dead-1")
+    page.click("#lookup button")
+    expect(page.locator("#lookup-result")).to_contain_text('"state": "scheduled"', timeout=WAIT_MS)
+    expect(page.locator("#events tbody")).to_contain_text("job.dead", timeout=WAIT_MS)
+    expect(page.locator("#slots tbody tr").first).to_be_visible(timeout=WAIT_MS)
+    if shots:
+        page.locator('#topics tr[data-topic="orders"]').click()
+        page.screenshot(path=os.path.join(shots, "ui-topics.png"), full_page=True)
+    assert not errors, f"console errors: {errors}"
+    page.close()
+    print("dashboard: loads with no console errors; a scheduled topic appears; requeue and delete buttons work")
+
+
+def check_tokens(browser, svc):
+    status, _ = call(svc.base, "PUT", "/v1/topics/secret/jobs/s1", {"delay_ms": 600_000}, TOKEN)
+    assert status in (200, 201), status
+    context = browser.new_context()
+    page = context.new_page()
+    page.on("dialog", lambda d: d.accept())
+    page.goto(svc.base + "/ui")
+    # Without a token: the page says it needs one and shows no topic.
+    expect(page.locator("#auth-needed")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator("#topics tbody tr")).to_have_count(0)
+    expect(page.locator("#views")).to_be_hidden()
+    # A wrong token is refused the same way.
+    page.fill("#token", "not-the-token")
+    page.click("#token-form button")
+    page.wait_for_timeout(500)
+    expect(page.locator("#auth-needed")).to_be_visible()
+    expect(page.locator("#topics tbody tr")).to_have_count(0)
+    # With the token the page works, and keeps it in this tab's session storage only.
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    expect(page.locator('#topics tr[data-topic="secret"]')).to_have_count(1, timeout=WAIT_MS)
+    expect(page.locator("#auth-needed")).to_be_hidden()
+    assert page.evaluate("sessionStorage.getItem('toc-token')") == TOKEN
+    assert page.evaluate("localStorage.length") == 0
+    # A new tab's session starts without it.
+    other = context.new_page()
+    other.goto(svc.base + "/ui")
+    expect(other.locator("#auth-needed")).to_be_visible(timeout=WAIT_MS)
+    context.close()
+    print("dashboard: with tokens set, refuses to work without the token; works with it")
+
+
+def main():
+    binary = sys.argv[1]
+    shots = sys.argv[2] if len(sys.argv) > 2 else None
+    chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
+    if not chromium:
+        raise SystemExit("chromium is missing: apt-get install -y chromium (scripts/ui.sh does)")
+    open_svc = Service(binary)
+    token_svc = Service(binary, tokens=[TOKEN])
+    try:
+        with sync_playwright() as pw:
+            browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])
+            try:
+                check_open_service(browser, open_svc, shots)
+                check_tokens(browser, token_svc)
+            finally:
+                browser.close()
+    finally:
+        open_svc.stop()
+        token_svc.stop()
+
+
+if __name__ == "__main__":
+    main()
