@@ -66,7 +66,14 @@ else:
     sys.exit("toc serve did not come up")
 PY
   echo "== schemathesis against the $engine engine" >&2
+  # Every operation but the topic's PUT, then that one alone: a topic's settings decide
+  # which jobs it accepts (its payload limit, its default type), so topics changed at random
+  # while jobs are written would turn valid jobs into refusals that no schema can foresee.
   "$VENV/bin/st" run "http://127.0.0.1:$port/openapi.json" --checks all \
+    --exclude-name 'PUT /v1/topics/{topic}' \
+    --max-examples "$EXAMPLES" --seed "$SEED" || status=1
+  "$VENV/bin/st" run "http://127.0.0.1:$port/openapi.json" --checks all \
+    --include-name 'PUT /v1/topics/{topic}' \
     --max-examples "$EXAMPLES" --seed "$SEED" || status=1
 done
 exit "$status"

@@ -10,6 +10,16 @@ use crate::time::Millis;
 /// Most slots a topic may have.
 pub(crate) const MAX_SLOTS: u32 = 4096;
 
+/// Most attempts a topic may allow a job.
+pub(crate) const MAX_ATTEMPTS: u32 = 1_000;
+/// Longest lease a topic may give a run, in ms (a day): longer would outlive any sensible
+/// run, and past `i64::MAX` a deadline would fall before its start.
+pub(crate) const MAX_VISIBILITY_TIMEOUT_MS: u64 = 86_400_000;
+/// Largest payload limit a topic may set, in bytes (16 MiB).
+pub(crate) const MAX_PAYLOAD_LIMIT: usize = 16 * 1024 * 1024;
+/// Largest backoff factor.
+pub(crate) const MAX_BACKOFF_FACTOR: f64 = 100.0;
+
 /// Retry delay: `base_ms * factor^(attempt-1)`, capped at `max_ms`, then spread by
 /// `±jitter` (a fraction) so retries of many jobs that failed together do not return together.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -56,19 +66,26 @@ impl Backoff {
     }
 
     fn validate(&self) -> Result<()> {
-        if self.factor < 1.0 || !self.factor.is_finite() {
+        if self.factor < 1.0 || self.factor > MAX_BACKOFF_FACTOR || !self.factor.is_finite() {
             return Err(Error::invalid(
                 "backoff.factor",
-                "must be a number of at least 1",
+                format!("must be a number from 1 to {MAX_BACKOFF_FACTOR}"),
             ));
         }
         if !(0.0..1.0).contains(&self.jitter) {
             return Err(Error::invalid("backoff.jitter", "must be in [0, 1)"));
         }
-        if self.max_ms < self.base_ms {
+        let max_delay = crate::validate::MAX_DELAY_MS as u64;
+        if self.base_ms > max_delay {
+            return Err(Error::invalid(
+                "backoff.base_ms",
+                format!("must be at most {max_delay}"),
+            ));
+        }
+        if self.max_ms > max_delay {
             return Err(Error::invalid(
                 "backoff.max_ms",
-                "must be at least backoff.base_ms",
+                format!("must be at most {max_delay}"),
             ));
         }
         Ok(())
@@ -132,17 +149,29 @@ impl TopicConfig {
                 ),
             ));
         }
-        if self.max_attempts == 0 {
-            return Err(Error::invalid("max_attempts", "must be at least 1"));
-        }
-        if self.visibility_timeout_ms == 0 {
+        if !(1..=MAX_ATTEMPTS).contains(&self.max_attempts) {
             return Err(Error::invalid(
-                "visibility_timeout_ms",
-                "must be at least 1",
+                "max_attempts",
+                format!("must be 1 to {MAX_ATTEMPTS}, got {}", self.max_attempts),
             ));
         }
-        if self.max_payload_bytes == 0 {
-            return Err(Error::invalid("max_payload_bytes", "must be at least 1"));
+        if !(1..=MAX_VISIBILITY_TIMEOUT_MS).contains(&self.visibility_timeout_ms) {
+            return Err(Error::invalid(
+                "visibility_timeout_ms",
+                format!(
+                    "must be 1 to {MAX_VISIBILITY_TIMEOUT_MS} (a day), got {}",
+                    self.visibility_timeout_ms
+                ),
+            ));
+        }
+        if !(1..=MAX_PAYLOAD_LIMIT).contains(&self.max_payload_bytes) {
+            return Err(Error::invalid(
+                "max_payload_bytes",
+                format!(
+                    "must be 1 to {MAX_PAYLOAD_LIMIT}, got {}",
+                    self.max_payload_bytes
+                ),
+            ));
         }
         crate::validate::job_type(&self.default_type).map_err(|_| {
             Error::invalid(

@@ -669,6 +669,17 @@ async fn auth_guards_v1_routes_when_tokens_are_set() {
     assert_eq!(with("other").await.unwrap().status().as_u16(), 200);
     assert_eq!(s.send(Method::GET, "/health", None).await.0, 200);
     assert_eq!(s.send(Method::GET, "/metrics", None).await.0, 200);
+    // The dashboard's files hold no data and load without a token; its API calls need one.
+    for (path, kind) in [
+        ("/ui", "text/html"),
+        ("/ui/app.js", "text/javascript"),
+        ("/ui/app.css", "text/css"),
+    ] {
+        let res = s.http.get(s.url(path)).send().await.unwrap();
+        assert_eq!(res.status().as_u16(), 200, "{path}");
+        let ct = res.headers()["content-type"].to_str().unwrap().to_string();
+        assert!(ct.starts_with(kind), "{path}: {ct}");
+    }
     let closed = Service::start(&redis, |c| {
         c.tokens = vec!["t".into()];
         c.auth_health_and_metrics = true;
@@ -798,6 +809,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/topics/{topic}/jobs/{id}/reset"),
     ("post", "/v1/topics/{topic}/resets"),
     ("get", "/v1/topics"),
+    ("put", "/v1/topics/{topic}"),
     ("get", "/v1/topics/{topic}"),
     ("get", "/v1/topics/{topic}/dead"),
     ("post", "/v1/topics/{topic}/dead/{id}/requeue"),
@@ -1053,4 +1065,92 @@ async fn the_cli_drives_the_api() {
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
     assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach"));
+}
+
+#[actix_rt::test]
+async fn put_of_a_topic_creates_it_then_changes_its_settings_but_never_its_slots() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let (st, v) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/orders",
+            Some(json!({"slots": 4, "max_attempts": 3, "default_type": "pull"})),
+        )
+        .await;
+    assert_eq!(st, 201, "{v}");
+    assert_eq!(
+        (
+            v["slots"].as_u64(),
+            v["max_attempts"].as_u64(),
+            v["default_type"].as_str()
+        ),
+        (Some(4), Some(3), Some("pull"))
+    );
+    // Unset fields took topics.defaults.
+    assert_eq!(v["visibility_timeout_ms"], 30_000, "{v}");
+    assert_eq!(v["scheduled"], 0, "{v}");
+    // A change keeps what it does not name.
+    let (st, v) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/orders",
+            Some(json!({"visibility_timeout_ms": 5000, "backoff": {"base_ms": 10, "factor": 3.0, "max_ms": 90, "jitter": 0.0}})),
+        )
+        .await;
+    assert_eq!(st, 200, "{v}");
+    assert_eq!(
+        (
+            v["slots"].as_u64(),
+            v["max_attempts"].as_u64(),
+            v["visibility_timeout_ms"].as_u64()
+        ),
+        (Some(4), Some(3), Some(5000))
+    );
+    assert_eq!(v["backoff"]["factor"], 3.0, "{v}");
+    // The pull topic serves claims at once.
+    let (st, v) = s
+        .send(Method::POST, "/v1/topics/orders/claim", Some(json!({})))
+        .await;
+    assert_eq!((st, v["jobs"].clone()), (200, json!([])), "{v}");
+
+    // Refused, naming the field, and nothing changes.
+    let (_, before) = s.send(Method::GET, "/v1/topics/orders", None).await;
+    let refusals = [
+        (json!({"slots": 8}), 409, "slots"),
+        (json!({"slots": 3}), 400, "slots"),
+        (json!({"max_attempts": 0}), 400, "max_attempts"),
+        (
+            json!({"visibility_timeout_ms": 86_400_001u64}),
+            400,
+            "visibility_timeout_ms",
+        ),
+        (json!({"max_payload_bytes": 0}), 400, "max_payload_bytes"),
+        (json!({"default_type": "nope"}), 400, "default_type"),
+        (json!({"backoff": {"factor": 0.5}}), 400, "backoff.factor"),
+        (
+            json!({"backoff": {"max_ms": 90_000_000_000_000u64}}),
+            400,
+            "backoff.max_ms",
+        ),
+        (json!({"backoff": {"jitter": 1.0}}), 400, "backoff.jitter"),
+        (json!({"colour": "blue"}), 400, "colour"),
+    ];
+    for (body, status, field) in refusals {
+        let (st, v) = s
+            .send(Method::PUT, "/v1/topics/orders", Some(body.clone()))
+            .await;
+        assert_eq!(st, status, "{body}: {v}");
+        let message = v["error"]["message"].as_str().unwrap();
+        assert!(message.contains(field), "{body}: {message}");
+    }
+    let (_, after) = s.send(Method::GET, "/v1/topics/orders", None).await;
+    assert_eq!(before, after);
+    // A bad name creates nothing.
+    let (st, _) = s
+        .send(Method::PUT, "/v1/topics/bad%20name", Some(json!({})))
+        .await;
+    assert_eq!(st, 400);
+    let (_, topics) = s.send(Method::GET, "/v1/topics", None).await;
+    assert_eq!(topics["items"].as_array().unwrap().len(), 1, "{topics}");
 }

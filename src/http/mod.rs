@@ -39,6 +39,7 @@ pub(crate) struct AppState {
         jobs::batch_reset,
         topics::list_topics,
         topics::get_topic,
+        topics::put_topic,
         topics::list_dead,
         topics::requeue_dead,
         topics::delete_dead,
@@ -159,6 +160,24 @@ pub(crate) fn document(
     // `delay_ms`, exactly one of them.
     let max_ms = crate::validate::MAX_MILLIS;
     let bounded = |min: i64, max: i64| serde_json::json!({"type": ["integer", "null"], "minimum": min, "maximum": max});
+    // A topic's settings with the bounds `TopicConfig::validate` checks.
+    if let Some(props) = doc.pointer_mut("/components/schemas/TopicSettings/properties") {
+        let slots: Vec<u32> = (0..=12).map(|n| 1 << n).collect();
+        props["slots"] = serde_json::json!({"type": ["integer", "null"], "enum": slots});
+        props["max_attempts"] = bounded(1, crate::topic::MAX_ATTEMPTS as i64);
+        props["visibility_timeout_ms"] = bounded(1, crate::topic::MAX_VISIBILITY_TIMEOUT_MS as i64);
+        props["max_payload_bytes"] = bounded(1, crate::topic::MAX_PAYLOAD_LIMIT as i64);
+        props["default_type"] = serde_json::json!({"type": ["string", "null"], "enum": job_types});
+    }
+    if let Some(props) = doc.pointer_mut("/components/schemas/BackoffSettings/properties") {
+        let max_delay = crate::validate::MAX_DELAY_MS;
+        props["base_ms"] = bounded(0, max_delay);
+        props["max_ms"] = bounded(0, max_delay);
+        props["factor"] = serde_json::json!({"type": ["number", "null"], "minimum": 1, "maximum": crate::topic::MAX_BACKOFF_FACTOR});
+        // Below 1; 0.99 at most here: JSON parsing may round 0.9999999999999999 up to 1.
+        props["jitter"] =
+            serde_json::json!({"type": ["number", "null"], "minimum": 0, "maximum": 0.99});
+    }
     for name in ["JobBody", "ResetBody", "BatchReset"] {
         let Some(schema) = doc.pointer_mut(&format!("/components/schemas/{name}")) else {
             continue;
@@ -298,7 +317,11 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .post(jobs::batch_reset),
         )
         .service(web::resource("/v1/topics").get(topics::list_topics))
-        .service(web::resource("/v1/topics/{topic}").get(topics::get_topic))
+        .service(
+            web::resource("/v1/topics/{topic}")
+                .get(topics::get_topic)
+                .put(topics::put_topic),
+        )
         .service(web::resource("/v1/topics/{topic}/dead").get(topics::list_dead))
         .service(web::resource("/v1/topics/{topic}/dead/{id}/requeue").post(topics::requeue_dead))
         .service(web::resource("/v1/topics/{topic}/dead/{id}").delete(topics::delete_dead))

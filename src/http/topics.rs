@@ -1,17 +1,17 @@
 //! Topics and their figures, dead letters, and the event stream.
 
 use actix_web::{HttpResponse, web};
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::body::{PageQuery, ShardQuery};
+use super::body::{PageQuery, ShardQuery, integer};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::events::EventPage;
 use crate::job::{DeadPage, Job};
 use crate::time::Millis;
-use crate::topic::TopicConfig;
+use crate::topic::{Backoff, TopicConfig};
 
 /// A topic: its settings and its figures.
 #[derive(Serialize, ToSchema)]
@@ -139,4 +139,136 @@ pub(crate) async fn list_events(
         .events(&path, query.after.as_deref(), limit)
         .await?;
     Ok(HttpResponse::Ok().json(page))
+}
+
+/// A topic's settings to create it with or change: every field is optional, and one left
+/// out keeps its current value (or, for a new topic, `topics.defaults`).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct TopicSettings {
+    /// Number of shards, a power of two from 1 to 4096. Fixed once the topic exists.
+    #[serde(default, deserialize_with = "integer::option")]
+    pub slots: Option<u32>,
+    /// Attempts before a failing job goes to the dead letters (1 to 1,000).
+    #[serde(default, deserialize_with = "integer::option")]
+    pub max_attempts: Option<u32>,
+    /// How long a run holds its job before the job is due again, in ms (1 to a day).
+    #[serde(default, deserialize_with = "integer::option")]
+    pub visibility_timeout_ms: Option<u64>,
+    /// How failed runs are retried; fields left out keep their values.
+    pub backoff: Option<BackoffSettings>,
+    /// Largest payload accepted, in bytes of JSON (1 to 16 MiB).
+    #[serde(default, deserialize_with = "integer::option")]
+    pub max_payload_bytes: Option<usize>,
+    /// The job type of a job that names none: a type this instance accepts. Jobs already
+    /// stored without a type of their own take the new one.
+    pub default_type: Option<String>,
+}
+
+/// A change of a topic's retry backoff (see `Backoff`).
+#[derive(Debug, Deserialize, ToSchema)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BackoffSettings {
+    /// The first retry's delay, in ms.
+    #[serde(default, deserialize_with = "integer::option")]
+    pub base_ms: Option<u64>,
+    /// What each later delay is multiplied by (1 to 100).
+    pub factor: Option<f64>,
+    /// The longest delay, in ms.
+    #[serde(default, deserialize_with = "integer::option")]
+    pub max_ms: Option<u64>,
+    /// Random spread of each delay, as a fraction of it (0 to 0.99).
+    pub jitter: Option<f64>,
+}
+
+impl BackoffSettings {
+    fn over(self, mut base: Backoff) -> Backoff {
+        if let Some(v) = self.base_ms {
+            base.base_ms = v;
+        }
+        if let Some(v) = self.factor {
+            base.factor = v;
+        }
+        if let Some(v) = self.max_ms {
+            base.max_ms = v;
+        }
+        if let Some(v) = self.jitter {
+            base.jitter = v;
+        }
+        base
+    }
+}
+
+impl TopicSettings {
+    fn over(self, mut base: TopicConfig) -> TopicConfig {
+        if let Some(v) = self.slots {
+            base.slots = v;
+        }
+        if let Some(v) = self.max_attempts {
+            base.max_attempts = v;
+        }
+        if let Some(v) = self.visibility_timeout_ms {
+            base.visibility_timeout_ms = v;
+        }
+        if let Some(v) = self.backoff {
+            base.backoff = v.over(base.backoff);
+        }
+        if let Some(v) = self.max_payload_bytes {
+            base.max_payload_bytes = v;
+        }
+        if let Some(v) = self.default_type {
+            base.default_type = v;
+        }
+        base
+    }
+}
+
+/// Creates a topic (201) or changes its settings (200). A change of `slots` is refused (409
+/// `topic_conflict`): jobs would be looked for in the wrong slot. Nothing changes on an error.
+#[utoipa::path(put, path = "/v1/topics/{topic}", tag = "topics",
+    params(("topic" = String, Path)),
+    request_body = TopicSettings,
+    responses((status = 201, body = TopicView, description = "Created"),
+        (status = 200, body = TopicView, description = "Changed"),
+        (status = 409, body = ErrorBody, description = "The slot count cannot change (topic_conflict)")))]
+pub(crate) async fn put_topic(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    body: web::Json<TopicSettings>,
+) -> ApiResult<HttpResponse> {
+    crate::validate::topic_name(&path)?;
+    let existing = state
+        .center
+        .topics()
+        .await?
+        .into_iter()
+        .find(|t| t.name == *path);
+    let base = match &existing {
+        Some(t) => (**t).clone(),
+        None => TopicConfig {
+            name: path.to_string(),
+            ..state.settings.topics.defaults.clone()
+        },
+    };
+    let config = body.into_inner().over(base);
+    config.validate()?;
+    let types = state.center.job_types();
+    if !types.contains(&config.default_type) {
+        return Err(crate::error::Error::invalid(
+            "default_type",
+            format!(
+                "{:?} is not a type this instance accepts: one of {}",
+                config.default_type,
+                types.join(", ")
+            ),
+        )
+        .into());
+    }
+    let topic = state.center.put_topic(config).await?;
+    let view = view(&state, &topic).await?;
+    Ok(if existing.is_some() {
+        HttpResponse::Ok().json(view)
+    } else {
+        HttpResponse::Created().json(view)
+    })
 }
