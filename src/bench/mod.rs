@@ -264,7 +264,7 @@ pub fn run(args: BenchArgs) -> std::process::ExitCode {
                 s.store(true, Ordering::Relaxed);
             }
         });
-        let outcome = scenarios::run(&mut ctx, args.scenario, !args.no_peers).await;
+        let outcome = run_scenarios(&mut ctx, args.scenario, !args.no_peers).await;
         (ctx, outcome)
     });
     let (ctx, outcome) = result;
@@ -289,4 +289,50 @@ pub fn run(args: BenchArgs) -> std::process::ExitCode {
     } else {
         std::process::ExitCode::SUCCESS
     }
+}
+
+/// One scenario, as `run_scenarios` calls it.
+type Step =
+    fn(&mut Ctx) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + '_>>;
+
+/// Runs `scenario` (every one for `all`), then the peer with `all`.
+async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result<(), String> {
+    if let Ok(client) = redis::Client::open(ctx.redis_url.as_str())
+        && let Ok(mut c) = client.get_multiplexed_async_connection().await
+    {
+        let info: String = redis::cmd("INFO")
+            .arg("server")
+            .query_async(&mut c)
+            .await
+            .unwrap_or_default();
+        ctx.redis_version = info
+            .lines()
+            .find_map(|l| l.strip_prefix("redis_version:"))
+            .unwrap_or("?")
+            .trim()
+            .to_string();
+    }
+    let all = scenario == Scenario::All;
+    let steps: [(Scenario, Step); 6] = [
+        (Scenario::Schedule, |c| Box::pin(scenarios::schedule(c))),
+        (Scenario::Reset, |c| Box::pin(scenarios::reset(c))),
+        (Scenario::Latency, |c| Box::pin(scenarios::latency(c))),
+        (Scenario::Burst, |c| Box::pin(scenarios::burst(c))),
+        (Scenario::Memory, |c| Box::pin(scenarios::memory(c))),
+        (Scenario::Pull, |c| Box::pin(pull::pull(c))),
+    ];
+    for (s, step) in steps {
+        if (all || s == scenario) && !ctx.stopped() {
+            println!("\n== {s:?}");
+            step(ctx).await?;
+        }
+    }
+    if all && peers && !ctx.stopped() {
+        println!("\n== BullMQ (the peer), same Redis");
+        if let Err(e) = peer::bullmq(ctx).await {
+            println!("  BullMQ not measured: {e}");
+        }
+        pull::ratios(ctx);
+    }
+    Ok(())
 }

@@ -9,7 +9,7 @@ use futures_util::future::join_all;
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
-use super::{Ctx, Lateness, Scenario, peer, redis_benchmark};
+use super::{Ctx, Lateness, redis_benchmark};
 use crate::config::{Settings, StoreKind};
 use crate::store::{MemoryStore, RedisStore, SharedStore};
 use crate::time::now_ms;
@@ -161,52 +161,7 @@ where
     n as f64 / started.elapsed().as_secs_f64()
 }
 
-/// One scenario, as `run` calls it.
-type Step =
-    fn(&mut Ctx) -> std::pin::Pin<Box<dyn std::future::Future<Output = Result<(), String>> + '_>>;
-
-pub(super) async fn run(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result<(), String> {
-    if let Ok(client) = redis::Client::open(ctx.redis_url.as_str())
-        && let Ok(mut c) = client.get_multiplexed_async_connection().await
-    {
-        let info: String = redis::cmd("INFO")
-            .arg("server")
-            .query_async(&mut c)
-            .await
-            .unwrap_or_default();
-        ctx.redis_version = info
-            .lines()
-            .find_map(|l| l.strip_prefix("redis_version:"))
-            .unwrap_or("?")
-            .trim()
-            .to_string();
-    }
-    let all = scenario == Scenario::All;
-    let steps: [(Scenario, Step); 6] = [
-        (Scenario::Schedule, |c| Box::pin(schedule(c))),
-        (Scenario::Reset, |c| Box::pin(reset(c))),
-        (Scenario::Latency, |c| Box::pin(latency(c))),
-        (Scenario::Burst, |c| Box::pin(burst(c))),
-        (Scenario::Memory, |c| Box::pin(memory(c))),
-        (Scenario::Pull, |c| Box::pin(super::pull::pull(c))),
-    ];
-    for (s, step) in steps {
-        if (all || s == scenario) && !ctx.stopped() {
-            println!("\n== {s:?}");
-            step(ctx).await?;
-        }
-    }
-    if all && peers && !ctx.stopped() {
-        println!("\n== BullMQ (the peer), same Redis");
-        if let Err(e) = peer::bullmq(ctx).await {
-            println!("  BullMQ not measured: {e}");
-        }
-        super::pull::ratios(ctx);
-    }
-    Ok(())
-}
-
-async fn schedule(ctx: &mut Ctx) -> Result<(), String> {
+pub(super) async fn schedule(ctx: &mut Ctx) -> Result<(), String> {
     let n = ctx.sizes.schedule_jobs;
     let http = reqwest::Client::new();
     for engine in ENGINES {
@@ -330,7 +285,7 @@ async fn journaled_schedules(ctx: &mut Ctx) -> Result<(), String> {
     Ok(())
 }
 
-async fn reset(ctx: &mut Ctx) -> Result<(), String> {
+pub(super) async fn reset(ctx: &mut Ctx) -> Result<(), String> {
     let (n, secs) = (ctx.sizes.devices, ctx.sizes.reset_seconds);
     let http = reqwest::Client::new();
     for engine in ENGINES {
@@ -500,7 +455,7 @@ pub(super) fn add_percentiles(
     );
 }
 
-async fn latency(ctx: &mut Ctx) -> Result<(), String> {
+pub(super) async fn latency(ctx: &mut Ctx) -> Result<(), String> {
     let (rate, secs) = (ctx.sizes.rate, ctx.sizes.latency_seconds);
     let jobs = (rate * secs) as usize;
     for engine in ENGINES {
@@ -625,7 +580,7 @@ async fn webhook_latency(ctx: &mut Ctx, engine: &str) -> Result<(), String> {
     Ok(())
 }
 
-async fn burst(ctx: &mut Ctx) -> Result<(), String> {
+pub(super) async fn burst(ctx: &mut Ctx) -> Result<(), String> {
     let n = ctx.sizes.burst_jobs;
     for engine in ENGINES {
         let store = open(ctx, engine).await?;
@@ -760,7 +715,7 @@ async fn redis_conn(ctx: &Ctx) -> Result<redis::aio::MultiplexedConnection, Stri
         .map_err(|e| e.to_string())
 }
 
-async fn memory(ctx: &mut Ctx) -> Result<(), String> {
+pub(super) async fn memory(ctx: &mut Ctx) -> Result<(), String> {
     let n = ctx.sizes.memory_jobs;
     let mut c = redis_conn(ctx).await?;
     let store = open(ctx, "redis").await?;
