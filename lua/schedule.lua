@@ -57,7 +57,7 @@ if state == 'dead' then
 end
 if next(spec) ~= nil then
   local old = state == 'scheduled' and load(id) or {}
-  spec.c = old.c or now
+  spec.c = old.c or spec.c or now -- a spec names c when a doubling moves a job home
   spec.u = now
   redis.call('HSET', JOB, id, cjson.encode(spec))
 else

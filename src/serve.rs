@@ -30,7 +30,17 @@ pub async fn open_store(settings: &Settings) -> Result<SharedStore> {
         }
     };
     for topic in &settings.topics.seed {
-        store.put_topic(topic.clone()).await?;
+        let mut topic = topic.clone();
+        // A seeded topic doubled since (over HTTP or `toc topic grow`) keeps its slots: the
+        // seed's count is where it started, not a request to shrink it.
+        if let Some(stored) = store.find_topic(&topic.name).await?
+            && stored.slots > topic.slots
+        {
+            tracing::info!(topic = %topic.name, seeded = topic.slots, stored = stored.slots,
+                "the seeded topic has doubled since: it keeps its stored slot count");
+            topic.slots = stored.slots;
+        }
+        store.put_topic(topic).await?;
     }
     Ok(store)
 }

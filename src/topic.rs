@@ -98,9 +98,16 @@ impl Backoff {
 pub struct TopicConfig {
     /// The topic's name.
     pub name: String,
-    /// Number of shards, a power of two from 1 to 4096. Fixed once the topic exists:
-    /// changing it would move jobs to other slots.
+    /// Number of shards, a power of two from 1 to 4096. Once the topic exists it may only
+    /// double (16 → 32): no job moves, and jobs written before the doubling are found in
+    /// their old slots until they leave (see `draining_from`).
     pub slots: u32,
+    /// Set by a doubling, read only: the slot count whose layout may still hold jobs
+    /// written before the doubling ("old copies"). Lookups try a job's slot under every
+    /// count from this one up; the store clears it once the old slots hold no old copy.
+    /// `None` when the topic has never doubled or has drained.
+    #[schema(read_only)]
+    pub draining_from: Option<u32>,
     /// Attempts before a failing job goes to the dead letters.
     pub max_attempts: u32,
     /// How long a run holds its job before the job is due again (the lease).
@@ -119,6 +126,7 @@ impl Default for TopicConfig {
         TopicConfig {
             name: String::new(),
             slots: 16,
+            draining_from: None,
             max_attempts: 16,
             visibility_timeout_ms: 30_000,
             backoff: Backoff::default(),
@@ -180,6 +188,25 @@ impl TopicConfig {
             )
         })?;
         self.backoff.validate()
+    }
+
+    /// The slots other than `home` that may hold an old copy of a job routed by `key`
+    /// (its slot under each earlier count while the topic drains), newest layout first.
+    pub(crate) fn old_slots(&self, key: &str) -> Vec<u32> {
+        let Some(from) = self.draining_from else {
+            return Vec::new();
+        };
+        let home = crate::routing::slot_of(key, self.slots);
+        let mut out = Vec::new();
+        let mut count = self.slots / 2;
+        while count >= from.max(1) {
+            let s = crate::routing::slot_of(key, count);
+            if s != home && !out.contains(&s) {
+                out.push(s);
+            }
+            count /= 2;
+        }
+        out
     }
 
     /// When a run that started at `now` must have reported.

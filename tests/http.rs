@@ -1020,6 +1020,12 @@ async fn the_cli_drives_the_api() {
     );
     let (code, out, _) = toc(&["topic", "show", "t"]).await;
     assert!(code == 0 && out.contains("scheduled"), "{out}");
+    // `topic grow` doubles the slots; the job written before is still found.
+    let (code, out, err) = toc(&["topic", "grow", "t"]).await;
+    assert_eq!(code, 0, "{err}");
+    assert!(out.contains("32") && out.contains("draining_from"), "{out}");
+    let (code, out, _) = toc(&["job", "get", "t", "a"]).await;
+    assert!(code == 0 && out.contains(&at.to_string()), "{out}");
     let (code, _, _) = toc(&["job", "cancel", "t", "a"]).await;
     assert_eq!(code, 0);
     let (code, _, err) = toc(&["job", "get", "t", "a"]).await;
@@ -1068,7 +1074,7 @@ async fn the_cli_drives_the_api() {
 }
 
 #[actix_rt::test]
-async fn put_of_a_topic_creates_it_then_changes_its_settings_but_never_its_slots() {
+async fn put_of_a_topic_creates_it_changes_its_settings_and_only_doubles_its_slots() {
     let redis = RedisServer::start();
     let s = Service::start(&redis, |_| {}).await;
     let (st, v) = s
@@ -1117,7 +1123,8 @@ async fn put_of_a_topic_creates_it_then_changes_its_settings_but_never_its_slots
     // Refused, naming the field, and nothing changes.
     let (_, before) = s.send(Method::GET, "/v1/topics/orders", None).await;
     let refusals = [
-        (json!({"slots": 8}), 409, "slots"),
+        (json!({"slots": 16}), 409, "slots"),
+        (json!({"slots": 2}), 409, "slots"),
         (json!({"slots": 3}), 400, "slots"),
         (json!({"max_attempts": 0}), 400, "max_attempts"),
         (
@@ -1146,6 +1153,23 @@ async fn put_of_a_topic_creates_it_then_changes_its_settings_but_never_its_slots
     }
     let (_, after) = s.send(Method::GET, "/v1/topics/orders", None).await;
     assert_eq!(before, after);
+    assert_eq!(after["draining_from"], Value::Null, "{after}");
+    // Doubling, and again: the topic shows the layout it drains from.
+    for (slots, from) in [(8, 4), (16, 4)] {
+        let (st, v) = s
+            .send(
+                Method::PUT,
+                "/v1/topics/orders",
+                Some(json!({"slots": slots})),
+            )
+            .await;
+        assert_eq!(st, 200, "{v}");
+        assert_eq!(
+            (v["slots"].as_u64(), v["draining_from"].as_u64()),
+            (Some(slots), Some(from))
+        );
+        assert_eq!(v["max_attempts"], 3, "{v}");
+    }
     // A bad name creates nothing.
     let (st, _) = s
         .send(Method::PUT, "/v1/topics/bad%20name", Some(json!({})))
@@ -1153,4 +1177,81 @@ async fn put_of_a_topic_creates_it_then_changes_its_settings_but_never_its_slots
     assert_eq!(st, 400);
     let (_, topics) = s.send(Method::GET, "/v1/topics", None).await;
     assert_eq!(topics["items"].as_array().unwrap().len(), 1, "{topics}");
+}
+
+#[actix_rt::test]
+async fn jobs_written_before_and_after_a_doubling_all_fire_once() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let (st, v) = s
+        .send(Method::PUT, "/v1/topics/grow", Some(json!({"slots": 2})))
+        .await;
+    assert_eq!(st, 201, "{v}");
+    let schedule = |i: usize| {
+        let s = &s;
+        async move {
+            let (st, v) = s
+                .send(
+                    Method::PUT,
+                    &format!("/v1/topics/grow/jobs/g{i}"),
+                    Some(json!({"delay_ms": 300, "payload": {"i": i}})),
+                )
+                .await;
+            assert_eq!(st, 201, "{v}");
+        }
+    };
+    for i in 0..40 {
+        schedule(i).await;
+    }
+    let (st, v) = s
+        .send(Method::PUT, "/v1/topics/grow", Some(json!({"slots": 4})))
+        .await;
+    assert_eq!((st, v["draining_from"].as_u64()), (200, Some(2)), "{v}");
+    for i in 40..80 {
+        schedule(i).await;
+    }
+    // Half of the old jobs get a reset, which moves those whose slot changed home.
+    for i in (0..40).step_by(2) {
+        let (st, v) = s
+            .send(
+                Method::POST,
+                &format!("/v1/topics/grow/jobs/g{i}/reset"),
+                Some(json!({"delay_ms": 400})),
+            )
+            .await;
+        assert_eq!(st, 200, "{v}");
+    }
+    let fired = || async {
+        let (_, page) = s
+            .send(Method::GET, "/v1/topics/grow/events?limit=1000", None)
+            .await;
+        let mut ids: Vec<String> = page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == "job.fired")
+            .map(|e| e["job_id"].as_str().unwrap().to_string())
+            .collect();
+        ids.sort();
+        ids
+    };
+    eventually(10, "80 jobs fired", || async { fired().await.len() >= 80 }).await;
+    let ids = fired().await;
+    let mut unique = ids.clone();
+    unique.dedup();
+    assert_eq!(
+        (ids.len(), unique.len()),
+        (80, 80),
+        "each fired once: {ids:?}"
+    );
+    let (_, v) = s.send(Method::GET, "/v1/topics/grow", None).await;
+    assert_eq!(
+        (v["scheduled"].as_u64(), v["running"].as_u64()),
+        (Some(0), Some(0)),
+        "{v}"
+    );
+    // Every job has left: a sweep finds no old copy and the topic shows it drained.
+    assert_eq!(s.center.store().sweep("grow").await.unwrap(), None);
+    let (_, v) = s.send(Method::GET, "/v1/topics/grow", None).await;
+    assert_eq!(v["draining_from"], Value::Null, "{v}");
 }

@@ -109,11 +109,32 @@ impl Supervisor {
         let store = self.rt.store.clone();
         ctx.spawn(
             async move { store.topics().await }.into_actor(self).map(
-                |topics, act, _| match topics {
-                    Ok(topics) => topics.into_iter().for_each(|t| act.serve(t)),
+                |topics, act, ctx| match topics {
+                    Ok(topics) => topics.into_iter().for_each(|t| {
+                        if t.draining_from.is_some() {
+                            act.sweep(ctx, &t.name);
+                        }
+                        act.serve(t)
+                    }),
                     Err(e) => tracing::warn!(error = %e, "could not list topics"),
                 },
             ),
+        );
+    }
+
+    /// Looks for a doubled topic's old copies; the topic is marked drained when none is
+    /// left, and the next discovery serves it so.
+    fn sweep(&self, ctx: &mut Context<Self>, topic: &str) {
+        let (store, topic) = (self.rt.store.clone(), topic.to_string());
+        ctx.spawn(
+            async move {
+                match store.sweep(&topic).await {
+                    Ok(None) => tracing::info!(%topic, "the doubled topic's old slots hold no old copy: drained"),
+                    Ok(Some(_)) => {}
+                    Err(e) => tracing::warn!(%topic, error = %e, "could not sweep for old copies"),
+                }
+            }
+            .into_actor(self),
         );
     }
 }

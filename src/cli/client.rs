@@ -225,6 +225,16 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             let path = format!("/v1/topics/{}", enc(&topic));
             (client.call(Method::GET, &path, None).await?, View::Record)
         }
+        Command::Topic(TopicCmd::Grow { topic }) => {
+            let path = format!("/v1/topics/{}", enc(&topic));
+            let now = client.call(Method::GET, &path, None).await?;
+            let slots = now["slots"].as_u64().unwrap_or(0);
+            let body = json!({"slots": slots * 2});
+            (
+                client.call(Method::PUT, &path, Some(body)).await?,
+                View::Record,
+            )
+        }
         Command::Events {
             topic,
             after,

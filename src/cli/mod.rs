@@ -184,7 +184,14 @@ pub(crate) enum DeadCmd {
 #[derive(Subcommand)]
 pub(crate) enum TopicCmd {
     Ls,
-    Show { topic: String },
+    Show {
+        topic: String,
+    },
+    /// Doubles a topic's slots. No job moves: jobs written before are found in their old
+    /// slots until they leave, and `draining_from` shows the old layout until then.
+    Grow {
+        topic: String,
+    },
 }
 
 /// The `toc` binary: parses the command line and runs the command.

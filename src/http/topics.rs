@@ -146,7 +146,9 @@ pub(crate) async fn list_events(
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TopicSettings {
-    /// Number of shards, a power of two from 1 to 4096. Fixed once the topic exists.
+    /// Number of shards, a power of two from 1 to 4096. Once the topic exists it may only
+    /// double (twice the current count): no job moves, and `draining_from` shows the old
+    /// layout until its slots hold no old copy.
     #[serde(default, deserialize_with = "integer::option")]
     pub slots: Option<u32>,
     /// Attempts before a failing job goes to the dead letters (1 to 1,000).
@@ -223,14 +225,16 @@ impl TopicSettings {
     }
 }
 
-/// Creates a topic (201) or changes its settings (200). A change of `slots` is refused (409
-/// `topic_conflict`): jobs would be looked for in the wrong slot. Nothing changes on an error.
+/// Creates a topic (201) or changes its settings (200). `slots` may double (no job moves:
+/// writers route with the new count at once, and jobs written before are found in their old
+/// slots until they leave); any other change of it is refused (409 `topic_conflict`), since
+/// jobs would be looked for in the wrong slot. Nothing changes on an error.
 #[utoipa::path(put, path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = String, Path)),
     request_body = TopicSettings,
     responses((status = 201, body = TopicView, description = "Created"),
         (status = 200, body = TopicView, description = "Changed"),
-        (status = 409, body = ErrorBody, description = "The slot count cannot change (topic_conflict)")))]
+        (status = 409, body = ErrorBody, description = "The slot count may only double (topic_conflict)")))]
 pub(crate) async fn put_topic(
     state: web::Data<AppState>,
     path: web::Path<String>,

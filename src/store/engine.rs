@@ -206,6 +206,18 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
 
     async fn slot_stats(&self, topic: &TopicConfig, slot: u32) -> Result<SlotStats>;
 
+    /// About `count` ids of the slot's jobs in `state`, from `cursor` (0 to start); the
+    /// cursor to go on from, 0 when done. Every job in that state for the whole scan is
+    /// named at least once (the slot doubling's sweep).
+    async fn scan_ids(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        state: JobState,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(u64, Vec<String>)>;
+
     /// Appends events that belong to no run's outcome, each to its job's slot's share.
     async fn append_events(&self, topic: &TopicConfig, events: &[Event]) -> Result<()>;
 

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
+use super::doubling;
 use super::engine::{ClaimSettlement, DeadEntry, Refired, SlotEngine};
 use super::event_id::EventId;
 use super::record::Record;
@@ -19,8 +20,8 @@ use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::job::{
     ClaimOutcome, ClaimResult, CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState,
-    Leased, NewJob, Pumped, Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode, Scheduled,
-    Settlement, SlotHead, TopicStats,
+    Leased, NewJob, Pumped, Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode, ScheduleOutcome,
+    Scheduled, Settlement, SlotHead, TopicStats,
 };
 use crate::routing::slot_of;
 use crate::time::Millis;
@@ -32,11 +33,25 @@ use crate::validate;
 pub struct StoreFront<E> {
     pub(crate) engine: E,
     options: StoreOptions,
+    /// Per draining topic, the slot where the last sweep found an old copy: the next sweep
+    /// starts there, so a topic with old copies left costs a sweep little.
+    sweep_from: std::sync::Mutex<HashMap<String, u32>>,
 }
 
 impl<E> StoreFront<E> {
     pub(crate) fn over(engine: E, options: StoreOptions) -> Self {
-        StoreFront { engine, options }
+        StoreFront {
+            engine,
+            options,
+            sweep_from: Default::default(),
+        }
+    }
+
+    /// A job's home slot (checking its id and shard key), then the old slots that may hold
+    /// a copy of it while the topic drains from a doubling.
+    fn places(topic: &TopicConfig, job: &JobRef) -> Result<(u32, Vec<u32>)> {
+        let home = Self::route(topic, job)?;
+        Ok((home, topic.old_slots(job.route_key())))
     }
 
     /// The slot of a job, after checking its id and shard key.
@@ -186,6 +201,10 @@ async fn settle_slot_claims<E: SlotEngine>(
     Ok(done)
 }
 
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
 fn rearmed(topic: &TopicConfig, r: Refired) -> Rearmed {
     Rearmed {
         id: r.id,
@@ -208,9 +227,35 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         self.engine.durability()
     }
 
-    async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
+    async fn put_topic(&self, mut config: TopicConfig) -> Result<Arc<TopicConfig>> {
         config.validate()?;
+        // Only a doubling and a sweep change `draining_from`: it is the store's.
+        config.draining_from = None;
         self.engine.put_topic(config).await
+    }
+
+    async fn sweep(&self, topic: &str) -> Result<Option<u32>> {
+        let t = self.existing_topic(topic).await?;
+        if t.draining_from.is_none() {
+            return Ok(None);
+        }
+        let start = lock(&self.sweep_from).get(topic).copied().unwrap_or(0);
+        if let Some(slot) = doubling::sweep(&self.engine, &t, start).await? {
+            lock(&self.sweep_from).insert(topic.to_string(), slot);
+            return Ok(t.draining_from);
+        }
+        lock(&self.sweep_from).remove(topic);
+        // A count at or above the topic's own marks it drained (see `check_update`); a
+        // doubling since the sweep began makes the engine refuse this and keep draining.
+        let drained = TopicConfig {
+            draining_from: Some(t.slots),
+            ..(*t).clone()
+        };
+        match self.engine.put_topic(drained).await {
+            Ok(now) => Ok(now.draining_from),
+            Err(Error::TopicConflict { .. }) => Ok(t.draining_from),
+            Err(e) => Err(e),
+        }
     }
 
     async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
@@ -251,7 +296,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
             _ => self.topic(topic).await?,
         };
         validate::new_job(t.max_payload_bytes, &job)?;
-        let slot = Self::route(
+        let (slot, old) = Self::places(
             &t,
             &JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone()),
         )?;
@@ -262,10 +307,43 @@ impl<E: SlotEngine> Store for StoreFront<E> {
             job.max_attempts,
             job.max_fire_at,
         );
-        let r = self
+        if mode == ScheduleMode::CreateOnly
+            && let Some((at, stored)) = doubling::find_old(&self.engine, &t, &old, &job.id).await?
+        {
+            return Ok(Scheduled {
+                outcome: ScheduleOutcome::Exists,
+                slot: at,
+                state: Some(stored.state),
+                fire_at: None,
+                is_head: false,
+                rearmed: None,
+            });
+        }
+        let mut r = self
             .engine
             .schedule(&t, slot, &job.id, mode, job.fire_at, now, spec)
             .await?;
+        let mut slot = slot;
+        if !old.is_empty() {
+            match r.outcome {
+                ScheduleOutcome::Missing => {
+                    if let Some((at, moved)) =
+                        doubling::reset_old(&self.engine, &t, slot, &old, &job.id, job.fire_at, now)
+                            .await?
+                    {
+                        (slot, r) = (at, moved);
+                    }
+                }
+                ScheduleOutcome::Created | ScheduleOutcome::Replaced => {
+                    let dropped =
+                        doubling::drop_old_copies(&self.engine, &t, &old, &job.id).await?;
+                    if dropped.is_some() {
+                        r.outcome = ScheduleOutcome::Replaced;
+                    }
+                }
+                ScheduleOutcome::Exists | ScheduleOutcome::Reset => {}
+            }
+        }
         Ok(Scheduled {
             outcome: r.outcome,
             slot,
@@ -289,6 +367,10 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         };
         validate::reset_batch(t.max_payload_bytes, resets, create)?;
         let spec = create.map(|c| Record::for_create(&t, c));
+        // While the topic drains, a job its home slot does not hold may be an old copy:
+        // nothing is created until the old slots were looked at.
+        let draining = t.draining_from.is_some();
+        let first_create = if draining { None } else { spec.as_ref() };
         let mut by_slot: BTreeMap<u32, Vec<(&str, Millis)>> = BTreeMap::new();
         for r in resets {
             by_slot
@@ -298,7 +380,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         }
         // One engine call per slot, all in flight at once (one connection multiplexes them).
         let calls = by_slot.iter().map(|(slot, items)| {
-            let (t, spec) = (&t, spec.as_ref());
+            let (t, spec) = (&t, first_create);
             async move {
                 let r = self.engine.reset(t, *slot, items, spec, now).await?;
                 Ok::<_, Error>((*slot, r))
@@ -317,23 +399,40 @@ impl<E: SlotEngine> Store for StoreFront<E> {
                 report.heads.push(SlotHead { slot, at });
             }
         }
+        if draining && !report.missing.is_empty() {
+            let moved =
+                doubling::reset_missing(&self.engine, &t, resets, spec.as_ref(), &mut report, now)
+                    .await?;
+            report
+                .rearmed
+                .extend(moved.into_iter().map(|r| rearmed(&t, r)));
+        }
         Ok(report)
     }
 
     async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
         let t = self.existing_topic(topic).await?;
-        let slot = Self::route(&t, job)?;
-        self.engine.cancel(&t, slot, &job.id).await
+        let (slot, old) = Self::places(&t, job)?;
+        let state = self.engine.cancel(&t, slot, &job.id).await?;
+        let old_state = doubling::drop_old_copies(&self.engine, &t, &old, &job.id).await?;
+        Ok(state.or(old_state))
     }
 
     async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
         let t = self.existing_topic(topic).await?;
-        let slot = Self::route(&t, job)?;
-        self.engine
+        let (slot, old) = Self::places(&t, job)?;
+        let mut found = self
+            .engine
             .get_many(&t, slot, &[job.id.as_str()])
             .await?
             .pop()
-            .flatten()
+            .flatten();
+        if found.is_none() {
+            found = doubling::find_old(&self.engine, &t, &old, &job.id)
+                .await?
+                .map(|(_, s)| s);
+        }
+        found
             .map(|s| s.record.into_job(&t, job.id.clone(), s.state, s.score))
             .transpose()
     }
@@ -363,21 +462,39 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         now: Millis,
     ) -> Result<Vec<Finished>> {
         let t = self.existing_topic(topic).await?;
-        let mut by_slot: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
-        for (i, c) in claims.iter().enumerate() {
-            by_slot.entry(Self::route(&t, &c.job)?).or_default().push(i);
+        let mut places = Vec::with_capacity(claims.len());
+        for c in claims {
+            places.push(Self::places(&t, &c.job)?);
         }
-        let slots = by_slot.iter().map(|(&slot, indexes)| {
-            settle_slot_claims(&self.engine, &t, slot, claims, indexes, now)
-        });
         let mut done = vec![Finished::Stale; claims.len()];
-        for (results, indexes) in futures_util::future::join_all(slots)
-            .await
-            .into_iter()
-            .zip(by_slot.values())
-        {
-            for (f, &i) in results?.into_iter().zip(indexes) {
-                done[i] = f;
+        // Round 0 settles each claim in its home slot; while the topic drains, round k
+        // settles what is still stale in its k-th old slot (a job claimed from an old copy).
+        for round in 0.. {
+            let mut by_slot: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+            for (i, (home, old)) in places.iter().enumerate() {
+                let slot = if round == 0 {
+                    Some(*home)
+                } else {
+                    old.get(round - 1).copied()
+                };
+                if let Some(slot) = slot.filter(|_| done[i] == Finished::Stale) {
+                    by_slot.entry(slot).or_default().push(i);
+                }
+            }
+            if by_slot.is_empty() {
+                break;
+            }
+            let slots = by_slot.iter().map(|(&slot, indexes)| {
+                settle_slot_claims(&self.engine, &t, slot, claims, indexes, now)
+            });
+            for (results, indexes) in futures_util::future::join_all(slots)
+                .await
+                .into_iter()
+                .zip(by_slot.values())
+            {
+                for (f, &i) in results?.into_iter().zip(indexes) {
+                    done[i] = f;
+                }
             }
         }
         Ok(done)
@@ -385,8 +502,13 @@ impl<E: SlotEngine> Store for StoreFront<E> {
 
     async fn touch(&self, topic: &str, job: &JobRef, token: u64, until: Millis) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
-        let slot = Self::route(&t, job)?;
-        self.engine.touch(&t, slot, &job.id, token, until).await
+        let (slot, old) = Self::places(&t, job)?;
+        for slot in std::iter::once(slot).chain(old) {
+            if self.engine.touch(&t, slot, &job.id, token, until).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     async fn settle(
@@ -441,14 +563,24 @@ impl<E: SlotEngine> Store for StoreFront<E> {
 
     async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
-        let slot = Self::route(&t, job)?;
-        self.engine.requeue(&t, slot, &job.id, now).await
+        let (slot, old) = Self::places(&t, job)?;
+        for slot in std::iter::once(slot).chain(old) {
+            if self.engine.requeue(&t, slot, &job.id, now).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
-        let slot = Self::route(&t, job)?;
-        self.engine.dead_delete(&t, slot, &job.id).await
+        let (slot, old) = Self::places(&t, job)?;
+        for slot in std::iter::once(slot).chain(old) {
+            if self.engine.dead_delete(&t, slot, &job.id).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
     }
 
     async fn stats(&self, topic: &str) -> Result<TopicStats> {

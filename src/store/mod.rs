@@ -1,6 +1,7 @@
 //! The store: one trait, and its engines. Every method that changes a job is atomic (one Lua
 //! script in Redis), and takes `now` as an argument so callers and tests choose the time.
 
+mod doubling;
 mod engine;
 mod event_id;
 mod front;
@@ -48,7 +49,8 @@ pub trait Store: Send + Sync + 'static {
         "durable (Redis)"
     }
 
-    /// Creates or updates a topic. A topic's slot count cannot change once it exists.
+    /// Creates or updates a topic. A topic's slot count may only double once it exists (no
+    /// job moves; see `TopicConfig::draining_from`).
     async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>>;
 
     /// A topic's settings; a topic used but never configured is created with the defaults
@@ -69,6 +71,11 @@ pub trait Store: Send + Sync + 'static {
             .await?
             .ok_or_else(|| crate::error::Error::TopicNotFound(name.to_string()))
     }
+
+    /// For a topic draining from a doubling: looks for old copies in the slots it had
+    /// before, and marks it drained when none is left. Answers the slot count it still
+    /// drains from (`None`: drained, or never doubled).
+    async fn sweep(&self, topic: &str) -> Result<Option<u32>>;
 
     /// Every known topic, by name.
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>>;

@@ -73,16 +73,38 @@ impl TopicCache {
     }
 }
 
-/// Checks that `new` may replace `old`.
-pub(super) fn check_update(old: &TopicConfig, new: &TopicConfig) -> Result<()> {
-    if old.slots != new.slots {
-        return Err(Error::TopicConflict {
-            topic: new.name.clone(),
-            message: format!(
-                "slots cannot change from {} to {}: jobs would be looked for in the wrong slot",
-                old.slots, new.slots
-            ),
-        });
+/// Checks that `new` may replace `old`, and answers the settings to store. The slot count
+/// may stay or double; a doubling marks the topic draining from the oldest layout that may
+/// still hold old copies. Any other change of the count is refused: jobs would be looked for
+/// in the wrong slot.
+pub(super) fn check_update(old: &TopicConfig, mut new: TopicConfig) -> Result<TopicConfig> {
+    if new.slots == old.slots {
+        // A sweep that found no old copy clears the mark by naming a count at or above the
+        // topic's own; any other change keeps what the store has.
+        new.draining_from = match new.draining_from {
+            Some(n) if n >= new.slots => None,
+            _ => old.draining_from,
+        };
+        return Ok(new);
     }
-    Ok(())
+    if new.slots == old.slots.saturating_mul(2) {
+        new.draining_from = Some(old.draining_from.unwrap_or(old.slots));
+        return Ok(new);
+    }
+    Err(Error::TopicConflict {
+        topic: new.name.clone(),
+        message: format!(
+            "slots can only double, from {} to {}; {} was asked: jobs would be looked for in \
+             the wrong slot",
+            old.slots,
+            old.slots.saturating_mul(2),
+            new.slots
+        ),
+    })
+}
+
+/// A new topic has never doubled.
+pub(super) fn fresh(mut config: TopicConfig) -> TopicConfig {
+    config.draining_from = None;
+    config
 }

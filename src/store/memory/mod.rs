@@ -27,7 +27,7 @@ use super::engine::{
 use super::event_id::EventId;
 use super::front::StoreFront;
 use super::record::Record;
-use super::topics::{StoreOptions, check_update};
+use super::topics::{StoreOptions, check_update, fresh};
 use crate::config::FsyncPolicy;
 use crate::error::{Error, Result};
 use crate::events::Event;
@@ -42,7 +42,8 @@ pub type MemoryStore = StoreFront<MemoryEngine>;
 
 struct TopicSlots {
     config: RwLock<Arc<TopicConfig>>,
-    slots: Vec<Mutex<SlotState>>,
+    /// Shared, so that a doubling builds a longer list around the same slots.
+    slots: Vec<Arc<Mutex<SlotState>>>,
 }
 
 impl TopicSlots {
@@ -102,11 +103,24 @@ pub struct MemoryEngine {
 }
 
 fn new_topic(config: TopicConfig, journaled: bool) -> Arc<TopicSlots> {
+    grown_topic(&[], config, journaled)
+}
+
+/// A topic's slots under `config`: the slots it had (`kept`), then new empty ones up to
+/// `config.slots` (a doubling moves no job).
+fn grown_topic(
+    kept: &[Arc<Mutex<SlotState>>],
+    config: TopicConfig,
+    journaled: bool,
+) -> Arc<TopicSlots> {
     let now = now_ms();
+    let mut slots = kept.to_vec();
+    slots.extend(
+        (kept.len()..config.slots as usize)
+            .map(|_| Arc::new(Mutex::new(SlotState::new(now, journaled)))),
+    );
     Arc::new(TopicSlots {
-        slots: (0..config.slots)
-            .map(|_| Mutex::new(SlotState::new(now, journaled)))
-            .collect(),
+        slots,
         config: RwLock::new(Arc::new(config)),
     })
 }
@@ -247,12 +261,13 @@ impl MemoryEngine {
             .unwrap_or_else(PoisonError::into_inner);
         for op in ops {
             match op {
-                Op::Topic { config } => match topics.get(&config.name) {
-                    Some(t) => *t.config.write().expect("topic lock") = Arc::new(config),
-                    None => {
-                        topics.insert(config.name.clone(), new_topic(config, journaled));
-                    }
-                },
+                Op::Topic { config } => {
+                    let kept = topics
+                        .get(&config.name)
+                        .map(|t| t.slots.clone())
+                        .unwrap_or_default();
+                    topics.insert(config.name.clone(), grown_topic(&kept, config, journaled));
+                }
                 Op::Put {
                     topic,
                     slot,
@@ -302,6 +317,7 @@ impl MemoryEngine {
         topics
             .get(topic)
             .and_then(|t| t.slots.get(slot as usize))
+            .map(|s| &**s)
             .ok_or_else(|| {
                 Error::Corrupt(format!(
                     "journal names slot {slot} of topic {topic:?}, which it never created"
@@ -568,6 +584,7 @@ impl SlotEngine for MemoryEngine {
         if let Some(t) = topics.get(&config.name) {
             return Ok(t.config());
         }
+        let config = fresh(config);
         self.journal(&[Op::Topic {
             config: config.clone(),
         }])?;
@@ -581,20 +598,23 @@ impl SlotEngine for MemoryEngine {
         self.check_writable()?;
         let mut topics = self.topics.write().unwrap_or_else(PoisonError::into_inner);
         let existing = topics.get(&config.name).cloned();
-        if let Some(t) = &existing {
-            check_update(&t.config(), &config)?;
-        }
+        let config = match &existing {
+            Some(t) => check_update(&t.config(), config)?,
+            None => fresh(config),
+        };
         self.journal(&[Op::Topic {
             config: config.clone(),
         }])?;
         match existing {
-            Some(t) => {
+            Some(t) if t.slots.len() == config.slots as usize => {
                 let config = Arc::new(config);
                 *t.config.write().unwrap_or_else(PoisonError::into_inner) = config.clone();
                 Ok(config)
             }
-            None => {
-                let t = new_topic(config, self.journal.is_some());
+            _ => {
+                // New, or doubled: the same slots, then new empty ones.
+                let kept = existing.map(|t| t.slots.clone()).unwrap_or_default();
+                let t = grown_topic(&kept, config, self.journal.is_some());
                 let config = t.config();
                 topics.insert(config.name.clone(), t);
                 Ok(config)
@@ -755,6 +775,26 @@ impl SlotEngine for MemoryEngine {
 
     async fn slot_stats(&self, topic: &TopicConfig, slot: u32) -> Result<SlotStats> {
         self.with_slot(topic, slot, false, |s| s.stats(slot)).await
+    }
+
+    async fn scan_ids(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        state: JobState,
+        _cursor: u64,
+        _count: usize,
+    ) -> Result<(u64, Vec<String>)> {
+        // In process: the whole slot in one step, under its lock.
+        self.with_slot(topic, slot, false, |s| {
+            let ids = s
+                .all()
+                .filter(|e| e.state == state)
+                .map(|e| e.id.to_string())
+                .collect();
+            (0, ids)
+        })
+        .await
     }
 
     async fn append_events(&self, topic: &TopicConfig, events: &[Event]) -> Result<()> {

@@ -285,7 +285,8 @@ impl SlotState {
                 (Some(k), Some(JobState::Scheduled)) => self.record(k).c,
                 _ => None,
             };
-            spec.c = old_c.or(Some(now));
+            // A spec names c when a doubling moves a job home.
+            spec.c = old_c.or(spec.c).or(Some(now));
             spec.u = Some(now);
         }
         let outcome = match k {

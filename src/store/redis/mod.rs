@@ -25,7 +25,7 @@ use super::front::StoreFront;
 use super::keys::{SlotKeys, TOPICS, wake_channel};
 use super::record::Record;
 use super::scripts::Scripts;
-use super::topics::{StoreOptions, TopicCache, check_update};
+use super::topics::{StoreOptions, TopicCache, check_update, fresh};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::job::{
@@ -205,6 +205,7 @@ where
     }
 
     async fn create_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
+        let config = fresh(config);
         let json = serde_json::to_string(&config).expect("topic config serialises");
         // Another instance may create it at the same moment: the first one wins and both
         // read back the same settings.
@@ -220,9 +221,10 @@ where
     async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
         let mut conn = self.conn();
         let old: Option<String> = conn.hget(TOPICS, &config.name).await?;
-        if let Some(old) = old {
-            check_update(&parse_topic(&old)?, &config)?;
-        }
+        let config = match old {
+            Some(old) => check_update(&parse_topic(&old)?, config)?,
+            None => fresh(config),
+        };
         let json = serde_json::to_string(&config).expect("topic config serialises");
         let _: () = conn.hset(TOPICS, &config.name, json).await?;
         Ok(self.topics.insert(config))
@@ -539,6 +541,31 @@ where
             dead,
             next_fire_at: head.first().map(|(_, s)| *s as Millis),
         })
+    }
+
+    async fn scan_ids(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        state: JobState,
+        cursor: u64,
+        count: usize,
+    ) -> Result<(u64, Vec<String>)> {
+        let keys = SlotKeys::new(&topic.name, slot);
+        let key = match state {
+            JobState::Scheduled => &keys.due,
+            JobState::Running => &keys.run,
+            JobState::Dead => &keys.dead,
+        };
+        let (next, page): (u64, Vec<String>) = redis::cmd("ZSCAN")
+            .arg(key)
+            .arg(cursor)
+            .arg("COUNT")
+            .arg(count)
+            .query_async(&mut self.conn())
+            .await?;
+        // ZSCAN answers member, score, member, score, ...
+        Ok((next, page.into_iter().step_by(2).collect()))
     }
 
     async fn append_events(&self, topic: &TopicConfig, events: &[Event]) -> Result<()> {
