@@ -525,3 +525,24 @@ async fn a_doubling_survives_a_restart_of_the_journaled_memory_engine() {
     }
     assert!(s.get("j", &JobRef::new("after")).await.unwrap().is_some());
 }
+
+/// The same random writes around two doublings on a real three-primary Redis Cluster, where
+/// a job's old and new slots live on different nodes, so moving it home is two scripts on
+/// two nodes.
+#[tokio::test]
+async fn writes_around_doublings_on_a_redis_cluster() {
+    let cluster = common::RedisCluster::start();
+    let store = timeout_center::store::RedisStore::connect_cluster(
+        &cluster.urls(),
+        StoreOptions::default(),
+    )
+    .await
+    .expect("connect to the cluster");
+    let e = Engine {
+        store: std::sync::Arc::new(store),
+        redis: None,
+        memory: None,
+    };
+    writes_around_doublings_fire_once_never_early_and_lose_no_reset(e).await;
+    drop(cluster);
+}
