@@ -546,3 +546,60 @@ async fn writes_around_doublings_on_a_redis_cluster() {
     writes_around_doublings_fire_once_never_early_and_lose_no_reset(e).await;
     drop(cluster);
 }
+
+/// Settings changes decided on the count before a doubling, racing it, must not write that
+/// count back: jobs written to the new slots would be looked for in the wrong slot.
+#[tokio::test]
+async fn a_settings_change_racing_a_doubling_never_undoes_it() {
+    let e = Engine::redis().await;
+    for round in 0..20 {
+        let name = format!("race{round}");
+        e.store.put_topic(topic(&name, 16)).await.unwrap();
+        let (s, n) = (e.store.clone(), name.clone());
+        let grow = tokio::spawn(async move { s.put_topic(topic(&n, 32)).await });
+        let changes: Vec<_> = (0..10)
+            .map(|i| {
+                let (s, name) = (e.store.clone(), name.clone());
+                tokio::spawn(async move {
+                    let change = TopicConfig {
+                        max_attempts: 1 + i,
+                        ..topic(&name, 16)
+                    };
+                    let _ = s.put_topic(change).await;
+                })
+            })
+            .collect();
+        for c in changes {
+            c.await.unwrap();
+        }
+        let grown = grow.await.unwrap();
+        let stored = e.store.topics().await.unwrap();
+        let stored = stored.iter().find(|t| t.name == name).unwrap();
+        if grown.is_ok() {
+            assert_eq!(stored.slots, 32, "round {round}: the doubling was undone");
+        }
+    }
+}
+
+/// A seed names the count a topic started with; opening the service again after the topic
+/// doubled keeps the doubled count (and applies the seed's other settings).
+#[tokio::test]
+async fn a_seeded_topic_that_has_doubled_keeps_its_slots_when_the_service_opens_again() {
+    let redis = common::RedisServer::start();
+    let mut settings = config::Settings::defaults();
+    settings.store = config::StoreKind::Redis;
+    settings.redis.url = redis.url();
+    settings.topics.seed = vec![TopicConfig {
+        slots: 4,
+        max_attempts: 5,
+        ..TopicConfig::named("seeded")
+    }];
+    let s = serve::open_store(&settings).await.unwrap();
+    double(&*s, "seeded").await;
+    settings.topics.seed[0].max_attempts = 7;
+    let s = serve::open_store(&settings)
+        .await
+        .expect("the doubled seed opens");
+    let t = s.existing_topic("seeded").await.unwrap();
+    assert_eq!((t.slots, t.max_attempts, t.draining_from), (8, 7, Some(4)));
+}

@@ -26,6 +26,7 @@ pub(super) struct Scripts {
     pub dead_page: Script,
     pub requeue: Script,
     pub dead_delete: Script,
+    pub topic_put: Script,
 }
 
 impl Scripts {
@@ -42,6 +43,7 @@ impl Scripts {
             dead_page: script!("dead_page.lua"),
             requeue: script!("requeue.lua"),
             dead_delete: script!("dead_delete.lua"),
+            topic_put: script!("topic_put.lua"),
         }
     }
 }

@@ -108,6 +108,9 @@ where
 }
 
 /// `settle.lua`'s arguments for an outcome: its kind, time and error text.
+/// How often a topic change is decided again when the settings changed under it.
+const PUT_TRIES: usize = 16;
+
 fn outcome_args(outcome: &RunOutcome, now: Millis) -> (&'static str, Millis, &str) {
     match outcome {
         RunOutcome::Ack => ("ack", now, ""),
@@ -220,14 +223,34 @@ where
 
     async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
         let mut conn = self.conn();
-        let old: Option<String> = conn.hget(TOPICS, &config.name).await?;
-        let config = match old {
-            Some(old) => check_update(&parse_topic(&old)?, config)?,
-            None => fresh(config),
-        };
-        let json = serde_json::to_string(&config).expect("topic config serialises");
-        let _: () = conn.hset(TOPICS, &config.name, json).await?;
-        Ok(self.topics.insert(config))
+        // Read, decide, then set only if nothing changed since (another instance, or a
+        // call of this one, may be changing the topic at the same moment).
+        for _ in 0..PUT_TRIES {
+            let old: Option<String> = conn.hget(TOPICS, &config.name).await?;
+            let next = match &old {
+                Some(old) => check_update(&parse_topic(old)?, config.clone())?,
+                None => fresh(config.clone()),
+            };
+            let json = serde_json::to_string(&next).expect("topic config serialises");
+            let set: i64 = self
+                .scripts
+                .topic_put
+                .key(TOPICS)
+                .arg(&config.name)
+                .arg(old.as_deref().unwrap_or(""))
+                .arg(json)
+                .invoke_async(&mut conn)
+                .await?;
+            if set == 1 {
+                return Ok(self.topics.insert(next));
+            }
+        }
+        Err(Error::TopicConflict {
+            topic: config.name.clone(),
+            message: "the topic's settings kept changing while this change was applied; \
+                      try again"
+                .to_string(),
+        })
     }
 
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
