@@ -1,5 +1,5 @@
 -- events_page.lua: one slot's share of a page of the topic's event stream.
--- KEYS: the slot's six keys (see lib.lua); only KEYS[6], the slot's stream, is read.
+-- KEYS: the slot's seven keys (see lib.lua); only KEYS[6], the slot's stream, is read.
 -- ARGV[1] the XRANGE start ('-', an id, or '(' and an id for after it)
 -- ARGV[2] most entries to return
 -- Returns {now_ms, id1, event1, id2, event2, ...}. `now_ms` is this node's clock: every

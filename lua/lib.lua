@@ -1,12 +1,14 @@
 -- lib.lua: helpers prepended to every script (not a script of its own).
--- Every script takes the same KEYS, the six keys of one slot:
+-- Every script takes the same KEYS, the seven keys of one slot:
 --   KEYS[1] due  (zset: id -> fire time)     KEYS[2] run (zset: id -> lease deadline)
 --   KEYS[3] dead (zset: id -> time of death) KEYS[4] job (hash: id -> record JSON)
 --   KEYS[5] seq  (counter of run tokens)     KEYS[6] events (stream: the slot's events)
+--   KEYS[7] owner (hash: id, until, fence: the slot's owner lease, see own.lua)
 -- A record holds only fields that differ from the topic's defaults (src/store/record.rs);
 -- an empty record is not stored at all. A running or dead job always has a record (its
 -- attempts, token or error), which reset_many.lua relies on.
 local DUE, RUN, DEAD, JOB, SEQ, EVENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local OWNER = KEYS[7]
 
 local function load(id)
   local raw = redis.call('HGET', JOB, id)

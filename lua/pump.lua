@@ -1,15 +1,25 @@
 -- pump.lua: hand out a slot's due jobs, and take back runs whose lease expired.
--- KEYS: the slot's six keys (see lib.lua).
+-- KEYS: the slot's seven keys (see lib.lua).
 -- ARGV[1] now (ms)
 -- ARGV[2] limit: most jobs to hand out (and most expired leases to take back)
 -- ARGV[3] lease length (ms): a run must report by now + this
 -- ARGV[4] the topic's max attempts (for records that do not name their own)
+-- ARGV[5] the owner lease's fence (see own.lua), or 0 for a pump that needs no ownership
+--         (a consumer's claim, a test); a fence that is not the slot's current one is refused
+--         with the error FENCED before anything changes: a former owner never pumps
 -- Returns {next_at, expired, id, fire_at, token, record, id, fire_at, token, record, ...}:
 --   next_at: the next instant the slot needs attention (earliest due job or lease deadline
 --            left), -1 when none; expired: leases taken back.
 -- A job is never handed out before its fire time: only scores <= now are taken.
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local default_max = tonumber(ARGV[4])
+local fence = tonumber(ARGV[5] or '0')
+if fence > 0 then
+  local held = tonumber(redis.call('HGET', OWNER, 'fence') or '0')
+  if held ~= fence then
+    return redis.error_reply('FENCED the slot\'s fence is ' .. held .. ', not ' .. fence)
+  end
+end
 
 -- Runs that did not report in time: scheduled again (due now, or at a reset that arrived
 -- during the run), or dead when their attempts are used up.

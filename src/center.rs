@@ -99,6 +99,7 @@ impl TimeoutCenterBuilder {
             store: self.store.clone(),
             types,
             clock: self.clock,
+            instance: crate::actors::runtime::instance_name(&self.settings),
             settings: self.settings,
             metrics: self.metrics.unwrap_or_default(),
         });
@@ -193,7 +194,25 @@ impl TimeoutCenter {
             .insert(topic.name.clone());
         if new {
             self.supervisor.do_send(ServeTopic(topic.clone()));
+            self.announce(topic);
         }
+    }
+
+    /// Tells the other instances sharing the store that this one serves `topic` now (a
+    /// notice for its slot 0), so that each takes the slots it should own at once rather
+    /// than at its next topic discovery.
+    fn announce(&self, topic: &TopicConfig) {
+        let notice = WakeNotice {
+            topic: topic.name.clone(),
+            slot: 0,
+            at: self.now(),
+        };
+        let store = self.rt.store.clone();
+        tokio::spawn(async move {
+            if let Err(e) = store.publish_wake(&notice).await {
+                tracing::debug!(error = %e, "could not announce a topic");
+            }
+        });
     }
 
     /// Creates or updates a topic, and starts or retunes its slots.
@@ -204,6 +223,7 @@ impl TimeoutCenter {
             .expect("served lock")
             .insert(topic.name.clone());
         self.supervisor.do_send(ServeTopic(topic.clone()));
+        self.announce(&topic);
         Ok(topic)
     }
 
@@ -225,7 +245,16 @@ impl TimeoutCenter {
             at,
         };
         self.supervisor.do_send(WakeSlot(notice.clone()));
-        if let Err(e) = self.rt.store.publish_wake(&notice).await {
+        // A slot actor's notice goes to the slot's owner alone (a sharded channel on a Redis
+        // Cluster); a pull topic's to every instance, since a long poll may wait on any.
+        let store = &self.rt.store;
+        let pull = matches!(store.find_topic(topic).await, Ok(Some(t)) if t.default_type == crate::jobs::pull::TYPE);
+        let published = if pull {
+            store.publish_wake(&notice).await
+        } else {
+            store.publish_slot_wake(&notice).await
+        };
+        if let Err(e) = published {
             tracing::debug!(error = %e, "could not publish a wake notice");
         }
     }
@@ -615,6 +644,11 @@ impl TimeoutCenter {
     /// Each slot actor's state.
     pub async fn health(&self) -> Vec<SlotHealth> {
         self.supervisor.send(GetHealth).await.unwrap_or_default()
+    }
+
+    /// This instance's name among the instances sharing the store.
+    pub fn instance(&self) -> &str {
+        &self.rt.instance
     }
 
     /// Stops one slot actor; the supervisor restarts it. For operations and tests.

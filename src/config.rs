@@ -127,6 +127,18 @@ pub struct RuntimeSettings {
     /// store registers them. Their payload is not checked here.
     #[serde(default)]
     pub foreign_types: Vec<String>,
+    /// This instance's name among those sharing the store, for slot owners; empty: one is
+    /// made at start (host name, process id and a random part).
+    #[serde(default)]
+    pub instance: String,
+    /// How long an instance's registration and its slots' owner leases last, in ms. Both
+    /// are renewed every third of it; a dead instance's slots are taken over within two.
+    #[serde(default = "default_owner_lease_ms")]
+    pub owner_lease_ms: u64,
+}
+
+fn default_owner_lease_ms() -> u64 {
+    5_000
 }
 
 impl RuntimeSettings {
@@ -226,6 +238,20 @@ impl Settings {
         }
         if self.runtime.poll_ms == 0 {
             return Err(Error::invalid("runtime.poll_ms", "must be at least 1"));
+        }
+        if self.runtime.owner_lease_ms < 30 {
+            return Err(Error::invalid(
+                "runtime.owner_lease_ms",
+                "must be at least 30 (leases are renewed every third of it)",
+            ));
+        }
+        if !self.runtime.instance.is_empty() {
+            crate::validate::instance(&self.runtime.instance).map_err(|_| {
+                Error::invalid(
+                    "runtime.instance",
+                    "must be 1 to 128 characters of [A-Za-z0-9_.-]",
+                )
+            })?;
         }
         if self.runtime.pump_batch == 0 {
             return Err(Error::invalid("runtime.pump_batch", "must be at least 1"));

@@ -62,6 +62,18 @@ pub enum Error {
         message: String,
     },
 
+    /// A pump whose owner fence is not the slot's current one: another instance owns the
+    /// slot now.
+    #[error("topic {topic:?} slot {slot}: fenced: {message}")]
+    Fenced {
+        /// The topic.
+        topic: String,
+        /// The slot.
+        slot: u32,
+        /// The fences involved.
+        message: String,
+    },
+
     /// The store could not be reached or answered with an error.
     #[error("store unavailable: {0}")]
     Unavailable(String),

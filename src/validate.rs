@@ -129,6 +129,17 @@ pub(crate) fn reset_batch(
     }
 }
 
+/// An instance name (`runtime.instance`): 1 to 128 characters of `[A-Za-z0-9_.-]`.
+pub(crate) fn instance(name: &str) -> Result<()> {
+    if name.is_empty() || name.len() > MAX_TOPIC_NAME || !name.chars().all(is_name_char) {
+        return Err(Error::invalid(
+            "instance",
+            format!("must be 1 to {MAX_TOPIC_NAME} characters of [A-Za-z0-9_.-], got {name:?}"),
+        ));
+    }
+    Ok(())
+}
+
 /// A topic name: 1 to 128 characters of `[A-Za-z0-9_.-]`.
 pub(crate) fn topic_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_TOPIC_NAME {

@@ -10,6 +10,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
+use timeout_center::config::RuntimeSettings;
 use timeout_center::events::kind;
 use timeout_center::time::now_ms;
 use timeout_center::*;
@@ -361,7 +362,7 @@ async fn shutdown_gives_back_a_long_runs_lease_and_it_runs_on_the_next_start(e: 
 }
 
 #[actix_rt::test]
-async fn two_runtimes_on_one_redis_handle_each_job_exactly_once() {
+async fn two_runtimes_on_one_redis_share_the_slots_and_handle_each_job_exactly_once() {
     let server = RedisServer::start();
     let counts: Arc<Mutex<HashMap<String, u32>>> = Arc::default();
     let mut centers = Vec::new();
@@ -373,13 +374,38 @@ async fn two_runtimes_on_one_redis_handle_each_job_exactly_once() {
                 .unwrap();
         let (probe, rx) = Probe::done();
         let c = TimeoutCenter::builder(Arc::new(store))
-            .settings(settings(200))
+            .settings(RuntimeSettings {
+                owner_lease_ms: 300,
+                ..settings(200)
+            })
             .handler(probe)
             .start()
             .await
             .unwrap();
         centers.push(c);
         receivers.push(rx);
+    }
+    // Each slot gets one owner; both runtimes own some.
+    centers[0].topic("shared").await.unwrap();
+    centers[1].topic("shared").await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    loop {
+        let mut owners: HashMap<u32, u32> = HashMap::new();
+        let mut mine = [0; 2];
+        for (i, c) in centers.iter().enumerate() {
+            for h in c.health().await.into_iter().filter(|h| h.topic == "shared") {
+                *owners.entry(h.slot).or_default() += 1;
+                mine[i] += 1;
+            }
+        }
+        if owners.len() == 16 && owners.values().all(|n| *n == 1) && mine.iter().all(|n| *n > 0) {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slots did not settle: {owners:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
     }
     let at = now_ms() + 500;
     let resets: Vec<Reset> = (0..5_000)
@@ -395,7 +421,6 @@ async fn two_runtimes_on_one_redis_handle_each_job_exactly_once() {
             .await
             .unwrap();
     }
-    centers[1].topic("shared").await.unwrap();
     let mut per_runtime = [0u32; 2];
     let deadline = std::time::Instant::now() + Duration::from_secs(30);
     while counts.lock().unwrap().len() < 5_000 {

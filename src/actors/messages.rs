@@ -93,6 +93,8 @@ pub(crate) struct HaltSlot {
 pub struct SlotHealth {
     pub topic: String,
     pub slot: u32,
+    /// The owner lease's fence this instance pumps the slot under.
+    pub fence: u64,
     pub alive: bool,
     pub last_pump: Option<Millis>,
     pub in_flight: usize,

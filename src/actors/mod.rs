@@ -4,6 +4,7 @@
 
 pub(crate) mod handler;
 pub(crate) mod messages;
+pub(crate) mod owners;
 pub(crate) mod runtime;
 pub(crate) mod slot;
 pub(crate) mod supervisor;

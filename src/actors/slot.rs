@@ -28,6 +28,11 @@ const ERROR_BACKOFF_MS: Millis = 500;
 pub(crate) struct SlotActor {
     topic: Arc<TopicConfig>,
     slot: u32,
+    /// The owner lease's fence this actor pumps under (see `Store::own`).
+    fence: u64,
+    /// A pump was refused for an old fence: another instance owns the slot now, and this
+    /// actor pumps no more (the supervisor stops it at its next round).
+    fenced: bool,
     rt: Arc<Runtime>,
     /// Shared with the supervisor, which reads it for `/health`.
     status: Arc<Mutex<SlotHealth>>,
@@ -57,12 +62,15 @@ impl SlotActor {
     pub(crate) fn new(
         topic: Arc<TopicConfig>,
         slot: u32,
+        fence: u64,
         rt: Arc<Runtime>,
         status: Arc<Mutex<SlotHealth>>,
     ) -> Self {
         let m = &rt.metrics;
         let name = [topic.name.as_str()];
         SlotActor {
+            fence,
+            fenced: false,
             fired: m.fired.with_label_values(&name),
             lateness: m.lateness.with_label_values(&name),
             pump_batch: m.pump_batch.with_label_values(&name),
@@ -117,7 +125,7 @@ impl SlotActor {
     }
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.draining {
+        if self.draining || self.fenced {
             return;
         }
         if self.pumping {
@@ -135,8 +143,8 @@ impl SlotActor {
         self.again = false;
         let now = self.rt.clock.now();
         let store = self.rt.store.clone();
-        let (topic, slot) = (self.topic.name.clone(), self.slot);
-        let fut = async move { store.pump(&topic, slot, now, capacity).await };
+        let (topic, slot, fence) = (self.topic.name.clone(), self.slot, self.fence);
+        let fut = async move { store.pump_fenced(&topic, slot, fence, now, capacity).await };
         ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
             act.pumping = false;
             match result {
@@ -157,6 +165,11 @@ impl SlotActor {
                     } else {
                         act.arm(pumped.next_at, ctx);
                     }
+                }
+                Err(e @ crate::error::Error::Fenced { .. }) => {
+                    tracing::info!(topic = %act.topic.name, slot = act.slot, error = %e, "another instance owns the slot now: pumping stops");
+                    act.fenced = true;
+                    act.set_status(|s| s.last_error = Some(e.to_string()));
                 }
                 Err(e) => {
                     tracing::warn!(topic = %act.topic.name, slot = act.slot, error = %e, "pump failed");

@@ -96,6 +96,7 @@ impl From<Error> for ApiError {
             Error::TopicConflict { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "topic_conflict", message)
             }
+            Error::Fenced { .. } => ApiError::new(StatusCode::CONFLICT, "fenced", message),
             Error::WrongTopicKind { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "wrong_topic_kind", message)
             }

@@ -30,6 +30,7 @@ pub(crate) async fn health(state: web::Data<AppState>) -> HttpResponse {
             "reachable": ping.is_ok(),
             "error": ping.err(),
         },
+        "instance": state.center.instance(),
         "slots_alive": all_alive,
         "slots": slots,
     });

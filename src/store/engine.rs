@@ -152,7 +152,9 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
     ) -> Result<Vec<Option<Stored>>>;
 
     /// `pump.lua`: takes back expired leases, then leases out up to `limit` due jobs for
-    /// `lease_ms`.
+    /// `lease_ms`. A `fence` other than 0 must be the slot's owner fence, or nothing changes
+    /// and the answer is `Error::Fenced`.
+    #[allow(clippy::too_many_arguments)]
     async fn pump(
         &self,
         topic: &TopicConfig,
@@ -160,7 +162,24 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
         now: Millis,
         limit: usize,
         lease_ms: u64,
+        fence: u64,
     ) -> Result<SlotPumped>;
+
+    /// `register.lua`: see [`super::Store::register`].
+    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>>;
+
+    /// `own.lua`: see [`super::Store::own`].
+    async fn own(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<super::Ownership>;
+
+    /// `disown.lua`: see [`super::Store::disown`].
+    async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool>;
 
     /// `settle.lua`: applies runs' outcomes with their events, one atomic step.
     async fn settle(
@@ -231,6 +250,16 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
 
     /// See [`super::Store::publish_wake`].
     async fn publish_wake(&self, _notice: &WakeNotice) -> Result<()> {
+        Ok(())
+    }
+
+    /// See [`super::Store::publish_slot_wake`].
+    async fn publish_slot_wake(&self, notice: &WakeNotice) -> Result<()> {
+        self.publish_wake(notice).await
+    }
+
+    /// See [`super::Store::watch_slot`].
+    async fn watch_slot(&self, _topic: &str, _slot: u32, _watch: bool) -> Result<()> {
         Ok(())
     }
 

@@ -105,9 +105,12 @@ async fn pump_slot<E: SlotEngine>(
     now: Millis,
     limit: usize,
     lease_ms: u64,
+    fence: u64,
 ) -> Result<Pumped> {
     StoreFront::<E>::check_slot(t, slot)?;
-    let p = engine.pump(t, slot, now, limit.max(1), lease_ms).await?;
+    let p = engine
+        .pump(t, slot, now, limit.max(1), lease_ms, fence)
+        .await?;
     let lease_until =
         now.saturating_add(lease_ms.min(crate::validate::MAX_DELAY_MS as u64) as Millis);
     let jobs = p
@@ -440,7 +443,51 @@ impl<E: SlotEngine> Store for StoreFront<E> {
     async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
         let lease_ms = t.visibility_timeout_ms;
-        pump_slot(&self.engine, &t, slot, now, limit, lease_ms).await
+        pump_slot(&self.engine, &t, slot, now, limit, lease_ms, 0).await
+    }
+
+    async fn pump_fenced(
+        &self,
+        topic: &str,
+        slot: u32,
+        fence: u64,
+        now: Millis,
+        limit: usize,
+    ) -> Result<Pumped> {
+        let t = self.existing_topic(topic).await?;
+        let lease_ms = t.visibility_timeout_ms;
+        // Fence 0 is "no ownership": an owner's fence is never 0.
+        let fence = fence.max(1);
+        pump_slot(&self.engine, &t, slot, now, limit, lease_ms, fence).await
+    }
+
+    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
+        validate::instance(instance)?;
+        let mut live = self.engine.register(instance, now, ttl_ms).await?;
+        live.sort();
+        Ok(live)
+    }
+
+    async fn own(
+        &self,
+        topic: &str,
+        slot: u32,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<super::Ownership> {
+        validate::instance(instance)?;
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, slot)?;
+        self.engine
+            .own(&t, slot, instance, now, ttl_ms.max(1))
+            .await
+    }
+
+    async fn disown(&self, topic: &str, slot: u32, instance: &str) -> Result<bool> {
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, slot)?;
+        self.engine.disown(&t, slot, instance).await
     }
 
     async fn claim(
@@ -452,7 +499,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         lease_ms: u64,
     ) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
-        pump_slot(&self.engine, &t, slot, now, limit, lease_ms).await
+        pump_slot(&self.engine, &t, slot, now, limit, lease_ms, 0).await
     }
 
     async fn settle_claims(
@@ -628,5 +675,13 @@ impl<E: SlotEngine> Store for StoreFront<E> {
 
     async fn listen_wakes(&self, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
         self.engine.listen_wakes(tx).await
+    }
+
+    async fn publish_slot_wake(&self, notice: &WakeNotice) -> Result<()> {
+        self.engine.publish_slot_wake(notice).await
+    }
+
+    async fn watch_slot(&self, topic: &str, slot: u32, watch: bool) -> Result<()> {
+        self.engine.watch_slot(topic, slot, watch).await
     }
 }

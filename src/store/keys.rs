@@ -3,7 +3,7 @@
 //! All keys of one (topic, slot) share the hash tag `{topic:slot}`, so each script touches a
 //! single Redis Cluster hash slot, and a topic's slots spread over the cluster's nodes.
 
-/// The six keys of one slot, in the order every script takes them as KEYS[1..6].
+/// The seven keys of one slot, in the order every script takes them as KEYS[1..7].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct SlotKeys {
     /// Sorted set of scheduled jobs: member id, score fire time.
@@ -20,14 +20,18 @@ pub(super) struct SlotKeys {
     /// slot's hash tag so that `settle.lua` appends a run's events in the same atomic step as
     /// its outcome, on a Redis Cluster too; a read of the topic's events merges the slots'.
     pub events: String,
-    list: [String; 6],
+    /// Hash of the slot's owner lease: holder `id`, `until` (ms) and `fence`, the number
+    /// every pump of the owner carries and that only grows (see `own.lua`).
+    pub owner: String,
+    list: [String; 7],
 }
 
 impl SlotKeys {
     pub(super) fn new(topic: &str, slot: u32) -> Self {
         let tag = format!("toc:{{{topic}:{slot}}}");
-        let list = ["due", "run", "dead", "job", "seq", "events"].map(|k| format!("{tag}:{k}"));
-        let [due, run, dead, job, seq, events] = list.clone();
+        let list =
+            ["due", "run", "dead", "job", "seq", "events", "owner"].map(|k| format!("{tag}:{k}"));
+        let [due, run, dead, job, seq, events, owner] = list.clone();
         SlotKeys {
             list,
             due,
@@ -36,6 +40,7 @@ impl SlotKeys {
             job,
             seq,
             events,
+            owner,
         }
     }
 
@@ -44,8 +49,26 @@ impl SlotKeys {
     }
 }
 
+/// Hash of the instances sharing the store: field instance, value when its registration
+/// runs out (ms).
+pub(super) const INSTANCES: &str = "toc:instances";
+
 /// Hash of topic settings: field topic name, value JSON.
 pub(super) const TOPICS: &str = "toc:topics";
+
+/// The sharded pub/sub channel of one slot on a Redis Cluster (`SPUBLISH`/`SSUBSCRIBE`): in
+/// the slot's hash tag, so it lives on the node holding the slot's keys, and only the
+/// slot's owner, subscribed to it, hears its notices. The message is `slot:at`.
+pub(super) fn slot_wake_channel(topic: &str, slot: u32) -> String {
+    format!("toc:{{{topic}:{slot}}}:wake")
+}
+
+/// The topic and slot of a [`slot_wake_channel`].
+pub(super) fn parse_slot_wake_channel(channel: &str) -> Option<(&str, u32)> {
+    let tag = channel.strip_prefix("toc:{")?.strip_suffix("}:wake")?;
+    let (topic, slot) = tag.rsplit_once(':')?;
+    Some((topic, slot.parse().ok()?))
+}
 
 /// The pub/sub channel on which a topic's slots are told to wake: the message is the slot.
 pub(super) fn wake_channel(topic: &str) -> String {
@@ -55,6 +78,14 @@ pub(super) fn wake_channel(topic: &str) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_slot_wake_channel_names_its_topic_and_slot() {
+        let c = slot_wake_channel("a:b", 12);
+        assert_eq!(c, "toc:{a:b:12}:wake");
+        assert_eq!(parse_slot_wake_channel(&c), Some(("a:b", 12)));
+        assert_eq!(parse_slot_wake_channel("toc:wake:x"), None);
+    }
 
     #[test]
     fn slot_keys_share_one_hash_tag() {

@@ -109,6 +109,37 @@ pub trait Store: Send + Sync + 'static {
     /// lease, and takes back runs whose lease expired.
     async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped>;
 
+    /// `pump` by the slot's owner: refused with `Error::Fenced`, changing nothing, unless
+    /// `fence` is the slot's current owner fence (see [`Store::own`]), so an instance that
+    /// lost a slot (paused past its lease, say) never pumps it again.
+    async fn pump_fenced(
+        &self,
+        topic: &str,
+        slot: u32,
+        fence: u64,
+        now: Millis,
+        limit: usize,
+    ) -> Result<Pumped>;
+
+    /// Heartbeat of `instance` in the registry of instances sharing the store, valid for
+    /// `ttl_ms` (0: the instance leaves); answers the live instances, sorted. An engine that
+    /// is never shared answers this one alone.
+    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>>;
+
+    /// Takes or renews `instance`'s owner lease of a slot for `ttl_ms`. A new owner gets a
+    /// fence above every earlier one; an owner renewing keeps its own.
+    async fn own(
+        &self,
+        topic: &str,
+        slot: u32,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Ownership>;
+
+    /// Gives up `instance`'s owner lease of a slot (a handoff); false when it held none.
+    async fn disown(&self, topic: &str, slot: u32, instance: &str) -> Result<bool>;
+
     /// `pump` with a lease of `lease_ms` in place of the topic's visibility timeout: a
     /// consumer's claim.
     async fn claim(
@@ -197,12 +228,43 @@ pub trait Store: Send + Sync + 'static {
         Ok(())
     }
 
-    /// Forwards other instances' wake notices to `tx` until `tx` closes. Engines that are
-    /// not shared, or cannot listen (a Redis Cluster), return at once: the slots' safety-net
-    /// poll covers them.
+    /// Tells the owner of `notice.slot`, wherever it runs, that the slot has a job due at
+    /// `notice.at`: on a Redis Cluster a sharded channel of the slot's own (only its owner
+    /// listens); elsewhere as `publish_wake`.
+    async fn publish_slot_wake(&self, notice: &WakeNotice) -> Result<()> {
+        self.publish_wake(notice).await
+    }
+
+    /// Starts (or, with `watch` false, stops) hearing the slot notices of a slot this
+    /// instance owns (`publish_slot_wake`). Only a Redis Cluster needs it: elsewhere every
+    /// instance hears every notice.
+    async fn watch_slot(&self, _topic: &str, _slot: u32, _watch: bool) -> Result<()> {
+        Ok(())
+    }
+
+    /// Forwards other instances' wake notices to `tx` until `tx` closes: those of
+    /// `publish_wake`, and on a Redis Cluster those of the slots it watches. Engines that
+    /// are not shared return at once.
     async fn listen_wakes(&self, _tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
         Ok(())
     }
+}
+
+/// What `own` found: the slot is this instance's, under a fence, or another's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// The instance owns the slot until its lease runs out; its pumps carry `fence`.
+    Owned {
+        /// The lease's fence: it only grows, and a pump with any other is refused.
+        fence: u64,
+    },
+    /// Another instance holds a lease that has not run out.
+    Held {
+        /// The instance holding it.
+        by: String,
+        /// When its lease runs out, unless renewed.
+        until: Millis,
+    },
 }
 
 /// A store shared by the runtime and the HTTP layer.

@@ -27,6 +27,9 @@ pub(super) struct Scripts {
     pub requeue: Script,
     pub dead_delete: Script,
     pub topic_put: Script,
+    pub own: Script,
+    pub disown: Script,
+    pub register: Script,
 }
 
 impl Scripts {
@@ -44,6 +47,9 @@ impl Scripts {
             requeue: script!("requeue.lua"),
             dead_delete: script!("dead_delete.lua"),
             topic_put: script!("topic_put.lua"),
+            own: script!("own.lua"),
+            disown: script!("disown.lua"),
+            register: script!("register.lua"),
         }
     }
 }

@@ -21,6 +21,7 @@ use async_trait::async_trait;
 
 use self::journal::{Journal, Op};
 use self::slot::{Finish, SlotState};
+use super::Ownership;
 use super::engine::{
     ClaimSettlement, DeadEntry, SlotEngine, SlotPumped, SlotReset, SlotScheduled, Stored,
 };
@@ -678,12 +679,41 @@ impl SlotEngine for MemoryEngine {
         now: Millis,
         limit: usize,
         lease_ms: u64,
+        fence: u64,
     ) -> Result<SlotPumped> {
         let lease = lease_ms as Millis;
-        self.with_slot(topic, slot, true, |s| {
-            s.pump(now, limit, lease, topic.max_attempts)
+        self.with_slot(topic, slot, true, |s| match s.fenced(fence) {
+            Some(held) => Err(Error::Fenced {
+                topic: topic.name.clone(),
+                slot,
+                message: format!("the slot's fence is {held}, not {fence}"),
+            }),
+            None => Ok(s.pump(now, limit, lease, topic.max_attempts)),
         })
-        .await
+        .await?
+    }
+
+    async fn register(&self, instance: &str, _: Millis, _: u64) -> Result<Vec<String>> {
+        // Never shared: this process is every instance there is.
+        Ok(vec![instance.to_string()])
+    }
+
+    async fn own(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Ownership> {
+        let ttl = ttl_ms.min(i64::MAX as u64) as Millis;
+        self.with_slot(topic, slot, false, |s| s.own(instance, now, ttl))
+            .await
+    }
+
+    async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool> {
+        self.with_slot(topic, slot, false, |s| s.disown(instance))
+            .await
     }
 
     async fn settle(

@@ -10,6 +10,7 @@ use std::sync::Arc;
 
 use super::wheel::{Due, Wheel};
 use crate::job::{DeadCursor, Finished, JobState, ScheduleOutcome, SlotStats};
+use crate::store::Ownership;
 use crate::store::engine::{
     DeadEntry, Handed, Refired, SlotPumped, SlotReset, SlotScheduled, Stored,
 };
@@ -55,6 +56,10 @@ pub(crate) struct SlotState {
     track: bool,
     dirty: Vec<Id>,
     seq_dirty: bool,
+    /// The owner lease: holder and when it runs out (`own.lua`'s hash).
+    owner: Option<(String, Millis)>,
+    /// The owner fence: it only grows.
+    fence: u64,
 }
 
 fn capped(rec: &Record, at: Millis) -> Millis {
@@ -77,7 +82,39 @@ impl SlotState {
             track,
             dirty: Vec::new(),
             seq_dirty: false,
+            owner: None,
+            fence: 0,
         }
+    }
+
+    /// `own.lua`.
+    pub(super) fn own(&mut self, instance: &str, now: Millis, ttl: Millis) -> Ownership {
+        match &self.owner {
+            Some((id, until)) if id != instance && *until > now => {
+                return Ownership::Held {
+                    by: id.clone(),
+                    until: *until,
+                };
+            }
+            Some((id, _)) if id == instance => {}
+            _ => self.fence += 1,
+        }
+        self.owner = Some((instance.to_string(), now.saturating_add(ttl)));
+        Ownership::Owned { fence: self.fence }
+    }
+
+    /// `disown.lua`.
+    pub(super) fn disown(&mut self, instance: &str) -> bool {
+        let held = self.owner.as_ref().is_some_and(|(id, _)| id == instance);
+        if held {
+            self.owner = None;
+        }
+        held
+    }
+
+    /// `pump.lua`'s check: the current fence when `fence` (not 0) is not it.
+    pub(super) fn fenced(&self, fence: u64) -> Option<u64> {
+        (fence != 0 && fence != self.fence).then_some(self.fence)
     }
 
     fn entry(&self, k: u32) -> &Entry {

@@ -15,17 +15,19 @@ use redis::{AsyncCommands, Value};
 use tokio::sync::mpsc;
 
 use self::reply::{Reply, int, text};
-use super::WakeNotice;
 use super::engine::{
     ClaimSettlement, DeadEntry, Handed, Refired, SlotEngine, SlotPumped, SlotReset, SlotScheduled,
     Stored,
 };
 use super::event_id::EventId;
 use super::front::StoreFront;
-use super::keys::{SlotKeys, TOPICS, wake_channel};
+use super::keys::{
+    INSTANCES, SlotKeys, TOPICS, parse_slot_wake_channel, slot_wake_channel, wake_channel,
+};
 use super::record::Record;
 use super::scripts::Scripts;
 use super::topics::{StoreOptions, TopicCache, check_update, fresh};
+use super::{Ownership, WakeNotice};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::job::{
@@ -48,10 +50,20 @@ pub struct RedisEngine<C> {
     conn: C,
     /// For the pub/sub connection that hears wake notices (single node only).
     client: Option<redis::Client>,
+    /// On a Redis Cluster: the RESP3 connection that subscribes to the watched slots'
+    /// sharded channels (and to the plain ones), and where its messages arrive.
+    cluster_wakes: Option<ClusterWakes>,
     scripts: Arc<Scripts>,
     topics: TopicCache,
     /// About how many events a topic's streams keep, over all its slots.
     events_max_len: usize,
+}
+
+/// Sharded pub/sub on a Redis Cluster. The connection resubscribes by itself after a loss or
+/// a resharding.
+struct ClusterWakes {
+    conn: ClusterConnection,
+    pushes: std::sync::Mutex<Option<mpsc::UnboundedReceiver<redis::PushInfo>>>,
 }
 
 impl RedisStore<ConnectionManager> {
@@ -81,7 +93,20 @@ impl RedisStore<ClusterConnection> {
             .build()
             .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))?;
         let conn = client.get_async_connection().await?;
-        Ok(RedisStore::with_connection(conn, options))
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pubsub = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+            .response_timeout(RESPONSE_TIMEOUT)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(tx)
+            .build()
+            .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))?;
+        let mut store = RedisStore::with_connection(conn, options);
+        store.engine.cluster_wakes = Some(ClusterWakes {
+            conn: pubsub.get_async_connection().await?,
+            pushes: std::sync::Mutex::new(Some(rx)),
+        });
+        Ok(store)
     }
 }
 
@@ -94,6 +119,7 @@ where
         let engine = RedisEngine {
             conn,
             client: None,
+            cluster_wakes: None,
             scripts: Arc::new(Scripts::new()),
             topics: TopicCache::default(),
             events_max_len: options.events_max_len,
@@ -394,6 +420,7 @@ where
         now: Millis,
         limit: usize,
         lease_ms: u64,
+        fence: u64,
     ) -> Result<SlotPumped> {
         let reply: Vec<Value> = self
             .scripts
@@ -403,8 +430,17 @@ where
             .arg(limit)
             .arg(lease_ms)
             .arg(topic.max_attempts)
+            .arg(fence)
             .invoke_async(&mut self.conn())
-            .await?;
+            .await
+            .map_err(|e| match e.code() {
+                Some("FENCED") => Error::Fenced {
+                    topic: topic.name.clone(),
+                    slot,
+                    message: e.detail().unwrap_or("").to_string(),
+                },
+                _ => e.into(),
+            })?;
         let reply = Reply::new("pump", &reply);
         let next_at = reply.int(0)?;
         let handed = reply
@@ -422,6 +458,59 @@ where
             expired: reply.int(1)? as u32,
             next_at: (next_at >= 0).then_some(next_at),
         })
+    }
+
+    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
+        Ok(self
+            .scripts
+            .register
+            .key(INSTANCES)
+            .arg(instance)
+            .arg(now)
+            .arg(ttl_ms)
+            .invoke_async(&mut self.conn())
+            .await?)
+    }
+
+    async fn own(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Ownership> {
+        let reply: Vec<Value> = self
+            .scripts
+            .own
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(instance)
+            .arg(now)
+            .arg(ttl_ms)
+            .invoke_async(&mut self.conn())
+            .await?;
+        let reply = Reply::new("own", &reply);
+        Ok(if reply.int(0)? == 1 {
+            Ownership::Owned {
+                fence: reply.int(1)? as u64,
+            }
+        } else {
+            Ownership::Held {
+                by: reply.text(1)?,
+                until: reply.int(2)?,
+            }
+        })
+    }
+
+    async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .disown
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(instance)
+            .invoke_async(&mut self.conn())
+            .await?;
+        Ok(n == 1)
     }
 
     async fn settle(
@@ -675,7 +764,37 @@ where
         Ok(())
     }
 
+    async fn publish_slot_wake(&self, notice: &WakeNotice) -> Result<()> {
+        if self.cluster_wakes.is_none() {
+            return self.publish_wake(notice).await;
+        }
+        let channel = slot_wake_channel(&notice.topic, notice.slot);
+        let _: i64 = redis::cmd("SPUBLISH")
+            .arg(channel)
+            .arg(notice.encode())
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(())
+    }
+
+    async fn watch_slot(&self, topic: &str, slot: u32, watch: bool) -> Result<()> {
+        let Some(wakes) = &self.cluster_wakes else {
+            return Ok(());
+        };
+        let mut conn = wakes.conn.clone();
+        let channel = slot_wake_channel(topic, slot);
+        if watch {
+            conn.ssubscribe(channel).await?;
+        } else {
+            conn.sunsubscribe(channel).await?;
+        }
+        Ok(())
+    }
+
     async fn listen_wakes(&self, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
+        if let Some(wakes) = &self.cluster_wakes {
+            return listen_cluster(wakes, tx).await;
+        }
         let Some(client) = self.client.clone() else {
             return Ok(());
         };
@@ -722,6 +841,47 @@ async fn listen_once(client: &redis::Client, tx: &mpsc::UnboundedSender<WakeNoti
         }
     }
     Err(Error::Unavailable("the pub/sub connection closed".into()))
+}
+
+/// Wake notices on a Redis Cluster: the plain channels (topic announcements, pull topics'
+/// notices; a plain PUBLISH reaches every node) and the watched slots' sharded ones.
+async fn listen_cluster(wakes: &ClusterWakes, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
+    let pushes = wakes
+        .pushes
+        .lock()
+        .unwrap_or_else(std::sync::PoisonError::into_inner)
+        .take();
+    let Some(mut pushes) = pushes else {
+        return Err(Error::Unavailable(
+            "wake notices are heard by one listener only".into(),
+        ));
+    };
+    wakes.conn.clone().psubscribe(wake_channel("*")).await?;
+    let prefix = wake_channel("");
+    while let Some(push) = pushes.recv().await {
+        let notice = match (push.kind, push.data.as_slice()) {
+            (redis::PushKind::SMessage, [channel, payload]) => {
+                let (channel, payload) = (text(channel)?, text(payload)?);
+                parse_slot_wake_channel(&channel)
+                    .and_then(|(topic, _)| WakeNotice::decode(topic, &payload))
+            }
+            (redis::PushKind::PMessage, [_, channel, payload]) => {
+                let (channel, payload) = (text(channel)?, text(payload)?);
+                channel
+                    .strip_prefix(&prefix)
+                    .and_then(|topic| WakeNotice::decode(topic, &payload))
+            }
+            _ => None,
+        };
+        if let Some(notice) = notice
+            && tx.send(notice).is_err()
+        {
+            return Ok(());
+        }
+    }
+    Err(Error::Unavailable(
+        "the cluster's pub/sub connection closed".into(),
+    ))
 }
 
 fn parse_topic(json: &str) -> Result<TopicConfig> {
