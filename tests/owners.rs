@@ -475,3 +475,17 @@ async fn three_instances_on_one_redis_share_the_slots_and_survive_a_kill() {
     ];
     three_instances(env, 3_000).await;
 }
+
+/// The same on a real three-primary Redis Cluster: a slot's wake notices travel on its own
+/// sharded channel (SPUBLISH on the node holding its keys, SSUBSCRIBE by its owner), so a
+/// job scheduled through any instance reaches its slot's owner without a safety poll.
+#[tokio::test]
+async fn three_instances_on_a_redis_cluster_share_the_slots_and_survive_a_kill() {
+    let cluster = common::RedisCluster::start();
+    let env = vec![
+        ("TOC_STORE", "redis".to_string()),
+        ("TOC_REDIS_CLUSTER_NODES", cluster.urls().join(",")),
+    ];
+    three_instances(env, 3_000).await;
+    drop(cluster);
+}
