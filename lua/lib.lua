@@ -65,3 +65,15 @@ local function is_head(at)
   local head = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
   return head[2] ~= nil and tonumber(head[2]) >= at
 end
+
+-- A write routed with fewer slots than the topic has had since a doubling (the writer's
+-- settings are stale): refused before anything changes, as the error STALE_LAYOUT, so the
+-- writer reads the settings again and routes anew. A doubling marks each old slot's owner
+-- hash with the new count ('slots').
+local function stale_layout(slots)
+  local layout = tonumber(redis.call('HGET', OWNER, 'slots') or '0')
+  if layout > slots then
+    return redis.error_reply('STALE_LAYOUT the topic has ' .. layout .. ' slots, not ' .. slots)
+  end
+  return nil
+end

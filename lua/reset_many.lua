@@ -4,6 +4,7 @@
 -- ARGV[2] create: '-' to create nothing; otherwise the record spec of a created job, JSON
 --         ('' for a plain job)
 -- ARGV[3], ARGV[4], ...: pairs of id and fire time (ms)
+-- ARGV[#ARGV] (last): the topic's slot count the caller routed with (see stale_layout)
 -- Returns {reset, created, n_missing, missing id..., then triples of a re-armed job:
 -- id, times it had fired (repeated) since its last reset, type ('' when default)}.
 --
@@ -18,7 +19,9 @@ local create = ARGV[2] ~= '-'
 local spec_json = ARGV[2]
 local plain_create = create and spec_json == ''
 local CHUNK = 1000 -- keeps unpack() far below Lua's stack limit
-local n = (#ARGV - 2) / 2
+local n = (#ARGV - 3) / 2
+local stale = stale_layout(tonumber(ARGV[#ARGV]))
+if stale then return stale end
 local reset, created, missing, n_missing = 0, 0, {}, 0
 local rearmed = {}
 

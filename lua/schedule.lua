@@ -5,6 +5,7 @@
 -- ARGV[3] fire time (ms)
 -- ARGV[4] now (ms)
 -- ARGV[5] the new job's record spec, JSON ('' for a plain job; ignored by 'reset')
+-- ARGV[6] the topic's slot count the caller routed with (see stale_layout in lib.lua)
 -- Returns {outcome, state, fire_at, is_head, rearmed}:
 --   outcome: 'created' | 'replaced' | 'exists' | 'reset' | 'missing'
 --   state: the job's state afterwards ('' when it does not exist)
@@ -14,6 +15,8 @@
 --   rearmed: for a reset, how often the job had fired (repeated) since its last reset, and
 --            its type ('' when default) as a sixth element; 0 otherwise
 local id, mode, at, now = ARGV[1], ARGV[2], tonumber(ARGV[3]), tonumber(ARGV[4])
+local stale = stale_layout(tonumber(ARGV[6]))
+if stale then return stale end
 local state = locate(id)
 
 if mode == 'create' and state then

@@ -118,7 +118,9 @@ impl TimeoutCenterBuilder {
         let waiting = claims.clone();
         actix_rt::spawn(async move {
             while let Some(notice) = rx.recv().await {
-                waiting.wake(&notice.topic, notice.slot, notice.at);
+                if notice.slot != WakeNotice::TOPIC {
+                    waiting.wake(&notice.topic, notice.slot, notice.at);
+                }
                 sup.do_send(WakeSlot(notice));
             }
         });
@@ -198,13 +200,13 @@ impl TimeoutCenter {
         }
     }
 
-    /// Tells the other instances sharing the store that this one serves `topic` now (a
-    /// notice for its slot 0), so that each takes the slots it should own at once rather
-    /// than at its next topic discovery.
+    /// Tells the other instances sharing the store that this one serves `topic` now, or
+    /// changed its settings, so that each reads them anew and takes the slots it should own
+    /// at once rather than at its next topic discovery.
     fn announce(&self, topic: &TopicConfig) {
         let notice = WakeNotice {
             topic: topic.name.clone(),
-            slot: 0,
+            slot: WakeNotice::TOPIC,
             at: self.now(),
         };
         let store = self.rt.store.clone();

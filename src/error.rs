@@ -74,6 +74,17 @@ pub enum Error {
         message: String,
     },
 
+    /// A write routed with a slot count that a doubling has left behind (this instance's
+    /// settings were read before it). The store front reads the settings again and retries;
+    /// it reaches a caller only if the topic keeps changing.
+    #[error("topic {topic:?}: {message}; try again")]
+    StaleLayout {
+        /// The topic.
+        topic: String,
+        /// The counts involved.
+        message: String,
+    },
+
     /// The store could not be reached or answered with an error.
     #[error("store unavailable: {0}")]
     Unavailable(String),

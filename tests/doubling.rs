@@ -603,3 +603,80 @@ async fn a_seeded_topic_that_has_doubled_keeps_its_slots_when_the_service_opens_
     let t = s.existing_topic("seeded").await.unwrap();
     assert_eq!((t.slots, t.max_attempts, t.draining_from), (8, 7, Some(4)));
 }
+
+/// Instances over one Redis (stores, each with its own cache of topic settings): one
+/// doubles the topic; each of the others read the settings before. A stale one never writes
+/// a job to the slot the old count gives it (its write is refused and routed anew), and
+/// finds, resets and cancels jobs written to their new slots.
+#[tokio::test]
+async fn an_instance_that_missed_a_doubling_routes_with_the_new_count() {
+    let redis = common::RedisServer::start();
+    let open = || async {
+        let s = timeout_center::store::RedisStore::connect(&redis.url(), StoreOptions::default())
+            .await
+            .unwrap();
+        std::sync::Arc::new(s)
+    };
+    let a = open().await;
+    a.put_topic(topic("m", 4)).await.unwrap();
+    // Four instances that read the settings before the doubling, one per check.
+    let mut stale = Vec::new();
+    for _ in 0..4 {
+        let s = open().await;
+        assert_eq!(s.existing_topic("m").await.unwrap().slots, 4);
+        stale.push(s);
+    }
+    double(&*a, "m").await;
+    let moved: Vec<String> = (0..)
+        .map(|i| format!("m{i}"))
+        .filter(|id| slot_of(id, 8) != slot_of(id, 4))
+        .take(20)
+        .collect();
+    // A stale writer.
+    let job = NewJob::new(moved[0].clone(), T0 + 1_000);
+    let r = stale[0]
+        .schedule("m", job, ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    assert_eq!(
+        (r.outcome, r.slot),
+        (ScheduleOutcome::Created, slot_of(&moved[0], 8))
+    );
+    for id in &moved[1..] {
+        let job = NewJob::new(id.clone(), T0 + 1_000);
+        a.schedule("m", job, ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+    // A stale reader.
+    let got = stale[1]
+        .get("m", &JobRef::new(moved[1].clone()))
+        .await
+        .unwrap();
+    assert_eq!(got.map(|j| j.fire_at), Some(T0 + 1_000));
+    // Stale heartbeats: every job is reset where it lives, none created a second time.
+    let beats: Vec<Reset> = moved
+        .iter()
+        .map(|id| Reset::new(id.clone(), T0 + 2_000))
+        .collect();
+    let r = stale[2]
+        .reset_many("m", &beats, Some(&CreateSpec::default()), T0 + 1)
+        .await
+        .unwrap();
+    assert_eq!((r.reset, r.created), (20, 0));
+    let per = per_slot(&*a, "m").await;
+    for id in &moved {
+        assert_eq!(
+            per[slot_of(id, 4) as usize],
+            0,
+            "an old slot got a copy of {id}: {per:?}"
+        );
+    }
+    assert_eq!(per.iter().sum::<u64>(), 20);
+    // A stale cancel.
+    let c = stale[3]
+        .cancel("m", &JobRef::new(moved[2].clone()))
+        .await
+        .unwrap();
+    assert_eq!(c, Some(JobState::Scheduled));
+}

@@ -1255,3 +1255,25 @@ async fn jobs_written_before_and_after_a_doubling_all_fire_once() {
     let (_, v) = s.send(Method::GET, "/v1/topics/grow", None).await;
     assert_eq!(v["draining_from"], Value::Null, "{v}");
 }
+
+/// A job due at once may fire and leave before its PUT answers: the PUT still answers 201
+/// with the job as written (it was created), never 404.
+#[actix_rt::test]
+async fn a_put_of_a_job_due_at_once_answers_201_even_when_it_already_fired() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let puts = (0..400).map(|i| {
+        let s = &s;
+        async move {
+            let path = format!("/v1/topics/now/jobs/n{i}");
+            let body = json!({"delay_ms": 0, "payload": {"i": i}});
+            let (st, v) = s.send(Method::PUT, &path, Some(body)).await;
+            assert_eq!(st, 201, "{v}");
+            assert_eq!(
+                (v["id"].as_str(), v["payload"]["i"].as_i64()),
+                (Some(format!("n{i}").as_str()), Some(i))
+            );
+        }
+    });
+    futures_util::future::join_all(puts).await;
+}

@@ -265,13 +265,14 @@ impl FenceWatch {
         &mut self,
         http: &reqwest::Client,
         all: &[&Instance],
+        slots: u64,
         within: Duration,
     ) -> Duration {
         let start = Instant::now();
         loop {
             let by_slot = self.look(http, all).await;
             let owners: HashSet<&String> = by_slot.values().flatten().collect();
-            if by_slot.len() as u64 == SLOTS
+            if by_slot.len() as u64 == slots
                 && by_slot.values().all(|o| o.len() == 1)
                 && owners.len() == all.len()
             {
@@ -368,9 +369,12 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
         .unwrap();
     assert!(put.status().is_success());
     let mut watch = FenceWatch::default();
+    let mut slots = SLOTS;
     {
         let all: Vec<&Instance> = instances.iter().collect();
-        watch.settled(&http, &all, Duration::from_secs(20)).await;
+        watch
+            .settled(&http, &all, slots, Duration::from_secs(20))
+            .await;
     }
 
     // Phase 1: jobs scheduled through all three.
@@ -396,7 +400,10 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
         "a job fired {max} ms late: it waited for a safety poll"
     );
 
-    // Phase 2: one instance killed with SIGKILL, then jobs scheduled through the others.
+    // Phase 2: a doubling through one instance while heartbeats flow through all three.
+    slots = grow_under_heartbeats(&http, &instances, &mut watch, 2_000).await;
+
+    // Phase 3: one instance killed with SIGKILL, then jobs scheduled through the others.
     let victim = instances.remove(2);
     let pid = victim.child.id();
     let killed = Command::new("kill")
@@ -407,7 +414,9 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
     let killed_at = Instant::now();
     {
         let all: Vec<&Instance> = instances.iter().collect();
-        watch.settled(&http, &all, Duration::from_secs(20)).await;
+        watch
+            .settled(&http, &all, slots, Duration::from_secs(20))
+            .await;
     }
     let took = killed_at.elapsed();
     eprintln!("the killed instance's slots were taken over after {took:?}");
@@ -432,6 +441,72 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
         (Some(0), Some(0))
     );
     drop(victim);
+}
+
+/// Heartbeats (batch resets that create a missing device's job) flow through every
+/// instance in turn, each pushing every device's deadline 3 s out, while one instance
+/// doubles the topic. Afterwards each device fires exactly once, at the deadline its last
+/// heartbeat set and never before: no reset was lost to an old copy, nothing fired twice.
+/// Answers the topic's new slot count, once the new slots have their owners too.
+async fn grow_under_heartbeats(
+    http: &reqwest::Client,
+    instances: &[Instance],
+    watch: &mut FenceWatch,
+    devices: usize,
+) -> u64 {
+    let ids: Vec<String> = (0..devices).map(|k| format!("dev-{k}")).collect();
+    let mut last: HashMap<String, u64> = HashMap::new();
+    let mut grown = None;
+    for round in 0..12 {
+        if round == 4 {
+            let r = http
+                .put(instances[0].url(&format!("/v1/topics/{TOPIC}")))
+                .json(&json!({"slots": SLOTS * 2}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+            let t: Value = r.json().await.unwrap();
+            assert_eq!(t["draining_from"].as_u64(), Some(SLOTS), "{t}");
+            grown = Some(t["slots"].as_u64().unwrap());
+        }
+        let i = &instances[round % instances.len()];
+        let at = now_ms() + 3_000;
+        for chunk in ids.chunks(500) {
+            let resets: Vec<Value> = chunk
+                .iter()
+                .map(|id| json!({"id": id, "fire_at": at}))
+                .collect();
+            let r = http
+                .post(i.url(&format!("/v1/topics/{TOPIC}/resets")))
+                .json(&json!({"resets": resets, "create": {}}))
+                .send()
+                .await
+                .unwrap();
+            let st = r.status().as_u16();
+            let body: Value = r.json().await.unwrap();
+            assert_eq!(st, 200, "{}: {body}", i.name);
+            assert_eq!(body["missing"], json!([]), "{body}");
+        }
+        for id in &ids {
+            last.insert(id.clone(), at);
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let slots = grown.unwrap();
+    let all: Vec<&Instance> = instances.iter().collect();
+    watch
+        .settled(http, &all, slots, Duration::from_secs(20))
+        .await;
+    let seen = wait_fired(http, instances, watch, "dev-", devices).await;
+    for (id, at, fired) in &seen {
+        assert_eq!(
+            *at, last[id],
+            "{id} fired from a time a later heartbeat had moved"
+        );
+        assert!(fired >= at, "{id} fired early");
+    }
+    slots
 }
 
 /// Waits until every job `{prefix}*` has fired, watching fences meanwhile; each fired
@@ -488,4 +563,145 @@ async fn three_instances_on_a_redis_cluster_share_the_slots_and_survive_a_kill()
     ];
     three_instances(env, 3_000).await;
     drop(cluster);
+}
+
+// ---- Figures (not a check) ----
+
+/// Pump calls and burst drain on a three-primary Redis Cluster with 1 and with 3 `toc serve`
+/// instances, printed as a table. Not a check (speed is measured, not asserted); run it on a
+/// release build, and with `TOC_BENCH_TOC=<path of another toc binary>` to measure another
+/// build (one from before slot owners, say) the same way:
+/// `cargo test --release --test owners -- --ignored --nocapture cluster_figures`.
+/// `TOC_BENCH_JOBS` sets the burst (default 100,000).
+#[tokio::test]
+#[ignore]
+async fn cluster_figures() {
+    let toc = std::env::var("TOC_BENCH_TOC").unwrap_or(env!("CARGO_BIN_EXE_toc").to_string());
+    let jobs: usize = std::env::var("TOC_BENCH_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(100_000);
+    let http = reqwest::Client::new();
+    println!("binary: {toc}\n");
+    println!(
+        "| instances | idle pump calls/s | burst of {jobs}: drained in | jobs/s | pump calls during the drain |"
+    );
+    println!("|---|---|---|---|---|");
+    for n in [1usize, 3] {
+        let cluster = common::RedisCluster::start();
+        let dir = tempfile::tempdir().unwrap();
+        let mut children = Vec::new();
+        let mut ports = Vec::new();
+        for k in 0..n {
+            let port = free_port();
+            let log = std::fs::File::create(dir.path().join(format!("{k}.log"))).unwrap();
+            let child = Command::new(&toc)
+                .arg("serve")
+                .env("TOC_STORE", "redis")
+                .env("TOC_REDIS_CLUSTER_NODES", cluster.urls().join(","))
+                .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
+                .env("RUST_LOG", "warn")
+                .stdout(Stdio::null())
+                .stderr(log)
+                .spawn()
+                .unwrap();
+            children.push(KillOnDrop(child));
+            ports.push(port);
+        }
+        let url = |port: u16, path: &str| format!("http://127.0.0.1:{port}{path}");
+        for &port in &ports {
+            let deadline = Instant::now() + Duration::from_secs(30);
+            while http.get(url(port, "/health")).send().await.is_err() {
+                assert!(Instant::now() < deadline, "toc serve did not come up");
+                tokio::time::sleep(Duration::from_millis(50)).await;
+            }
+            // Every instance serves the topic (16 slots by default).
+            let r = http
+                .put(url(port, &format!("/v1/topics/{TOPIC}")))
+                .json(&json!({}))
+                .send()
+                .await
+                .unwrap();
+            assert!(r.status().is_success());
+        }
+        // Let ownership settle, then count idle pumps.
+        tokio::time::sleep(Duration::from_secs(6)).await;
+        let pumps = || async {
+            let mut total = 0.0;
+            for &port in &ports {
+                let text = http
+                    .get(url(port, "/metrics"))
+                    .send()
+                    .await
+                    .unwrap()
+                    .text()
+                    .await
+                    .unwrap();
+                total += text
+                    .lines()
+                    .filter(|l| l.starts_with("toc_pump_batch_size_count"))
+                    .filter_map(|l| l.rsplit(' ').next()?.parse::<f64>().ok())
+                    .sum::<f64>();
+            }
+            total
+        };
+        let before = pumps().await;
+        tokio::time::sleep(Duration::from_secs(5)).await;
+        let idle = (pumps().await - before) / 5.0;
+        // The burst: every job due at one instant, created through one instance.
+        let due = now_ms() + 8_000;
+        let ids: Vec<String> = (0..jobs).map(|i| format!("b{i}")).collect();
+        for chunk in ids.chunks(5_000) {
+            let resets: Vec<Value> = chunk
+                .iter()
+                .map(|id| json!({"id": id, "fire_at": due}))
+                .collect();
+            let r = http
+                .post(url(ports[0], &format!("/v1/topics/{TOPIC}/resets")))
+                .json(&json!({"resets": resets, "create": {}}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status().as_u16(), 200);
+        }
+        let wait = due.saturating_sub(now_ms());
+        tokio::time::sleep(Duration::from_millis(wait)).await;
+        let start = Instant::now();
+        let before = pumps().await;
+        loop {
+            let t: Value = http
+                .get(url(ports[0], &format!("/v1/topics/{TOPIC}")))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            if t["scheduled"] == 0 && t["running"] == 0 {
+                break;
+            }
+            assert!(
+                start.elapsed() < Duration::from_secs(300),
+                "the burst did not drain: {t}"
+            );
+            tokio::time::sleep(Duration::from_millis(25)).await;
+        }
+        let took = start.elapsed().as_secs_f64();
+        let during = pumps().await - before;
+        println!(
+            "| {n} | {idle:.1} | {took:.2} s | {:.0} | {during:.0} |",
+            jobs as f64 / took
+        );
+        drop(children);
+        drop(cluster);
+    }
+}
+
+struct KillOnDrop(Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
 }

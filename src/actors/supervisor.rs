@@ -351,6 +351,20 @@ impl Handler<WakeSlot> for Supervisor {
 
     fn handle(&mut self, msg: WakeSlot, ctx: &mut Context<Self>) {
         let notice = msg.0;
+        if notice.slot == crate::store::WakeNotice::TOPIC {
+            // Another instance serves the topic now, or changed its settings.
+            let (store, name) = (self.rt.store.clone(), notice.topic);
+            ctx.spawn(
+                async move { store.reload_topic(&name).await }
+                    .into_actor(self)
+                    .map(|found, act, ctx| match found {
+                        Ok(Some(topic)) => act.serve(ctx, topic),
+                        Ok(None) => {}
+                        Err(e) => tracing::warn!(error = %e, "could not read a changed topic"),
+                    }),
+            );
+            return;
+        }
         if let Some(entry) = self.slots.get(&(notice.topic.clone(), notice.slot)) {
             entry.addr.do_send(Wake { at: notice.at });
             return;

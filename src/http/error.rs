@@ -97,6 +97,9 @@ impl From<Error> for ApiError {
                 ApiError::new(StatusCode::CONFLICT, "topic_conflict", message)
             }
             Error::Fenced { .. } => ApiError::new(StatusCode::CONFLICT, "fenced", message),
+            Error::StaleLayout { .. } => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "unavailable", message)
+            }
             Error::WrongTopicKind { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "wrong_topic_kind", message)
             }

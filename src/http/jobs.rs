@@ -8,7 +8,8 @@ use super::AppState;
 use super::body::{BatchBody, JobBody, PutQuery, ResetBody, ShardQuery, when};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::job::{
-    CreateSpec, Job, JobRef, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome,
+    CreateSpec, Job, JobRef, JobState, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome,
+    Scheduled,
 };
 
 fn new_job(id: String, body: JobBody, now: i64) -> ApiResult<NewJob> {
@@ -23,12 +24,37 @@ fn new_job(id: String, body: JobBody, now: i64) -> ApiResult<NewJob> {
     })
 }
 
-async fn read_back(state: &AppState, topic: &str, job: JobRef) -> ApiResult<Job> {
-    state
-        .center
-        .get(topic, &job)
-        .await?
-        .ok_or_else(|| ApiError::not_found(format!("job {:?} is already gone", job.id)))
+/// The job a create or replace stored, read back. A job due at once may have fired and
+/// left before the read: the answer is then the job as it was written (its write did
+/// succeed), not a 404.
+async fn read_back(state: &AppState, topic: &str, job: &NewJob, r: &Scheduled) -> ApiResult<Job> {
+    let job_ref = JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone());
+    if let Some(stored) = state.center.get(topic, &job_ref).await? {
+        return Ok(stored);
+    }
+    let t = state.center.topic(topic).await?;
+    let now = state.center.now();
+    Ok(Job {
+        topic: topic.to_string(),
+        id: job.id.clone(),
+        job_type: job
+            .job_type
+            .clone()
+            .unwrap_or_else(|| t.default_type.clone()),
+        payload: job.payload.clone(),
+        state: r.state.unwrap_or(JobState::Scheduled),
+        fire_at: r.fire_at.unwrap_or(job.fire_at),
+        max_fire_at: job.max_fire_at,
+        attempts: 0,
+        max_attempts: job.max_attempts.unwrap_or(t.max_attempts),
+        created_at: Some(now),
+        updated_at: Some(now),
+        last_error: None,
+        lease_until: None,
+        dead_at: None,
+        pending_fire_at: None,
+        fires: 0,
+    })
 }
 
 /// Creates (201) or replaces (200) a job. With `?mode=create_only` or `If-None-Match: *`,
@@ -60,25 +86,24 @@ pub(crate) async fn put_job(
         }
     };
     let job = new_job(id, body.into_inner(), state.center.now())?;
-    let job_ref = JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone());
     let mode = if create_only {
         ScheduleMode::CreateOnly
     } else {
         ScheduleMode::Upsert
     };
-    let r = state.center.schedule(&topic, job, mode).await?;
+    let r = state.center.schedule(&topic, job.clone(), mode).await?;
     let status = match r.outcome {
         ScheduleOutcome::Created => StatusCode::CREATED,
         ScheduleOutcome::Exists => {
             return Err(ApiError::new(
                 StatusCode::CONFLICT,
                 "conflict",
-                format!("job {:?} already exists", job_ref.id),
+                format!("job {:?} already exists", job.id),
             ));
         }
         _ => StatusCode::OK,
     };
-    Ok(HttpResponse::build(status).json(read_back(&state, &topic, job_ref).await?))
+    Ok(HttpResponse::build(status).json(read_back(&state, &topic, &job, &r).await?))
 }
 
 /// Creates a job with a generated id (201).
@@ -93,12 +118,11 @@ pub(crate) async fn post_job(
     let topic = path.into_inner();
     let id = uuid::Uuid::new_v4().to_string();
     let job = new_job(id, body.into_inner(), state.center.now())?;
-    let job_ref = JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone());
-    state
+    let r = state
         .center
-        .schedule(&topic, job, ScheduleMode::CreateOnly)
+        .schedule(&topic, job.clone(), ScheduleMode::CreateOnly)
         .await?;
-    Ok(HttpResponse::Created().json(read_back(&state, &topic, job_ref).await?))
+    Ok(HttpResponse::Created().json(read_back(&state, &topic, &job, &r).await?))
 }
 
 #[utoipa::path(get, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
@@ -156,7 +180,13 @@ pub(crate) async fn reset_job(
             "no scheduled or running job {id:?} in topic {topic:?}"
         )));
     }
-    Ok(HttpResponse::Ok().json(read_back(&state, &topic, job).await?))
+    // A job reset to fire at once may have fired and left already (not recorded here).
+    match state.center.get(&topic, &job).await? {
+        Some(stored) => Ok(HttpResponse::Ok().json(stored)),
+        None => Err(ApiError::not_found(format!(
+            "job {id:?} was reset, and has fired and left already"
+        ))),
+    }
 }
 
 /// The heartbeat path: many resets at once; with `create`, a missing job is created.

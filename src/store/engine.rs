@@ -115,6 +115,18 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
     /// Creates or replaces a topic's settings, after `topics::check_update` allows it.
     async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>>;
 
+    /// A topic's settings read from where the engine keeps them, past any cache.
+    async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        self.find_topic(name).await
+    }
+
+    /// `layout.lua`: marks an old slot with the topic's slot count after a doubling, so a
+    /// write routed with a smaller count is refused (`Error::StaleLayout`). Engines whose
+    /// writers always see the current settings (memory, in one process) need no mark.
+    async fn mark_layout(&self, _topic: &TopicConfig, _slot: u32) -> Result<()> {
+        Ok(())
+    }
+
     /// Every stored topic, in any order.
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>>;
 

@@ -4,7 +4,7 @@
 //! runs one slot's operation. `MemoryStore` and `RedisStore` are this front over their
 //! engines.
 
-use std::collections::{BTreeMap, HashMap};
+use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
 use async_trait::async_trait;
@@ -70,6 +70,172 @@ impl<E> StoreFront<E> {
             ));
         }
         Ok(())
+    }
+}
+
+/// How often a call is tried again under settings read anew (see `StoreFront::newer`).
+const LAYOUT_TRIES: usize = 3;
+
+// The engine trait is the crate's own; these helpers are too (none is public).
+#[allow(private_bounds)]
+impl<E: SlotEngine> StoreFront<E> {
+    /// The topic's settings as stored now, when they route differently from `t` (a doubling
+    /// since `t` was read, by this instance or another); `None` when they do not.
+    async fn newer(&self, t: &TopicConfig) -> Result<Option<Arc<TopicConfig>>> {
+        Ok(self
+            .engine
+            .reload_topic(&t.name)
+            .await?
+            .filter(|n| n.slots != t.slots || n.draining_from != t.draining_from))
+    }
+
+    /// `schedule` under the settings `t`.
+    async fn schedule_in(
+        &self,
+        t: &Arc<TopicConfig>,
+        job: &NewJob,
+        mode: ScheduleMode,
+        now: Millis,
+    ) -> Result<Scheduled> {
+        let t = t.clone();
+        validate::new_job(t.max_payload_bytes, job)?;
+        let (slot, old) = Self::places(
+            &t,
+            &JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone()),
+        )?;
+        let spec = Record::spec(
+            &t,
+            job.job_type.as_deref(),
+            &job.payload,
+            job.max_attempts,
+            job.max_fire_at,
+        );
+        if mode == ScheduleMode::CreateOnly
+            && let Some((at, stored)) = doubling::find_old(&self.engine, &t, &old, &job.id).await?
+        {
+            return Ok(Scheduled {
+                outcome: ScheduleOutcome::Exists,
+                slot: at,
+                state: Some(stored.state),
+                fire_at: None,
+                is_head: false,
+                rearmed: None,
+            });
+        }
+        let mut r = self
+            .engine
+            .schedule(&t, slot, &job.id, mode, job.fire_at, now, spec)
+            .await?;
+        let mut slot = slot;
+        if !old.is_empty() {
+            match r.outcome {
+                ScheduleOutcome::Missing => {
+                    if let Some((at, moved)) =
+                        doubling::reset_old(&self.engine, &t, slot, &old, &job.id, job.fire_at, now)
+                            .await?
+                    {
+                        (slot, r) = (at, moved);
+                    }
+                }
+                ScheduleOutcome::Created | ScheduleOutcome::Replaced => {
+                    let dropped =
+                        doubling::drop_old_copies(&self.engine, &t, &old, &job.id).await?;
+                    if dropped.is_some() {
+                        r.outcome = ScheduleOutcome::Replaced;
+                    }
+                }
+                ScheduleOutcome::Exists | ScheduleOutcome::Reset => {}
+            }
+        }
+        Ok(Scheduled {
+            outcome: r.outcome,
+            slot,
+            state: r.state,
+            fire_at: r.fire_at,
+            is_head: r.is_head,
+            rearmed: r.rearmed.filter(|r| r.fires > 0).map(|r| rearmed(&t, r)),
+        })
+    }
+
+    /// `reset_many` under the settings `t`.
+    async fn reset_many_in(
+        &self,
+        t: &Arc<TopicConfig>,
+        resets: &[Reset],
+        create: Option<&CreateSpec>,
+        now: Millis,
+    ) -> Result<ResetReport> {
+        let t = t.clone();
+        validate::reset_batch(t.max_payload_bytes, resets, create)?;
+        let spec = create.map(|c| Record::for_create(&t, c));
+        // While the topic drains, a job its home slot does not hold may be an old copy:
+        // nothing is created until the old slots were looked at.
+        let draining = t.draining_from.is_some();
+        let first_create = if draining { None } else { spec.as_ref() };
+        let mut by_slot: BTreeMap<u32, Vec<(&str, Millis)>> = BTreeMap::new();
+        for r in resets {
+            by_slot
+                .entry(slot_of(r.job.route_key(), t.slots))
+                .or_default()
+                .push((r.job.id.as_str(), r.fire_at));
+        }
+        // One engine call per slot, all in flight at once (one connection multiplexes them).
+        let calls = by_slot.iter().map(|(slot, items)| {
+            let (t, spec) = (&t, first_create);
+            async move {
+                let r = self.engine.reset(t, *slot, items, spec, now).await?;
+                Ok::<_, Error>((*slot, r))
+            }
+        });
+        let mut report = ResetReport::default();
+        for result in futures_util::future::join_all(calls).await {
+            let (slot, r) = result?;
+            report.reset += r.reset;
+            report.created += r.created;
+            report.missing.extend(r.missing);
+            report
+                .rearmed
+                .extend(r.rearmed.into_iter().map(|r| rearmed(&t, r)));
+            if let Some(at) = by_slot[&slot].iter().map(|(_, at)| *at).min() {
+                report.heads.push(SlotHead { slot, at });
+            }
+        }
+        if draining && !report.missing.is_empty() {
+            let moved =
+                doubling::reset_missing(&self.engine, &t, resets, spec.as_ref(), &mut report, now)
+                    .await?;
+            report
+                .rearmed
+                .extend(moved.into_iter().map(|r| rearmed(&t, r)));
+        }
+        Ok(report)
+    }
+
+    /// `cancel` under the settings `t`.
+    async fn cancel_in(&self, t: &TopicConfig, job: &JobRef) -> Result<Option<JobState>> {
+        let (slot, old) = Self::places(t, job)?;
+        let state = self.engine.cancel(t, slot, &job.id).await?;
+        let old_state = doubling::drop_old_copies(&self.engine, t, &old, &job.id).await?;
+        Ok(state.or(old_state))
+    }
+
+    /// `get` under the settings `t`.
+    async fn get_in(&self, t: &TopicConfig, job: &JobRef) -> Result<Option<Job>> {
+        let (slot, old) = Self::places(t, job)?;
+        let mut found = self
+            .engine
+            .get_many(t, slot, &[job.id.as_str()])
+            .await?
+            .pop()
+            .flatten();
+        if found.is_none() {
+            found = doubling::find_old(&self.engine, t, &old, &job.id)
+                .await?
+                .map(|(_, s)| s);
+        }
+        found
+            .map(|s| s.record.into_job(t, job.id.clone(), s.state, s.score))
+            .transpose()
     }
 }
 
@@ -234,7 +400,24 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         config.validate()?;
         // Only a doubling and a sweep change `draining_from`: it is the store's.
         config.draining_from = None;
-        self.engine.put_topic(config).await
+        let before = self.engine.reload_topic(&config.name).await?;
+        let now = self.engine.put_topic(config).await?;
+        if let Some(before) = before
+            && now.slots > before.slots
+        {
+            // Writers that read the settings before the doubling route with the old count,
+            // to the old slots: each is marked, so their writes are refused and retried.
+            let marks = (0..now.slots / 2).map(|slot| self.engine.mark_layout(&now, slot));
+            for r in futures_util::future::join_all(marks).await {
+                r?;
+            }
+        }
+        Ok(now)
+    }
+
+    async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        validate::topic_name(name)?;
+        self.engine.reload_topic(name).await
     }
 
     async fn sweep(&self, topic: &str) -> Result<Option<u32>> {
@@ -294,67 +477,26 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         mode: ScheduleMode,
         now: Millis,
     ) -> Result<Scheduled> {
-        let t = match mode {
+        let mut t = match mode {
             ScheduleMode::ResetOnly => self.existing_topic(topic).await?,
             _ => self.topic(topic).await?,
         };
-        validate::new_job(t.max_payload_bytes, &job)?;
-        let (slot, old) = Self::places(
-            &t,
-            &JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone()),
-        )?;
-        let spec = Record::spec(
-            &t,
-            job.job_type.as_deref(),
-            &job.payload,
-            job.max_attempts,
-            job.max_fire_at,
-        );
-        if mode == ScheduleMode::CreateOnly
-            && let Some((at, stored)) = doubling::find_old(&self.engine, &t, &old, &job.id).await?
-        {
-            return Ok(Scheduled {
-                outcome: ScheduleOutcome::Exists,
-                slot: at,
-                state: Some(stored.state),
-                fire_at: None,
-                is_head: false,
-                rearmed: None,
-            });
-        }
-        let mut r = self
-            .engine
-            .schedule(&t, slot, &job.id, mode, job.fire_at, now, spec)
-            .await?;
-        let mut slot = slot;
-        if !old.is_empty() {
-            match r.outcome {
-                ScheduleOutcome::Missing => {
-                    if let Some((at, moved)) =
-                        doubling::reset_old(&self.engine, &t, slot, &old, &job.id, job.fire_at, now)
-                            .await?
-                    {
-                        (slot, r) = (at, moved);
-                    }
-                }
-                ScheduleOutcome::Created | ScheduleOutcome::Replaced => {
-                    let dropped =
-                        doubling::drop_old_copies(&self.engine, &t, &old, &job.id).await?;
-                    if dropped.is_some() {
-                        r.outcome = ScheduleOutcome::Replaced;
-                    }
-                }
-                ScheduleOutcome::Exists | ScheduleOutcome::Reset => {}
+        let mut r = self.schedule_in(&t, &job, mode, now).await;
+        // Settings read before a doubling route wrongly: a write is refused (STALE_LAYOUT)
+        // and a reset may miss; either is tried again under the settings as stored now.
+        for _ in 0..LAYOUT_TRIES {
+            let again = match &r {
+                Err(Error::StaleLayout { .. }) => true,
+                Ok(s) => s.outcome == ScheduleOutcome::Missing,
+                Err(_) => false,
+            };
+            match again.then_some(()).and(self.newer(&t).await?) {
+                Some(newer) => t = newer,
+                None => break,
             }
+            r = self.schedule_in(&t, &job, mode, now).await;
         }
-        Ok(Scheduled {
-            outcome: r.outcome,
-            slot,
-            state: r.state,
-            fire_at: r.fire_at,
-            is_head: r.is_head,
-            rearmed: r.rearmed.filter(|r| r.fires > 0).map(|r| rearmed(&t, r)),
-        })
+        r
     }
 
     async fn reset_many(
@@ -364,80 +506,62 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         create: Option<&CreateSpec>,
         now: Millis,
     ) -> Result<ResetReport> {
-        let t = match create {
+        let mut t = match create {
             Some(_) => self.topic(topic).await?,
             None => self.existing_topic(topic).await?,
         };
-        validate::reset_batch(t.max_payload_bytes, resets, create)?;
-        let spec = create.map(|c| Record::for_create(&t, c));
-        // While the topic drains, a job its home slot does not hold may be an old copy:
-        // nothing is created until the old slots were looked at.
-        let draining = t.draining_from.is_some();
-        let first_create = if draining { None } else { spec.as_ref() };
-        let mut by_slot: BTreeMap<u32, Vec<(&str, Millis)>> = BTreeMap::new();
-        for r in resets {
-            by_slot
-                .entry(slot_of(r.job.route_key(), t.slots))
-                .or_default()
-                .push((r.job.id.as_str(), r.fire_at));
-        }
-        // One engine call per slot, all in flight at once (one connection multiplexes them).
-        let calls = by_slot.iter().map(|(slot, items)| {
-            let (t, spec) = (&t, first_create);
-            async move {
-                let r = self.engine.reset(t, *slot, items, spec, now).await?;
-                Ok::<_, Error>((*slot, r))
+        for _ in 0..LAYOUT_TRIES {
+            match self.reset_many_in(&t, resets, create, now).await {
+                Err(Error::StaleLayout { .. }) => {}
+                Ok(mut report) if !report.missing.is_empty() => {
+                    // Missing jobs may live where settings read since a doubling route.
+                    let Some(newer) = self.newer(&t).await? else {
+                        return Ok(report);
+                    };
+                    let missing: HashSet<&str> =
+                        report.missing.iter().map(String::as_str).collect();
+                    let again: Vec<Reset> = resets
+                        .iter()
+                        .filter(|r| missing.contains(r.job.id.as_str()))
+                        .cloned()
+                        .collect();
+                    let more = self.reset_many_in(&newer, &again, create, now).await?;
+                    report.missing = more.missing;
+                    report.reset += more.reset;
+                    report.created += more.created;
+                    report.rearmed.extend(more.rearmed);
+                    report.heads.extend(more.heads);
+                    return Ok(report);
+                }
+                r => return r,
             }
-        });
-        let mut report = ResetReport::default();
-        for result in futures_util::future::join_all(calls).await {
-            let (slot, r) = result?;
-            report.reset += r.reset;
-            report.created += r.created;
-            report.missing.extend(r.missing);
-            report
-                .rearmed
-                .extend(r.rearmed.into_iter().map(|r| rearmed(&t, r)));
-            if let Some(at) = by_slot[&slot].iter().map(|(_, at)| *at).min() {
-                report.heads.push(SlotHead { slot, at });
+            if let Some(newer) = self.newer(&t).await? {
+                t = newer;
             }
         }
-        if draining && !report.missing.is_empty() {
-            let moved =
-                doubling::reset_missing(&self.engine, &t, resets, spec.as_ref(), &mut report, now)
-                    .await?;
-            report
-                .rearmed
-                .extend(moved.into_iter().map(|r| rearmed(&t, r)));
-        }
-        Ok(report)
+        self.reset_many_in(&t, resets, create, now).await
     }
 
     async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
         let t = self.existing_topic(topic).await?;
-        let (slot, old) = Self::places(&t, job)?;
-        let state = self.engine.cancel(&t, slot, &job.id).await?;
-        let old_state = doubling::drop_old_copies(&self.engine, &t, &old, &job.id).await?;
-        Ok(state.or(old_state))
+        match self.cancel_in(&t, job).await? {
+            None => match self.newer(&t).await? {
+                Some(newer) => self.cancel_in(&newer, job).await,
+                None => Ok(None),
+            },
+            found => Ok(found),
+        }
     }
 
     async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
         let t = self.existing_topic(topic).await?;
-        let (slot, old) = Self::places(&t, job)?;
-        let mut found = self
-            .engine
-            .get_many(&t, slot, &[job.id.as_str()])
-            .await?
-            .pop()
-            .flatten();
-        if found.is_none() {
-            found = doubling::find_old(&self.engine, &t, &old, &job.id)
-                .await?
-                .map(|(_, s)| s);
+        match self.get_in(&t, job).await? {
+            None => match self.newer(&t).await? {
+                Some(newer) => self.get_in(&newer, job).await,
+                None => Ok(None),
+            },
+            found => Ok(found),
         }
-        found
-            .map(|s| s.record.into_job(&t, job.id.clone(), s.state, s.score))
-            .transpose()
     }
 
     async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {

@@ -57,6 +57,10 @@ pub trait Store: Send + Sync + 'static {
     /// unless auto-creation is off.
     async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>>;
 
+    /// A topic's settings read from the store past any cache, for an instance told that
+    /// another changed them (a doubling). Never creates one.
+    async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>>;
+
     /// A topic's settings when it exists. Never creates one: reads, cancels and resets go
     /// through here, so naming an unknown topic leaves no trace.
     async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>>;
@@ -282,6 +286,10 @@ pub struct WakeNotice {
 }
 
 impl WakeNotice {
+    /// The slot number of a notice that names no slot: the topic's settings changed (a
+    /// doubling) or an instance began serving it, and the others read them anew.
+    pub const TOPIC: u32 = u32::MAX;
+
     /// The pub/sub message form: `slot:at`.
     pub fn encode(&self) -> String {
         format!("{}:{}", self.slot, self.at)

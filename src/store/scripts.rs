@@ -30,6 +30,7 @@ pub(super) struct Scripts {
     pub own: Script,
     pub disown: Script,
     pub register: Script,
+    pub layout: Script,
 }
 
 impl Scripts {
@@ -50,6 +51,7 @@ impl Scripts {
             own: script!("own.lua"),
             disown: script!("disown.lua"),
             register: script!("register.lua"),
+            layout: script!("layout.lua"),
         }
     }
 }

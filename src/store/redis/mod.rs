@@ -310,8 +310,10 @@ where
             .arg(fire_at)
             .arg(now)
             .arg(spec.to_arg())
+            .arg(topic.slots)
             .invoke_async(&mut self.conn())
-            .await?;
+            .await
+            .map_err(|e| refused(e, topic, slot))?;
         let reply = Reply::new("schedule", &reply);
         let outcome = match reply.text(0)?.as_str() {
             "created" => ScheduleOutcome::Created,
@@ -351,7 +353,11 @@ where
         for (id, at) in items {
             call.arg(id).arg(at);
         }
-        let items: Vec<Value> = call.invoke_async(&mut self.conn()).await?;
+        call.arg(topic.slots);
+        let items: Vec<Value> = call
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| refused(e, topic, slot))?;
         let reply = Reply::new("reset_many", &items);
         let n_missing = usize::try_from(reply.int(2)?).map_err(|e| reply.corrupt(e))?;
         let missing = reply
@@ -433,14 +439,7 @@ where
             .arg(fence)
             .invoke_async(&mut self.conn())
             .await
-            .map_err(|e| match e.code() {
-                Some("FENCED") => Error::Fenced {
-                    topic: topic.name.clone(),
-                    slot,
-                    message: e.detail().unwrap_or("").to_string(),
-                },
-                _ => e.into(),
-            })?;
+            .map_err(|e| refused(e, topic, slot))?;
         let reply = Reply::new("pump", &reply);
         let next_at = reply.int(0)?;
         let handed = reply
@@ -458,6 +457,21 @@ where
             expired: reply.int(1)? as u32,
             next_at: (next_at >= 0).then_some(next_at),
         })
+    }
+
+    async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        self.load_topic(name).await
+    }
+
+    async fn mark_layout(&self, topic: &TopicConfig, slot: u32) -> Result<()> {
+        let _: i64 = self
+            .scripts
+            .layout
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(topic.slots)
+            .invoke_async(&mut self.conn())
+            .await?;
+        Ok(())
     }
 
     async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
@@ -841,6 +855,24 @@ async fn listen_once(client: &redis::Client, tx: &mpsc::UnboundedSender<WakeNoti
         }
     }
     Err(Error::Unavailable("the pub/sub connection closed".into()))
+}
+
+/// A script's refusal as the crate's error: `FENCED` (a pump by a former owner) and
+/// `STALE_LAYOUT` (a write routed with a slot count a doubling has left behind).
+fn refused(e: redis::RedisError, topic: &TopicConfig, slot: u32) -> Error {
+    let message = e.detail().unwrap_or("").to_string();
+    match e.code() {
+        Some("FENCED") => Error::Fenced {
+            topic: topic.name.clone(),
+            slot,
+            message,
+        },
+        Some("STALE_LAYOUT") => Error::StaleLayout {
+            topic: topic.name.clone(),
+            message,
+        },
+        _ => e.into(),
+    }
 }
 
 /// Wake notices on a Redis Cluster: the plain channels (topic announcements, pull topics'
