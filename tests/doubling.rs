@@ -3,6 +3,7 @@
 //! arriving around and between doublings included), and a sweep tells when the old slots
 //! hold no old copy. Time is passed as `now`; nothing sleeps.
 
+#[macro_use]
 mod common;
 
 use std::collections::{HashMap, HashSet};
@@ -452,28 +453,7 @@ async fn a_sweep_marks_the_topic_drained_once_no_old_copy_is_left(e: Engine) {
     assert_eq!(s.stats("s").await.unwrap().scheduled, 50);
 }
 
-macro_rules! engines {
-    ($($name:ident),* $(,)?) => {
-        mod redis_engine {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name(crate::common::Engine::redis().await).await
-                }
-            )*
-        }
-        mod memory_engine {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name(crate::common::Engine::memory().await).await
-                }
-            )*
-        }
-    };
-}
-
-engines!(
+tokio_engines!(
     a_doubling_moves_no_job_and_finds_every_job_in_its_old_slot,
     writes_around_doublings_fire_once_never_early_and_lose_no_reset,
     a_reset_of_an_old_copy_that_is_running_applies_after_its_run,

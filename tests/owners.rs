@@ -4,6 +4,7 @@
 //! instance fire exactly once and without waiting for a safety poll, and a `kill -9`ed
 //! instance's slots are taken over within two lease periods with nothing lost.
 
+#[macro_use]
 mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
@@ -129,28 +130,7 @@ async fn the_registry_lists_live_instances(e: Engine) {
     }
 }
 
-macro_rules! engines {
-    ($($name:ident),* $(,)?) => {
-        mod redis_engine {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name(crate::common::Engine::redis().await).await
-                }
-            )*
-        }
-        mod memory_engine {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name(crate::common::Engine::memory().await).await
-                }
-            )*
-        }
-    };
-}
-
-engines!(
+tokio_engines!(
     a_lease_is_taken_renewed_and_refused_to_others_while_it_lasts,
     a_former_owner_never_pumps_and_changes_nothing,
     a_handoff_lets_the_next_owner_in_at_once,

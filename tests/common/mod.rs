@@ -107,3 +107,26 @@ macro_rules! actix_engines {
         }
     };
 }
+
+/// Instantiates `async fn NAME(e: Engine)` tokio tests once per engine:
+/// `redis_engine::NAME` and `memory_engine::NAME`.
+macro_rules! tokio_engines {
+    ($($name:ident),* $(,)?) => {
+        mod redis_engine {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(crate::common::Engine::redis().await).await
+                }
+            )*
+        }
+        mod memory_engine {
+            $(
+                #[tokio::test]
+                async fn $name() {
+                    super::$name(crate::common::Engine::memory().await).await
+                }
+            )*
+        }
+    };
+}
