@@ -292,6 +292,15 @@ async fn fired(http: &reqwest::Client, i: &Instance) -> Vec<(String, u64, u64)> 
     }
 }
 
+/// Jobs per phase of the three-instance tests: 3,000 in CI (debug builds on two cores);
+/// `TOC_OWNERS_JOBS=10000` for the figure.
+fn jobs_per_phase() -> usize {
+    std::env::var("TOC_OWNERS_JOBS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(3_000)
+}
+
 /// Schedules `jobs` jobs `{prefix}-{k}` due at `at(k)`, through the instances in turn, 32
 /// requests at a time.
 async fn schedule(
@@ -358,7 +367,8 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
     }
 
     // Phase 1: jobs scheduled through all three.
-    let due = now_ms() + 4_000;
+    // Far enough out that every job is scheduled before it is due.
+    let due = now_ms() + 2_000 + jobs as u64 / 2;
     schedule(&http, &instances, "p1", jobs, |k| due + (k % 1_000) as u64).await;
     let seen = wait_fired(&http, &instances, &mut watch, "p1-", jobs).await;
     let mut late: Vec<u64> = seen
@@ -405,7 +415,7 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
         took < Duration::from_millis(2 * LEASE_MS + 2_000),
         "the dead instance's slots were taken over after {took:?} (lease {LEASE_MS} ms)"
     );
-    let due = now_ms() + 3_000;
+    let due = now_ms() + 2_000 + jobs as u64 / 2;
     schedule(&http, &instances, "p2", jobs, |_| due).await;
     wait_fired(&http, &instances, &mut watch, "p2-", jobs).await;
     let stats: Value = http
@@ -528,7 +538,7 @@ async fn three_instances_on_one_redis_share_the_slots_and_survive_a_kill() {
         ("TOC_STORE", "redis".to_string()),
         ("TOC_REDIS_URL", redis.url()),
     ];
-    three_instances(env, 3_000).await;
+    three_instances(env, jobs_per_phase()).await;
 }
 
 /// The same on a real three-primary Redis Cluster: a slot's wake notices travel on its own
@@ -541,7 +551,7 @@ async fn three_instances_on_a_redis_cluster_share_the_slots_and_survive_a_kill()
         ("TOC_STORE", "redis".to_string()),
         ("TOC_REDIS_CLUSTER_NODES", cluster.urls().join(",")),
     ];
-    three_instances(env, 3_000).await;
+    three_instances(env, jobs_per_phase()).await;
     drop(cluster);
 }
 
