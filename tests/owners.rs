@@ -587,6 +587,9 @@ async fn cluster_figures() {
             let log = std::fs::File::create(dir.path().join(format!("{k}.log"))).unwrap();
             let child = Command::new(&toc)
                 .arg("serve")
+                // The harness's own variables are not settings of the service.
+                .env_remove("TOC_BENCH_TOC")
+                .env_remove("TOC_BENCH_JOBS")
                 .env("TOC_STORE", "redis")
                 .env("TOC_REDIS_CLUSTER_NODES", cluster.urls().join(","))
                 .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
@@ -599,10 +602,15 @@ async fn cluster_figures() {
             ports.push(port);
         }
         let url = |port: u16, path: &str| format!("http://127.0.0.1:{port}{path}");
-        for &port in &ports {
+        for (k, &port) in ports.iter().enumerate() {
             let deadline = Instant::now() + Duration::from_secs(30);
             while http.get(url(port, "/health")).send().await.is_err() {
-                assert!(Instant::now() < deadline, "toc serve did not come up");
+                let log = dir.path().join(format!("{k}.log"));
+                assert!(
+                    Instant::now() < deadline,
+                    "toc serve did not come up: {}",
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
             // Every instance serves the topic (16 slots by default).
