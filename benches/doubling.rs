@@ -4,14 +4,22 @@
 //! commands (scripts' inner commands included, from `INFO commandstats`), and the rate.
 //!
 //! Run: `cargo bench --bench doubling` (needs `redis-server`).
-//! Settings: `TOC_BENCH_JOBS` (default 100000), `TOC_BENCH_SLOTS` (default 16).
+//! Settings: `TOC_BENCH_JOBS` (default 100000), `TOC_BENCH_SLOTS` (default 16), and
+//! `TOC_BENCH_CLUSTER=1` to run on a local three-primary Redis Cluster instead (commands are
+//! then counted over every node).
 
 #[allow(dead_code)]
 #[path = "../tests/common/redis_server.rs"]
 mod redis_server;
 
+#[allow(dead_code)]
+#[path = "../tests/common/redis_cluster.rs"]
+mod redis_cluster;
+
+use std::sync::Arc;
 use std::time::Instant;
 
+use redis_cluster::RedisCluster;
 use redis_server::RedisServer;
 use timeout_center::store::RedisStore;
 use timeout_center::*;
@@ -26,8 +34,19 @@ fn env_or(name: &str, default: u64) -> u64 {
         .unwrap_or(default)
 }
 
-/// Script calls and all commands Redis has run so far.
-fn counts(conn: &mut redis::Connection) -> (u64, u64) {
+/// Script calls and all commands Redis has run so far, over every node.
+fn counts(conns: &mut [redis::Connection]) -> (u64, u64) {
+    let (mut scripts, mut all) = (0, 0);
+    for conn in conns {
+        let (s, a) = node_counts(conn);
+        scripts += s;
+        all += a;
+    }
+    (scripts, all)
+}
+
+/// Script calls and all commands one node has run so far.
+fn node_counts(conn: &mut redis::Connection) -> (u64, u64) {
     let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
     let (mut scripts, mut all) = (0, 0);
     for line in info.lines().filter(|l| l.starts_with("cmdstat_")) {
@@ -52,24 +71,25 @@ struct Figure {
 }
 
 async fn measure<F: std::future::Future<Output = ()>>(
-    conn: &mut redis::Connection,
+    conns: &mut [redis::Connection],
     jobs: usize,
     work: F,
 ) -> Figure {
-    let before = counts(conn);
+    let before = counts(conns);
     let start = Instant::now();
     work.await;
     let secs = start.elapsed().as_secs_f64();
-    let after = counts(conn);
-    // INFO itself is one command each time.
+    let after = counts(conns);
+    // INFO itself is one command on each node each time.
+    let info = conns.len() as u64;
     Figure {
         per_sec: jobs as f64 / secs,
         scripts_per_job: (after.0 - before.0) as f64 / jobs as f64,
-        commands_per_job: (after.1 - before.1 - 1) as f64 / jobs as f64,
+        commands_per_job: (after.1 - before.1 - info) as f64 / jobs as f64,
     }
 }
 
-async fn resets(s: &RedisStore, topic: &str, ids: &[String], at: Millis) {
+async fn resets(s: &SharedStore, topic: &str, ids: &[String], at: Millis) {
     for chunk in ids.chunks(BATCH) {
         let batch: Vec<Reset> = chunk.iter().map(|id| Reset::new(id.clone(), at)).collect();
         let r = s.reset_many(topic, &batch, None, T0).await.unwrap();
@@ -77,7 +97,7 @@ async fn resets(s: &RedisStore, topic: &str, ids: &[String], at: Millis) {
     }
 }
 
-async fn pump_all(s: &RedisStore, topic: &str, jobs: usize) {
+async fn pump_all(s: &SharedStore, topic: &str, jobs: usize) {
     let slots = s.existing_topic(topic).await.unwrap().slots;
     let mut pumped = 0;
     for slot in 0..slots {
@@ -108,11 +128,24 @@ fn row(what: &str, steady: &Figure, grown: &Figure) {
 async fn main() {
     let jobs = env_or("TOC_BENCH_JOBS", 100_000) as usize;
     let slots = env_or("TOC_BENCH_SLOTS", 16) as u32;
-    let server = RedisServer::start();
-    let mut conn = server.conn();
-    let s = RedisStore::connect(&server.url(), StoreOptions::default())
-        .await
-        .unwrap();
+    let on_cluster = std::env::var("TOC_BENCH_CLUSTER").is_ok_and(|v| v == "1");
+    // Kept alive until the end: dropping them stops the servers.
+    let (_server, _cluster, mut conns, s) = if on_cluster {
+        let cluster = RedisCluster::start();
+        let conns: Vec<_> = cluster.nodes.iter().map(|n| n.conn()).collect();
+        let s = RedisStore::connect_cluster(&cluster.urls(), StoreOptions::default())
+            .await
+            .unwrap();
+        (None, Some(cluster), conns, Arc::new(s) as SharedStore)
+    } else {
+        let server = RedisServer::start();
+        let conns = vec![server.conn()];
+        let s = RedisStore::connect(&server.url(), StoreOptions::default())
+            .await
+            .unwrap();
+        (Some(server), None, conns, Arc::new(s) as SharedStore)
+    };
+    let conn = &mut conns[..];
     let ids: Vec<String> = (0..jobs).map(|i| format!("device-{i}")).collect();
     for topic in ["steady", "grown"] {
         s.put_topic(TopicConfig {
@@ -142,6 +175,12 @@ async fn main() {
         .iter()
         .filter(|id| slot_of(id, slots * 2) != slot_of(id, slots))
         .count();
+    let on = if on_cluster {
+        "a three-primary Redis Cluster"
+    } else {
+        "one redis-server"
+    };
+    println!("on {on}");
     println!(
         "{jobs} plain jobs; `grown` doubled {slots} → {} slots with every job an old copy ({old} of them, {:.0}%, belong to a new slot)\n",
         slots * 2,
@@ -149,18 +188,18 @@ async fn main() {
     );
     println!("| per job | steady topic ({slots} slots) | doubled topic, draining |");
     println!("|---|---|---|");
-    let a = measure(&mut conn, jobs, resets(&s, "steady", &ids, T0 + 7_200_000)).await;
-    let b = measure(&mut conn, jobs, resets(&s, "grown", &ids, T0 + 7_200_000)).await;
+    let a = measure(conn, jobs, resets(&s, "steady", &ids, T0 + 7_200_000)).await;
+    let b = measure(conn, jobs, resets(&s, "grown", &ids, T0 + 7_200_000)).await;
     row(
         "first heartbeat reset after the doubling (old copies move home)",
         &a,
         &b,
     );
-    let a = measure(&mut conn, jobs, resets(&s, "steady", &ids, T0 + 1)).await;
-    let b = measure(&mut conn, jobs, resets(&s, "grown", &ids, T0 + 1)).await;
+    let a = measure(conn, jobs, resets(&s, "steady", &ids, T0 + 1)).await;
+    let b = measure(conn, jobs, resets(&s, "grown", &ids, T0 + 1)).await;
     row("second heartbeat reset (every job at home)", &a, &b);
-    let a = measure(&mut conn, jobs, pump_all(&s, "steady", jobs)).await;
-    let b = measure(&mut conn, jobs, pump_all(&s, "grown", jobs)).await;
+    let a = measure(conn, jobs, pump_all(&s, "steady", jobs)).await;
+    let b = measure(conn, jobs, pump_all(&s, "grown", jobs)).await;
     row("pump (batches of 1,000)", &a, &b);
     let left = s.sweep("grown").await.unwrap();
     println!("\nsweep after the drain: draining_from = {left:?}");

@@ -562,7 +562,8 @@ async fn three_instances_on_a_redis_cluster_share_the_slots_and_survive_a_kill()
 /// release build, and with `TOC_BENCH_TOC=<path of another toc binary>` to measure another
 /// build (one from before slot owners, say) the same way:
 /// `cargo test --release --test owners -- --ignored --nocapture cluster_figures`.
-/// `TOC_BENCH_JOBS` sets the burst (default 100,000).
+/// `TOC_BENCH_JOBS` sets the burst (default 100,000), `TOC_BENCH_SLOTS` the topic's slots
+/// (default 16).
 #[tokio::test]
 #[ignore]
 async fn cluster_figures() {
@@ -571,12 +572,16 @@ async fn cluster_figures() {
         .ok()
         .and_then(|v| v.parse().ok())
         .unwrap_or(100_000);
+    let slots: u32 = std::env::var("TOC_BENCH_SLOTS")
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(16);
     let http = reqwest::Client::new();
-    println!("binary: {toc}\n");
+    println!("binary: {toc}, {slots} slots\n");
     println!(
-        "| instances | idle pump calls/s | burst of {jobs}: drained in | jobs/s | pump calls during the drain |"
+        "| instances | slots per instance | idle pump calls/s | burst of {jobs}: drained in | jobs/s | pump calls during the drain |"
     );
-    println!("|---|---|---|---|---|");
+    println!("|---|---|---|---|---|---|");
     for n in [1usize, 3] {
         let cluster = common::RedisCluster::start();
         let dir = tempfile::tempdir().unwrap();
@@ -590,6 +595,7 @@ async fn cluster_figures() {
                 // The harness's own variables are not settings of the service.
                 .env_remove("TOC_BENCH_TOC")
                 .env_remove("TOC_BENCH_JOBS")
+                .env_remove("TOC_BENCH_SLOTS")
                 .env("TOC_STORE", "redis")
                 .env("TOC_REDIS_CLUSTER_NODES", cluster.urls().join(","))
                 .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
@@ -613,10 +619,10 @@ async fn cluster_figures() {
                 );
                 tokio::time::sleep(Duration::from_millis(50)).await;
             }
-            // Every instance serves the topic (16 slots by default).
+            // Every instance serves the topic.
             let r = http
                 .put(url(port, &format!("/v1/topics/{TOPIC}")))
-                .json(&json!({}))
+                .json(&json!({ "slots": slots }))
                 .send()
                 .await
                 .unwrap();
@@ -646,6 +652,22 @@ async fn cluster_figures() {
         let before = pumps().await;
         tokio::time::sleep(Duration::from_secs(5)).await;
         let idle = (pumps().await - before) / 5.0;
+        let mut owned = Vec::new();
+        for &port in &ports {
+            let h: Value = http
+                .get(url(port, "/health"))
+                .send()
+                .await
+                .unwrap()
+                .json()
+                .await
+                .unwrap();
+            let mine = h["slots"]
+                .as_array()
+                .map_or(0, |all| all.iter().filter(|s| s["topic"] == TOPIC).count());
+            owned.push(mine.to_string());
+        }
+        let owned = owned.join(" + ");
         // The burst: every job due at one instant, created through one instance.
         let due = now_ms() + 8_000;
         let ids: Vec<String> = (0..jobs).map(|i| format!("b{i}")).collect();
@@ -687,7 +709,7 @@ async fn cluster_figures() {
         let took = start.elapsed().as_secs_f64();
         let during = pumps().await - before;
         println!(
-            "| {n} | {idle:.1} | {took:.2} s | {:.0} | {during:.0} |",
+            "| {n} | {owned} | {idle:.1} | {took:.2} s | {:.0} | {during:.0} |",
             jobs as f64 / took
         );
         drop(children);
