@@ -8,7 +8,7 @@ mod common;
 
 use std::collections::HashMap;
 use std::path::PathBuf;
-use std::process::{Child, Command, Stdio};
+use std::process::{Child, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -32,8 +32,7 @@ impl Serve {
             .append(true)
             .open(&self.log)
             .unwrap();
-        Command::new(env!("CARGO_BIN_EXE_toc"))
-            .arg("serve")
+        common::toc_serve(env!("CARGO_BIN_EXE_toc"))
             .envs(self.env.iter().map(|(k, v)| (k.as_str(), v.as_str())))
             .env("TOC_LISTEN", format!("127.0.0.1:{}", self.port))
             // Short leases, so the runs in flight at the kill come back within the test.

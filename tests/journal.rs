@@ -219,8 +219,7 @@ async fn a_killed_server_loses_no_accepted_job() {
     let journal = dir.path().join("toc.journal");
     let port = free_port();
     let spawn = || {
-        std::process::Command::new(env!("CARGO_BIN_EXE_toc"))
-            .arg("serve")
+        common::toc_serve(env!("CARGO_BIN_EXE_toc"))
             .env("TOC_MEMORY_JOURNAL", &journal)
             .env("TOC_MEMORY_FSYNC", "always")
             .env("TOC_LISTEN", format!("127.0.0.1:{port}"))

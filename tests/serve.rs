@@ -30,8 +30,7 @@ fn one_shell_runs_the_server_and_the_client() {
         ("RUST_LOG", "warn"),
     ];
     let mut server = Running(
-        Command::new(env!("CARGO_BIN_EXE_toc"))
-            .arg("serve")
+        common::toc_serve(env!("CARGO_BIN_EXE_toc"))
             .envs(shell)
             .stdout(Stdio::null())
             .stderr(Stdio::piped())

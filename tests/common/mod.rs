@@ -130,3 +130,18 @@ macro_rules! tokio_engines {
         }
     };
 }
+
+/// A `toc serve` command of the binary `bin`, without the `TOC_*` variables of the test's
+/// own environment: `toc serve` refuses a `TOC_*` it does not know, so a harness setting
+/// such as `TOC_OWNERS_JOBS` must not reach it, and a developer's own settings must not
+/// change what a test runs. The test passes what the service needs with `.env`.
+pub fn toc_serve(bin: &str) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("serve");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("TOC_") {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
