@@ -267,7 +267,10 @@ impl Claims {
             }
             lock(&view.slots).watch_busy();
             let until = next_at.map_or(deadline, |at| at.min(deadline));
-            let sleep = Duration::from_millis(until.saturating_sub(now).max(1) as u64);
+            // To the microsecond: `now` is truncated to the ms, and sleeping whole ms from it
+            // would wake up to a ms after the job came due.
+            let left_us = until.saturating_mul(1_000) - clock.now_us();
+            let sleep = Duration::from_micros(left_us.max(1) as u64);
             tokio::select! {
                 _ = &mut woken => {}
                 _ = tokio::time::sleep(sleep) => {}
