@@ -273,7 +273,7 @@ impl Claims {
             let sleep = Duration::from_micros(left_us.max(1) as u64);
             tokio::select! {
                 _ = &mut woken => {}
-                _ = tokio::time::sleep(sleep) => {}
+                _ = crate::actors::timer::sleep(sleep) => {}
             }
         }
     }

@@ -8,6 +8,7 @@ pub(crate) mod owners;
 pub(crate) mod runtime;
 pub(crate) mod slot;
 pub(crate) mod supervisor;
+pub(crate) mod timer;
 
 pub(crate) use messages::SlotHealth;
 pub(crate) use runtime::Runtime;

@@ -109,10 +109,13 @@ impl SlotActor {
         let at = next_at.map_or(poll_at, |n| n.min(poll_at));
         // To the microsecond: the job is due at the start of its millisecond.
         let delay = Duration::from_micros((at * 1_000 - now_us).max(0) as u64);
-        let handle = ctx.run_later(delay, |act, ctx| {
-            act.timer = None;
-            act.pump(ctx);
-        });
+        let wake = super::timer::sleep(delay)
+            .into_actor(self)
+            .map(|_, act, ctx| {
+                act.timer = None;
+                act.pump(ctx);
+            });
+        let handle = ctx.spawn(wake);
         self.timer = Some((handle, at));
     }
 
