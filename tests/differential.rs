@@ -399,7 +399,7 @@ impl Pair {
 
 fn redis() -> &'static RedisServer {
     static SERVER: OnceLock<RedisServer> = OnceLock::new();
-    SERVER.get_or_init(RedisServer::start)
+    SERVER.get_or_init(RedisServer::start_for_process)
 }
 
 fn runtime() -> &'static tokio::runtime::Runtime {

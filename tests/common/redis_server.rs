@@ -12,6 +12,9 @@ pub struct RedisServer {
     child: Option<Child>,
     dir: tempfile::TempDir,
     clustered: bool,
+    /// For a server that is never dropped: the write end of a pipe whose reader stops the
+    /// server when this process exits (see `start_for_process`).
+    _exit_watch: Option<std::process::ChildStdin>,
 }
 
 /// How to get `redis-server` when it is missing.
@@ -63,6 +66,24 @@ impl RedisServer {
         })
     }
 
+    /// A server for a `static`, which Rust never drops: it is stopped when this process
+    /// exits, by a shell that waits for the end of a pipe only this process holds (a test
+    /// binary's shared server outlived every run before).
+    pub fn start_for_process() -> RedisServer {
+        let mut server = RedisServer::start();
+        let pid = server.child.as_ref().map(Child::id).expect("a running server");
+        let watch = Command::new("sh")
+            .arg("-c")
+            .arg(format!("cat >/dev/null; kill {pid}"))
+            .stdin(Stdio::piped())
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .expect("sh starts");
+        server._exit_watch = watch.stdin;
+        server
+    }
+
     /// A node with cluster mode on, for `RedisCluster`.
     pub fn start_clustered() -> RedisServer {
         RedisServer::start_mode(true)
@@ -78,6 +99,7 @@ impl RedisServer {
             child: None,
             dir,
             clustered,
+            _exit_watch: None,
         };
         let mut last = String::new();
         for _ in 0..5 {
