@@ -41,8 +41,9 @@ pub struct BenchArgs {
     /// A scaled-down run for checking (under two minutes).
     #[arg(long)]
     pub quick: bool,
-    /// Measure against this Redis instead of starting one (its data is left alone: only the
-    /// `toc:{bench-*` keys this run creates are used).
+    /// Measure against this Redis instead of starting one (its data is left alone: only
+    /// `toc:{bench-*` keys are used, and those of earlier scenarios and runs are removed
+    /// before each scenario).
     #[arg(long, env = "TOC_BENCH_REDIS_URL")]
     pub redis_url: Option<String>,
     /// Where `all` writes BENCHMARKS.md, benchmarks.json and lateness.svg.
@@ -324,6 +325,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
     for (s, step) in steps {
         if (all || s == scenario) && !ctx.stopped() {
             println!("\n== {s:?}");
+            scenarios::clear_bench_topics(ctx).await?;
             step(ctx).await?;
         }
     }

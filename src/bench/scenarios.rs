@@ -134,9 +134,12 @@ pub(super) async fn service(store: SharedStore, engine: &str) -> Result<Service,
 }
 
 impl Service {
+    /// Stops the server, then the center under it: a center left running would stay a live
+    /// instance of the store and take its share of later scenarios' slots.
     pub(super) async fn stop(self) {
         self.handle.stop(true).await;
         let _ = self.task.await;
+        self.center.shutdown(Duration::from_secs(1)).await;
     }
 }
 
@@ -713,6 +716,54 @@ async fn redis_conn(ctx: &Ctx) -> Result<redis::aio::MultiplexedConnection, Stri
         .get_multiplexed_async_connection()
         .await
         .map_err(|e| e.to_string())
+}
+
+/// Removes every bench topic from the Redis a run measures: its keys (`toc:{bench-*`) and
+/// its settings. Run before each scenario, so that a scenario's service, which serves every
+/// topic of the store, does not pump and fire what earlier scenarios left behind while it
+/// measures (it did: the burst drained the reset scenario's devices as well, and its
+/// redis-server CPU per job counted theirs).
+pub(super) async fn clear_bench_topics(ctx: &Ctx) -> Result<(), String> {
+    let mut c = redis_conn(ctx).await?;
+    let e = |e: redis::RedisError| e.to_string();
+    let mut cursor: u64 = 0;
+    loop {
+        let (next, keys): (u64, Vec<String>) = redis::cmd("SCAN")
+            .arg(cursor)
+            .arg("MATCH")
+            .arg("toc:{bench-*")
+            .arg("COUNT")
+            .arg(1_000)
+            .query_async(&mut c)
+            .await
+            .map_err(e)?;
+        if !keys.is_empty() {
+            let _: () = redis::cmd("UNLINK")
+                .arg(&keys)
+                .query_async(&mut c)
+                .await
+                .map_err(e)?;
+        }
+        if next == 0 {
+            break;
+        }
+        cursor = next;
+    }
+    let names: Vec<String> = redis::cmd("HKEYS")
+        .arg("toc:topics")
+        .query_async(&mut c)
+        .await
+        .map_err(e)?;
+    let bench: Vec<&String> = names.iter().filter(|n| n.starts_with("bench-")).collect();
+    if !bench.is_empty() {
+        let _: () = redis::cmd("HDEL")
+            .arg("toc:topics")
+            .arg(&bench)
+            .query_async(&mut c)
+            .await
+            .map_err(e)?;
+    }
+    Ok(())
 }
 
 pub(super) async fn memory(ctx: &mut Ctx) -> Result<(), String> {

@@ -71,7 +71,11 @@ impl RedisServer {
     /// binary's shared server outlived every run before).
     pub fn start_for_process() -> RedisServer {
         let mut server = RedisServer::start();
-        let pid = server.child.as_ref().map(Child::id).expect("a running server");
+        let pid = server
+            .child
+            .as_ref()
+            .map(Child::id)
+            .expect("a running server");
         let watch = Command::new("sh")
             .arg("-c")
             .arg(format!("cat >/dev/null; kill {pid}"))
