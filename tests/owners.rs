@@ -661,7 +661,7 @@ async fn cluster_figures() {
         tokio::time::sleep(Duration::from_secs(5)).await;
         let idle = (pumps().await - before) / 5.0;
         let mut owned = Vec::new();
-        for &port in &ports {
+        for (k, &port) in ports.iter().enumerate() {
             let h: Value = http
                 .get(url(port, "/health"))
                 .send()
@@ -673,6 +673,15 @@ async fn cluster_figures() {
             let mine = h["slots"]
                 .as_array()
                 .map_or(0, |all| all.iter().filter(|s| s["topic"] == TOPIC).count());
+            if mine == 0 && n > 1 {
+                // Not a check, but worth seeing why: the instance's log (warnings).
+                let log = dir.path().join(format!("{k}.log"));
+                println!(
+                    "instance {k} ({}) owns no slot; its log:\n{}",
+                    h["instance"],
+                    std::fs::read_to_string(log).unwrap_or_default()
+                );
+            }
             owned.push(mine.to_string());
         }
         let owned = owned.join(" + ");

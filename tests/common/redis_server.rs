@@ -12,9 +12,9 @@ pub struct RedisServer {
     child: Option<Child>,
     dir: tempfile::TempDir,
     clustered: bool,
-    /// For a server that is never dropped: the write end of a pipe whose reader stops the
-    /// server when this process exits (see `start_for_process`).
-    _exit_watch: Option<std::process::ChildStdin>,
+    /// For a server that is never dropped: the shell that stops it when this process exits,
+    /// and the write end of the pipe it waits on (see `start_for_process`).
+    exit_watch: Option<(Child, std::process::ChildStdin)>,
 }
 
 /// How to get `redis-server` when it is missing.
@@ -76,7 +76,7 @@ impl RedisServer {
             .as_ref()
             .map(Child::id)
             .expect("a running server");
-        let watch = Command::new("sh")
+        let mut watch = Command::new("sh")
             .arg("-c")
             .arg(format!("cat >/dev/null; kill {pid}"))
             .stdin(Stdio::piped())
@@ -84,7 +84,8 @@ impl RedisServer {
             .stderr(Stdio::null())
             .spawn()
             .expect("sh starts");
-        server._exit_watch = watch.stdin;
+        let pipe = watch.stdin.take().expect("the watcher's stdin");
+        server.exit_watch = Some((watch, pipe));
         server
     }
 
@@ -103,7 +104,7 @@ impl RedisServer {
             child: None,
             dir,
             clustered,
-            _exit_watch: None,
+            exit_watch: None,
         };
         let mut last = String::new();
         for _ in 0..5 {
@@ -192,6 +193,11 @@ impl RedisServer {
 
     /// Stops the server (keeping its port) so a test can see the store unreachable.
     pub fn stop(&mut self) {
+        // The watcher first, so that it never kills a process that took the server's pid.
+        if let Some((mut watch, _pipe)) = self.exit_watch.take() {
+            let _ = watch.kill();
+            let _ = watch.wait();
+        }
         if let Some(mut child) = self.child.take() {
             let _ = child.kill();
             let _ = child.wait();
