@@ -4,11 +4,15 @@
 --   KEYS[3] dead (zset: id -> time of death) KEYS[4] job (hash: id -> record JSON)
 --   KEYS[5] seq  (counter of run tokens)     KEYS[6] events (stream: the slot's events)
 --   KEYS[7] owner (hash: id, until, fence: the slot's owner lease, see own.lua)
+-- The job hash also holds one field that is no job: the empty id, set by pump.lua to keep
+-- the hash a hash table (ids are never empty, so no lookup meets it).
 -- A record holds only fields that differ from the topic's defaults (src/store/record.rs);
 -- an empty record is not stored at all. A running or dead job always has a record (its
 -- attempts, token or error), which reset_many.lua relies on.
 local DUE, RUN, DEAD, JOB, SEQ, EVENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local OWNER = KEYS[7]
+-- The value of the job hash's one field that is not a job (the empty id): see pump.lua.
+local TABLE_PAD = string.rep('.', 128)
 
 local function load(id)
   local raw = redis.call('HGET', JOB, id)

@@ -203,3 +203,44 @@ async fn one_topic_spreads_over_the_nodes_of_a_redis_cluster() {
     let stats = s.stats("orders").await.unwrap();
     assert_eq!((stats.scheduled, stats.running), (0, 0));
 }
+
+/// The slot's job hash holds a record per run in flight. Left small, Redis would keep it as
+/// a listpack, where every HSET, HMGET and HDEL scans the whole list (a fifth of
+/// redis-server's CPU in a burst); the first pump makes it a hash table, and it stays one
+/// once every run is settled. No job lookup meets the field that does it.
+#[tokio::test]
+async fn a_slots_job_hash_is_a_hash_table_from_the_first_pump_on() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    s.put_topic(TopicConfig {
+        slots: 1,
+        ..TopicConfig::named("t")
+    })
+    .await
+    .unwrap();
+    let resets: Vec<Reset> = (0..3).map(|i| Reset::new(format!("d{i}"), T0)).collect();
+    s.reset_many("t", &resets, Some(&CreateSpec::default()), T0)
+        .await
+        .unwrap();
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    let encoding = |conn: &mut redis::Connection| -> String {
+        redis::cmd("OBJECT")
+            .arg("ENCODING")
+            .arg("toc:{t:0}:job")
+            .query(conn)
+            .unwrap()
+    };
+    let runs = s.pump("t", 0, T0, 10).await.unwrap().jobs;
+    assert_eq!(runs.len(), 3);
+    assert_eq!(encoding(&mut conn), "hashtable");
+    for run in &runs {
+        s.finish("t", run, RunOutcome::Ack, T0).await.unwrap();
+    }
+    assert_eq!(
+        encoding(&mut conn),
+        "hashtable",
+        "still a hash table with no run left"
+    );
+    assert!(s.get("t", &"d0".into()).await.unwrap().is_none());
+    assert!(s.pump("t", 0, T0 + 1, 10).await.unwrap().jobs.is_empty());
+}
