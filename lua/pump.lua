@@ -58,6 +58,11 @@ if count > 0 then
     run[2 * i] = ids[i]
   end
   redis.call('ZREM', DUE, unpack(ids))
+  -- The run set is kept a skiplist for the reason the job hash is kept a hash table (below):
+  -- small, it would be a listpack that each ZADD, ZMSCORE and ZREM scans. Its padding
+  -- member, at +inf, is never a lease that runs out and never the next deadline.
+  run[#run + 1] = '+inf'
+  run[#run + 1] = RUN_PAD
   redis.call('ZADD', RUN, unpack(run))
   local first = redis.call('INCRBY', SEQ, count) - count
   local recs = redis.call('HMGET', JOB, unpack(ids))
@@ -94,6 +99,7 @@ end
 
 local nd = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
 local nr = redis.call('ZRANGE', RUN, 0, 0, 'WITHSCORES')
+if nr[1] == RUN_PAD then nr = {} end
 local next_at = -1
 if nd[2] then next_at = tonumber(nd[2]) end
 if nr[2] and (next_at < 0 or tonumber(nr[2]) < next_at) then next_at = tonumber(nr[2]) end

@@ -204,12 +204,14 @@ async fn one_topic_spreads_over_the_nodes_of_a_redis_cluster() {
     assert_eq!((stats.scheduled, stats.running), (0, 0));
 }
 
-/// The slot's job hash holds a record per run in flight. Left small, Redis would keep it as
-/// a listpack, where every HSET, HMGET and HDEL scans the whole list (a fifth of
-/// redis-server's CPU in a burst); the first pump makes it a hash table, and it stays one
-/// once every run is settled. No job lookup meets the field that does it.
+/// The slot's job hash holds a record per run in flight, and its run set a lease per run.
+/// Left small, Redis would keep them as listpacks, where every HSET, HMGET, HDEL, ZADD,
+/// ZMSCORE and ZREM scans the whole list (a fifth of redis-server's CPU in a burst); the
+/// first pump makes them a hash table and a skiplist, and they stay so once every run is
+/// settled. The members that do it are no job: not counted as running, not a lease that
+/// runs out, not the slot's next deadline.
 #[tokio::test]
-async fn a_slots_job_hash_is_a_hash_table_from_the_first_pump_on() {
+async fn a_slots_job_hash_and_run_set_are_a_hash_table_and_a_skiplist_from_the_first_pump_on() {
     let e = Engine::redis().await;
     let s = &*e.store;
     s.put_topic(TopicConfig {
@@ -223,24 +225,29 @@ async fn a_slots_job_hash_is_a_hash_table_from_the_first_pump_on() {
         .await
         .unwrap();
     let mut conn = e.redis.as_ref().unwrap().conn();
-    let encoding = |conn: &mut redis::Connection| -> String {
-        redis::cmd("OBJECT")
-            .arg("ENCODING")
-            .arg("toc:{t:0}:job")
-            .query(conn)
-            .unwrap()
+    let encodings = |conn: &mut redis::Connection| -> (String, String) {
+        let of = |conn: &mut redis::Connection, key: &str| -> String {
+            redis::cmd("OBJECT")
+                .arg("ENCODING")
+                .arg(key)
+                .query(conn)
+                .unwrap()
+        };
+        (of(conn, "toc:{t:0}:job"), of(conn, "toc:{t:0}:run"))
     };
+    let tables = ("hashtable".to_string(), "skiplist".to_string());
     let runs = s.pump("t", 0, T0, 10).await.unwrap().jobs;
     assert_eq!(runs.len(), 3);
-    assert_eq!(encoding(&mut conn), "hashtable");
+    assert_eq!(encodings(&mut conn), tables);
+    assert_eq!(s.stats("t").await.unwrap().running, 3);
     for run in &runs {
         s.finish("t", run, RunOutcome::Ack, T0).await.unwrap();
     }
-    assert_eq!(
-        encoding(&mut conn),
-        "hashtable",
-        "still a hash table with no run left"
-    );
+    assert_eq!(encodings(&mut conn), tables, "kept with no run left");
+    assert_eq!(s.stats("t").await.unwrap().running, 0);
     assert!(s.get("t", &"d0".into()).await.unwrap().is_none());
-    assert!(s.pump("t", 0, T0 + 1, 10).await.unwrap().jobs.is_empty());
+    // Long after every lease would have run out: nothing comes back, nothing is next.
+    let later = s.pump("t", 0, T0 + 86_400_000, 10).await.unwrap();
+    assert!(later.jobs.is_empty());
+    assert_eq!(later.next_at, None);
 }

@@ -655,7 +655,8 @@ where
         let keys = SlotKeys::new(&topic.name, slot);
         let (scheduled, running, dead, head): (u64, u64, u64, Vec<(String, f64)>) = redis::pipe()
             .zcard(&keys.due)
-            .zcard(&keys.run)
+            // Not ZCARD: the run set's padding member (score +inf, see pump.lua) is no run.
+            .zcount(&keys.run, "-inf", "(+inf")
             .zcard(&keys.dead)
             .zrange_withscores(&keys.due, 0, 0)
             .query_async(&mut self.conn())
@@ -690,8 +691,14 @@ where
             .arg(count)
             .query_async(&mut self.conn())
             .await?;
-        // ZSCAN answers member, score, member, score, ...
-        Ok((next, page.into_iter().step_by(2).collect()))
+        // ZSCAN answers member, score, member, score, ...; the run set's padding member
+        // (see pump.lua) is longer than any id may be, and is no job.
+        let ids = page
+            .into_iter()
+            .step_by(2)
+            .filter(|id| id.chars().count() <= crate::validate::MAX_ID_LEN)
+            .collect();
+        Ok((next, ids))
     }
 
     async fn append_events(&self, topic: &TopicConfig, events: &[Event]) -> Result<()> {
