@@ -85,10 +85,18 @@ for k, run in ipairs(runs) do
 end
 
 -- The head of a run's events, as src/events.rs `Event::head_json` writes it, from its record.
+-- Encoded once per call: the topic, and each job type met.
+local topic_json = '{"topic":' .. cjson.encode(topic) .. ',"job_id":'
+local type_json = {}
 local function head_of(run)
   local rec = run.rec
-  return '{"topic":' .. cjson.encode(topic) .. ',"job_id":' .. cjson.encode(run.id)
-    .. ',"type":' .. cjson.encode(rec.t or default_type) .. ',"fire_at":' .. num(rec.f or 0)
+  local t = rec.t or default_type
+  local tj = type_json[t]
+  if not tj then
+    tj = ',"type":' .. cjson.encode(t) .. ',"fire_at":'
+    type_json[t] = tj
+  end
+  return topic_json .. cjson.encode(run.id) .. tj .. num(rec.f or 0)
     .. ',"fired_at":' .. ARGV[1] .. ',"attempt":' .. num(rec.a or 0)
 end
 
