@@ -83,22 +83,25 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
     assert_eq!((again[0].job.id.as_str(), again[0].job.attempts), ("a", 2));
 }
 
-#[tokio::test]
-async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
-    let e = Engine::redis().await;
-    let s = &*e.store;
+/// Topic `t` with one slot, holding `n` plain jobs `dev-0`, `dev-1`, ... due at `T0`.
+async fn plain_jobs_in_one_slot(s: &dyn Store, n: usize) {
     s.put_topic(TopicConfig {
         slots: 1,
         ..TopicConfig::named("t")
     })
     .await
     .unwrap();
-    let resets: Vec<Reset> = (0..100)
-        .map(|i| Reset::new(format!("dev-{i}"), T0))
-        .collect();
+    let resets: Vec<Reset> = (0..n).map(|i| Reset::new(format!("dev-{i}"), T0)).collect();
     s.reset_many("t", &resets, Some(&CreateSpec::default()), T0)
         .await
         .unwrap();
+}
+
+#[tokio::test]
+async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    plain_jobs_in_one_slot(s, 100).await;
     s.schedule(
         "t",
         NewJob::new("rich", T0).payload(json!({"x": 1})),
@@ -214,16 +217,7 @@ async fn one_topic_spreads_over_the_nodes_of_a_redis_cluster() {
 async fn a_slots_job_hash_and_run_set_are_a_hash_table_and_a_skiplist_from_the_first_pump_on() {
     let e = Engine::redis().await;
     let s = &*e.store;
-    s.put_topic(TopicConfig {
-        slots: 1,
-        ..TopicConfig::named("t")
-    })
-    .await
-    .unwrap();
-    let resets: Vec<Reset> = (0..3).map(|i| Reset::new(format!("d{i}"), T0)).collect();
-    s.reset_many("t", &resets, Some(&CreateSpec::default()), T0)
-        .await
-        .unwrap();
+    plain_jobs_in_one_slot(s, 3).await;
     let mut conn = e.redis.as_ref().unwrap().conn();
     let encodings = |conn: &mut redis::Connection| -> (String, String) {
         let of = |conn: &mut redis::Connection, key: &str| -> String {
@@ -245,7 +239,7 @@ async fn a_slots_job_hash_and_run_set_are_a_hash_table_and_a_skiplist_from_the_f
     }
     assert_eq!(encodings(&mut conn), tables, "kept with no run left");
     assert_eq!(s.stats("t").await.unwrap().running, 0);
-    assert!(s.get("t", &"d0".into()).await.unwrap().is_none());
+    assert!(s.get("t", &"dev-0".into()).await.unwrap().is_none());
     // Long after every lease would have run out: nothing comes back, nothing is next.
     let later = s.pump("t", 0, T0 + 86_400_000, 10).await.unwrap();
     assert!(later.jobs.is_empty());
