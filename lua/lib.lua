@@ -5,18 +5,14 @@
 --   KEYS[5] seq  (counter of run tokens)     KEYS[6] events (stream: the slot's events)
 --   KEYS[7] owner (hash: id, until, fence: the slot's owner lease, see own.lua)
 -- The job hash and the run set each hold one member that is no job, set by pump.lua to keep
--- them a hash table and a skiplist: the empty id in the hash, and in the run set RUN_PAD at
--- score +inf (no lookup by id meets either; readers of the whole run set skip RUN_PAD).
+-- them a hash table and a skiplist: the empty id in the hash, and in the run set a member
+-- longer than any id at score +inf (no lookup by id meets either; readers of the whole run
+-- set skip it).
 -- A record holds only fields that differ from the topic's defaults (src/store/record.rs);
 -- an empty record is not stored at all. A running or dead job always has a record (its
 -- attempts, token or error), which reset_many.lua relies on.
 local DUE, RUN, DEAD, JOB, SEQ, EVENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local OWNER = KEYS[7]
--- The value of the job hash's one field that is not a job (the empty id): see pump.lua.
-local TABLE_PAD = string.rep('.', 128)
--- The run set's one member that is not a job, at score +inf: 600 characters, longer than
--- any id may be (src/validate.rs, MAX_ID_LEN) and than zset-max-listpack-value. See pump.lua.
-local RUN_PAD = string.rep('.', 600)
 
 local function load(id)
   local raw = redis.call('HGET', JOB, id)

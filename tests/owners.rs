@@ -191,6 +191,11 @@ fn now_ms() -> u64 {
 
 /// Each instance's served slots of the topic and their fences, or `None` while it does not
 /// answer.
+/// The JSON a GET of `url` answers (a harness step: it must answer).
+async fn get_json(http: &reqwest::Client, url: &str) -> Value {
+    http.get(url).send().await.unwrap().json().await.unwrap()
+}
+
 async fn served(http: &reqwest::Client, i: &Instance) -> Option<Vec<(u64, u64)>> {
     let health: Value = http
         .get(i.url("/health"))
@@ -274,7 +279,7 @@ async fn fired(http: &reqwest::Client, i: &Instance) -> Vec<(String, u64, u64)> 
         if let Some(a) = &after {
             url.push_str(&format!("&after={a}"));
         }
-        let page: Value = http.get(url).send().await.unwrap().json().await.unwrap();
+        let page = get_json(http, &url).await;
         for e in page["items"].as_array().unwrap() {
             if e["event"] == "job.fired" {
                 out.push((
@@ -431,14 +436,7 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
     let due = now_ms() + 2_000 + jobs as u64 / 2;
     schedule(&http, &instances, "p2", jobs, |_| due).await;
     wait_fired(&http, &instances, &mut watch, "p2-", jobs).await;
-    let stats: Value = http
-        .get(instances[0].url(&format!("/v1/topics/{TOPIC}")))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let stats = get_json(&http, &instances[0].url(&format!("/v1/topics/{TOPIC}"))).await;
     assert_eq!(
         (stats["scheduled"].as_u64(), stats["running"].as_u64()),
         (Some(0), Some(0))
@@ -662,14 +660,7 @@ async fn cluster_figures() {
         let idle = (pumps().await - before) / 5.0;
         let mut owned = Vec::new();
         for (k, &port) in ports.iter().enumerate() {
-            let h: Value = http
-                .get(url(port, "/health"))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let h = get_json(&http, &url(port, "/health")).await;
             let mine = h["slots"]
                 .as_array()
                 .map_or(0, |all| all.iter().filter(|s| s["topic"] == TOPIC).count());
@@ -706,14 +697,7 @@ async fn cluster_figures() {
         let start = Instant::now();
         let before = pumps().await;
         loop {
-            let t: Value = http
-                .get(url(ports[0], &format!("/v1/topics/{TOPIC}")))
-                .send()
-                .await
-                .unwrap()
-                .json()
-                .await
-                .unwrap();
+            let t = get_json(&http, &url(ports[0], &format!("/v1/topics/{TOPIC}"))).await;
             if t["scheduled"] == 0 && t["running"] == 0 {
                 break;
             }
