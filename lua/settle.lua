@@ -25,6 +25,8 @@ local now, default_max, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), ARGV[3]
 local topic, default_type = ARGV[4], ARGV[5]
 
 local function num(n) return string.format('%d', n) end
+-- The record pump.lua writes for a run of a plain job: attempts, token and fire time.
+local PLAIN_RUN = '^{"a":(%d+),"k":(%d+),"f":(%d+)}$'
 
 -- The runtime's event for a result: name and data JSON, or nil.
 local RESCHEDULED = {ack = 'job.done', retry = 'job.retry', ['repeat'] = 'job.repeat', bury = 'job.dead'}
@@ -52,12 +54,16 @@ end
 -- first that carries the record's token settles the job, which is then no longer running,
 -- so every later one is stale, as if the runs were settled one at a time.
 local runs, ids = {}, {}
+local NONE = {} -- the emitted events of a run that has none (most): one table for them all
 local i = 6
 while i <= #ARGV do
-  local run = {id = ARGV[i], token = ARGV[i + 1], outcome = ARGV[i + 2], at = tonumber(ARGV[i + 3]),
-    err = ARGV[i + 4], head = ARGV[i + 5], emitted = {}}
   local n = tonumber(ARGV[i + 6])
-  for j = 1, n do run.emitted[j] = ARGV[i + 6 + j] end
+  local run = {id = ARGV[i], token = ARGV[i + 1], outcome = ARGV[i + 2], at = tonumber(ARGV[i + 3]),
+    err = ARGV[i + 4], head = ARGV[i + 5], emitted = NONE}
+  if n > 0 then
+    run.emitted = {}
+    for j = 1, n do run.emitted[j] = ARGV[i + 6 + j] end
+  end
   i = i + 7 + n
   runs[#runs + 1] = run
   ids[#ids + 1] = run.id
@@ -68,18 +74,31 @@ local raws = redis.call('HMGET', JOB, unpack(ids))
 local settled = {}
 for k, run in ipairs(runs) do
   run.result = 'stale'
-  if leases[k] and not settled[run.id] then
-    local rec = decode(raws[k])
-    if rec.k ~= nil and string.format('%d', rec.k) == run.token then
-      run.rec = rec
-      local o = run.outcome
-      if rec.r then run.result = 'rescheduled'
-      elseif o == 'ack' then run.result = 'done'
-      elseif o == 'repeat' then run.result = 'repeating'
-      elseif o == 'release' then run.result = 'released'
-      elseif o == 'retry' and (rec.a or 0) < (rec.m or default_max) then run.result = 'retrying'
-      else run.result = 'dead' end
-      settled[run.id] = true
+  local raw = raws[k]
+  if leases[k] and raw and not settled[run.id] then
+    -- A plain job's run, acked (a burst, a pull consumer): its record is the one pump.lua
+    -- wrote, read as text without a JSON decode.
+    local a, token, f = nil, nil, nil
+    if run.outcome == 'ack' then a, token, f = string.match(raw, PLAIN_RUN) end
+    if a then
+      if token == run.token then
+        run.result = 'done'; run.a = a; run.f = f
+        settled[run.id] = true
+      end
+    else
+      local rec = decode(raw)
+      if rec.k ~= nil and string.format('%d', rec.k) == run.token then
+        run.rec = rec
+        run.a = string.format('%d', rec.a or 0); run.f = string.format('%d', rec.f or 0)
+        local o = run.outcome
+        if rec.r then run.result = 'rescheduled'
+        elseif o == 'ack' then run.result = 'done'
+        elseif o == 'repeat' then run.result = 'repeating'
+        elseif o == 'release' then run.result = 'released'
+        elseif o == 'retry' and (rec.a or 0) < (rec.m or default_max) then run.result = 'retrying'
+        else run.result = 'dead' end
+        settled[run.id] = true
+      end
     end
   end
 end
@@ -88,16 +107,20 @@ end
 -- Encoded once per call: the topic, and each job type met.
 local topic_json = '{"topic":' .. cjson.encode(topic) .. ',"job_id":'
 local type_json = {}
+-- An id as a JSON string; most need no escape, and skip cjson.
+local function id_json(id)
+  if string.find(id, '[%c"\\]') then return cjson.encode(id) end
+  return '"' .. id .. '"'
+end
 local function head_of(run)
-  local rec = run.rec
-  local t = rec.t or default_type
+  local t = (run.rec and run.rec.t) or default_type
   local tj = type_json[t]
   if not tj then
     tj = ',"type":' .. cjson.encode(t) .. ',"fire_at":'
     type_json[t] = tj
   end
-  return topic_json .. cjson.encode(run.id) .. tj .. num(rec.f or 0)
-    .. ',"fired_at":' .. ARGV[1] .. ',"attempt":' .. num(rec.a or 0)
+  return topic_json .. id_json(run.id) .. tj .. run.f .. ',"fired_at":' .. ARGV[1]
+    .. ',"attempt":' .. run.a
 end
 
 -- Events, then one trim to the cap.

@@ -719,6 +719,7 @@ async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
 /// the topic's default, the run's fire time and attempt, fired_at the settle's time. A
 /// stale token appends nothing.
 async fn settled_claims_append_the_events_their_records_describe(e: Engine) {
+    const QUOTED: &str = "pl\"ai/n\\\u{1}";
     let s = &*e.store;
     s.put_topic(TopicConfig {
         default_type: "pull".into(),
@@ -726,9 +727,12 @@ async fn settled_claims_append_the_events_their_records_describe(e: Engine) {
     })
     .await
     .unwrap();
-    s.schedule("q", NewJob::new("plain", T0), ScheduleMode::Upsert, T0)
-        .await
-        .unwrap();
+    // Two plain jobs, one with an id that JSON must escape.
+    for id in ["plain", QUOTED] {
+        s.schedule("q", NewJob::new(id, T0), ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
     for id in ["typed", "buried", "retried", "stale"] {
         s.schedule(
             "q",
@@ -749,7 +753,7 @@ async fn settled_claims_append_the_events_their_records_describe(e: Engine) {
         .into_iter()
         .map(|r| (r.job.id.clone(), r))
         .collect();
-    assert_eq!(runs.len(), 5);
+    assert_eq!(runs.len(), 6);
     let claim = |id: &str, token: u64, result: ClaimResult| ClaimOutcome {
         job: JobRef::new(id),
         token,
@@ -757,6 +761,7 @@ async fn settled_claims_append_the_events_their_records_describe(e: Engine) {
     };
     let outcomes = [
         claim("plain", runs["plain"].token, ClaimResult::Ack),
+        claim(QUOTED, runs[QUOTED].token, ClaimResult::Ack),
         claim("typed", runs["typed"].token, ClaimResult::Ack),
         claim(
             "buried",
@@ -782,12 +787,13 @@ async fn settled_claims_append_the_events_their_records_describe(e: Engine) {
         [
             Finished::Done,
             Finished::Done,
+            Finished::Done,
             Finished::Dead,
             Finished::Dead,
             Finished::Stale
         ]
     );
-    let mut got: Vec<events::Event> = events_of(s, "q", 4)
+    let mut got: Vec<events::Event> = events_of(s, "q", 5)
         .await
         .into_iter()
         .map(unplaced)
@@ -813,6 +819,7 @@ async fn settled_claims_append_the_events_their_records_describe(e: Engine) {
                 "job.dead",
                 json!({"error": "bad \"input\""})
             ),
+            event(QUOTED, T0, "job.done", serde_json::Value::Null),
             event("plain", T0, "job.done", serde_json::Value::Null),
             event("retried", T0 - 5, "job.dead", json!({"error": "busy"})),
             event("typed", T0 - 5, "job.done", serde_json::Value::Null),

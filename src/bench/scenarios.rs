@@ -684,7 +684,7 @@ async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> Result<i64, S
 }
 
 /// CPU seconds (user and system) redis-server has used since it started.
-async fn redis_cpu(c: &mut redis::aio::MultiplexedConnection) -> Result<f64, String> {
+pub(super) async fn redis_cpu(c: &mut redis::aio::MultiplexedConnection) -> Result<f64, String> {
     Ok(info_field(c, "cpu", "used_cpu_user").await? + info_field(c, "cpu", "used_cpu_sys").await?)
 }
 
@@ -710,7 +710,7 @@ async fn settle_lazyfree(c: &mut redis::aio::MultiplexedConnection) -> Result<()
     Err("Redis did not finish freeing memory within 30 s".into())
 }
 
-async fn redis_conn(ctx: &Ctx) -> Result<redis::aio::MultiplexedConnection, String> {
+pub(super) async fn redis_conn(ctx: &Ctx) -> Result<redis::aio::MultiplexedConnection, String> {
     let client = redis::Client::open(ctx.redis_url.as_str()).map_err(|e| e.to_string())?;
     client
         .get_multiplexed_async_connection()
