@@ -107,6 +107,9 @@ struct SlotsView {
     /// Per slot, whether a consumer went to sleep while the slot was busy, so its release
     /// must wake the sleepers.
     watched: Vec<bool>,
+    /// Per slot, whether a sleeping consumer will wake at its next time: the others sleep
+    /// until the next slot's, so one job coming due wakes one consumer, not all of them.
+    reserved: Vec<bool>,
     /// Where the next look starts, so claims take from every slot in turn.
     start: u32,
     /// When every slot's next time was last forgotten (see `refresh_ms`).
@@ -117,8 +120,9 @@ struct SlotsView {
 enum Look {
     /// This slot is due and now busy under the caller.
     Take(u32),
-    /// Nothing is due: the earliest next time of a slot that is not busy.
-    Wait(Option<Millis>),
+    /// Nothing is due: the earliest next time of a slot that is neither busy nor reserved
+    /// by a sleeper, and that slot.
+    Wait(Option<(Millis, u32)>),
 }
 
 impl SlotsView {
@@ -128,6 +132,7 @@ impl SlotsView {
             self.next_at.resize(n, 0);
             self.busy.resize(n, false);
             self.watched.resize(n, false);
+            self.reserved.resize(n, false);
         }
     }
 
@@ -139,22 +144,30 @@ impl SlotsView {
             self.refreshed_at = now;
         }
         let first = self.start;
-        let mut earliest: Option<Millis> = None;
+        let mut earliest: Option<(Millis, u32)> = None;
         for i in 0..slots {
             let s = (first.wrapping_add(i) % slots) as usize;
             if self.busy[s] {
                 continue;
             }
-            if self.next_at[s] <= now {
+            let at = self.next_at[s];
+            if at <= now {
                 self.busy[s] = true;
                 self.start = (s as u32 + 1) % slots;
                 return Look::Take(s as u32);
             }
-            if self.next_at[s] != Millis::MAX {
-                earliest = Some(earliest.map_or(self.next_at[s], |e| e.min(self.next_at[s])));
+            if at != Millis::MAX && !self.reserved[s] && earliest.is_none_or(|(e, _)| at < e) {
+                earliest = Some((at, s as u32));
             }
         }
         Look::Wait(earliest)
+    }
+
+    /// A sleeper will wake at `slot`'s next time (or gives that up: `on` false).
+    fn reserve(&mut self, slot: u32, on: bool) {
+        if let Some(r) = self.reserved.get_mut(slot as usize) {
+            *r = on;
+        }
     }
 
     /// Marks the busy slots watched: the caller sleeps, and their release wakes it.
@@ -265,8 +278,17 @@ impl Claims {
             if !jobs.is_empty() || now >= deadline {
                 return Ok(jobs);
             }
-            lock(&view.slots).watch_busy();
-            let until = next_at.map_or(deadline, |at| at.min(deadline));
+            // The slot this sleeper wakes for is reserved while it sleeps (and released
+            // however the sleep ends, a dropped request too).
+            let _reserved = {
+                let mut slots = lock(&view.slots);
+                slots.watch_busy();
+                next_at.map(|(_, slot)| {
+                    slots.reserve(slot, true);
+                    Reservation { view: &view, slot }
+                })
+            };
+            let until = next_at.map_or(deadline, |(at, _)| at.min(deadline));
             // To the microsecond: `now` is truncated to the ms, and sleeping whole ms from it
             // would wake up to a ms after the job came due.
             let left_us = until.saturating_mul(1_000) - clock.now_us();
@@ -276,6 +298,18 @@ impl Claims {
                 _ = crate::actors::timer::sleep(sleep) => {}
             }
         }
+    }
+}
+
+/// A sleeper's hold on the slot it wakes for; dropped when the sleep ends.
+struct Reservation<'a> {
+    view: &'a TopicView,
+    slot: u32,
+}
+
+impl Drop for Reservation<'_> {
+    fn drop(&mut self) {
+        lock(&self.view.slots).reserve(self.slot, false);
     }
 }
 
@@ -306,10 +340,34 @@ mod tests {
         // Released with later times: the earliest is when to look again.
         v.release(a, Some(50), 10);
         v.release(b, Some(30), 10);
-        assert!(matches!(v.look(2, 10, 1_000), Look::Wait(Some(30))));
+        assert!(matches!(v.look(2, 10, 1_000), Look::Wait(Some((30, _)))));
         // At 30 the slot with 30 is due, the other not.
         assert_eq!(taken(v.look(2, 30, 1_000)), Some(b));
-        assert!(matches!(v.look(2, 30, 1_000), Look::Wait(Some(50))));
+        assert!(matches!(v.look(2, 30, 1_000), Look::Wait(Some((50, _)))));
+    }
+
+    #[test]
+    fn each_sleeper_wakes_for_a_slot_of_its_own() {
+        let mut v = SlotsView::default();
+        for _ in 0..3 {
+            let s = taken(v.look(3, 0, 1_000)).unwrap();
+            v.release(s, Some(100 + 10 * Millis::from(s)), 0);
+        }
+        // The first sleeper wakes for slot 0's time; with slot 0 reserved, the next one for
+        // slot 1's, then slot 2's; a fourth has no slot left, and waits for a notice.
+        let mut woken = Vec::new();
+        for _ in 0..3 {
+            let Look::Wait(Some((at, s))) = v.look(3, 50, 1_000) else {
+                panic!("a slot to wake for");
+            };
+            v.reserve(s, true);
+            woken.push((at, s));
+        }
+        assert_eq!(woken, [(100, 0), (110, 1), (120, 2)]);
+        assert!(matches!(v.look(3, 50, 1_000), Look::Wait(None)));
+        // A sleeper gone: its slot is the next sleeper's again.
+        v.reserve(1, false);
+        assert!(matches!(v.look(3, 50, 1_000), Look::Wait(Some((110, 1)))));
     }
 
     #[test]
@@ -335,7 +393,7 @@ mod tests {
         assert!(matches!(v.look(1, 10, 1_000), Look::Wait(None)));
         assert!(v.heard(0, 200));
         assert!(!v.heard(0, 300), "a later job changes nothing");
-        assert!(matches!(v.look(1, 10, 1_000), Look::Wait(Some(200))));
+        assert!(matches!(v.look(1, 10, 1_000), Look::Wait(Some((200, 0)))));
         // After the refresh period every slot is asked again.
         assert_eq!(taken(v.look(1, 1_000, 1_000)), Some(0));
     }

@@ -12,7 +12,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::time::{Duration, Instant};
 
 use futures_util::future::join_all;
-use serde_json::{Value, json};
+use serde_json::json;
 
 use super::Ctx;
 use super::scenarios::{
@@ -24,23 +24,53 @@ use crate::*;
 const CONSUMERS: usize = 16;
 const BATCH: usize = 100;
 
-async fn post(http: &reqwest::Client, url: &str, body: Value) -> Result<Value, String> {
+/// What a consumer reads of a claimed job, and sends back in its ack.
+#[derive(serde::Deserialize, serde::Serialize)]
+struct Claimed {
+    id: String,
+    token: u64,
+    #[serde(skip_serializing)]
+    fire_at: i64,
+}
+
+/// A claim's answer, as a consumer reads it.
+#[derive(serde::Deserialize)]
+struct ClaimAnswer {
+    jobs: Vec<Claimed>,
+}
+
+/// The acks of one call.
+#[derive(serde::Serialize)]
+struct Acks<'a> {
+    acks: &'a [Claimed],
+}
+
+async fn post<B: serde::Serialize + ?Sized, R: serde::de::DeserializeOwned>(
+    http: &reqwest::Client,
+    url: &str,
+    body: &B,
+) -> Result<R, String> {
     let res = http
         .post(url)
-        .json(&body)
+        .json(body)
         .send()
         .await
         .map_err(|e| e.to_string())?;
     let status = res.status();
-    let v: Value = res.json().await.map_err(|e| e.to_string())?;
+    let bytes = res.bytes().await.map_err(|e| e.to_string())?;
     if !status.is_success() {
-        return Err(format!("{url}: {status} {v}"));
+        return Err(format!(
+            "{url}: {status} {}",
+            String::from_utf8_lossy(&bytes)
+        ));
     }
-    Ok(v)
+    serde_json::from_slice(&bytes).map_err(|e| format!("{url}: {e}"))
 }
 
 /// One consumer: claims, then acks what it got in one call, until `left` reaches zero or
-/// `until`. Each job's delivery lateness (ms × 1000) goes to `late` when given.
+/// `until`. Each job's delivery lateness (ms × 1000) goes to `late` when given. It reads
+/// only what a consumer needs of each job (id, token, fire time), as a lean worker would:
+/// the consumers share the machine with the service they measure.
 async fn consume(
     http: reqwest::Client,
     base: String,
@@ -51,26 +81,22 @@ async fn consume(
 ) -> Result<(), String> {
     let claim = format!("{base}/v1/topics/{topic}/claim");
     let acks = format!("{base}/v1/topics/{topic}/acks");
+    let ask = json!({"max": BATCH, "wait_ms": 200});
     while left.load(Ordering::Relaxed) > 0 && Instant::now() < until {
-        let v = post(&http, &claim, json!({"max": BATCH, "wait_ms": 200})).await?;
+        let answer: ClaimAnswer = post(&http, &claim, &ask).await?;
         let received = now_us();
-        let jobs = v["jobs"].as_array().cloned().unwrap_or_default();
+        let jobs = answer.jobs;
         if jobs.is_empty() {
             continue;
         }
         if let Some(h) = &late {
             let mut h = h.lock().expect("histogram lock");
             for j in &jobs {
-                let fire_us = j["fire_at"].as_i64().unwrap_or(0) * 1_000;
-                let _ = h.record((received - fire_us).max(1) as u64);
+                let _ = h.record((received - j.fire_at * 1_000).max(1) as u64);
             }
         }
-        let items: Vec<Value> = jobs
-            .iter()
-            .map(|j| json!({"id": j["id"], "token": j["token"]}))
-            .collect();
-        let n = items.len();
-        post(&http, &acks, json!({"acks": items})).await?;
+        let n = jobs.len();
+        let _: serde::de::IgnoredAny = post(&http, &acks, &Acks { acks: &jobs }).await?;
         left.fetch_sub(n.min(left.load(Ordering::Relaxed)), Ordering::Relaxed);
     }
     Ok(())
