@@ -3,7 +3,7 @@
 -- KEYS: the slot's seven keys (see lib.lua).
 -- ARGV[1] now (ms)
 -- ARGV[2] the topic's max attempts (for records that do not name their own)
--- ARGV[3] the slot stream's cap (XTRIM MAXLEN ~)
+-- ARGV[3] the slot stream's cap (XADD MAXLEN ~)
 -- ARGV[4] the topic's name, ARGV[5] its default job type (for heads built here)
 -- Then per run, in order: id, token, outcome ('ack' | 'retry' | 'repeat' | 'bury' |
 --   'release'), fire time for 'retry' and 'repeat' (ms), error text, the event head (an
@@ -123,23 +123,21 @@ local function head_of(run)
     .. ',"attempt":' .. run.a
 end
 
--- Events, then one trim to the cap.
-local appended = false
+-- Events, the last one's XADD trimming the stream to its cap (no XTRIM call of its own:
+-- most settles carry one or two runs, and each call of a script costs).
+local evs = {}
 for _, run in ipairs(runs) do
   if run.result ~= 'stale' then
-    for _, e in ipairs(run.emitted) do
-      redis.call('XADD', EVENTS, '*', 'e', e)
-      appended = true
-    end
+    for _, e in ipairs(run.emitted) do evs[#evs + 1] = e end
     local name, data = outcome_event(run)
     if name then
       if run.head == '' then run.head = head_of(run) end
-      redis.call('XADD', EVENTS, '*', 'e', run.head .. ',"event":"' .. name .. '","data":' .. data .. '}')
-      appended = true
+      evs[#evs + 1] = run.head .. ',"event":"' .. name .. '","data":' .. data .. '}'
     end
   end
 end
-if appended then redis.call('XTRIM', EVENTS, 'MAXLEN', '~', cap) end
+for j = 1, #evs - 1 do redis.call('XADD', EVENTS, '*', 'e', evs[j]) end
+if #evs > 0 then redis.call('XADD', EVENTS, 'MAXLEN', '~', cap, '*', 'e', evs[#evs]) end
 
 -- Job changes, gathered into one call per command.
 local results, settled, due, dead, put, gone = {}, {}, {}, {}, {}, {}

@@ -83,6 +83,38 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
     assert_eq!((again[0].job.id.as_str(), again[0].job.attempts), ("a", 2));
 }
 
+/// A slot's event stream keeps about its share of `events_max_len`: every settle's last
+/// XADD trims it (`MAXLEN ~`, whole stream nodes of 100 entries at a time).
+#[tokio::test]
+async fn settling_keeps_the_event_stream_near_its_cap() {
+    let e = Engine::redis_with(StoreOptions {
+        events_max_len: 50,
+        ..StoreOptions::default()
+    })
+    .await;
+    let s = &*e.store;
+    plain_jobs_in_one_slot(s, 2_000).await;
+    let mut settled = 0;
+    while settled < 2_000 {
+        let runs = s.pump("t", 0, T0, 7).await.unwrap().jobs;
+        let batch: Vec<Settlement> = runs
+            .into_iter()
+            .map(|r| Settlement::new(r, RunOutcome::Ack, T0))
+            .collect();
+        settled += batch.len();
+        s.settle("t", 0, &batch, T0 + 1).await.unwrap();
+    }
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    let len: u64 = redis::cmd("XLEN")
+        .arg("toc:{t:0}:events")
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        (50..=150).contains(&len),
+        "2,000 job.done events, cap 50: {len} kept"
+    );
+}
+
 /// Topic `t` with one slot, holding `n` plain jobs `dev-0`, `dev-1`, ... due at `T0`.
 async fn plain_jobs_in_one_slot(s: &dyn Store, n: usize) {
     s.put_topic(TopicConfig {
