@@ -89,7 +89,6 @@ for k, run in ipairs(runs) do
       local rec = decode(raw)
       if rec.k ~= nil and string.format('%d', rec.k) == run.token then
         run.rec = rec
-        run.a = string.format('%d', rec.a or 0); run.f = string.format('%d', rec.f or 0)
         local o = run.outcome
         if rec.r then run.result = 'rescheduled'
         elseif o == 'ack' then run.result = 'done'
@@ -113,14 +112,15 @@ local function id_json(id)
   return '"' .. id .. '"'
 end
 local function head_of(run)
-  local t = (run.rec and run.rec.t) or default_type
+  local rec, t, a, f = run.rec, default_type, run.a, run.f
+  if rec then t, a, f = rec.t or default_type, num(rec.a or 0), num(rec.f or 0) end
   local tj = type_json[t]
   if not tj then
     tj = ',"type":' .. cjson.encode(t) .. ',"fire_at":'
     type_json[t] = tj
   end
-  return topic_json .. id_json(run.id) .. tj .. run.f .. ',"fired_at":' .. ARGV[1]
-    .. ',"attempt":' .. run.a
+  return topic_json .. id_json(run.id) .. tj .. f .. ',"fired_at":' .. ARGV[1]
+    .. ',"attempt":' .. a
 end
 
 -- Events, the last one's XADD trimming the stream to its cap (no XTRIM call of its own:

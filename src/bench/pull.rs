@@ -15,9 +15,7 @@ use futures_util::future::join_all;
 use serde_json::json;
 
 use super::Ctx;
-use super::scenarios::{
-    add_percentiles, histogram, now_us, open, redis_conn, redis_cpu, service, topic,
-};
+use super::scenarios::{RedisCpu, add_percentiles, histogram, now_us, open, service, topic};
 use crate::time::now_ms;
 use crate::*;
 
@@ -149,14 +147,7 @@ pub(super) async fn pull(ctx: &mut Ctx) -> Result<(), String> {
         let t0 = now_ms();
         fill(&store, &name, jobs, |_| t0).await?;
         let left = Arc::new(AtomicUsize::new(jobs));
-        let mut redis = match engine {
-            "redis" => Some(redis_conn(ctx).await?),
-            _ => None,
-        };
-        let cpu_before = match redis.as_mut() {
-            Some(c) => redis_cpu(c).await?,
-            None => 0.0,
-        };
+        let cpu = RedisCpu::start(ctx, engine).await?;
         let started = Instant::now();
         let until = started + Duration::from_secs(600);
         let consumers = (0..CONSUMERS).map(|_| {
@@ -173,17 +164,8 @@ pub(super) async fn pull(ctx: &mut Ctx) -> Result<(), String> {
             r?;
         }
         let rate = jobs as f64 / started.elapsed().as_secs_f64();
-        if let Some(c) = redis.as_mut() {
-            let cpu = redis_cpu(c).await? - cpu_before;
-            ctx.add(
-                "pull",
-                engine,
-                "redis-server CPU per 100,000 claimed + acked",
-                cpu * 100_000.0 / jobs as f64,
-                "s",
-                "INFO cpu used_cpu_user + used_cpu_sys, before and after the drain",
-            );
-        }
+        let figure = "redis-server CPU per 100,000 claimed + acked";
+        cpu.add(ctx, "pull", figure, jobs as u64).await?;
         let note = format!(
             "{jobs} jobs due at once, {CONSUMERS} consumers, claim {BATCH} + one /acks call"
         );

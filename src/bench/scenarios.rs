@@ -601,14 +601,7 @@ pub(super) async fn burst(ctx: &mut Ctx) -> Result<(), String> {
         }
         bar.finish_and_clear();
         let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
-        let mut redis = match engine {
-            "redis" => Some(redis_conn(ctx).await?),
-            _ => None,
-        };
-        let cpu_before = match redis.as_mut() {
-            Some(c) => redis_cpu(c).await?,
-            None => 0.0,
-        };
+        let cpu = RedisCpu::start(ctx, engine).await?;
         let started = Instant::now();
         let center = TimeoutCenter::builder(store)
             .handler(Noop {
@@ -628,17 +621,8 @@ pub(super) async fn burst(ctx: &mut Ctx) -> Result<(), String> {
         let secs = started.elapsed().as_secs_f64();
         let handled = done.load(Ordering::Relaxed);
         center.shutdown(Duration::from_secs(1)).await;
-        if let Some(c) = redis.as_mut() {
-            let cpu = redis_cpu(c).await? - cpu_before;
-            ctx.add(
-                "burst",
-                engine,
-                "redis-server CPU per 100,000 fired",
-                cpu * 100_000.0 / handled.max(1) as f64,
-                "s",
-                "INFO cpu used_cpu_user + used_cpu_sys, before and after the drain",
-            );
-        }
+        cpu.add(ctx, "burst", "redis-server CPU per 100,000 fired", handled)
+            .await?;
         ctx.add(
             "burst",
             engine,
@@ -684,7 +668,44 @@ async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> Result<i64, S
 }
 
 /// CPU seconds (user and system) redis-server has used since it started.
-pub(super) async fn redis_cpu(c: &mut redis::aio::MultiplexedConnection) -> Result<f64, String> {
+/// redis-server's CPU time over a drain, when the engine is Redis (INFO cpu before and after).
+pub(super) struct RedisCpu(Option<(redis::aio::MultiplexedConnection, f64)>);
+
+impl RedisCpu {
+    pub(super) async fn start(ctx: &Ctx, engine: &str) -> Result<Self, String> {
+        if engine != "redis" {
+            return Ok(RedisCpu(None));
+        }
+        let mut c = redis_conn(ctx).await?;
+        let before = redis_cpu(&mut c).await?;
+        Ok(RedisCpu(Some((c, before))))
+    }
+
+    /// Adds `figure`, the CPU seconds per 100,000 of the `jobs` drained, to `scenario`.
+    pub(super) async fn add(
+        self,
+        ctx: &mut Ctx,
+        scenario: &'static str,
+        figure: &str,
+        jobs: u64,
+    ) -> Result<(), String> {
+        let Some((mut c, before)) = self.0 else {
+            return Ok(());
+        };
+        let cpu = redis_cpu(&mut c).await? - before;
+        ctx.add(
+            scenario,
+            "redis",
+            figure,
+            cpu * 100_000.0 / jobs.max(1) as f64,
+            "s",
+            "INFO cpu used_cpu_user + used_cpu_sys, before and after the drain",
+        );
+        Ok(())
+    }
+}
+
+async fn redis_cpu(c: &mut redis::aio::MultiplexedConnection) -> Result<f64, String> {
     Ok(info_field(c, "cpu", "used_cpu_user").await? + info_field(c, "cpu", "used_cpu_sys").await?)
 }
 
@@ -710,7 +731,7 @@ async fn settle_lazyfree(c: &mut redis::aio::MultiplexedConnection) -> Result<()
     Err("Redis did not finish freeing memory within 30 s".into())
 }
 
-pub(super) async fn redis_conn(ctx: &Ctx) -> Result<redis::aio::MultiplexedConnection, String> {
+async fn redis_conn(ctx: &Ctx) -> Result<redis::aio::MultiplexedConnection, String> {
     let client = redis::Client::open(ctx.redis_url.as_str()).map_err(|e| e.to_string())?;
     client
         .get_multiplexed_async_connection()
