@@ -10,7 +10,10 @@
 -- set skip it).
 -- A record holds only fields that differ from the topic's defaults (src/store/record.rs);
 -- an empty record is not stored at all. A running or dead job always has a record (its
--- attempts, token or error), which reset_many.lua relies on.
+-- attempts, token or error), which reset_many.lua relies on. A record names a run token (k)
+-- exactly while its job is in the run set: pump.lua writes both, and every script that
+-- takes a job out of the run set drops k or the record in the same step. settle.lua relies
+-- on it (tests/redis_engine.rs checks it after a mixed workload).
 local DUE, RUN, DEAD, JOB, SEQ, EVENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
 local OWNER = KEYS[7]
 

@@ -289,6 +289,32 @@ pub struct Leased {
     pub token: u64,
     /// When the lease ends: the job comes back unless its outcome arrives first.
     pub lease_until: Millis,
+    /// The run's record as the store wrote it when it handed the job out (see
+    /// [`HandedRecord`]).
+    pub handed_record: HandedRecord,
+}
+
+/// A run's record as the Redis store wrote it when it handed the job out, with the token it
+/// was written for; empty on the memory engine. The run's settle sends it along: while the
+/// stored record is still this text, the run is current, found with one string compare
+/// where a decode would be needed. Opaque: only the store makes one, and a run whose token
+/// is not the one it was written for settles without it.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct HandedRecord(Option<(u64, std::sync::Arc<str>)>);
+
+impl HandedRecord {
+    pub(crate) fn new(token: u64, text: std::sync::Arc<str>) -> Self {
+        HandedRecord(Some((token, text)))
+    }
+
+    /// The text, for a run with `token`; empty when there is none or it was written for
+    /// another token.
+    pub(crate) fn text_for(&self, token: u64) -> &str {
+        match &self.0 {
+            Some((t, text)) if *t == token => text,
+            _ => "",
+        }
+    }
 }
 
 /// The answer of `pump`.

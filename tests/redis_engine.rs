@@ -277,3 +277,116 @@ async fn a_slots_job_hash_and_run_set_are_a_hash_table_and_a_skiplist_from_the_f
     assert!(later.jobs.is_empty());
     assert_eq!(later.next_at, None);
 }
+
+/// The invariant settle.lua relies on to skip a run-set lookup: a record names a run token
+/// (`k`) exactly while its job is in the run set. Checked after every step of a seeded mix
+/// of schedules, replaces, resets (of running jobs too), cancels, pumps with leases running
+/// out, settles of every outcome (stale and doubled runs among them), requeues and batch
+/// resets that create.
+#[tokio::test]
+async fn a_record_names_a_run_token_exactly_while_its_job_is_running() {
+    use rand::{Rng, SeedableRng};
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    s.put_topic(TopicConfig {
+        slots: 1,
+        max_attempts: 2,
+        visibility_timeout_ms: 40,
+        ..TopicConfig::named("t")
+    })
+    .await
+    .unwrap();
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut runs: Vec<Leased> = Vec::new();
+    let mut now = T0;
+    let mut settled = 0;
+    let id = |rng: &mut rand::rngs::StdRng| format!("j{}", rng.random_range(0..12));
+    for step in 0..1_500 {
+        now += rng.random_range(0..8);
+        match rng.random_range(0..9) {
+            0 | 1 => {
+                let mut job = NewJob::new(id(&mut rng), now + rng.random_range(0..30));
+                if rng.random_bool(0.5) {
+                    job = job.job_type("emit").payload(json!({"step": step}));
+                }
+                s.schedule("t", job, ScheduleMode::Upsert, now)
+                    .await
+                    .unwrap();
+            }
+            2 => {
+                let job = NewJob::new(id(&mut rng), now + rng.random_range(0..30));
+                s.schedule("t", job, ScheduleMode::ResetOnly, now)
+                    .await
+                    .unwrap();
+            }
+            3 => {
+                s.cancel("t", &id(&mut rng).as_str().into()).await.unwrap();
+            }
+            4 | 5 => runs.extend(s.pump("t", 0, now, 4).await.unwrap().jobs),
+            6 if !runs.is_empty() => {
+                // One to three runs, maybe one twice, each with any outcome.
+                let mut batch = Vec::new();
+                for _ in 0..rng.random_range(1..4) {
+                    let run = runs[rng.random_range(0..runs.len())].clone();
+                    let outcome = match rng.random_range(0..5) {
+                        0 => RunOutcome::Ack,
+                        1 => RunOutcome::Retry {
+                            error: "x".into(),
+                            at: now + 5,
+                        },
+                        2 => RunOutcome::Repeat { at: now + 9 },
+                        3 => RunOutcome::Bury { error: "y".into() },
+                        _ => RunOutcome::Release,
+                    };
+                    batch.push(Settlement::new(run, outcome, now));
+                }
+                settled += s.settle("t", 0, &batch, now).await.unwrap().len();
+            }
+            7 => {
+                s.dead_requeue("t", &id(&mut rng).as_str().into(), now)
+                    .await
+                    .unwrap();
+            }
+            _ => {
+                let resets = [
+                    Reset::new(id(&mut rng), now + 3),
+                    Reset::new(id(&mut rng), now + 20),
+                ];
+                let create = CreateSpec {
+                    job_type: None,
+                    payload: serde_json::Value::Null,
+                    max_attempts: None,
+                };
+                let create = rng.random_bool(0.5).then_some(&create);
+                s.reset_many("t", &resets, create, now).await.unwrap();
+            }
+        }
+        let records: Vec<(String, String)> = redis::cmd("HGETALL")
+            .arg("toc:{t:0}:job")
+            .query(&mut conn)
+            .unwrap();
+        let running: Vec<(String, f64)> = redis::cmd("ZRANGE")
+            .arg("toc:{t:0}:run")
+            .arg(0)
+            .arg(-1)
+            .arg("WITHSCORES")
+            .query(&mut conn)
+            .unwrap();
+        let running: HashSet<String> = running
+            .into_iter()
+            .filter(|(_, lease)| lease.is_finite()) // the padding member, at +inf
+            .map(|(id, _)| id)
+            .collect();
+        let with_token: HashSet<String> = records
+            .into_iter()
+            .filter(|(id, raw)| {
+                !id.is_empty()
+                    && serde_json::from_str::<serde_json::Value>(raw).unwrap()["k"].is_u64()
+            })
+            .map(|(id, _)| id)
+            .collect();
+        assert_eq!(with_token, running, "step {step}");
+    }
+    assert!(settled > 100, "the mix settled runs: {settled}");
+}

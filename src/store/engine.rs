@@ -76,6 +76,8 @@ pub(crate) struct Handed {
     pub(crate) id: String,
     pub(crate) token: u64,
     pub(crate) record: Record,
+    /// The record's text as the store wrote it (Redis), for the run's settle to compare.
+    pub(crate) text: Option<Arc<str>>,
 }
 
 /// What `pump` did in its slot.

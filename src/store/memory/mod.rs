@@ -756,6 +756,7 @@ impl SlotEngine for MemoryEngine {
                     slot,
                     token: c.token,
                     lease_until,
+                    handed_record: Default::default(),
                 };
                 runs.push(Settlement::new(run, c.outcome.clone(), now));
                 live.push(k);

@@ -468,6 +468,7 @@ impl SlotState {
                 id: id.to_string(),
                 token: self.seq,
                 record: rec,
+                text: None,
             });
         }
         let next_due = self.head();

@@ -445,10 +445,12 @@ where
         let handed = reply
             .records(2, 4)?
             .map(|entry| {
+                let raw = text(&entry[3])?;
                 Ok(Handed {
                     id: text(&entry[0])?,
                     token: int(&entry[2])? as u64,
-                    record: Record::parse(&text(&entry[3])?)?,
+                    record: Record::parse(&raw)?,
+                    text: Some(raw.into()),
                 })
             })
             .collect::<Result<_>>()?;
@@ -539,6 +541,7 @@ where
             let (kind, at, error) = outcome_args(&s.outcome, now);
             call.arg(&s.run.job.id)
                 .arg(s.run.token)
+                .arg(s.run.handed_record.text_for(s.run.token))
                 .arg(kind)
                 .arg(at)
                 .arg(error)
@@ -565,6 +568,7 @@ where
             // An empty head: settle.lua builds it from the run's record.
             call.arg(c.id)
                 .arg(c.token)
+                .arg("")
                 .arg(kind)
                 .arg(at)
                 .arg(error)
