@@ -270,6 +270,21 @@ async fn a_slots_job_hash_and_run_set_are_a_hash_table_and_a_skiplist_from_the_f
         s.finish("t", run, RunOutcome::Ack, T0).await.unwrap();
     }
     assert_eq!(encodings(&mut conn), tables, "kept with no run left");
+    // The members that do it are the ones earlier versions wrote (600 and 128 dots), so a
+    // slot written before an upgrade gets no second one.
+    let pads: Vec<String> = redis::cmd("ZRANGEBYSCORE")
+        .arg("toc:{t:0}:run")
+        .arg("+inf")
+        .arg("+inf")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(pads, vec![".".repeat(600)]);
+    let pad: String = redis::cmd("HGET")
+        .arg("toc:{t:0}:job")
+        .arg("")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(pad, ".".repeat(128));
     assert_eq!(s.stats("t").await.unwrap().running, 0);
     assert!(s.get("t", &"dev-0".into()).await.unwrap().is_none());
     // Long after every lease would have run out: nothing comes back, nothing is next.

@@ -303,6 +303,22 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
     cfg.app_data(json)
         .app_data(web::QueryConfig::default().error_handler(error::query_error))
         .app_data(web::PathConfig::default().error_handler(error::path_error))
+        // Routes are tried in order, each with a regex match: the ones a busy service serves
+        // most (a pull consumer's claim and acks, a job's write, heartbeats) come first.
+        .service(web::resource("/v1/topics/{topic}/claim").post(claims::claim))
+        .service(
+            web::resource("/v1/topics/{topic}/acks")
+                .app_data(
+                    web::JsonConfig::default()
+                        .limit(settings.http.max_batch_body_bytes)
+                        .error_handler(error::json_error),
+                )
+                .post(claims::acks),
+        )
+        .service(web::resource("/v1/topics/{topic}/jobs/{id}/ack").post(claims::ack))
+        .service(web::resource("/v1/topics/{topic}/jobs/{id}/retry").post(claims::retry))
+        .service(web::resource("/v1/topics/{topic}/jobs/{id}/bury").post(claims::bury))
+        .service(web::resource("/v1/topics/{topic}/jobs/{id}/touch").post(claims::touch))
         .service(
             web::resource("/v1/topics/{topic}/jobs/{id}")
                 .put(jobs::put_job)
@@ -335,20 +351,6 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .service(
             web::resource("/v1/topics/{topic}/meetings/{id}/approve")
                 .post(meetings::approve_meeting),
-        )
-        .service(web::resource("/v1/topics/{topic}/claim").post(claims::claim))
-        .service(web::resource("/v1/topics/{topic}/jobs/{id}/ack").post(claims::ack))
-        .service(web::resource("/v1/topics/{topic}/jobs/{id}/retry").post(claims::retry))
-        .service(web::resource("/v1/topics/{topic}/jobs/{id}/bury").post(claims::bury))
-        .service(web::resource("/v1/topics/{topic}/jobs/{id}/touch").post(claims::touch))
-        .service(
-            web::resource("/v1/topics/{topic}/acks")
-                .app_data(
-                    web::JsonConfig::default()
-                        .limit(settings.http.max_batch_body_bytes)
-                        .error_handler(error::json_error),
-                )
-                .post(claims::acks),
         )
         .service(web::resource("/health").get(ops::health))
         .service(web::resource("/metrics").get(ops::metrics))
