@@ -7,9 +7,11 @@
 -- ARGV[5] the owner lease's fence (see own.lua), or 0 for a pump that needs no ownership
 --         (a consumer's claim, a test); a fence that is not the slot's current one is refused
 --         with the error FENCED before anything changes: a former owner never pumps
--- Returns {next_at, expired, id, fire_at, token, record, id, fire_at, token, record, ...}:
+-- Returns {next_at, expired, id, record, id, record, ...}:
 --   next_at: the next instant the slot needs attention (earliest due job or lease deadline
---            left), -1 when none; expired: leases taken back.
+--            left), -1 when none; expired: leases taken back; per job handed out, its id
+--            and its run's record, which names the run's token (k), attempt (a) and fire
+--            time (f).
 -- A job is never handed out before its fire time: only scores <= now are taken.
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 -- The padding members (see below), built here rather than in lib.lua, which every script
@@ -90,8 +92,6 @@ if count > 0 then
     put[2 * i - 1] = id
     put[2 * i] = raw
     out[#out + 1] = id
-    out[#out + 1] = due[2 * i]
-    out[#out + 1] = first + i
     out[#out + 1] = raw
   end
   -- The slot's job hash now holds a record per run in flight. Small, Redis keeps a hash

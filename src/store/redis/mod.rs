@@ -443,13 +443,17 @@ where
         let reply = Reply::new("pump", &reply);
         let next_at = reply.int(0)?;
         let handed = reply
-            .records(2, 4)?
+            .records(2, 2)?
             .map(|entry| {
-                let raw = text(&entry[3])?;
+                let raw = text(&entry[1])?;
+                let record = Record::parse(&raw)?;
+                let token = record.k.ok_or_else(|| {
+                    Error::Corrupt(format!("pump.lua handed out a run with no token: {raw}"))
+                })?;
                 Ok(Handed {
                     id: text(&entry[0])?,
-                    token: int(&entry[2])? as u64,
-                    record: Record::parse(&raw)?,
+                    token,
+                    record,
                     text: Some(raw.into()),
                 })
             })
