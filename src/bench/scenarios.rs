@@ -770,25 +770,9 @@ pub(super) async fn clear_bench_topics(ctx: &Ctx) -> Result<(), String> {
         }
         cursor = next;
     }
-    // UNLINK frees large keys on a thread of redis-server's own: wait until it is done, so
-    // that the freeing of one scenario's millions of jobs does not share the CPU with the
-    // next scenario's measurement.
-    for _ in 0..600 {
-        let info: String = redis::cmd("INFO")
-            .arg("memory")
-            .query_async(&mut c)
-            .await
-            .map_err(e)?;
-        let pending = info
-            .lines()
-            .find_map(|l| l.strip_prefix("lazyfree_pending_objects:"))
-            .and_then(|n| n.trim().parse::<u64>().ok())
-            .unwrap_or(0);
-        if pending == 0 {
-            break;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    // UNLINK frees large keys on a thread of redis-server's own: one scenario's millions of
+    // jobs are freed before the next scenario measures.
+    settle_lazyfree(&mut c).await?;
     let names: Vec<String> = redis::cmd("HKEYS")
         .arg("toc:topics")
         .query_async(&mut c)
