@@ -189,13 +189,13 @@ fn now_ms() -> u64 {
         .as_millis() as u64
 }
 
-/// Each instance's served slots of the topic and their fences, or `None` while it does not
-/// answer.
 /// The JSON a GET of `url` answers (a harness step: it must answer).
 async fn get_json(http: &reqwest::Client, url: &str) -> Value {
     http.get(url).send().await.unwrap().json().await.unwrap()
 }
 
+/// Each instance's served slots of the topic and their fences, or `None` while it does not
+/// answer.
 async fn served(http: &reqwest::Client, i: &Instance) -> Option<Vec<(u64, u64)>> {
     let health: Value = http
         .get(i.url("/health"))

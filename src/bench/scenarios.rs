@@ -667,7 +667,6 @@ async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> Result<i64, S
     Ok(info_field(c, "memory", "used_memory").await? as i64)
 }
 
-/// CPU seconds (user and system) redis-server has used since it started.
 /// redis-server's CPU time over a drain, when the engine is Redis (INFO cpu before and after).
 pub(super) struct RedisCpu(Option<(redis::aio::MultiplexedConnection, f64)>);
 
@@ -705,6 +704,7 @@ impl RedisCpu {
     }
 }
 
+/// CPU seconds (user and system) redis-server has used since it started.
 async fn redis_cpu(c: &mut redis::aio::MultiplexedConnection) -> Result<f64, String> {
     Ok(info_field(c, "cpu", "used_cpu_user").await? + info_field(c, "cpu", "used_cpu_sys").await?)
 }

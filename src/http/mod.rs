@@ -308,11 +308,7 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .service(web::resource("/v1/topics/{topic}/claim").post(claims::claim))
         .service(
             web::resource("/v1/topics/{topic}/acks")
-                .app_data(
-                    web::JsonConfig::default()
-                        .limit(settings.http.max_batch_body_bytes)
-                        .error_handler(error::json_error),
-                )
+                .app_data(batch_json.clone())
                 .post(claims::acks),
         )
         .service(web::resource("/v1/topics/{topic}/jobs/{id}/ack").post(claims::ack))

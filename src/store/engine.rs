@@ -18,8 +18,8 @@ use super::record::Record;
 use crate::error::Result;
 use crate::events::Event;
 use crate::job::{
-    DeadCursor, Finished, JobState, RunOutcome, ScheduleMode, ScheduleOutcome, Settlement,
-    SlotStats,
+    DeadCursor, Finished, HandedRecord, JobState, RunOutcome, ScheduleMode, ScheduleOutcome,
+    Settlement, SlotStats,
 };
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -77,7 +77,7 @@ pub(crate) struct Handed {
     pub(crate) token: u64,
     pub(crate) record: Record,
     /// The record's text as the store wrote it (Redis), for the run's settle to compare.
-    pub(crate) text: Option<Arc<str>>,
+    pub(crate) text: HandedRecord,
 }
 
 /// What `pump` did in its slot.

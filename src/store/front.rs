@@ -19,9 +19,9 @@ use super::{MAX_PAGE, Store, WakeNotice};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::job::{
-    ClaimOutcome, ClaimResult, CreateSpec, DeadCursor, DeadPage, Finished, HandedRecord, Job,
-    JobRef, JobState, Leased, NewJob, Pumped, Rearmed, Reset, ResetReport, RunOutcome,
-    ScheduleMode, ScheduleOutcome, Scheduled, Settlement, SlotHead, TopicStats,
+    ClaimOutcome, ClaimResult, CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState,
+    Leased, NewJob, Pumped, Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode, ScheduleOutcome,
+    Scheduled, Settlement, SlotHead, TopicStats,
 };
 use crate::routing::slot_of;
 use crate::time::Millis;
@@ -289,10 +289,7 @@ async fn pump_slot<E: SlotEngine>(
                 slot,
                 token: h.token,
                 lease_until,
-                handed_record: h
-                    .text
-                    .map(|text| HandedRecord::new(h.token, text))
-                    .unwrap_or_default(),
+                handed_record: h.text,
             })
         })
         .collect::<Result<_>>()?;

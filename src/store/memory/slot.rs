@@ -468,7 +468,7 @@ impl SlotState {
                 id: id.to_string(),
                 token: self.seq,
                 record: rec,
-                text: None,
+                text: Default::default(),
             });
         }
         let next_due = self.head();

@@ -31,8 +31,8 @@ use super::{Ownership, WakeNotice};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::job::{
-    DeadCursor, Finished, JobState, RunOutcome, ScheduleMode, ScheduleOutcome, Settlement,
-    SlotStats,
+    DeadCursor, Finished, HandedRecord, JobState, RunOutcome, ScheduleMode, ScheduleOutcome,
+    Settlement, SlotStats,
 };
 use crate::routing::slot_of;
 use crate::time::Millis;
@@ -454,7 +454,7 @@ where
                     id: text(&entry[0])?,
                     token,
                     record,
-                    text: Some(raw.into()),
+                    text: HandedRecord::new(token, raw.into()),
                 })
             })
             .collect::<Result<_>>()?;
