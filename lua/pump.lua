@@ -12,8 +12,14 @@
 --            left), -1 when none; expired: leases taken back; per job handed out, its id
 --            and its run's record, which names the run's token (k), attempt (a) and fire
 --            time (f).
--- A job is never handed out before its fire time: only scores <= now are taken.
+-- A job is never handed out before its fire time: only scores <= now are taken, where now
+-- is the caller's, but never later than this node's own clock (TIME): whatever the clock of
+-- the process that asks, the node holding the slot decides what is due (DESIGN.md,
+-- invariant 3). Tests pass instants in the past, which the node's clock leaves as they are.
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
+local time = redis.call('TIME')
+local node_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
+if node_now < now then now = node_now end
 -- The padding members (see below), built here rather than in lib.lua, which every script
 -- runs: the job hash's field with the empty id gets a value over hash-max-listpack-value
 -- (128 dots); the run set's member, at +inf, is 600 dots, longer than any id may be

@@ -4,12 +4,18 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-if ! command -v redis-server >/dev/null 2>&1 || ! command -v redis-cli >/dev/null 2>&1; then
-  echo "redis-server is missing: installing it from Debian's packages" >&2
+# The fault tests also need Redis Sentinel (redis-sentinel) and libfaketime (faketime).
+missing=""
+command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-server"
+command -v redis-sentinel >/dev/null 2>&1 || missing="$missing redis-sentinel"
+[ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || missing="$missing faketime"
+if [ -n "$missing" ]; then
+  echo "missing:$missing: installing from Debian's packages" >&2
   SUDO=""
   if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
   $SUDO apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq redis-server >/dev/null
+  # shellcheck disable=SC2086
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 
 log=$(mktemp)

@@ -28,7 +28,7 @@ use crate::metrics::Metrics;
 use crate::pull::{ClaimRequest, Claims};
 use crate::routing::slot_of;
 use crate::store::{SharedStore, WakeNotice};
-use crate::time::{Millis, SharedClock, SystemClock};
+use crate::time::{Millis, SharedClock};
 use crate::topic::TopicConfig;
 
 /// Builds a [`TimeoutCenter`].
@@ -149,10 +149,10 @@ impl TimeoutCenter {
     /// A builder over `store`, with the built-in job types registered.
     pub fn builder(store: SharedStore) -> TimeoutCenterBuilder {
         TimeoutCenterBuilder {
+            clock: store.clock(),
             store,
             settings: crate::config::Settings::defaults().runtime,
             handlers: Handlers::new(),
-            clock: Arc::new(SystemClock),
             builtin_types: true,
             metrics: None,
         }
@@ -168,9 +168,15 @@ impl TimeoutCenter {
         &self.rt.metrics
     }
 
-    /// The center's clock, now.
+    /// The center's clock, now: the earliest the store's clock may read.
     pub fn now(&self) -> Millis {
         self.rt.clock.now()
+    }
+
+    /// The instant `delay_ms` from now on the store's clock, never early: the latest that
+    /// clock may read now plus the delay (no delay: now).
+    pub fn after(&self, delay_ms: Millis) -> Millis {
+        self.rt.clock.after(delay_ms)
     }
 
     /// The topic's settings, and its slots served by this runtime.
@@ -605,9 +611,7 @@ impl TimeoutCenter {
             ..ClaimRequest::default()
         };
         req.check()?;
-        let until = self
-            .now()
-            .saturating_add(lease_ms.unwrap_or(t.visibility_timeout_ms) as Millis);
+        let until = self.after(lease_ms.unwrap_or(t.visibility_timeout_ms) as Millis);
         let live = self.rt.store.touch(topic, job, token, until).await?;
         Ok(live.then_some(until))
     }

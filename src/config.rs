@@ -97,6 +97,25 @@ pub struct RedisSettings {
     pub url: String,
     /// A Redis Cluster's nodes (any of them); when set, `url` is not used.
     pub cluster_nodes: Vec<String>,
+    /// Redis Sentinel: the sentinels' addresses (`host:port`); when set, the primary is the
+    /// one they name `sentinel_master`, and `url` gives only the database and credentials.
+    pub sentinels: Vec<String>,
+    /// The name the sentinels monitor the primary under.
+    pub sentinel_master: String,
+    /// What an acknowledged write waits for.
+    pub durability: Durability,
+    /// How long a write waits for its replicas before it is answered 503, in ms.
+    pub durability_timeout_ms: u64,
+}
+
+/// What an acknowledgement of a write means on Redis (DESIGN.md, invariant 9).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(rename_all = "snake_case")]
+pub enum Durability {
+    /// The primary has the write (and its AOF, as Redis is configured).
+    None,
+    /// At least one replica has it too (`WAIT 1`), or the caller gets a 503.
+    Replica,
 }
 
 /// The memory store's durability.

@@ -14,16 +14,13 @@ use crate::center::TimeoutCenter;
 use crate::config::{Settings, StoreKind};
 use crate::error::{Error, Result};
 use crate::http::{self, AppState, auth::Auth};
-use crate::store::{MemoryStore, RedisStore, SharedStore};
+use crate::store::{MemoryStore, SharedStore};
 
 /// Opens the store the settings name, and creates or updates the seeded topics.
 pub async fn open_store(settings: &Settings) -> Result<SharedStore> {
     let options = settings.store_options();
     let store: SharedStore = match settings.store {
-        StoreKind::Redis if !settings.redis.cluster_nodes.is_empty() => {
-            Arc::new(RedisStore::connect_cluster(&settings.redis.cluster_nodes, options).await?)
-        }
-        StoreKind::Redis => Arc::new(RedisStore::connect(&settings.redis.url, options).await?),
+        StoreKind::Redis => crate::store::open_redis(&settings.redis, options).await?,
         StoreKind::Memory => {
             let journal = settings.journal().map(|p| (p, settings.memory.fsync));
             Arc::new(MemoryStore::open(options, journal)?)

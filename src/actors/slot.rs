@@ -25,6 +25,12 @@ use crate::topic::TopicConfig;
 /// Wait before pumping again after the store failed.
 const ERROR_BACKOFF_MS: Millis = 500;
 
+/// The first wait before settling again outcomes the store could not take, doubled at each
+/// failure up to `SETTLE_RETRY_MAX`: a store back from an outage hears of them within about
+/// a second, rather than when their leases run out.
+const SETTLE_RETRY_FIRST: Duration = Duration::from_millis(50);
+const SETTLE_RETRY_MAX: Duration = Duration::from_secs(1);
+
 pub(crate) struct SlotActor {
     topic: Arc<TopicConfig>,
     slot: u32,
@@ -42,6 +48,10 @@ pub(crate) struct SlotActor {
     outcomes: Vec<Settlement>,
     /// Outcomes in the settle call now in flight (0: none is).
     settling: usize,
+    /// Settles that failed in a row because the store was unavailable (the retry's backoff).
+    settle_failures: u32,
+    /// A settle is to be tried again after a failure: new outcomes wait for it.
+    settle_retry_armed: bool,
     /// Runs not yet settled in the store (all three above), for `Drain` to wait on.
     in_flight: watch::Sender<usize>,
     pumping: bool,
@@ -83,6 +93,8 @@ impl SlotActor {
             running: HashMap::new(),
             outcomes: Vec::new(),
             settling: 0,
+            settle_failures: 0,
+            settle_retry_armed: false,
             in_flight: watch::channel(0).0,
             pumping: false,
             again: false,
@@ -232,7 +244,7 @@ impl SlotActor {
                     .unwrap_or_else(|| self.topic.backoff.delay_ms(job.attempts, &mut rand::rng()));
                 RunOutcome::Retry {
                     error,
-                    at: now + delay as Millis,
+                    at: self.rt.clock.after(delay as Millis),
                 }
             }
             Outcome::Repeat { after } => RunOutcome::Repeat {
@@ -251,7 +263,7 @@ impl SlotActor {
     /// Sends every gathered outcome to the store in one call, unless a call is in flight
     /// (its return sends what gathered meanwhile).
     fn settle(&mut self, ctx: &mut Context<Self>) {
-        if self.settling > 0 || self.outcomes.is_empty() {
+        if self.settling > 0 || self.settle_retry_armed || self.outcomes.is_empty() {
             return;
         }
         let batch = std::mem::take(&mut self.outcomes);
@@ -266,6 +278,7 @@ impl SlotActor {
             act.settling = 0;
             match result {
                 Ok(done) => {
+                    act.settle_failures = 0;
                     for (item, finished) in batch.iter().zip(done) {
                         match finished {
                             Finished::Retrying => act.retried.inc(),
@@ -275,9 +288,29 @@ impl SlotActor {
                         }
                     }
                 }
+                Err(e @ crate::error::Error::Unavailable(_)) => {
+                    // Nothing of the batch was applied (one atomic step), and the store may
+                    // be back in a moment: the outcomes are kept, ahead of those gathered
+                    // since, and sent again. Each run's token still decides in the store
+                    // whether its outcome is current.
+                    act.settle_failures += 1;
+                    let wait = SETTLE_RETRY_FIRST
+                        .saturating_mul(1 << (act.settle_failures - 1).min(8))
+                        .min(SETTLE_RETRY_MAX);
+                    tracing::warn!(topic = %act.topic.name, slot = act.slot, runs = batch.len(), error = %e, retry_in_ms = wait.as_millis() as u64, "could not settle runs: trying again");
+                    act.set_status(|s| s.last_error = Some(e.to_string()));
+                    let mut kept = batch;
+                    kept.append(&mut act.outcomes);
+                    act.outcomes = kept;
+                    act.settle_retry_armed = true;
+                    ctx.run_later(wait, |act, ctx| {
+                        act.settle_retry_armed = false;
+                        act.settle(ctx);
+                    });
+                }
                 Err(e) => {
-                    // Nothing of the batch was applied: the runs stay running in the store,
-                    // and come back when their lease runs out (at least once).
+                    // Refused for a reason a retry would not change: the runs stay running
+                    // in the store, and come back when their lease runs out (at least once).
                     tracing::warn!(topic = %act.topic.name, slot = act.slot, runs = batch.len(), error = %e, "could not settle runs; their leases will expire and they run again");
                     act.set_status(|s| s.last_error = Some(e.to_string()));
                 }
@@ -332,7 +365,7 @@ async fn run_with_lease(
                 });
             }
             _ = ticks.tick() => {
-                let until = topic.lease_deadline(rt.clock.now());
+                let until = topic.lease_deadline(rt.clock.latest());
                 match rt.store.extend(&topic.name, lease, until).await {
                     Ok(true) => {}
                     Ok(false) => tracing::warn!(job = %lease.job.id, "lease lost while running"),
@@ -363,6 +396,8 @@ impl Supervised for SlotActor {
         self.running.clear();
         self.outcomes.clear();
         self.settling = 0;
+        self.settle_failures = 0;
+        self.settle_retry_armed = false;
         self.track();
         self.pumping = false;
         self.again = false;

@@ -48,11 +48,12 @@ pub(crate) mod integer {
     }
 }
 
-/// When a job fires: exactly one of `fire_at` (ms since the epoch) and `delay_ms`.
+/// When a job fires: exactly one of `fire_at` (ms since the epoch, on the client's clock)
+/// and `delay_ms`, turned into an instant by `after` (the store's clock, never early).
 pub(crate) fn when(
     fire_at: Option<Millis>,
     delay_ms: Option<i64>,
-    now: Millis,
+    after: impl FnOnce(Millis) -> Millis,
 ) -> ApiResult<Millis> {
     match (fire_at, delay_ms) {
         (Some(_), Some(_)) => Err(ApiError::invalid(
@@ -72,9 +73,7 @@ pub(crate) fn when(
             "delay_ms",
             format!("must be at most {}, got {d}", crate::validate::MAX_DELAY_MS),
         )),
-        (None, Some(d)) => now
-            .checked_add(d)
-            .ok_or_else(|| ApiError::invalid("delay_ms", "is too large")),
+        (None, Some(d)) => Ok(after(d)),
     }
 }
 

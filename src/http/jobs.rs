@@ -12,12 +12,12 @@ use crate::job::{
     Scheduled,
 };
 
-fn new_job(id: String, body: JobBody, now: i64) -> ApiResult<NewJob> {
+fn new_job(id: String, body: JobBody, center: &crate::TimeoutCenter) -> ApiResult<NewJob> {
     Ok(NewJob {
         id,
         job_type: body.job_type,
         payload: body.payload,
-        fire_at: when(body.fire_at, body.delay_ms, now)?,
+        fire_at: when(body.fire_at, body.delay_ms, |d| center.after(d))?,
         max_fire_at: body.max_fire_at,
         max_attempts: body.max_attempts,
         shard_key: body.shard_key,
@@ -85,7 +85,7 @@ pub(crate) async fn put_job(
             ));
         }
     };
-    let job = new_job(id, body.into_inner(), state.center.now())?;
+    let job = new_job(id, body.into_inner(), &state.center)?;
     let mode = if create_only {
         ScheduleMode::CreateOnly
     } else {
@@ -117,7 +117,7 @@ pub(crate) async fn post_job(
 ) -> ApiResult<HttpResponse> {
     let topic = path.into_inner();
     let id = uuid::Uuid::new_v4().to_string();
-    let job = new_job(id, body.into_inner(), state.center.now())?;
+    let job = new_job(id, body.into_inner(), &state.center)?;
     let r = state
         .center
         .schedule(&topic, job.clone(), ScheduleMode::CreateOnly)
@@ -172,7 +172,7 @@ pub(crate) async fn reset_job(
     body: web::Json<ResetBody>,
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
-    let at = when(body.fire_at, body.delay_ms, state.center.now())?;
+    let at = when(body.fire_at, body.delay_ms, |d| state.center.after(d))?;
     let job = query.job(&id);
     let r = state.center.reset(&topic, &job, at).await?;
     if r.outcome == ScheduleOutcome::Missing {
@@ -211,16 +211,17 @@ pub(crate) async fn batch_reset(
             ),
         ));
     }
-    let now = state.center.now();
+    let center = &state.center;
     let resets = body
         .resets
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
-            let fire_at = when(r.fire_at, r.delay_ms, now).map_err(|e| ApiError {
-                message: format!("resets[{i}]: {}", e.message),
-                ..e
-            })?;
+            let fire_at =
+                when(r.fire_at, r.delay_ms, |d| center.after(d)).map_err(|e| ApiError {
+                    message: format!("resets[{i}]: {}", e.message),
+                    ..e
+                })?;
             Ok(Reset {
                 job: JobRef::new(r.id).with_shard_key(r.shard_key),
                 fire_at,

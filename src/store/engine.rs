@@ -108,6 +108,12 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
 
     async fn ping(&self) -> Result<()>;
 
+    /// The engine's own clock, when it has one (Redis' `TIME`); the front uses a
+    /// [`crate::time::SteadyClock`] otherwise.
+    fn clock(&self) -> Option<crate::time::SharedClock> {
+        None
+    }
+
     /// A topic's stored settings.
     async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>>;
 

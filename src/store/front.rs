@@ -24,7 +24,7 @@ use crate::job::{
     Scheduled, Settlement, SlotHead, TopicStats,
 };
 use crate::routing::slot_of;
-use crate::time::Millis;
+use crate::time::{Millis, SharedClock, SteadyClock};
 use crate::topic::TopicConfig;
 use crate::validate;
 
@@ -36,14 +36,23 @@ pub struct StoreFront<E> {
     /// Per draining topic, the slot where the last sweep found an old copy: the next sweep
     /// starts there, so a topic with old copies left costs a sweep little.
     sweep_from: std::sync::Mutex<HashMap<String, u32>>,
+    /// The clock that decides for this store (see `crate::time`).
+    clock: SharedClock,
 }
 
 impl<E> StoreFront<E> {
-    pub(crate) fn over(engine: E, options: StoreOptions) -> Self {
+    pub(crate) fn over(engine: E, options: StoreOptions) -> Self
+    where
+        E: SlotEngine,
+    {
+        let clock = engine
+            .clock()
+            .unwrap_or_else(|| Arc::new(SteadyClock::default()));
         StoreFront {
             engine,
             options,
             sweep_from: Default::default(),
+            clock,
         }
     }
 
@@ -385,6 +394,10 @@ fn rearmed(topic: &TopicConfig, r: Refired) -> Rearmed {
 
 #[async_trait]
 impl<E: SlotEngine> Store for StoreFront<E> {
+    fn clock(&self) -> SharedClock {
+        self.clock.clone()
+    }
+
     fn engine(&self) -> &'static str {
         self.engine.name()
     }

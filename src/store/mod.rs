@@ -24,12 +24,12 @@ use crate::job::{
     ClaimOutcome, CreateSpec, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped,
     Reset, ResetReport, RunOutcome, ScheduleMode, Scheduled, Settlement, TopicStats,
 };
-use crate::time::Millis;
+use crate::time::{Millis, SharedClock};
 use crate::topic::TopicConfig;
 
 pub use self::front::StoreFront;
 pub use self::memory::{JournalLen, MemoryEngine, MemoryStore};
-pub use self::redis::{RedisEngine, RedisStore};
+pub use self::redis::{RedisEngine, RedisStore, SentinelConnection, open as open_redis};
 pub use self::topics::StoreOptions;
 
 /// Largest page of dead letters or events one call returns.
@@ -43,6 +43,11 @@ pub trait Store: Send + Sync + 'static {
 
     /// Succeeds when the store answers.
     async fn ping(&self) -> Result<()>;
+
+    /// The clock that decides every comparison of times for this store's jobs (DESIGN.md,
+    /// invariant 3): Redis' own clock, or the memory engine's steady clock. The runtime
+    /// reads `now` from it unless a test gives it another.
+    fn clock(&self) -> SharedClock;
 
     /// Whether accepted changes survive a restart of this process, in words for the logs.
     fn durability(&self) -> &'static str {

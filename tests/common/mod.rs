@@ -1,6 +1,7 @@
 //! Shared test support: a real Redis per test, and helpers over the store.
 #![allow(dead_code, unused_imports, unused_macros)]
 
+pub mod process;
 pub mod redis_cluster;
 pub mod redis_server;
 pub mod runtime;

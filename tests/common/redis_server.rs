@@ -12,6 +12,8 @@ pub struct RedisServer {
     child: Option<Child>,
     dir: tempfile::TempDir,
     clustered: bool,
+    /// Settings given after the harness's own, which they override (`--appendonly yes`).
+    extra: Vec<String>,
     /// For a server that is never dropped: the shell that stops it when this process exits,
     /// and the write end of the pipe it waits on (see `start_for_process`).
     exit_watch: Option<(Child, std::process::ChildStdin)>,
@@ -51,7 +53,14 @@ pub fn free_port() -> u16 {
 impl RedisServer {
     /// Starts a server, or panics with how to install one (for tests and benchmarks).
     pub fn start() -> RedisServer {
-        RedisServer::start_mode(false)
+        RedisServer::start_mode(false, &[])
+    }
+
+    /// Starts a server with settings of the test's after the harness's own, for example
+    /// `["--appendonly", "yes", "--appendfsync", "always"]` for one whose data survives a
+    /// SIGKILL.
+    pub fn start_with(extra: &[&str]) -> RedisServer {
+        RedisServer::start_mode(false, extra)
     }
 
     /// Starts a server, or says why not.
@@ -59,7 +68,7 @@ impl RedisServer {
         if redis_server_binary().is_none() {
             return Err(INSTALL_HINT.to_string());
         }
-        std::panic::catch_unwind(|| RedisServer::start_mode(false)).map_err(|e| {
+        std::panic::catch_unwind(|| RedisServer::start_mode(false, &[])).map_err(|e| {
             e.downcast_ref::<String>()
                 .cloned()
                 .unwrap_or_else(|| "redis-server did not start".to_string())
@@ -91,19 +100,25 @@ impl RedisServer {
 
     /// A node with cluster mode on, for `RedisCluster`.
     pub fn start_clustered() -> RedisServer {
-        RedisServer::start_mode(true)
+        RedisServer::start_mode(true, &[])
+    }
+
+    /// A cluster node with settings of the test's after the harness's own.
+    pub fn start_clustered_with(extra: &[&str]) -> RedisServer {
+        RedisServer::start_mode(true, extra)
     }
 
     /// A free port can be taken by another process between the probe and the server's
     /// bind (and a cluster node also needs its bus port, the port + 10000): a server that
     /// exits at start is tried again on another port, a few times.
-    fn start_mode(clustered: bool) -> RedisServer {
+    fn start_mode(clustered: bool, extra: &[&str]) -> RedisServer {
         let dir = tempfile::tempdir().expect("a temporary directory");
         let mut server = RedisServer {
             port: 0,
             child: None,
             dir,
             clustered,
+            extra: extra.iter().map(|a| a.to_string()).collect(),
             exit_watch: None,
         };
         let mut last = String::new();
@@ -142,6 +157,7 @@ impl RedisServer {
             .args(["--bind", "127.0.0.1", "--save", "", "--appendonly", "no"])
             .arg("--dir")
             .arg(self.dir.path())
+            .args(&self.extra)
             .stdout(Stdio::null())
             .stderr(Stdio::null())
             .spawn()
@@ -208,6 +224,20 @@ impl RedisServer {
     pub fn restart(&mut self) {
         self.stop();
         self.launch();
+    }
+
+    /// Starts a stopped server again on the same port and in the same directory: one
+    /// started with an append-only file comes back with its data.
+    pub fn start_again(&mut self) {
+        self.launch();
+    }
+
+    /// The server's process id, for signals (SIGSTOP, SIGKILL).
+    pub fn pid(&self) -> u32 {
+        self.child
+            .as_ref()
+            .map(Child::id)
+            .expect("a running server")
     }
 }
 

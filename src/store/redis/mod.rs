@@ -2,7 +2,10 @@
 //! job records (see `keys.rs` and `record.rs`); every change of a job is one script of `lua/`.
 //! Generic over the connection, so one code path serves a single node and a Redis Cluster.
 
+mod clock;
+mod durable;
 mod reply;
+mod sentinel;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -35,7 +38,7 @@ use crate::job::{
     Settlement, SlotStats,
 };
 use crate::routing::slot_of;
-use crate::time::Millis;
+use crate::time::{Millis, ServerClock, SharedClock};
 use crate::topic::TopicConfig;
 
 /// How long a command may wait for Redis before the call fails (and HTTP answers 503).
@@ -48,8 +51,8 @@ pub type RedisStore<C = ConnectionManager> = StoreFront<RedisEngine<C>>;
 /// The Redis engine under [`RedisStore`]: the scripts of `lua/` over a connection `C`.
 pub struct RedisEngine<C> {
     conn: C,
-    /// For the pub/sub connection that hears wake notices (single node only).
-    client: Option<redis::Client>,
+    /// For the pub/sub connection that hears wake notices (single node or Sentinel).
+    client: Option<WakeClient>,
     /// On a Redis Cluster: the RESP3 connection that subscribes to the watched slots'
     /// sharded channels (and to the plain ones), and where its messages arrive.
     cluster_wakes: Option<ClusterWakes>,
@@ -57,6 +60,11 @@ pub struct RedisEngine<C> {
     topics: TopicCache,
     /// About how many events a topic's streams keep, over all its slots.
     events_max_len: usize,
+    /// Redis' clock, as the sampler (`clock.rs`) reads it: the one clock that decides.
+    clock: Arc<ServerClock>,
+    /// With `redis.durability = "replica"`: the connection that writes answered to a caller
+    /// take, and the grouped `WAIT` after them (`durable.rs`).
+    confirmer: Option<durable::Confirmer<C>>,
 }
 
 /// Sharded pub/sub on a Redis Cluster. The connection resubscribes by itself after a loss or
@@ -66,20 +74,102 @@ struct ClusterWakes {
     pushes: std::sync::Mutex<Option<mpsc::UnboundedReceiver<redis::PushInfo>>>,
 }
 
+pub use self::sentinel::SentinelConnection;
+
+/// Where the pub/sub connection for wake notices is made: one node, or whichever the
+/// sentinels name the primary when it (re)connects.
+enum WakeClient {
+    Fixed(redis::Client),
+    Sentinel(SentinelConnection),
+}
+
+impl WakeClient {
+    fn client(&self) -> redis::Client {
+        match self {
+            WakeClient::Fixed(c) => c.clone(),
+            WakeClient::Sentinel(s) => s.client(),
+        }
+    }
+}
+
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(500))
+}
+
+/// Opens the Redis store `settings` describe: a Cluster, a primary behind Sentinel, or one
+/// node; with `durability = "replica"`, writes answered to callers are confirmed on a
+/// connection of their own (`durable.rs`).
+pub async fn open(
+    settings: &crate::config::RedisSettings,
+    options: StoreOptions,
+) -> Result<super::SharedStore> {
+    use crate::config::Durability;
+    let wait = match settings.durability {
+        Durability::None => None,
+        Durability::Replica => Some(Duration::from_millis(settings.durability_timeout_ms.max(1))),
+    };
+    if !settings.cluster_nodes.is_empty() {
+        let mut store = RedisStore::connect_cluster(&settings.cluster_nodes, options).await?;
+        if let Some(timeout) = wait {
+            let conn = cluster_client(&settings.cluster_nodes)?
+                .get_async_connection()
+                .await?;
+            store = store.confirm_writes_with(conn, 1, timeout);
+        }
+        return Ok(Arc::new(store));
+    }
+    if !settings.sentinels.is_empty() {
+        let node = redis::IntoConnectionInfo::into_connection_info(settings.url.as_str())
+            .map_err(|e| Error::invalid("redis.url", format!("{:?}: {e}", settings.url)))?;
+        let connect = || {
+            SentinelConnection::connect(
+                &settings.sentinels,
+                &settings.sentinel_master,
+                node.redis_settings().clone(),
+                manager_config(),
+            )
+        };
+        let conn = connect().await?;
+        let mut store = RedisStore::with_connection(conn.clone(), options);
+        store.engine.client = Some(WakeClient::Sentinel(conn));
+        store.engine.sync_clock().await;
+        if let Some(timeout) = wait {
+            store = store.confirm_writes_with(connect().await?, 1, timeout);
+        }
+        return Ok(Arc::new(store));
+    }
+    let mut store = RedisStore::connect(&settings.url, options).await?;
+    if let Some(timeout) = wait {
+        let client = redis::Client::open(settings.url.as_str())
+            .map_err(|e| Error::invalid("redis.url", e.to_string()))?;
+        let conn = ConnectionManager::new_lazy_with_config(client, manager_config())?;
+        store = store.confirm_writes_with(conn, 1, timeout);
+    }
+    Ok(Arc::new(store))
+}
+
+fn cluster_client(nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
+    redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+        .response_timeout(RESPONSE_TIMEOUT)
+        .connection_timeout(CONNECT_TIMEOUT)
+        .build()
+        .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))
+}
+
 impl RedisStore<ConnectionManager> {
     /// Connects to one Redis node. The connection is made lazily and remade after a loss, so
     /// a store created while Redis is down starts serving once Redis is back.
     pub async fn connect(url: &str, options: StoreOptions) -> Result<Self> {
         let client = redis::Client::open(url)
             .map_err(|e| Error::invalid("redis.url", format!("{url:?}: {e}")))?;
-        let config = ConnectionManagerConfig::new()
-            .set_response_timeout(Some(RESPONSE_TIMEOUT))
-            .set_connection_timeout(Some(CONNECT_TIMEOUT))
-            .set_number_of_retries(1)
-            .set_max_delay(Duration::from_millis(500));
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), config)?;
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
         let mut store = RedisStore::with_connection(conn, options);
-        store.engine.client = Some(client);
+        store.engine.client = Some(WakeClient::Fixed(client));
+        store.engine.sync_clock().await;
         Ok(store)
     }
 }
@@ -87,12 +177,7 @@ impl RedisStore<ConnectionManager> {
 impl RedisStore<ClusterConnection> {
     /// Connects to a Redis Cluster through any of its nodes.
     pub async fn connect_cluster(nodes: &[String], options: StoreOptions) -> Result<Self> {
-        let client = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
-            .response_timeout(RESPONSE_TIMEOUT)
-            .connection_timeout(CONNECT_TIMEOUT)
-            .build()
-            .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))?;
-        let conn = client.get_async_connection().await?;
+        let conn = cluster_client(nodes)?.get_async_connection().await?;
         let (tx, rx) = mpsc::unbounded_channel();
         let pubsub = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
             .response_timeout(RESPONSE_TIMEOUT)
@@ -106,6 +191,7 @@ impl RedisStore<ClusterConnection> {
             conn: pubsub.get_async_connection().await?,
             pushes: std::sync::Mutex::new(Some(rx)),
         });
+        store.engine.sync_clock().await;
         Ok(store)
     }
 }
@@ -116,6 +202,8 @@ where
 {
     /// A store over a connection made elsewhere.
     pub fn with_connection(conn: C, options: StoreOptions) -> Self {
+        let clock = Arc::new(ServerClock::default());
+        clock::spawn_sampler(conn.clone(), &clock);
         let engine = RedisEngine {
             conn,
             client: None,
@@ -123,6 +211,8 @@ where
             scripts: Arc::new(Scripts::new()),
             topics: TopicCache::default(),
             events_max_len: options.events_max_len,
+            clock,
+            confirmer: None,
         };
         StoreFront::over(engine, options)
     }
@@ -130,6 +220,14 @@ where
     /// A clone of the connection (multiplexed: clones share one socket).
     pub fn connection(&self) -> C {
         self.engine.conn.clone()
+    }
+
+    /// Makes every write answered to a caller wait until `replicas` replicas hold it
+    /// (`WAIT`), over `conn`, a connection of its own to the same Redis; one not confirmed
+    /// within `timeout` is answered as `Error::Unavailable`.
+    pub fn confirm_writes_with(mut self, conn: C, replicas: u32, timeout: Duration) -> Self {
+        self.engine.confirmer = Some(durable::Confirmer::new(conn, replicas, timeout));
+        self
     }
 }
 
@@ -153,6 +251,37 @@ where
 {
     fn conn(&self) -> C {
         self.conn.clone()
+    }
+
+    /// The connection for a write that is answered to a caller: the confirmer's when writes
+    /// are confirmed (its `WAIT` covers only writes sent on it).
+    fn write_conn(&self) -> C {
+        self.confirmer
+            .as_ref()
+            .map_or_else(|| self.conn.clone(), durable::Confirmer::conn)
+    }
+
+    /// After a write on `write_conn` came back: waits for its replicas, when asked to.
+    async fn confirmed(&self) -> Result<()> {
+        match &self.confirmer {
+            Some(c) => c.confirm().await,
+            None => Ok(()),
+        }
+    }
+
+    /// Reads Redis' clock once before the store is handed out, so the first requests are
+    /// timed by it; a Redis that is down now is read by the sampler once it is back.
+    async fn sync_clock(&self) {
+        let mut conn = self.conn();
+        match tokio::time::timeout(CONNECT_TIMEOUT, clock::sample(&mut conn)).await {
+            Ok(Ok(s)) => self.clock.observe(s),
+            Ok(Err(e)) => {
+                tracing::warn!(error = %e, "could not read Redis' clock yet: the local steady clock stands in until it can")
+            }
+            Err(_) => tracing::warn!(
+                "Redis did not answer TIME in time: the local steady clock stands in until it does"
+            ),
+        }
     }
 
     /// Each slot's share of the topic's event stream cap.
@@ -185,9 +314,20 @@ where
         call
     }
 
-    /// Runs a call of `settle.lua` and reads its results.
-    async fn settled(&self, call: redis::ScriptInvocation<'_>) -> Result<Vec<Finished>> {
-        let reply: Vec<String> = call.invoke_async(&mut self.conn()).await?;
+    /// Runs a call of `settle.lua` and reads its results; `answered` when a caller is told
+    /// the outcome (a consumer's ack), whose write is then confirmed like any other.
+    async fn settled(
+        &self,
+        call: redis::ScriptInvocation<'_>,
+        answered: bool,
+    ) -> Result<Vec<Finished>> {
+        let reply: Vec<String> = if answered {
+            let reply = call.invoke_async(&mut self.write_conn()).await?;
+            self.confirmed().await?;
+            reply
+        } else {
+            call.invoke_async(&mut self.conn()).await?
+        };
         reply
             .iter()
             .map(|r| {
@@ -221,6 +361,10 @@ where
         "durable (Redis)"
     }
 
+    fn clock(&self) -> Option<SharedClock> {
+        Some(self.clock.clone())
+    }
+
     async fn ping(&self) -> Result<()> {
         let _: String = redis::cmd("PING").query_async(&mut self.conn()).await?;
         Ok(())
@@ -238,7 +382,11 @@ where
         let json = serde_json::to_string(&config).expect("topic config serialises");
         // Another instance may create it at the same moment: the first one wins and both
         // read back the same settings.
-        let _: bool = self.conn().hset_nx(TOPICS, &config.name, json).await?;
+        let _: bool = self
+            .write_conn()
+            .hset_nx(TOPICS, &config.name, json)
+            .await?;
+        self.confirmed().await?;
         self.load_topic(&config.name).await?.ok_or_else(|| {
             Error::Corrupt(format!(
                 "topic {:?} vanished as it was created",
@@ -248,7 +396,7 @@ where
     }
 
     async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
-        let mut conn = self.conn();
+        let mut conn = self.write_conn();
         // Read, decide, then set only if nothing changed since (another instance, or a
         // call of this one, may be changing the topic at the same moment).
         for _ in 0..PUT_TRIES {
@@ -268,6 +416,7 @@ where
                 .invoke_async(&mut conn)
                 .await?;
             if set == 1 {
+                self.confirmed().await?;
                 return Ok(self.topics.insert(next));
             }
         }
@@ -311,9 +460,10 @@ where
             .arg(now)
             .arg(spec.to_arg())
             .arg(topic.slots)
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.write_conn())
             .await
             .map_err(|e| refused(e, topic, slot))?;
+        self.confirmed().await?;
         let reply = Reply::new("schedule", &reply);
         let outcome = match reply.text(0)?.as_str() {
             "created" => ScheduleOutcome::Created,
@@ -355,9 +505,10 @@ where
         }
         call.arg(topic.slots);
         let items: Vec<Value> = call
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.write_conn())
             .await
             .map_err(|e| refused(e, topic, slot))?;
+        self.confirmed().await?;
         let reply = Reply::new("reset_many", &items);
         let n_missing = usize::try_from(reply.int(2)?).map_err(|e| reply.corrupt(e))?;
         let missing = reply
@@ -383,8 +534,9 @@ where
             .cancel
             .key(SlotKeys::new(&topic.name, slot).all())
             .arg(id)
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.write_conn())
             .await?;
+        self.confirmed().await?;
         parse_state(&state)
     }
 
@@ -556,7 +708,7 @@ where
                 call.arg(serde_json::to_string(&event).expect("an event serialises"));
             }
         }
-        self.settled(call).await
+        self.settled(call, false).await
     }
 
     async fn settle_claimed(
@@ -579,7 +731,7 @@ where
                 .arg("")
                 .arg(0);
         }
-        self.settled(call).await
+        self.settled(call, true).await
     }
 
     async fn touch(
@@ -597,8 +749,9 @@ where
             .arg(id)
             .arg(token)
             .arg(until)
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.write_conn())
             .await?;
+        self.confirmed().await?;
         Ok(n == 1)
     }
 
@@ -643,8 +796,9 @@ where
             .key(SlotKeys::new(&topic.name, slot).all())
             .arg(id)
             .arg(now)
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.write_conn())
             .await?;
+        self.confirmed().await?;
         Ok(n == 1)
     }
 
@@ -654,8 +808,9 @@ where
             .dead_delete
             .key(SlotKeys::new(&topic.name, slot).all())
             .arg(id)
-            .invoke_async(&mut self.conn())
+            .invoke_async(&mut self.write_conn())
             .await?;
+        self.confirmed().await?;
         Ok(n == 1)
     }
 
@@ -824,12 +979,13 @@ where
         if let Some(wakes) = &self.cluster_wakes {
             return listen_cluster(wakes, tx).await;
         }
-        let Some(client) = self.client.clone() else {
+        let Some(source) = &self.client else {
             return Ok(());
         };
-        // Reconnects after a loss, until the receiver is gone.
+        // Reconnects after a loss (to the primary of the moment, behind Sentinel), until
+        // the receiver is gone.
         while !tx.is_closed() {
-            match listen_once(&client, &tx).await {
+            match listen_once(&source.client(), &tx).await {
                 Ok(()) => return Ok(()),
                 Err(e) => {
                     tracing::warn!(error = %e, "wake notices: connection lost, reconnecting");

@@ -1,0 +1,224 @@
+//! Real processes for fault tests: a `toc serve` (optionally under libfaketime, with its
+//! wall clock offset or stepped while its monotonic clock runs true), killed when dropped,
+//! and a local webhook receiver that notes when each call arrived on this process's clock.
+
+use std::collections::HashMap;
+use std::io::{BufRead, BufReader, Read, Write};
+use std::net::{TcpListener, TcpStream};
+use std::path::{Path, PathBuf};
+use std::process::{Child, Stdio};
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use super::redis_server::free_port;
+
+/// Where Debian's `faketime` package puts the multi-threaded preload library.
+const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+
+/// The preload library, or a panic saying how to get it (tests never pass without it).
+pub fn faketime_lib() -> &'static str {
+    assert!(
+        Path::new(FAKETIME_LIB).is_file(),
+        "{FAKETIME_LIB} is missing: install libfaketime with `apt-get install -y faketime` \
+         (scripts/test.sh installs it when missing)"
+    );
+    FAKETIME_LIB
+}
+
+/// Microseconds since the epoch on this (the test's, unskewed) clock.
+pub fn wall_us() -> i64 {
+    SystemTime::now()
+        .duration_since(UNIX_EPOCH)
+        .unwrap()
+        .as_micros() as i64
+}
+
+/// How a `toc serve` process sees the wall clock.
+pub enum Skew {
+    /// The real clock.
+    None,
+    /// Offset by a fixed amount, e.g. `"+2s"` or `"-2s"` (libfaketime's `FAKETIME`).
+    Fixed(&'static str),
+    /// Read from a file the test rewrites (`"+0"`, later `"+4s"`), to step the clock.
+    File(PathBuf),
+}
+
+/// A running `toc serve`, killed (SIGKILL) when dropped; its log goes to `log`.
+pub struct Toc {
+    pub port: u16,
+    child: Child,
+    pub log: PathBuf,
+}
+
+impl Toc {
+    /// Starts `toc serve` with the settings `env` and the clock `skew`, and waits until
+    /// `/health` answers (start-up, not test logic).
+    pub async fn start(name: &str, env: &[(&str, String)], skew: Skew, dir: &Path) -> Toc {
+        let port = free_port();
+        let log = dir.join(format!("{name}.log"));
+        let mut cmd = super::toc_serve(env!("CARGO_BIN_EXE_toc"));
+        cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
+            .env("TOC_RUNTIME_INSTANCE", name)
+            .env("RUST_LOG", "info")
+            .stdout(Stdio::null())
+            .stderr(std::fs::File::create(&log).unwrap());
+        let faked = !matches!(skew, Skew::None);
+        match skew {
+            Skew::None => {}
+            Skew::Fixed(offset) => {
+                cmd.env("FAKETIME", offset);
+            }
+            Skew::File(path) => {
+                cmd.env("FAKETIME_TIMESTAMP_FILE", path);
+            }
+        }
+        if faked {
+            cmd.env("LD_PRELOAD", faketime_lib())
+                .env("FAKETIME_DONT_FAKE_MONOTONIC", "1")
+                .env("FAKETIME_NO_CACHE", "1");
+        }
+        let child = cmd.spawn().expect("toc serve starts");
+        let mut toc = Toc { port, child, log };
+        toc.wait_healthy().await;
+        toc
+    }
+
+    pub fn url(&self, path: &str) -> String {
+        format!("http://127.0.0.1:{}{path}", self.port)
+    }
+
+    async fn wait_healthy(&mut self) {
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + Duration::from_secs(30);
+        loop {
+            if let Some(status) = self.child.try_wait().unwrap() {
+                panic!("toc serve stopped ({status}): {}", self.log_text());
+            }
+            if let Ok(r) = http.get(self.url("/health")).send().await
+                && r.status().is_success()
+            {
+                return;
+            }
+            assert!(
+                Instant::now() < deadline,
+                "toc serve did not become healthy in 30 s: {}",
+                self.log_text()
+            );
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+
+    /// What the process has logged so far.
+    pub fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+impl Drop for Toc {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// A local HTTP server that answers every request 200 and notes, per request body's `id`,
+/// when it arrived (µs on this process's clock) and how often.
+pub struct Receiver {
+    pub port: u16,
+    seen: Arc<Mutex<HashMap<String, Vec<i64>>>>,
+}
+
+impl Receiver {
+    pub fn start() -> Receiver {
+        let listener = TcpListener::bind("127.0.0.1:0").unwrap();
+        let port = listener.local_addr().unwrap().port();
+        let seen: Arc<Mutex<HashMap<String, Vec<i64>>>> = Arc::default();
+        let s = seen.clone();
+        std::thread::spawn(move || {
+            for stream in listener.incoming().flatten() {
+                let s = s.clone();
+                std::thread::spawn(move || serve_connection(stream, &s));
+            }
+        });
+        Receiver { port, seen }
+    }
+
+    pub fn url(&self) -> String {
+        format!("http://127.0.0.1:{}/hook", self.port)
+    }
+
+    /// Each id seen, with its arrivals.
+    pub fn seen(&self) -> HashMap<String, Vec<i64>> {
+        self.seen.lock().unwrap().clone()
+    }
+
+    /// Waits until `ids` have all arrived, or `limit` passes; answers what arrived.
+    pub async fn wait_for(&self, ids: usize, limit: Duration) -> HashMap<String, Vec<i64>> {
+        let deadline = Instant::now() + limit;
+        loop {
+            let seen = self.seen();
+            if seen.len() >= ids || Instant::now() >= deadline {
+                return seen;
+            }
+            tokio::time::sleep(Duration::from_millis(50)).await;
+        }
+    }
+}
+
+/// Reads requests off one kept-alive connection and answers each 200.
+fn serve_connection(stream: TcpStream, seen: &Mutex<HashMap<String, Vec<i64>>>) {
+    let mut out = stream.try_clone().unwrap();
+    let mut reader = BufReader::new(stream);
+    loop {
+        let mut line = String::new();
+        if reader.read_line(&mut line).unwrap_or(0) == 0 {
+            return;
+        }
+        let arrived = wall_us();
+        let mut length = 0usize;
+        loop {
+            let mut header = String::new();
+            if reader.read_line(&mut header).unwrap_or(0) == 0 {
+                return;
+            }
+            let header = header.trim_end();
+            if header.is_empty() {
+                break;
+            }
+            if let Some((name, value)) = header.split_once(':')
+                && name.eq_ignore_ascii_case("content-length")
+            {
+                length = value.trim().parse().unwrap_or(0);
+            }
+        }
+        let mut body = vec![0; length];
+        if reader.read_exact(&mut body).is_err() {
+            return;
+        }
+        if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body)
+            && let Some(id) = v["id"].as_str()
+        {
+            seen.lock()
+                .unwrap()
+                .entry(id.to_string())
+                .or_default()
+                .push(arrived);
+        }
+        let reply = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
+        if out.write_all(reply.as_bytes()).is_err() {
+            return;
+        }
+    }
+}
+
+/// Sends `signal` (`"STOP"`, `"CONT"`, `"KILL"`) to process `pid`.
+pub fn signal(pid: u32, signal: &str) {
+    let ok = std::process::Command::new("kill")
+        .arg(format!("-{signal}"))
+        .arg(pid.to_string())
+        .status()
+        .expect("kill runs")
+        .success();
+    assert!(ok, "kill -{signal} {pid} failed");
+}
