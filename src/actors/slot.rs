@@ -55,6 +55,11 @@ pub(crate) struct SlotActor {
     /// Runs not yet settled in the store (all three above), for `Drain` to wait on.
     in_flight: watch::Sender<usize>,
     pumping: bool,
+    /// The highest run token this actor's pumps handed it.
+    max_token: u64,
+    /// A pump failed: it may have leased jobs whose answer was lost, which the next pump
+    /// adopts first (`Store::adopt`).
+    pump_lost: bool,
     /// A wake or a settled run arrived while pumping: pump again when it returns.
     again: bool,
     draining: bool,
@@ -97,6 +102,8 @@ impl SlotActor {
             settle_retry_armed: false,
             in_flight: watch::channel(0).0,
             pumping: false,
+            max_token: 0,
+            pump_lost: false,
             again: false,
             draining: false,
             timer: None,
@@ -159,11 +166,29 @@ impl SlotActor {
         let now = self.rt.clock.now();
         let store = self.rt.store.clone();
         let (topic, slot, fence) = (self.topic.name.clone(), self.slot, self.fence);
-        let fut = async move { store.pump_fenced(&topic, slot, fence, now, capacity).await };
+        let adopt_above = (self.pump_lost && self.max_token > 0).then_some(self.max_token);
+        let fut = async move {
+            let adopted = match adopt_above {
+                Some(above) => store.adopt(&topic, slot, fence, above).await?,
+                None => Vec::new(),
+            };
+            let pumped = store
+                .pump_fenced(&topic, slot, fence, now, capacity)
+                .await?;
+            Ok::<_, crate::error::Error>((adopted, pumped))
+        };
         ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
             act.pumping = false;
             match result {
-                Ok(pumped) => {
+                Ok((adopted, pumped)) => {
+                    act.pump_lost = false;
+                    for lease in adopted {
+                        if !act.running.contains_key(&lease.job.id) {
+                            tracing::info!(topic = %act.topic.name, slot = act.slot, job = %lease.job.id, "running a job whose pump's answer was lost");
+                            act.max_token = act.max_token.max(lease.token);
+                            act.dispatch(lease, ctx);
+                        }
+                    }
                     let n = pumped.jobs.len();
                     act.set_status(|s| {
                         s.last_pump = Some(now);
@@ -171,6 +196,7 @@ impl SlotActor {
                     });
                     act.pump_batch.observe(n as f64);
                     for lease in pumped.jobs {
+                        act.max_token = act.max_token.max(lease.token);
                         act.dispatch(lease, ctx);
                     }
                     if n >= capacity || act.again {
@@ -188,6 +214,7 @@ impl SlotActor {
                 }
                 Err(e) => {
                     tracing::warn!(topic = %act.topic.name, slot = act.slot, error = %e, "pump failed");
+                    act.pump_lost = true;
                     act.set_status(|s| s.last_error = Some(e.to_string()));
                     let retry_at = act.rt.clock.now() + ERROR_BACKOFF_MS;
                     act.arm(Some(retry_at), ctx);

@@ -185,6 +185,19 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
         fence: u64,
     ) -> Result<SlotPumped>;
 
+    /// `adopt.lua`: the slot's runs with a token above `above`, each with its lease
+    /// deadline: those handed out by pumps whose answer was lost. An engine in process never
+    /// loses an answer, and has none.
+    async fn adopt(
+        &self,
+        _topic: &TopicConfig,
+        _slot: u32,
+        _fence: u64,
+        _above: u64,
+    ) -> Result<Vec<(Handed, Millis)>> {
+        Ok(Vec::new())
+    }
+
     /// `register.lua`: see [`super::Store::register`].
     async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>>;
 

@@ -584,6 +584,28 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         pump_slot(&self.engine, &t, slot, now, limit, lease_ms, 0).await
     }
 
+    async fn adopt(&self, topic: &str, slot: u32, fence: u64, above: u64) -> Result<Vec<Leased>> {
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, slot)?;
+        self.engine
+            .adopt(&t, slot, fence.max(1), above)
+            .await?
+            .into_iter()
+            .map(|(h, lease_until)| {
+                let job = h
+                    .record
+                    .into_job(&t, h.id, JobState::Running, lease_until)?;
+                Ok(Leased {
+                    job,
+                    slot,
+                    token: h.token,
+                    lease_until,
+                    handed_record: h.text,
+                })
+            })
+            .collect()
+    }
+
     async fn pump_fenced(
         &self,
         topic: &str,

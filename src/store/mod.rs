@@ -130,6 +130,11 @@ pub trait Store: Send + Sync + 'static {
         limit: usize,
     ) -> Result<Pumped>;
 
+    /// For the slot's owner after a pump whose answer it never got: the runs handed out
+    /// with a token above `above` (the highest it saw), so it runs them now rather than when
+    /// their leases end. Refused with `Error::Fenced` unless `fence` is the slot's.
+    async fn adopt(&self, topic: &str, slot: u32, fence: u64, above: u64) -> Result<Vec<Leased>>;
+
     /// Heartbeat of `instance` in the registry of instances sharing the store, valid for
     /// `ttl_ms` (0: the instance leaves); answers the live instances, sorted. An engine that
     /// is never shared answers this one alone.

@@ -31,6 +31,7 @@ pub(super) struct Scripts {
     pub disown: Script,
     pub register: Script,
     pub layout: Script,
+    pub adopt: Script,
 }
 
 impl Scripts {
@@ -52,6 +53,7 @@ impl Scripts {
             disown: script!("disown.lua"),
             register: script!("register.lua"),
             layout: script!("layout.lua"),
+            adopt: script!("adopt.lua"),
         }
     }
 }

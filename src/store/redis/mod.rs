@@ -621,6 +621,41 @@ where
         self.load_topic(name).await
     }
 
+    async fn adopt(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        fence: u64,
+        above: u64,
+    ) -> Result<Vec<(Handed, Millis)>> {
+        let reply: Vec<Value> = self
+            .scripts
+            .adopt
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(fence)
+            .arg(above)
+            .invoke_async(&mut self.conn())
+            .await
+            .map_err(|e| refused(e, topic, slot))?;
+        Reply::new("adopt", &reply)
+            .records(0, 3)?
+            .map(|entry| {
+                let raw = text(&entry[1])?;
+                let record = Record::parse(&raw)?;
+                let token = record.k.ok_or_else(|| {
+                    Error::Corrupt(format!("adopt.lua answered a run with no token: {raw}"))
+                })?;
+                let handed = Handed {
+                    id: text(&entry[0])?,
+                    token,
+                    record,
+                    text: HandedRecord::new(token, raw.into()),
+                };
+                Ok((handed, int(&entry[2])?))
+            })
+            .collect()
+    }
+
     async fn mark_layout(&self, topic: &TopicConfig, slot: u32) -> Result<()> {
         let _: i64 = self
             .scripts

@@ -1,0 +1,434 @@
+//! Store faults with real processes: a Redis Cluster primary killed while its replica lags,
+//! a primary behind Redis Sentinel killed, and a Redis killed in the middle of a drain.
+//!
+//! What this proves: with `redis.durability = "replica"`, a job acknowledged to a client is
+//! on a replica before the acknowledgement, so the promotion of a replica that missed later
+//! writes loses none of them (writes it could not confirm are answered 503); the service
+//! follows a Cluster or Sentinel failover without a restart; runs whose settle failed while
+//! Redis was down are settled when it is back, not when their leases run out. What it
+//! cannot: faults of real networks (partitions, one-way loss) or disks; every process is on
+//! one host, on loopback.
+
+mod common;
+
+use std::collections::HashSet;
+use std::time::{Duration, Instant};
+
+use serde_json::{Value, json};
+
+use common::process::{Skew, Toc, signal};
+use common::redis_cluster::{field, replication_info};
+use common::{RedisCluster, RedisServer};
+
+const TOPIC: &str = "fleet";
+
+/// Redis settings whose data survives a SIGKILL.
+const AOF: [&str; 4] = ["--appendonly", "yes", "--appendfsync", "always"];
+
+/// Creates `ids` through one batch reset with create, due in an hour, with `pad` bytes of
+/// payload each: the ids when acknowledged (200), `None` when refused (503).
+async fn create(
+    http: &reqwest::Client,
+    toc: &Toc,
+    ids: &[String],
+    pad: usize,
+) -> Option<Vec<String>> {
+    let resets: Vec<Value> = ids
+        .iter()
+        .map(|id| json!({"id": id, "delay_ms": 3_600_000}))
+        .collect();
+    let r = http
+        .post(toc.url(&format!("/v1/topics/{TOPIC}/resets")))
+        .json(&json!({"resets": resets, "create": {"type": "emit", "payload": {"pad": "x".repeat(pad)}}}))
+        .send()
+        .await
+        .ok()?;
+    match r.status().as_u16() {
+        200 => Some(ids.to_vec()),
+        503 => None,
+        other => panic!(
+            "a batch was answered {other}: {}",
+            r.text().await.unwrap_or_default()
+        ),
+    }
+}
+
+fn batch(prefix: &str, n: usize, size: usize) -> Vec<String> {
+    (0..size).map(|k| format!("{prefix}-{n}-{k}")).collect()
+}
+
+/// Writes batches until one is acknowledged, within `limit` (the service carrying on).
+async fn until_acknowledged(
+    http: &reqwest::Client,
+    toc: &Toc,
+    prefix: &str,
+    limit: Duration,
+) -> Vec<String> {
+    let deadline = Instant::now() + limit;
+    for n in 0.. {
+        if let Some(ids) = create(http, toc, &batch(prefix, n, 100), 16).await {
+            return ids;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "no write was acknowledged within {limit:?} of the failover: {}",
+            toc.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+    unreachable!()
+}
+
+/// Every id in `acked` is still in the store (a batch reset to fire now finds each one),
+/// and then fires: each appears as `job.fired` in the topic's events.
+async fn all_there_and_fire(http: &reqwest::Client, toc: &Toc, acked: &[String]) {
+    let mut missing = Vec::new();
+    for chunk in acked.chunks(1_000) {
+        let resets: Vec<Value> = chunk
+            .iter()
+            .map(|id| json!({"id": id, "delay_ms": 0}))
+            .collect();
+        let body: Value = loop {
+            let r = http
+                .post(toc.url(&format!("/v1/topics/{TOPIC}/resets")))
+                .json(&json!({"resets": resets}))
+                .send()
+                .await
+                .unwrap();
+            if r.status().as_u16() == 200 {
+                break r.json().await.unwrap();
+            }
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        };
+        missing.extend(
+            body["missing"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|v| v.as_str().unwrap().to_string()),
+        );
+    }
+    assert!(
+        missing.is_empty(),
+        "{} of {} acknowledged jobs are gone from the store, e.g. {:?}",
+        missing.len(),
+        acked.len(),
+        &missing[..missing.len().min(5)]
+    );
+    let want: HashSet<&str> = acked.iter().map(String::as_str).collect();
+    let deadline = Instant::now() + Duration::from_secs(60);
+    loop {
+        let fired = fired_ids(http, toc).await;
+        let left = want.iter().filter(|id| !fired.contains(**id)).count();
+        if left == 0 {
+            return;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "{left} acknowledged jobs did not fire within 60 s"
+        );
+        tokio::time::sleep(Duration::from_millis(250)).await;
+    }
+}
+
+/// The ids of every `job.fired` event of the topic.
+async fn fired_ids(http: &reqwest::Client, toc: &Toc) -> HashSet<String> {
+    let mut ids = HashSet::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut url = toc.url(&format!("/v1/topics/{TOPIC}/events?limit=1000"));
+        if let Some(a) = &after {
+            url.push_str(&format!("&after={a}"));
+        }
+        let Ok(r) = http.get(url).send().await else {
+            return ids;
+        };
+        let Ok(page) = r.json::<Value>().await else {
+            return ids;
+        };
+        let Some(items) = page["items"].as_array() else {
+            return ids;
+        };
+        for e in items {
+            if e["event"] == "job.fired" {
+                ids.insert(e["job_id"].as_str().unwrap_or_default().to_string());
+            }
+        }
+        match page["next"].as_str() {
+            Some(n) if !items.is_empty() => after = Some(n.to_string()),
+            _ => return ids,
+        }
+    }
+}
+
+/// The durability the cluster test runs with (`TOC_TEST_DURABILITY=none` shows the loss).
+fn durability() -> String {
+    std::env::var("TOC_TEST_DURABILITY").unwrap_or_else(|_| "replica".to_string())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_lagging_replica_promoted_in_a_cluster_loses_no_acknowledged_job() {
+    let mut extra = AOF.to_vec();
+    extra.extend(["--cluster-node-timeout", "2000"]);
+    let mut cluster = RedisCluster::start_replicated(&extra);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("TOC_STORE", "redis".to_string()),
+        ("TOC_REDIS_CLUSTER_NODES", cluster.urls().join(",")),
+        ("TOC_REDIS_DURABILITY", durability()),
+        ("TOC_REDIS_DURABILITY_TIMEOUT_MS", "300".to_string()),
+    ];
+    let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
+    let http = reqwest::Client::new();
+    let mut acked = Vec::new();
+    for n in 0..6 {
+        acked.extend(
+            create(&http, &toc, &batch("before", n, 500), 1_024)
+                .await
+                .expect("writes are confirmed while every replica keeps up"),
+        );
+    }
+    // A replica held back (a slow disk, a long fork), then writes far past what the sockets
+    // between it and its primary buffer.
+    let replica = (0..6).find(|&i| cluster.primary_of(i).is_some()).unwrap();
+    let primary = cluster.primary_of(replica).unwrap();
+    signal(cluster.nodes[replica].pid(), "STOP");
+    let (mut refused, mut during) = (0, 0);
+    for n in 0..24 {
+        match create(&http, &toc, &batch("during", n, 1_000), 1_536).await {
+            Some(ids) => {
+                during += ids.len();
+                acked.extend(ids);
+            }
+            None => refused += 1,
+        }
+    }
+    eprintln!(
+        "while the replica was frozen: {during} jobs acknowledged, {refused} batches refused"
+    );
+    // The primary dies; the replica, let go, is promoted with what reached it.
+    cluster.nodes[primary].stop();
+    signal(cluster.nodes[replica].pid(), "CONT");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !replication_info(&cluster.nodes[replica]).contains("role:master") {
+        assert!(
+            Instant::now() < deadline,
+            "the replica was not promoted within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    // The old primary comes back as the new one's replica, so writes can be confirmed again.
+    cluster.nodes[primary].start_again();
+    acked.extend(until_acknowledged(&http, &toc, "after", Duration::from_secs(60)).await);
+    all_there_and_fire(&http, &toc, &acked).await;
+}
+
+/// A sentinel's config file for `master` at `port`, in `dir`.
+fn sentinel_conf(dir: &std::path::Path, port: u16, master: u16) -> std::path::PathBuf {
+    let path = dir.join(format!("sentinel-{port}.conf"));
+    std::fs::write(
+        &path,
+        format!(
+            "port {port}\nbind 127.0.0.1\ndir {}\nsentinel monitor mymaster 127.0.0.1 {master} 2\n\
+             sentinel down-after-milliseconds mymaster 1000\nsentinel failover-timeout mymaster 5000\n",
+            dir.display()
+        ),
+    )
+    .unwrap();
+    path
+}
+
+/// A sentinel process, killed when dropped.
+struct Sentinel {
+    port: u16,
+    child: std::process::Child,
+}
+
+impl Drop for Sentinel {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+fn sentinel_binary() -> &'static str {
+    let found = std::process::Command::new("sh")
+        .args(["-c", "command -v redis-sentinel"])
+        .output()
+        .is_ok_and(|o| o.status.success());
+    assert!(
+        found,
+        "redis-sentinel was not found on PATH: install it with `apt-get install -y redis-sentinel` \
+         (scripts/test.sh installs it when missing)"
+    );
+    "redis-sentinel"
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn behind_sentinel_a_killed_primary_loses_no_acknowledged_job() {
+    let binary = sentinel_binary();
+    let mut primary = RedisServer::start_with(&AOF);
+    let replica_of = ["--replicaof", "127.0.0.1", &primary.port.to_string()].map(String::from);
+    let mut args: Vec<&str> = AOF.to_vec();
+    args.extend(replica_of.iter().map(String::as_str));
+    let replica = RedisServer::start_with(&args);
+    let dir = tempfile::tempdir().unwrap();
+    let sentinels: Vec<Sentinel> = (0..3)
+        .map(|_| {
+            let port = common::redis_server::free_port();
+            let conf = sentinel_conf(dir.path(), port, primary.port);
+            let child = std::process::Command::new(binary)
+                .arg(&conf)
+                .stdout(std::process::Stdio::null())
+                .stderr(std::process::Stdio::null())
+                .spawn()
+                .unwrap();
+            Sentinel { port, child }
+        })
+        .collect();
+    // Start-up: the replica in sync, and every sentinel knowing the replica and the others.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    loop {
+        let synced = replication_info(&replica).contains("master_link_status:up");
+        let known = sentinels.iter().all(|s| {
+            redis::Client::open(format!("redis://127.0.0.1:{}/", s.port))
+                .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(300)))
+                .and_then(|mut c| {
+                    redis::cmd("SENTINEL")
+                        .arg("master")
+                        .arg("mymaster")
+                        .query::<Vec<String>>(&mut c)
+                })
+                .is_ok_and(|kv| {
+                    let get = |k: &str| {
+                        kv.iter()
+                            .position(|x| x == k)
+                            .and_then(|i| kv.get(i + 1))
+                            .cloned()
+                    };
+                    get("num-slaves").as_deref() == Some("1")
+                        && get("num-other-sentinels").as_deref() == Some("2")
+                })
+        });
+        if synced && known {
+            break;
+        }
+        assert!(
+            Instant::now() < deadline,
+            "the sentinels did not settle within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    let env = [
+        ("TOC_STORE", "redis".to_string()),
+        ("TOC_REDIS_URL", "redis://127.0.0.1:1/".to_string()),
+        (
+            "TOC_REDIS_SENTINELS",
+            sentinels
+                .iter()
+                .map(|s| format!("127.0.0.1:{}", s.port))
+                .collect::<Vec<_>>()
+                .join(","),
+        ),
+        ("TOC_REDIS_SENTINEL_MASTER", "mymaster".to_string()),
+        ("TOC_REDIS_DURABILITY", "replica".to_string()),
+        ("TOC_REDIS_DURABILITY_TIMEOUT_MS", "300".to_string()),
+    ];
+    let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
+    let http = reqwest::Client::new();
+    let mut acked = Vec::new();
+    for n in 0..4 {
+        acked.extend(
+            create(&http, &toc, &batch("before", n, 500), 256)
+                .await
+                .expect("writes are confirmed while the replica keeps up"),
+        );
+    }
+    primary.stop();
+    // The sentinels promote the replica; the old primary, back, becomes its replica.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while !replication_info(&replica).contains("role:master") {
+        assert!(
+            Instant::now() < deadline,
+            "the sentinels did not promote the replica within 30 s"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    primary.start_again();
+    acked.extend(until_acknowledged(&http, &toc, "after", Duration::from_secs(60)).await);
+    assert!(field(&replication_info(&replica), "role") == Some("master"));
+    all_there_and_fire(&http, &toc, &acked).await;
+}
+
+/// The topic's scheduled and running counts.
+async fn counts(http: &reqwest::Client, toc: &Toc) -> Option<(u64, u64)> {
+    let v: Value = http
+        .get(toc.url(&format!("/v1/topics/{TOPIC}")))
+        .send()
+        .await
+        .ok()?
+        .json()
+        .await
+        .ok()?;
+    Some((v["scheduled"].as_u64()?, v["running"].as_u64()?))
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn after_a_redis_outage_mid_drain_every_job_fires_within_seconds_not_a_lease() {
+    let mut redis = RedisServer::start_with(&AOF);
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("TOC_STORE", "redis".to_string()),
+        ("TOC_REDIS_URL", redis.url()),
+    ];
+    let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
+    let http = reqwest::Client::new();
+    let jobs = 20_000;
+    let delay_ms = 3_000;
+    let due = Instant::now() + Duration::from_millis(delay_ms);
+    for n in 0..jobs / 1_000 {
+        let resets: Vec<Value> = batch("j", n, 1_000)
+            .iter()
+            .map(|id| json!({"id": id, "delay_ms": delay_ms}))
+            .collect();
+        let r = http
+            .post(toc.url(&format!("/v1/topics/{TOPIC}/resets")))
+            .json(&json!({"resets": resets, "create": {"type": "emit", "payload": {}}}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 200);
+    }
+    assert!(
+        Instant::now() < due,
+        "scheduling took longer than the jobs' delay"
+    );
+    // Redis dies 150 ms into the drain and is back a second later, with its data.
+    tokio::time::sleep_until((due + Duration::from_millis(150)).into()).await;
+    redis.stop();
+    tokio::time::sleep(Duration::from_secs(1)).await;
+    redis.start_again();
+    let back = Instant::now();
+    // The visibility timeout is 30 s: a run whose settle was dropped would wait for it.
+    let limit = Duration::from_secs(8);
+    loop {
+        if let Some((s, r)) = counts(&http, &toc).await
+            && s == 0
+            && r == 0
+        {
+            break;
+        }
+        assert!(
+            back.elapsed() < limit,
+            "jobs still scheduled or running {limit:?} after Redis came back: {:?}",
+            counts(&http, &toc).await
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    eprintln!(
+        "every job fired {:.1} s after Redis was back",
+        back.elapsed().as_secs_f64()
+    );
+    let fired = fired_ids(&http, &toc).await;
+    assert_eq!(fired.len(), jobs, "every job fired at least once");
+}
