@@ -106,6 +106,8 @@ pub struct RedisSettings {
     pub durability: Durability,
     /// How long a write waits for its replicas before it is answered 503, in ms.
     pub durability_timeout_ms: u64,
+    /// Run on a Redis whose `maxmemory-policy` evicts keys (it deletes jobs when full).
+    pub allow_eviction: bool,
 }
 
 /// What an acknowledgement of a write means on Redis (DESIGN.md, invariant 9).

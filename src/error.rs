@@ -89,6 +89,11 @@ pub enum Error {
     #[error("store unavailable: {0}")]
     Unavailable(String),
 
+    /// The store is full (Redis over its `maxmemory`, or the journal's disk): the write was
+    /// refused before it changed anything.
+    #[error("store full, nothing was changed: {0}")]
+    StoreFull(String),
+
     /// The store's data is not what this version expects (a bug or a foreign writer).
     #[error("corrupt store data: {0}")]
     Corrupt(String),
@@ -114,6 +119,10 @@ impl Error {
 
 impl From<redis::RedisError> for Error {
     fn from(e: redis::RedisError) -> Self {
+        // Scripts and commands are refused with OOM before they run (scripts/`maxmemory`).
+        if e.code() == Some("OOM") {
+            return Error::StoreFull(e.to_string());
+        }
         Error::Unavailable(e.to_string())
     }
 }

@@ -259,6 +259,11 @@ pub struct ResetReport {
     pub created: u64,
     /// Ids of jobs that do not exist (without a create spec).
     pub missing: Vec<String>,
+    /// Ids of resets the store refused because it is full (their slots' writes were
+    /// refused before they changed anything; the others were applied). Left out when empty;
+    /// when every slot was refused the whole call fails with `Error::StoreFull` instead.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub refused: Vec<String>,
     /// Jobs that had fired (and repeated) since their last reset.
     #[serde(skip)]
     pub rearmed: Vec<Rearmed>,

@@ -315,7 +315,7 @@ impl SlotActor {
                         }
                     }
                 }
-                Err(e @ crate::error::Error::Unavailable(_)) => {
+                Err(e @ (crate::error::Error::Unavailable(_) | crate::error::Error::StoreFull(_))) => {
                     // Nothing of the batch was applied (one atomic step), and the store may
                     // be back in a moment: the outcomes are kept, ahead of those gathered
                     // since, and sent again. Each run's token still decides in the store

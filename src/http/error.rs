@@ -108,6 +108,9 @@ impl From<Error> for ApiError {
                 "store_unavailable",
                 message,
             ),
+            Error::StoreFull(_) => {
+                ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_full", message)
+            }
             Error::Corrupt(_) => {
                 tracing::error!(error = %message, "corrupt store data");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)

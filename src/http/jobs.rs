@@ -233,9 +233,13 @@ pub(crate) async fn batch_reset(
         .center
         .reset_many(&topic, &resets, create.as_ref())
         .await?;
-    Ok(HttpResponse::Ok().json(json!({
+    let mut answer = json!({
         "reset": report.reset,
         "created": report.created,
         "missing": report.missing,
-    })))
+    });
+    if !report.refused.is_empty() {
+        answer["refused"] = json!(report.refused);
+    }
+    Ok(HttpResponse::Ok().json(answer))
 }

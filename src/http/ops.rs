@@ -29,6 +29,7 @@ pub(crate) async fn health(state: web::Data<AppState>) -> HttpResponse {
             "engine": store.engine(),
             "reachable": ping.is_ok(),
             "error": ping.err(),
+            "warnings": store.warnings(),
         },
         "instance": state.center.instance(),
         "slots_alive": all_alive,

@@ -108,6 +108,12 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
 
     async fn ping(&self) -> Result<()>;
 
+    /// What an operator should know of the engine's state, for `/health` (a change refused
+    /// for a full disk, eviction allowed by the settings); empty when all is well.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// The engine's own clock, when it has one (Redis' `TIME`); the front uses a
     /// [`crate::time::SteadyClock`] otherwise.
     fn clock(&self) -> Option<crate::time::SharedClock> {

@@ -197,8 +197,23 @@ impl<E: SlotEngine> StoreFront<E> {
             }
         });
         let mut report = ResetReport::default();
-        for result in futures_util::future::join_all(calls).await {
-            let (slot, r) = result?;
+        let mut full = None;
+        let results = futures_util::future::join_all(calls).await;
+        let slots = results.len();
+        for (result, items) in results.into_iter().zip(by_slot.values()) {
+            // A slot refused for a full store changed nothing: its ids are reported refused,
+            // and what the other slots applied stands (one script per slot is atomic, a
+            // batch over several slots is not).
+            let (slot, r) = match result {
+                Err(e @ Error::StoreFull(_)) => {
+                    report
+                        .refused
+                        .extend(items.iter().map(|(id, _)| id.to_string()));
+                    full = Some(e);
+                    continue;
+                }
+                other => other?,
+            };
             report.reset += r.reset;
             report.created += r.created;
             report.missing.extend(r.missing);
@@ -208,6 +223,12 @@ impl<E: SlotEngine> StoreFront<E> {
             if let Some(at) = by_slot[&slot].iter().map(|(_, at)| *at).min() {
                 report.heads.push(SlotHead { slot, at });
             }
+        }
+        if let Some(e) = full
+            && report.heads.is_empty()
+            && slots > 0
+        {
+            return Err(e);
         }
         if draining && !report.missing.is_empty() {
             let moved =
@@ -396,6 +417,10 @@ fn rearmed(topic: &TopicConfig, r: Refired) -> Rearmed {
 impl<E: SlotEngine> Store for StoreFront<E> {
     fn clock(&self) -> SharedClock {
         self.clock.clone()
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.engine.warnings()
     }
 
     fn engine(&self) -> &'static str {

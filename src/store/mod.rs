@@ -49,6 +49,12 @@ pub trait Store: Send + Sync + 'static {
     /// reads `now` from it unless a test gives it another.
     fn clock(&self) -> SharedClock;
 
+    /// What an operator should know of the store's state, for `/health` (a change refused
+    /// for a full disk, eviction allowed by the settings); empty when all is well.
+    fn warnings(&self) -> Vec<String> {
+        Vec::new()
+    }
+
     /// Whether accepted changes survive a restart of this process, in words for the logs.
     fn durability(&self) -> &'static str {
         "durable (Redis)"

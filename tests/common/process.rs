@@ -84,6 +84,44 @@ impl Toc {
         toc
     }
 
+    /// Starts `toc serve` expecting it to refuse to start: its exit status and log, or a
+    /// panic if it is still running after 30 s.
+    pub fn refused(env: &[(&str, String)]) -> (std::process::ExitStatus, String) {
+        let child = super::toc_serve(env!("CARGO_BIN_EXE_toc"))
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+            .env("TOC_LISTEN", format!("127.0.0.1:{}", free_port()))
+            .stdout(Stdio::null())
+            .stderr(Stdio::piped())
+            .spawn()
+            .expect("toc serve starts");
+        let (tx, rx) = std::sync::mpsc::channel();
+        let pid = child.id();
+        std::thread::spawn(move || {
+            let _ = tx.send(child.wait_with_output());
+        });
+        match rx.recv_timeout(Duration::from_secs(30)) {
+            Ok(out) => {
+                let out = out.unwrap();
+                (
+                    out.status,
+                    String::from_utf8_lossy(&out.stderr).into_owned(),
+                )
+            }
+            Err(_) => {
+                let _ = std::process::Command::new("kill")
+                    .arg("-9")
+                    .arg(pid.to_string())
+                    .status();
+                panic!("toc serve did not refuse to start within 30 s");
+            }
+        }
+    }
+
+    /// The process id, for signals.
+    pub fn pid(&self) -> u32 {
+        self.child.id()
+    }
+
     pub fn url(&self, path: &str) -> String {
         format!("http://127.0.0.1:{}{path}", self.port)
     }

@@ -227,6 +227,19 @@ pub(super) fn read(path: &Path) -> Result<Vec<Op>> {
     Ok(ops)
 }
 
+/// A failed append: the change was refused and is not in the journal. A full disk is
+/// `StoreFull`, anything else `Unavailable`.
+fn refused(path: &Path, e: &std::io::Error) -> Error {
+    use std::io::ErrorKind;
+    let message = format!("journal {}: appending: {e}", path.display());
+    match e.kind() {
+        ErrorKind::StorageFull | ErrorKind::FileTooLarge | ErrorKind::QuotaExceeded => {
+            Error::StoreFull(message)
+        }
+        _ => Error::Unavailable(message),
+    }
+}
+
 fn io(path: &Path, what: &str) -> impl Fn(std::io::Error) -> Error {
     let path = path.display().to_string();
     let what = what.to_string();
@@ -281,6 +294,24 @@ impl Journal {
         &self.path
     }
 
+    /// After a failed append: the file back to its last whole record and a fresh buffer
+    /// (the old one's unwritten bytes dropped, not flushed), so that the next append, once
+    /// there is room, follows a whole record and replay reads on past it.
+    fn cut_back(&self, inner: &mut Inner) {
+        let fresh = match inner.file.get_ref().try_clone() {
+            Ok(file) => file,
+            Err(e) => {
+                tracing::error!(journal = %self.path.display(), error = %e, "could not reopen the journal after a failed append");
+                return;
+            }
+        };
+        let old = std::mem::replace(&mut inner.file, BufWriter::new(fresh));
+        let (file, _unwritten) = old.into_parts();
+        if let Err(e) = file.set_len(inner.bytes) {
+            tracing::error!(journal = %self.path.display(), error = %e, "could not cut a failed append off the journal");
+        }
+    }
+
     /// Appends `ops` as one write and fsyncs it (with `always`) before returning: for the
     /// rare changes made outside an async call (a topic created).
     pub(super) fn append(&self, ops: &[Op]) -> Result<()> {
@@ -312,11 +343,11 @@ impl Journal {
             encode(op, &mut buf);
         }
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
-        inner
-            .file
-            .write_all(&buf)
-            .map_err(io(&self.path, "appending"))?;
-        inner.file.flush().map_err(io(&self.path, "appending"))?;
+        let written = inner.file.write_all(&buf).and_then(|()| inner.file.flush());
+        if let Err(e) = written {
+            self.cut_back(&mut inner);
+            return Err(refused(&self.path, &e));
+        }
         inner.bytes += buf.len() as u64;
         inner.appended += buf.len() as u64;
         if self.policy != FsyncPolicy::Always {

@@ -63,16 +63,18 @@ struct EventRing {
 }
 
 impl EventRing {
-    /// Gives each event its id (`seq-0`) and keeps the newest `max_len`.
-    fn push(&mut self, events: impl IntoIterator<Item = Event>, max_len: usize) -> Vec<Event> {
-        let mut added = Vec::new();
-        for mut e in events {
-            self.seq += 1;
-            e.id = format!("{}-0", self.seq);
-            added.push(e);
-        }
-        self.restore(added.iter().cloned(), max_len);
-        added
+    /// Gives each event the id it will have (`seq-0`) without adding it: the events join
+    /// the ring with `restore` once their journal record is written.
+    fn number(&self, events: impl IntoIterator<Item = Event>) -> Vec<Event> {
+        let mut seq = self.seq;
+        events
+            .into_iter()
+            .map(|mut e| {
+                seq += 1;
+                e.id = format!("{seq}-0");
+                e
+            })
+            .collect()
     }
 
     /// Puts back events that already have their ids (replay).
@@ -99,6 +101,8 @@ pub struct MemoryEngine {
     /// Set when a journal write failed: later changes are refused, since they could not be
     /// made durable, and the store reports itself unreachable.
     failed: AtomicBool,
+    /// Why the last change was refused for its journal record, until a change succeeds.
+    refusal: Mutex<Option<String>>,
     compacting: Mutex<()>,
     durability: &'static str,
 }
@@ -212,6 +216,7 @@ impl MemoryEngine {
             events: Mutex::new(HashMap::new()),
             journal: None,
             failed: AtomicBool::new(false),
+            refusal: Mutex::new(None),
             compacting: Mutex::new(()),
             durability: "memory only: jobs are lost when the process stops (set memory.journal to keep them)",
         };
@@ -420,10 +425,26 @@ impl MemoryEngine {
         let Some(j) = &self.journal else {
             return Ok(None);
         };
-        j.append_grouped(ops).inspect_err(|e| {
-            tracing::error!(error = %e, "journal write failed: refusing further changes");
-            self.failed.store(true, Ordering::Relaxed);
-        })
+        let appended = j.append_grouped(ops);
+        match &appended {
+            Ok(_) => {
+                let mut refusal = self.refusal.lock().unwrap_or_else(PoisonError::into_inner);
+                if refusal.is_some() {
+                    tracing::info!("the journal takes changes again");
+                    *refusal = None;
+                }
+            }
+            Err(e) => self.note_refusal(e),
+        }
+        appended
+    }
+
+    /// A change refused because its journal record could not be written: the change was
+    /// undone, later ones are tried again, and `/health` says why until one succeeds.
+    fn note_refusal(&self, e: &Error) {
+        tracing::error!(error = %e, "journal write failed: the change was refused and undone");
+        *self.refusal.lock().unwrap_or_else(PoisonError::into_inner) =
+            Some(format!("{e} (at {})", crate::time::now_ms()));
     }
 
     /// Waits until the change that answered `ticket` is on disk.
@@ -441,10 +462,7 @@ impl MemoryEngine {
         let Some(j) = &self.journal else {
             return Ok(());
         };
-        j.append(ops).inspect_err(|e| {
-            tracing::error!(error = %e, "journal write failed: refusing further changes");
-            self.failed.store(true, Ordering::Relaxed);
-        })
+        j.append(ops).inspect_err(|e| self.note_refusal(e))
     }
 
     /// A topic's slots, or `TopicNotFound`.
@@ -499,10 +517,7 @@ impl MemoryEngine {
             let mut rings = (!events.is_empty())
                 .then(|| self.events.lock().unwrap_or_else(PoisonError::into_inner));
             let added = match rings.as_mut() {
-                Some(rings) => rings
-                    .entry(name.clone())
-                    .or_default()
-                    .push(events, self.events_max_len),
+                Some(rings) => rings.entry(name.clone()).or_default().number(events),
                 None => Vec::new(),
             };
             if self.journal.is_some()
@@ -537,10 +552,25 @@ impl MemoryEngine {
                 if !added.is_empty() {
                     ops.push(Op::Events {
                         topic: name.clone(),
-                        events: added,
+                        events: added.clone(),
                     });
                 }
-                ticket = self.journal_grouped(&ops)?;
+                // Write-ahead: readers wait on the slot's lock, so they see the change only
+                // once its record is written; one that cannot be written is undone.
+                match self.journal_grouped(&ops) {
+                    Ok(t) => ticket = t,
+                    Err(e) => {
+                        s.undo_changes();
+                        return Err(e);
+                    }
+                }
+            }
+            s.keep_changes();
+            if let Some(rings) = rings.as_mut() {
+                rings
+                    .entry(name.clone())
+                    .or_default()
+                    .restore(added, self.events_max_len);
             }
             r
         };
@@ -577,6 +607,15 @@ impl SlotEngine for MemoryEngine {
             Err(Error::TopicNotFound(_)) => Ok(None),
             Err(e) => Err(e),
         }
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.refusal
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .iter()
+            .map(|why| format!("the last change was refused: {why}"))
+            .collect()
     }
 
     async fn create_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
@@ -832,14 +871,14 @@ impl SlotEngine for MemoryEngine {
         self.check_writable()?;
         let ticket = {
             let mut rings = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-            let added = rings
-                .entry(topic.name.clone())
-                .or_default()
-                .push(events.iter().cloned(), self.events_max_len);
-            self.journal_grouped(&[Op::Events {
+            let ring = rings.entry(topic.name.clone()).or_default();
+            let added = ring.number(events.iter().cloned());
+            let ticket = self.journal_grouped(&[Op::Events {
                 topic: topic.name.clone(),
-                events: added,
-            }])?
+                events: added.clone(),
+            }])?;
+            ring.restore(added, self.events_max_len);
+            ticket
         };
         if let Some(ticket) = ticket {
             self.durable(ticket).await?;

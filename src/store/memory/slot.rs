@@ -60,6 +60,19 @@ pub(crate) struct SlotState {
     owner: Option<(String, Millis)>,
     /// The owner fence: it only grows.
     fence: u64,
+    /// With a journal: the jobs the change under way touched, as they were before it
+    /// (`None`: it did not exist), and the token counter before it, so that a change whose
+    /// journal record cannot be written is undone and leaves no trace (write-ahead as readers
+    /// see it: the slot's lock is held until the record is written or the change undone).
+    undo: Vec<(Id, Option<Saved>)>,
+    undo_seq: Option<u64>,
+}
+
+/// A job as it was before a change, for undoing it.
+struct Saved {
+    rec: Option<Box<Record>>,
+    state: JobState,
+    score: Millis,
 }
 
 fn capped(rec: &Record, at: Millis) -> Millis {
@@ -84,7 +97,49 @@ impl SlotState {
             seq_dirty: false,
             owner: None,
             fence: 0,
+            undo: Vec::new(),
+            undo_seq: None,
         }
+    }
+
+    /// Notes job `k` as it is now, before a change to it, when changes are journaled.
+    fn save(&mut self, k: u32) {
+        if self.track {
+            let e = self.entry(k);
+            let saved = Saved {
+                rec: e.rec.clone(),
+                state: e.state,
+                score: e.score,
+            };
+            self.undo.push((e.id.clone(), Some(saved)));
+        }
+    }
+
+    /// The change under way was written to the journal: nothing is to be undone.
+    pub(super) fn keep_changes(&mut self) {
+        self.undo.clear();
+        self.undo_seq = None;
+    }
+
+    /// The change under way could not be journaled: every job it touched goes back to what
+    /// it was, and the token counter too, as if it had never been asked for.
+    pub(super) fn undo_changes(&mut self) {
+        let track = std::mem::replace(&mut self.track, false);
+        for (id, saved) in std::mem::take(&mut self.undo).into_iter().rev() {
+            if let Some(k) = self.locate(&id) {
+                self.remove(k);
+            }
+            if let Some(saved) = saved {
+                let rec = saved.rec.map(|r| *r).unwrap_or_default();
+                self.create(&id, rec, saved.state, saved.score);
+            }
+        }
+        if let Some(seq) = self.undo_seq.take() {
+            self.seq = seq;
+        }
+        self.dirty.clear();
+        self.seq_dirty = false;
+        self.track = track;
     }
 
     /// `own.lua`.
@@ -141,6 +196,7 @@ impl SlotState {
     }
 
     fn set_record(&mut self, k: u32, rec: Record) {
+        self.save(k);
         self.entry_mut(k).rec = (!rec.is_empty()).then(|| Box::new(rec));
         self.mark(k);
     }
@@ -176,6 +232,7 @@ impl SlotState {
     }
 
     fn set_state(&mut self, k: u32, state: JobState, score: Millis) {
+        self.save(k);
         self.unindex(k);
         let e = self.entry_mut(k);
         e.state = state;
@@ -202,6 +259,9 @@ impl SlotState {
                 (self.entries.len() - 1) as u32
             }
         };
+        if self.track {
+            self.undo.push((id.clone(), None));
+        }
         self.ids.insert(id, k);
         self.index(k);
         self.mark(k);
@@ -209,6 +269,7 @@ impl SlotState {
     }
 
     fn remove(&mut self, k: u32) {
+        self.save(k);
         self.unindex(k);
         let e = self.entries[k as usize].take().expect("a live entry");
         self.ids.remove(&e.id);
@@ -450,6 +511,10 @@ impl SlotState {
                 break;
             };
             let fire_at = fire_at as Millis;
+            self.save(k);
+            if self.track && self.undo_seq.is_none() {
+                self.undo_seq = Some(self.seq);
+            }
             self.seq += 1;
             self.seq_dirty = true;
             let mut rec = self.record(k);
@@ -657,6 +722,7 @@ impl SlotState {
             self.remove(k);
         }
         self.create(id, rec, state, score);
+        self.keep_changes();
     }
 
     /// Drops a job the journal recorded as gone (replay).
@@ -664,5 +730,6 @@ impl SlotState {
         if let Some(k) = self.locate(id) {
             self.remove(k);
         }
+        self.keep_changes();
     }
 }

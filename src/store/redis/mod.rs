@@ -4,6 +4,7 @@
 
 mod clock;
 mod durable;
+mod eviction;
 mod reply;
 mod sentinel;
 
@@ -65,6 +66,8 @@ pub struct RedisEngine<C> {
     /// With `redis.durability = "replica"`: the connection that writes answered to a caller
     /// take, and the grouped `WAIT` after them (`durable.rs`).
     confirmer: Option<durable::Confirmer<C>>,
+    /// What `/health` should say of the store (eviction allowed, see `eviction.rs`).
+    warnings: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
 /// Sharded pub/sub on a Redis Cluster. The connection resubscribes by itself after a loss or
@@ -120,6 +123,13 @@ pub async fn open(
                 .await?;
             store = store.confirm_writes_with(conn, 1, timeout);
         }
+        let nodes = eviction::Nodes::Cluster(settings.cluster_nodes.clone());
+        eviction::guard(
+            nodes,
+            settings.allow_eviction,
+            store.engine.warnings.clone(),
+        )
+        .await?;
         return Ok(Arc::new(store));
     }
     if !settings.sentinels.is_empty() {
@@ -135,7 +145,14 @@ pub async fn open(
         };
         let conn = connect().await?;
         let mut store = RedisStore::with_connection(conn.clone(), options);
-        store.engine.client = Some(WakeClient::Sentinel(conn));
+        store.engine.client = Some(WakeClient::Sentinel(conn.clone()));
+        let nodes = eviction::Nodes::One(Arc::new(move || conn.client()));
+        eviction::guard(
+            nodes,
+            settings.allow_eviction,
+            store.engine.warnings.clone(),
+        )
+        .await?;
         store.engine.sync_clock().await;
         if let Some(timeout) = wait {
             store = store.confirm_writes_with(connect().await?, 1, timeout);
@@ -143,12 +160,19 @@ pub async fn open(
         return Ok(Arc::new(store));
     }
     let mut store = RedisStore::connect(&settings.url, options).await?;
+    let client = redis::Client::open(settings.url.as_str())
+        .map_err(|e| Error::invalid("redis.url", e.to_string()))?;
     if let Some(timeout) = wait {
-        let client = redis::Client::open(settings.url.as_str())
-            .map_err(|e| Error::invalid("redis.url", e.to_string()))?;
-        let conn = ConnectionManager::new_lazy_with_config(client, manager_config())?;
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
         store = store.confirm_writes_with(conn, 1, timeout);
     }
+    let nodes = eviction::Nodes::One(Arc::new(move || client.clone()));
+    eviction::guard(
+        nodes,
+        settings.allow_eviction,
+        store.engine.warnings.clone(),
+    )
+    .await?;
     Ok(Arc::new(store))
 }
 
@@ -213,6 +237,7 @@ where
             events_max_len: options.events_max_len,
             clock,
             confirmer: None,
+            warnings: Arc::default(),
         };
         StoreFront::over(engine, options)
     }
@@ -363,6 +388,13 @@ where
 
     fn clock(&self) -> Option<SharedClock> {
         Some(self.clock.clone())
+    }
+
+    fn warnings(&self) -> Vec<String> {
+        self.warnings
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .clone()
     }
 
     async fn ping(&self) -> Result<()> {
