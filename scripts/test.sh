@@ -20,11 +20,19 @@ fi
 
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
+hygiene=0
+if [ $# -eq 0 ]; then
+  # The code's hygiene first: formatting, every clippy warning, and the docs' links.
+  cargo fmt --all -- --check || { echo "hygiene: cargo fmt --check found unformatted code (run cargo fmt --all)"; hygiene=1; }
+  cargo clippy --locked --all-targets --all-features -- -D warnings || { echo "hygiene: clippy warnings"; hygiene=1; }
+  RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet || { echo "hygiene: cargo doc warnings"; hygiene=1; }
+fi
 set +e
 cargo test --locked "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 api=0
+client=0
 ui=0
 if [ $# -eq 0 ]; then
   # `toc bench all --quick` end to end (two minutes; the load generator is behind the
@@ -37,6 +45,8 @@ if [ $# -eq 0 ]; then
   # The API description against the running service, on both engines (schemathesis).
   # Run with the whole suite only (arguments select focused Rust tests).
   scripts/schemathesis.sh || api=1
+  # A Python client generated from /openapi.json, running the tour on both engines.
+  scripts/client.sh || client=1
   # The dashboard in a real headless Chromium (Playwright).
   scripts/ui.sh || ui=1
 fi
@@ -44,8 +54,12 @@ fi
 awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 if [ "$api" -ne 0 ]; then echo "schemathesis: failures (see above)"; else echo "schemathesis: 0 failures on both engines"; fi
 if [ $# -eq 0 ]; then
+  if [ "$client" -ne 0 ]; then echo "generated client: failures (see above)"; else echo "generated client: its tour passed on both engines"; fi
   if [ "$ui" -ne 0 ]; then echo "dashboard: failures (see above)"; else echo "dashboard: passed in Chromium"; fi
+  if [ "$hygiene" -ne 0 ]; then echo "hygiene: failures (see above)"; else echo "hygiene: fmt, clippy and doc clean"; fi
 fi
+if [ "$status" -eq 0 ]; then status=$hygiene; fi
+if [ "$status" -eq 0 ]; then status=$client; fi
 if [ "$status" -eq 0 ]; then status=$api; fi
 if [ "$status" -eq 0 ]; then status=$ui; fi
 exit "$status"

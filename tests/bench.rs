@@ -19,9 +19,10 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         String::from_utf8_lossy(&run.stderr)
     );
 
-    let json: Value =
-        serde_json::from_str(&std::fs::read_to_string(out.path().join("benchmarks.json")).unwrap())
-            .unwrap();
+    let json: Value = serde_json::from_str(
+        &std::fs::read_to_string(out.path().join("docs/bench/benchmarks.json")).unwrap(),
+    )
+    .unwrap();
     let figures = json["figures"].as_array().unwrap();
     let has = |scenario: &str, system: &str| {
         figures.iter().any(|f| {
@@ -66,11 +67,11 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "## reset",
         "## burst",
         "## Commands",
-        "lateness.svg",
+        "docs/bench/lateness.svg",
     ] {
         assert!(md.contains(part), "BENCHMARKS.md lacks {part:?}");
     }
-    let svg = std::fs::read_to_string(out.path().join("lateness.svg")).unwrap();
+    let svg = std::fs::read_to_string(out.path().join("docs/bench/lateness.svg")).unwrap();
     assert!(svg.starts_with("<svg") && svg.contains("memory") && svg.contains("redis"));
     assert!(stdout.contains("Headline ratios"));
 }

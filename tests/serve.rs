@@ -80,3 +80,39 @@ fn one_shell_runs_the_server_and_the_client() {
     assert_eq!(job["id"], "o-1");
     assert_eq!(job["state"], "scheduled");
 }
+
+/// `toc serve > toc.log`: a log written to a file (not a terminal) carries no colour codes,
+/// and `log_format = "json"` writes one JSON object a line, for collectors.
+#[tokio::test]
+async fn logs_written_to_a_file_are_plain_text_or_json() {
+    use common::process::{Skew, Toc};
+    let dir = tempfile::tempdir().unwrap();
+    let toc = Toc::start(
+        "plain",
+        &[("TOC_STORE", "memory".into())],
+        Skew::None,
+        dir.path(),
+    )
+    .await;
+    let text = toc.log_text();
+    assert!(text.contains("INFO"), "the log has lines: {text}");
+    assert!(
+        !text.contains('\x1b'),
+        "a log file holds terminal colour codes: {text:?}"
+    );
+    let toc = Toc::start(
+        "json",
+        &[
+            ("TOC_STORE", "memory".into()),
+            ("TOC_LOG_FORMAT", "json".into()),
+        ],
+        Skew::None,
+        dir.path(),
+    )
+    .await;
+    let text = toc.log_text();
+    let first = text.lines().next().expect("a log line");
+    let line: serde_json::Value =
+        serde_json::from_str(first).unwrap_or_else(|e| panic!("{e}: {first}"));
+    assert_eq!(line["level"], "INFO", "{line}");
+}

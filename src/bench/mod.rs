@@ -2,7 +2,7 @@
 //! center by, against a baseline measured in the same run on the same Redis
 //! (`redis-benchmark`, a bare sorted set) and, with `all`, beside BullMQ (the peer users would
 //! pick instead) running the same scenarios on the same Redis. `all` writes `BENCHMARKS.md`,
-//! `benchmarks.json` and a lateness plot.
+//! `docs/bench/benchmarks.json` and a lateness plot.
 
 mod peer;
 mod pull;
@@ -46,7 +46,7 @@ pub struct BenchArgs {
     /// before each scenario).
     #[arg(long, env = "TOC_BENCH_REDIS_URL")]
     pub redis_url: Option<String>,
-    /// Where `all` writes BENCHMARKS.md, benchmarks.json and lateness.svg.
+    /// Where `all` writes BENCHMARKS.md (and docs/bench/: benchmarks.json, lateness.svg).
     #[arg(long, default_value = ".")]
     pub out: PathBuf,
     /// Leave out the BullMQ peer (it needs node and npm).

@@ -219,13 +219,18 @@ pub(super) fn commands(command: &str, s: &super::Sizes) -> String {
     )
 }
 
-/// Writes BENCHMARKS.md, benchmarks.json and lateness.svg into `args.out`.
+/// Where `all` publishes the figures' data and plot, beside BENCHMARKS.md (which links it).
+pub(super) const DATA_DIR: &str = "docs/bench";
+
+/// Writes BENCHMARKS.md into `args.out`, and benchmarks.json and lateness.svg into its
+/// `docs/bench/`, published with it.
 pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
-    std::fs::create_dir_all(&args.out).map_err(|e| e.to_string())?;
+    let data = args.out.join(DATA_DIR);
+    std::fs::create_dir_all(&data).map_err(|e| e.to_string())?;
     let (md, js, svg) = (
         args.out.join("BENCHMARKS.md"),
-        args.out.join("benchmarks.json"),
-        args.out.join("lateness.svg"),
+        data.join("benchmarks.json"),
+        data.join("lateness.svg"),
     );
     if !ctx.lateness.is_empty() {
         plot(ctx, &svg)?;
@@ -310,7 +315,10 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
         }
     }
     if !ctx.lateness.is_empty() {
-        let _ = writeln!(m, "\n![firing lateness by percentile](lateness.svg)");
+        let _ = writeln!(
+            m,
+            "\n![firing lateness by percentile]({DATA_DIR}/lateness.svg)"
+        );
     }
     let shown = command.join(" ").replace(env!("CARGO_MANIFEST_DIR"), ".");
     let _ = writeln!(m, "\n{}", commands(&shown, &ctx.sizes));

@@ -148,7 +148,7 @@ fn word(f: Finished) -> &'static str {
 }
 
 /// Leases due jobs of a pull topic; with `wait_ms`, waits for one (a long poll).
-#[utoipa::path(post, path = "/v1/topics/{topic}/claim", tag = "consumers",
+#[utoipa::path(operation_id = "claim_jobs", post, path = "/v1/topics/{topic}/claim", tag = "consumers",
     params(("topic" = String, Path)), request_body = ClaimBody,
     responses((status = 200, body = Claimed), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
@@ -194,7 +194,7 @@ async fn settle_one(
 }
 
 /// Acknowledges a claimed job: it is done and gone (204).
-#[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/ack", tag = "consumers",
+#[utoipa::path(operation_id = "ack_job", post, path = "/v1/topics/{topic}/jobs/{id}/ack", tag = "consumers",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = TokenBody,
     responses((status = 204), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody)))]
@@ -211,7 +211,7 @@ pub(crate) async fn ack(
 
 /// A claimed job failed: it runs again after `delay_ms` (or the topic's backoff), or goes to
 /// the dead letters when its attempts are used up.
-#[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/retry", tag = "consumers",
+#[utoipa::path(operation_id = "retry_job", post, path = "/v1/topics/{topic}/jobs/{id}/retry", tag = "consumers",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = RetryBody,
     responses((status = 200, body = Settled), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
@@ -236,7 +236,7 @@ pub(crate) async fn retry(
 }
 
 /// Gives a claimed job up: to the dead letters with `error` (204).
-#[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/bury", tag = "consumers",
+#[utoipa::path(operation_id = "bury_job", post, path = "/v1/topics/{topic}/jobs/{id}/bury", tag = "consumers",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = TokenBody,
     responses((status = 204), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody)))]
@@ -258,7 +258,7 @@ pub(crate) async fn bury(
 }
 
 /// Extends a claimed job's lease, `lease_ms` from now.
-#[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/touch", tag = "consumers",
+#[utoipa::path(operation_id = "touch_job", post, path = "/v1/topics/{topic}/jobs/{id}/touch", tag = "consumers",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = TouchBody,
     responses((status = 200, body = Touched), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
@@ -281,7 +281,7 @@ pub(crate) async fn touch(
 }
 
 /// Acknowledges many claimed jobs at once; a stale ack is reported, not failed.
-#[utoipa::path(post, path = "/v1/topics/{topic}/acks", tag = "consumers",
+#[utoipa::path(operation_id = "ack_many", post, path = "/v1/topics/{topic}/acks", tag = "consumers",
     params(("topic" = String, Path)), request_body = AcksBody,
     responses((status = 200, body = AcksAnswer), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]

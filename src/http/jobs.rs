@@ -107,7 +107,7 @@ pub(crate) async fn put_job(
 }
 
 /// Creates a job with a generated id (201).
-#[utoipa::path(post, path = "/v1/topics/{topic}/jobs", tag = "jobs",
+#[utoipa::path(operation_id = "create_job", post, path = "/v1/topics/{topic}/jobs", tag = "jobs",
     params(("topic" = String, Path)), request_body = JobBody,
     responses((status = 201, body = Job), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub(crate) async fn post_job(
@@ -143,7 +143,7 @@ pub(crate) async fn get_job(
 }
 
 /// Cancels a job in any state (204), 404 if there is none.
-#[utoipa::path(delete, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
+#[utoipa::path(operation_id = "cancel_job", delete, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub(crate) async fn delete_job(
@@ -190,7 +190,7 @@ pub(crate) async fn reset_job(
 }
 
 /// The heartbeat path: many resets at once; with `create`, a missing job is created.
-#[utoipa::path(post, path = "/v1/topics/{topic}/resets", tag = "jobs",
+#[utoipa::path(operation_id = "reset_many", post, path = "/v1/topics/{topic}/resets", tag = "jobs",
     params(("topic" = String, Path)), request_body = BatchBody,
     responses((status = 200, body = ResetReport), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub(crate) async fn batch_reset(

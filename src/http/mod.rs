@@ -167,7 +167,10 @@ pub(crate) fn document(
         props["max_attempts"] = bounded(1, crate::topic::MAX_ATTEMPTS as i64);
         props["visibility_timeout_ms"] = bounded(1, crate::topic::MAX_VISIBILITY_TIMEOUT_MS as i64);
         props["max_payload_bytes"] = bounded(1, crate::topic::MAX_PAYLOAD_LIMIT as i64);
-        props["default_type"] = serde_json::json!({"type": ["string", "null"], "enum": job_types});
+        props["default_type"] = serde_json::json!({
+            "description": "The type of a job scheduled without one.",
+            "anyOf": [{"$ref": "#/components/schemas/JobType"}, {"type": "null"}]
+        });
     }
     if let Some(props) = doc.pointer_mut("/components/schemas/BackoffSettings/properties") {
         let max_delay = crate::validate::MAX_DELAY_MS;
@@ -184,10 +187,21 @@ pub(crate) fn document(
         };
         schema["properties"]["fire_at"] = bounded(0, max_ms);
         schema["properties"]["delay_ms"] = bounded(0, crate::validate::MAX_DELAY_MS);
-        schema["oneOf"] = serde_json::json!([
-            {"required": ["fire_at"], "properties": {"fire_at": {"type": "integer"}, "delay_ms": {"type": "null"}}},
-            {"required": ["delay_ms"], "properties": {"delay_ms": {"type": "integer"}, "fire_at": {"type": "null"}}}
-        ]);
+        // Exactly one of the two, said as a condition rather than a `oneOf` of two partial
+        // schemas, which client generators turn into two anonymous body types.
+        let one_time = serde_json::json!({
+            "if": {"required": ["fire_at"], "properties": {"fire_at": {"type": "integer"}}},
+            "then": {"properties": {"delay_ms": {"type": "null"}}},
+            "else": {"required": ["delay_ms"], "properties": {"delay_ms": {"type": "integer"}}}
+        });
+        match schema.get_mut("allOf").and_then(|a| a.as_array_mut()) {
+            Some(all) => all.push(one_time),
+            None => schema["allOf"] = serde_json::json!([one_time]),
+        }
+        for field in ["fire_at", "delay_ms"] {
+            schema["properties"][field]["description"] =
+                "Exactly one of fire_at (ms since the epoch, on the client's clock) and delay_ms (ms from now, on the store's clock) is given.".into();
+        }
         if schema["properties"].get("max_fire_at").is_some() {
             schema["properties"]["max_fire_at"] = bounded(0, max_ms);
         }
@@ -224,8 +238,6 @@ pub(crate) fn document(
             p.insert("maximum".into(), max.into());
         }
     }
-    let mut types: Vec<serde_json::Value> = job_types.iter().map(|t| t.as_str().into()).collect();
-    types.push(serde_json::Value::Null);
     let per_type: Vec<serde_json::Value> = payloads
         .iter()
         .map(|(name, schema)| {
@@ -247,12 +259,32 @@ pub(crate) fn document(
         let Some(schema) = doc.pointer_mut(&format!("/components/schemas/{name}")) else {
             continue;
         };
-        schema["properties"]["type"]["enum"] = types.clone().into();
+        schema["properties"]["type"] = serde_json::json!({
+            "description": "The job type (the topic's default type when absent).",
+            "anyOf": [{"$ref": "#/components/schemas/JobType"}, {"type": "null"}]
+        });
         if !per_type.is_empty() {
-            schema["allOf"] = per_type.clone().into();
+            let mut all = per_type.clone();
+            if let Some(serde_json::Value::Array(before)) = schema.get("allOf") {
+                all.extend(before.iter().cloned());
+            }
+            schema["allOf"] = all.into();
         }
     }
-    for name in ["JobBody", "BatchReset"] {
+    if let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(|s| s.as_object_mut())
+    {
+        let names: Vec<serde_json::Value> = job_types.iter().map(|t| t.as_str().into()).collect();
+        schemas.insert(
+            "JobType".into(),
+            serde_json::json!({"type": "string", "enum": names, "description": "A job type this service accepts."}),
+        );
+    }
+    if let Some(acks) = doc.pointer_mut("/components/schemas/AcksBody/properties/acks") {
+        acks["maxItems"] = crate::pull::MAX_CLAIM.into();
+    }
+    for name in ["JobBody", "BatchReset", "AckItem"] {
         let Some(props) = doc.pointer_mut(&format!("/components/schemas/{name}/properties")) else {
             continue;
         };
@@ -274,6 +306,11 @@ pub(crate) fn document(
         }
         booking["approval_deadline"] = bounded(0, max_ms);
     }
+    // A field of one schema is that schema, not a `oneOf` of one reference (what utoipa
+    // writes for a field with a default), which client generators refuse.
+    if let Some(schemas) = doc.pointer_mut("/components/schemas") {
+        unwrap_single_refs(schemas);
+    }
     // A payload and an event's data are any JSON value, not only objects.
     if let Some(schemas) = doc
         .pointer_mut("/components/schemas")
@@ -290,6 +327,27 @@ pub(crate) fn document(
         }
     }
     doc
+}
+
+/// Replaces every `{"oneOf": [{"$ref": ...}], "default": ...}` under `value` by its one
+/// reference (with its description).
+fn unwrap_single_refs(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            let single = map
+                .get("oneOf")
+                .and_then(|o| o.as_array())
+                .filter(|o| o.len() == 1 && o[0].get("$ref").is_some())
+                .map(|o| o[0].clone());
+            if let Some(reference) = single {
+                *value = reference;
+                return;
+            }
+            map.values_mut().for_each(unwrap_single_refs);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(unwrap_single_refs),
+        _ => {}
+    }
 }
 
 /// Every route of the API. The same function serves `toc serve` and the tests.

@@ -11,7 +11,7 @@ use super::AppState;
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
 /// The supervisor's view and the store's reachability: 200 when healthy, 503 when not.
-#[utoipa::path(get, path = "/health", tag = "operations",
+#[utoipa::path(operation_id = "get_health", get, path = "/health", tag = "operations",
     responses((status = 200, description = "healthy"), (status = 503, description = "store unreachable or a slot actor down")))]
 pub(crate) async fn health(state: web::Data<AppState>) -> HttpResponse {
     let store = state.center.store();
@@ -43,7 +43,7 @@ pub(crate) async fn health(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// Prometheus text: counters, job gauges per topic, lateness and duration histograms.
-#[utoipa::path(get, path = "/metrics", tag = "operations",
+#[utoipa::path(operation_id = "get_metrics", get, path = "/metrics", tag = "operations",
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 pub(crate) async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     // The gauges are read from the store now; counters and histograms are kept as jobs move.
@@ -58,7 +58,7 @@ pub(crate) async fn metrics(state: web::Data<AppState>) -> HttpResponse {
 }
 
 /// This API's description, generated from the route handlers.
-#[utoipa::path(get, path = "/openapi.json", tag = "operations",
+#[utoipa::path(operation_id = "get_openapi", get, path = "/openapi.json", tag = "operations",
     responses((status = 200, description = "OpenAPI 3 document")))]
 pub(crate) async fn openapi(state: web::Data<AppState>) -> HttpResponse {
     let (types, payloads) = (state.center.job_types(), state.center.payload_schemas());

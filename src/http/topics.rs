@@ -46,15 +46,22 @@ async fn existing(state: &AppState, name: &str) -> ApiResult<std::sync::Arc<Topi
         .ok_or_else(|| ApiError::not_found(format!("no topic {name:?}")))
 }
 
-/// Every topic with its figures: `{"items": [...], "next": null}`.
+/// Every topic, in one page: the list answers' shape (`items`, and `next`, always null here).
+#[derive(Serialize, ToSchema)]
+pub(crate) struct TopicList {
+    pub items: Vec<TopicView>,
+    pub next: Option<String>,
+}
+
+/// Every topic with its figures.
 #[utoipa::path(get, path = "/v1/topics", tag = "topics",
-    responses((status = 200, description = "{\"items\": [TopicView], \"next\": null}")))]
+    responses((status = 200, body = TopicList)))]
 pub(crate) async fn list_topics(state: web::Data<AppState>) -> ApiResult<HttpResponse> {
     let mut items = Vec::new();
     for t in state.center.topics().await? {
         items.push(view(&state, &t).await?);
     }
-    Ok(HttpResponse::Ok().json(json!({"items": items, "next": null})))
+    Ok(HttpResponse::Ok().json(TopicList { items, next: None }))
 }
 
 #[utoipa::path(get, path = "/v1/topics/{topic}", tag = "topics",
