@@ -4,7 +4,7 @@
 # `toc serve` processes. Exits non-zero on any failure.
 #
 #   scripts/ui.sh                 # the checks of tests/ui/dashboard.py
-#   SHOTS=docs scripts/ui.sh      # and the README's screenshots, written to docs/
+#   SHOTS=docs scripts/ui.sh      # and the screenshots of docs/operations.md, written to docs/
 #
 # scripts/test.sh runs it after the Rust tests.
 set -euo pipefail

@@ -244,7 +244,7 @@ impl TimeoutCenter {
     async fn wake(&self, topic: &str, slot: u32, at: Millis) {
         // A long poll may wait longer than the slots' poll: it is told of every head.
         self.claims.wake(topic, slot, at);
-        if at > self.now() + self.rt.settings.poll_ms as Millis {
+        if at > self.now() + crate::num::millis(self.rt.settings.poll_ms) {
             return; // the slot's poll finds it in time
         }
         let notice = WakeNotice {
@@ -533,7 +533,7 @@ impl TimeoutCenter {
                 .inc_by(jobs.len() as u64);
             let lateness = m.lateness.with_label_values(&[topic]);
             for j in &jobs {
-                lateness.observe((now - j.job.fire_at).max(0) as f64 / 1_000.0);
+                lateness.observe(crate::num::float((now - j.job.fire_at).max(0)) / 1_000.0);
             }
         }
         Ok(jobs)
@@ -576,7 +576,7 @@ impl TimeoutCenter {
                     ClaimResult::Retry {
                         delay_ms: Some(d), ..
                     },
-                ) => Some(now.saturating_add(*d as Millis)),
+                ) => Some(now.saturating_add(crate::num::millis(*d))),
                 (Finished::Retrying | Finished::Rescheduled, _) => Some(now),
                 _ => None,
             };
@@ -611,7 +611,9 @@ impl TimeoutCenter {
             ..ClaimRequest::default()
         };
         req.check()?;
-        let until = self.after(lease_ms.unwrap_or(t.visibility_timeout_ms) as Millis);
+        let until = self.after(crate::num::millis(
+            lease_ms.unwrap_or(t.visibility_timeout_ms),
+        ));
         let live = self.rt.store.touch(topic, job, token, until).await?;
         Ok(live.then_some(until))
     }

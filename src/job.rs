@@ -497,7 +497,7 @@ impl TopicStats {
     pub fn from_slots(topic: &str, per_slot: Vec<SlotStats>) -> Self {
         TopicStats {
             topic: topic.to_string(),
-            slots: per_slot.len() as u32,
+            slots: crate::num::to_u32(per_slot.len()),
             scheduled: per_slot.iter().map(|s| s.scheduled).sum(),
             running: per_slot.iter().map(|s| s.running).sum(),
             dead: per_slot.iter().map(|s| s.dead).sum(),

@@ -9,6 +9,17 @@
 //! the actor runtime (`actors`), the HTTP layer (`http`), routing, validation, metrics and
 //! the command line (`cli`, reached through [`toc_main`]).
 #![warn(missing_docs, unreachable_pub)]
+// Numbers change type only where the change cannot lose what matters: a cast that may
+// truncate, wrap or lose its sign or precision is written as a checked conversion, or
+// allowed where it stands with the reason it is safe.
+#![warn(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap,
+    clippy::cast_precision_loss,
+    clippy::cast_lossless,
+    clippy::unwrap_used
+)]
 
 mod actors;
 #[cfg(feature = "bench")]
@@ -31,6 +42,7 @@ mod job;
 pub mod jobs;
 pub mod meetings;
 mod metrics;
+mod num;
 mod pull;
 mod routing;
 pub mod serve;

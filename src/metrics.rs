@@ -130,7 +130,7 @@ impl Metrics {
         ] {
             self.jobs
                 .with_label_values(&[stats.topic.as_str(), state])
-                .set(n as i64);
+                .set(crate::num::signed(n));
         }
     }
 

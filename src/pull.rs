@@ -153,11 +153,11 @@ impl SlotsView {
             let at = self.next_at[s];
             if at <= now {
                 self.busy[s] = true;
-                self.start = (s as u32 + 1) % slots;
-                return Look::Take(s as u32);
+                self.start = (crate::num::to_u32(s) + 1) % slots;
+                return Look::Take(crate::num::to_u32(s));
             }
             if at != Millis::MAX && !self.reserved[s] && earliest.is_none_or(|(e, _)| at < e) {
-                earliest = Some((at, s as u32));
+                earliest = Some((at, crate::num::to_u32(s)));
             }
         }
         Look::Wait(earliest)
@@ -209,7 +209,7 @@ impl Claims {
     pub(crate) fn new(refresh_ms: u64) -> Self {
         Claims {
             topics: Mutex::new(HashMap::new()),
-            refresh_ms: refresh_ms.max(1) as Millis,
+            refresh_ms: crate::num::millis(refresh_ms.max(1)),
         }
     }
 
@@ -242,7 +242,7 @@ impl Claims {
     ) -> Result<Vec<Leased>> {
         let lease_ms = req.lease_ms.unwrap_or(topic.visibility_timeout_ms);
         let view = self.view(&topic.name);
-        let deadline = clock.now().saturating_add(req.wait_ms as Millis);
+        let deadline = clock.now().saturating_add(crate::num::millis(req.wait_ms));
         let mut jobs = Vec::new();
         loop {
             // Armed before the look, so a wake between the look and the wait is not lost.
@@ -292,7 +292,7 @@ impl Claims {
             // To the microsecond: `now` is truncated to the ms, and sleeping whole ms from it
             // would wake up to a ms after the job came due.
             let left_us = until.saturating_mul(1_000) - clock.now_us();
-            let sleep = Duration::from_micros(left_us.max(1) as u64);
+            let sleep = Duration::from_micros(crate::num::unsigned(left_us.max(1)));
             tokio::select! {
                 _ = &mut woken => {}
                 _ = crate::actors::timer::sleep(sleep) => {}

@@ -113,7 +113,7 @@ impl Running {
             .await
             .map_err(|e| Error::Unavailable(format!("HTTP server: {e}")))?;
         tracing::info!(
-            grace_ms = self.grace.as_millis() as u64,
+            grace_ms = crate::num::duration_ms(self.grace),
             "HTTP stopped; draining running jobs"
         );
         let released = self.center.shutdown(self.grace).await;

@@ -49,20 +49,23 @@ impl Default for Backoff {
 impl Backoff {
     /// The delay before retry number `attempt` (1 for the first retry), without jitter.
     pub fn nominal_ms(&self, attempt: u32) -> u64 {
-        let exp = attempt.saturating_sub(1).min(64) as i32;
-        let raw = self.base_ms as f64 * self.factor.powi(exp);
-        raw.min(self.max_ms as f64) as u64
+        let exp = i32::try_from(attempt.saturating_sub(1).min(64)).unwrap_or(64);
+        let (base, max) = (
+            crate::num::float(crate::num::signed(self.base_ms)),
+            crate::num::float(crate::num::signed(self.max_ms)),
+        );
+        crate::num::float_ms((base * self.factor.powi(exp)).min(max))
     }
 
     /// The delay before retry number `attempt`, with jitter drawn from `rng`.
     pub fn delay_ms(&self, attempt: u32, rng: &mut impl Rng) -> u64 {
-        let nominal = self.nominal_ms(attempt) as f64;
+        let nominal = crate::num::float(crate::num::signed(self.nominal_ms(attempt)));
         let spread = if self.jitter > 0.0 {
             rng.random_range(-self.jitter..=self.jitter)
         } else {
             0.0
         };
-        (nominal * (1.0 + spread)).max(0.0) as u64
+        crate::num::float_ms((nominal * (1.0 + spread)).max(0.0))
     }
 
     fn validate(&self) -> Result<()> {
@@ -211,7 +214,7 @@ impl TopicConfig {
 
     /// When a run that started at `now` must have reported.
     pub fn lease_deadline(&self, now: Millis) -> Millis {
-        now.saturating_add(self.visibility_timeout_ms as Millis)
+        now.saturating_add(crate::num::millis(self.visibility_timeout_ms))
     }
 }
 

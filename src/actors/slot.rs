@@ -124,10 +124,10 @@ impl SlotActor {
     fn arm(&mut self, next_at: Option<Millis>, ctx: &mut Context<Self>) {
         self.cancel_timer(ctx);
         let now_us = self.rt.clock.now_us();
-        let poll_at = now_us / 1_000 + self.rt.settings.poll_ms as Millis;
+        let poll_at = now_us / 1_000 + crate::num::millis(self.rt.settings.poll_ms);
         let at = next_at.map_or(poll_at, |n| n.min(poll_at));
         // To the microsecond: the job is due at the start of its millisecond.
-        let delay = Duration::from_micros((at * 1_000 - now_us).max(0) as u64);
+        let delay = Duration::from_micros(crate::num::unsigned(at * 1_000 - now_us));
         let wake = super::timer::sleep(delay)
             .into_actor(self)
             .map(|_, act, ctx| {
@@ -194,7 +194,7 @@ impl SlotActor {
                         s.last_pump = Some(now);
                         s.last_error = None;
                     });
-                    act.pump_batch.observe(n as f64);
+                    act.pump_batch.observe(crate::num::float(crate::num::signed(crate::num::usize_u64(n))));
                     for lease in pumped.jobs {
                         act.max_token = act.max_token.max(lease.token);
                         act.dispatch(lease, ctx);
@@ -232,7 +232,7 @@ impl SlotActor {
     fn dispatch(&mut self, lease: Leased, ctx: &mut Context<Self>) {
         let fired_at = self.rt.clock.now();
         self.fired.inc();
-        let lateness = (fired_at - lease.job.fire_at).max(0) as f64 / 1_000.0;
+        let lateness = crate::num::float((fired_at - lease.job.fire_at).max(0)) / 1_000.0;
         self.lateness.observe(lateness);
         self.running.insert(lease.job.id.clone(), lease.clone());
         self.track();
@@ -267,15 +267,18 @@ impl SlotActor {
             Outcome::Done => RunOutcome::Ack,
             Outcome::Retry { error, delay } => {
                 let delay = delay
-                    .map(|d| d.as_millis() as u64)
+                    .map(crate::num::duration_ms)
                     .unwrap_or_else(|| self.topic.backoff.delay_ms(job.attempts, &mut rand::rng()));
                 RunOutcome::Retry {
                     error,
-                    at: self.rt.clock.after(delay as Millis),
+                    at: self.rt.clock.after(crate::num::millis(delay)),
                 }
             }
             Outcome::Repeat { after } => RunOutcome::Repeat {
-                at: (job.fire_at + after.as_millis() as Millis).max(now),
+                at: job
+                    .fire_at
+                    .saturating_add(crate::num::duration_millis(after))
+                    .max(now),
             },
             Outcome::Dead { reason } => RunOutcome::Bury { error: reason },
         };
@@ -324,7 +327,7 @@ impl SlotActor {
                     let wait = SETTLE_RETRY_FIRST
                         .saturating_mul(1 << (act.settle_failures - 1).min(8))
                         .min(SETTLE_RETRY_MAX);
-                    tracing::warn!(topic = %act.topic.name, slot = act.slot, runs = batch.len(), error = %e, retry_in_ms = wait.as_millis() as u64, "could not settle runs: trying again");
+                    tracing::warn!(topic = %act.topic.name, slot = act.slot, runs = batch.len(), error = %e, retry_in_ms = crate::num::duration_ms(wait), "could not settle runs: trying again");
                     act.set_status(|s| s.last_error = Some(e.to_string()));
                     let mut kept = batch;
                     kept.append(&mut act.outcomes);

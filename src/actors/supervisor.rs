@@ -323,7 +323,7 @@ impl Actor for Supervisor {
         tracing::info!(instance = %self.instance, "serving the slots this instance owns");
         self.rebalance(ctx);
         self.discover(ctx);
-        let every = Duration::from_millis(self.rt.settings.poll_ms * DISCOVERY_POLLS as u64);
+        let every = Duration::from_millis(self.rt.settings.poll_ms * u64::from(DISCOVERY_POLLS));
         ctx.run_interval(every, |act, ctx| {
             if !act.stopping {
                 act.discover(ctx);

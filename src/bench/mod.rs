@@ -4,6 +4,16 @@
 //! pick instead) running the same scenarios on the same Redis. `all` writes `BENCHMARKS.md`,
 //! `docs/bench/benchmarks.json` and a lateness plot.
 
+// The load generator computes rates, ratios and percentiles from measured counts and times:
+// its casts between integers and floats are the arithmetic of a report, not of stored data.
+#![allow(
+    clippy::cast_possible_truncation,
+    clippy::cast_sign_loss,
+    clippy::cast_possible_wrap,
+    clippy::cast_precision_loss,
+    clippy::cast_lossless
+)]
+
 mod peer;
 mod pull;
 // The tests' Redis harness: one file, shared with `tests/` and `benches/`.

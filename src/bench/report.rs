@@ -219,6 +219,9 @@ pub(super) fn commands(command: &str, s: &super::Sizes) -> String {
     )
 }
 
+/// Where BENCHMARKS.md's hand-written part begins: `all` keeps what follows it.
+pub(super) const HAND_WRITTEN: &str = "<!-- Hand-written below this line";
+
 /// Where `all` publishes the figures' data and plot, beside BENCHMARKS.md (which links it).
 pub(super) const DATA_DIR: &str = "docs/bench";
 
@@ -339,6 +342,13 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
         m,
         "- Lateness is the instant the handler started minus the job's fire time (webhook: the receiver's arrival minus the fire time)."
     );
+    // Figures measured by other commands (focused benchmarks, fault tests) are kept below
+    // the marker of the file this run replaces.
+    if let Ok(old) = std::fs::read_to_string(&md)
+        && let Some(at) = old.find(HAND_WRITTEN)
+    {
+        let _ = write!(m, "\n{}", &old[at..]);
+    }
     std::fs::write(&md, m).map_err(|e| e.to_string())?;
     Ok(format!(
         "{}, {} and {}",

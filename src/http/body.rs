@@ -16,7 +16,7 @@ pub(crate) mod integer {
     fn exact<T: TryFrom<i64>>(n: serde_json::Number) -> Result<T, String> {
         let i = match (n.as_i64(), n.as_f64()) {
             (Some(i), _) => i,
-            (None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => f as i64,
+            (None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => crate::num::float_int(f),
             _ => return Err(format!("expected an integer, got {n}")),
         };
         T::try_from(i).map_err(|_| format!("{i} is out of range"))

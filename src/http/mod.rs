@@ -164,9 +164,15 @@ pub(crate) fn document(
     if let Some(props) = doc.pointer_mut("/components/schemas/TopicSettings/properties") {
         let slots: Vec<u32> = (0..=12).map(|n| 1 << n).collect();
         props["slots"] = serde_json::json!({"type": ["integer", "null"], "enum": slots});
-        props["max_attempts"] = bounded(1, crate::topic::MAX_ATTEMPTS as i64);
-        props["visibility_timeout_ms"] = bounded(1, crate::topic::MAX_VISIBILITY_TIMEOUT_MS as i64);
-        props["max_payload_bytes"] = bounded(1, crate::topic::MAX_PAYLOAD_LIMIT as i64);
+        props["max_attempts"] = bounded(1, i64::from(crate::topic::MAX_ATTEMPTS));
+        props["visibility_timeout_ms"] = bounded(
+            1,
+            crate::num::signed(crate::topic::MAX_VISIBILITY_TIMEOUT_MS),
+        );
+        props["max_payload_bytes"] = bounded(
+            1,
+            crate::num::signed(crate::num::usize_u64(crate::topic::MAX_PAYLOAD_LIMIT)),
+        );
         props["default_type"] = serde_json::json!({
             "description": "The type of a job scheduled without one.",
             "anyOf": [{"$ref": "#/components/schemas/JobType"}, {"type": "null"}]
@@ -210,7 +216,7 @@ pub(crate) fn document(
         if let Some(p) = doc.pointer_mut(&format!(
             "/components/schemas/{name}/properties/max_attempts"
         )) {
-            *p = bounded(1, u32::MAX as i64);
+            *p = bounded(1, i64::from(u32::MAX));
         }
     }
     // The consumers' integers, with integer bounds (utoipa writes its bounds as floats, and
@@ -223,10 +229,30 @@ pub(crate) fn document(
         ("RetryBody", "token", 0, token_max),
         ("TouchBody", "token", 0, token_max),
         ("RetryBody", "delay_ms", 0, crate::validate::MAX_DELAY_MS),
-        ("TouchBody", "lease_ms", 1, crate::pull::MAX_LEASE_MS as i64),
-        ("ClaimBody", "lease_ms", 1, crate::pull::MAX_LEASE_MS as i64),
-        ("ClaimBody", "wait_ms", 0, crate::pull::MAX_WAIT_MS as i64),
-        ("ClaimBody", "max", 1, crate::pull::MAX_CLAIM as i64),
+        (
+            "TouchBody",
+            "lease_ms",
+            1,
+            crate::num::signed(crate::pull::MAX_LEASE_MS),
+        ),
+        (
+            "ClaimBody",
+            "lease_ms",
+            1,
+            crate::num::signed(crate::pull::MAX_LEASE_MS),
+        ),
+        (
+            "ClaimBody",
+            "wait_ms",
+            0,
+            crate::num::signed(crate::pull::MAX_WAIT_MS),
+        ),
+        (
+            "ClaimBody",
+            "max",
+            1,
+            crate::num::signed(crate::num::usize_u64(crate::pull::MAX_CLAIM)),
+        ),
     ];
     for (schema, field, min, max) in claims {
         if let Some(p) = doc

@@ -81,8 +81,8 @@ impl JobHandler for DeviceOffline {
         let max_alarms = p.max_alarms.unwrap_or(self.max_alarms).max(1);
         let alarm = ctx.job.fires + 1;
         // Time past the deadline of the first alarm.
-        let overdue_ms =
-            (ctx.fired_at - ctx.job.fire_at).max(0) as u64 + u64::from(ctx.job.fires) * repeat_ms;
+        let overdue_ms = crate::num::unsigned(ctx.fired_at - ctx.job.fire_at)
+            + u64::from(ctx.job.fires) * repeat_ms;
         let mut data = json!({
             "device_id": ctx.job.id,
             "alarm": alarm,

@@ -109,7 +109,7 @@ impl Booking {
             if list.len() > 16 {
                 return Err(Error::invalid(field, "at most 16 reminders"));
             }
-            if list.iter().any(|ms| *ms as Millis > self.start) {
+            if list.iter().any(|ms| crate::num::millis(*ms) > self.start) {
                 return Err(Error::unprocessable(
                     field,
                     "a reminder would fall before the epoch",
@@ -155,7 +155,7 @@ impl Booking {
                 };
                 jobs.insert(
                     format!("{id}#remind-{of}-{before}"),
-                    (at - *before as Millis, job),
+                    (at - crate::num::millis(*before), job),
                 );
             }
         }

@@ -308,7 +308,7 @@ async fn pump_slot<E: SlotEngine>(
         .pump(t, slot, now, limit.max(1), lease_ms, fence)
         .await?;
     let lease_until =
-        now.saturating_add(lease_ms.min(crate::validate::MAX_DELAY_MS as u64) as Millis);
+        now.saturating_add(crate::num::millis(lease_ms).min(crate::validate::MAX_DELAY_MS));
     let jobs = p
         .handed
         .into_iter()
@@ -343,8 +343,9 @@ async fn settle_slot_claims<E: SlotEngine>(
     indexes: &[usize],
     now: Millis,
 ) -> Result<Vec<Finished>> {
-    let at =
-        |delay: u64| now.saturating_add(delay.min(crate::validate::MAX_DELAY_MS as u64) as Millis);
+    let at = |delay: u64| {
+        now.saturating_add(crate::num::millis(delay).min(crate::validate::MAX_DELAY_MS))
+    };
     let backoff: Vec<&str> = indexes
         .iter()
         .map(|&i| &claims[i])

@@ -153,7 +153,8 @@ struct Inner {
 
 fn encode(op: &Op, out: &mut Vec<u8>) {
     let body = serde_json::to_vec(op).expect("a journal record serialises");
-    out.extend_from_slice(&(body.len() as u32).to_le_bytes());
+    // Records are far below MAX_RECORD (64 MiB), so the length fits.
+    out.extend_from_slice(&crate::num::to_u32(body.len()).to_le_bytes());
     out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
     out.extend_from_slice(&body);
 }

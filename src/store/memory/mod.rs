@@ -366,14 +366,14 @@ impl MemoryEngine {
                 if s.seq > 0 {
                     ops.push(Op::Seq {
                         topic: name.to_string(),
-                        slot: i as u32,
+                        slot: crate::num::to_u32(i),
                         seq: s.seq,
                     });
                 }
                 for e in s.all() {
                     ops.push(Op::Put {
                         topic: name.to_string(),
-                        slot: i as u32,
+                        slot: crate::num::to_u32(i),
                         id: e.id.to_string(),
                         state: e.state,
                         score: e.score,
@@ -720,7 +720,7 @@ impl SlotEngine for MemoryEngine {
         lease_ms: u64,
         fence: u64,
     ) -> Result<SlotPumped> {
-        let lease = lease_ms as Millis;
+        let lease = crate::num::millis(lease_ms);
         self.with_slot(topic, slot, true, |s| match s.fenced(fence) {
             Some(held) => Err(Error::Fenced {
                 topic: topic.name.clone(),
@@ -745,7 +745,7 @@ impl SlotEngine for MemoryEngine {
         now: Millis,
         ttl_ms: u64,
     ) -> Result<Ownership> {
-        let ttl = ttl_ms.min(i64::MAX as u64) as Millis;
+        let ttl = crate::num::millis(ttl_ms);
         self.with_slot(topic, slot, false, |s| s.own(instance, now, ttl))
             .await
     }

@@ -88,7 +88,7 @@ impl SlotState {
             ids: HashMap::new(),
             entries: Vec::new(),
             free: Vec::new(),
-            wheel: Wheel::new(now.max(0) as u64),
+            wheel: Wheel::new(crate::num::unsigned(now)),
             run: BTreeSet::new(),
             dead: BTreeSet::new(),
             seq: 0,
@@ -220,7 +220,7 @@ impl SlotState {
     fn index(&mut self, k: u32) {
         let (state, score) = (self.entry(k).state, self.entry(k).score);
         match state {
-            JobState::Scheduled => self.wheel.insert(k, score.max(0) as u64),
+            JobState::Scheduled => self.wheel.insert(k, crate::num::unsigned(score)),
             JobState::Running => {
                 self.run.insert((score, k));
             }
@@ -256,7 +256,7 @@ impl SlotState {
             }
             None => {
                 self.entries.push(Some(entry));
-                (self.entries.len() - 1) as u32
+                crate::num::to_u32(self.entries.len() - 1)
             }
         };
         if self.track {
@@ -295,7 +295,7 @@ impl SlotState {
     }
 
     pub(super) fn head(&self) -> Option<Millis> {
-        self.wheel.next_at().map(|h| h as Millis)
+        self.wheel.next_at().map(crate::num::signed)
     }
 
     /// `schedule.lua`.
@@ -500,17 +500,17 @@ impl SlotState {
                 }
             }
         }
-        self.wheel.advance(now.max(0) as u64);
+        self.wheel.advance(crate::num::unsigned(now));
         let mut out = Vec::new();
         while out.len() < limit {
             let Some(Due {
                 key: k,
                 when: fire_at,
-            }) = self.wheel.pop_ready(now.max(0) as u64)
+            }) = self.wheel.pop_ready(crate::num::unsigned(now))
             else {
                 break;
             };
-            let fire_at = fire_at as Millis;
+            let fire_at = crate::num::signed(fire_at);
             self.save(k);
             if self.track && self.undo_seq.is_none() {
                 self.undo_seq = Some(self.seq);
@@ -544,7 +544,7 @@ impl SlotState {
         };
         SlotPumped {
             handed: out,
-            expired: expired.len() as u32,
+            expired: crate::num::to_u32(expired.len()),
             next_at: next,
         }
     }

@@ -10,6 +10,11 @@
 //! Keys are small integers (the owner's slab indices); due keys wait in a FIFO ready queue
 //! until taken.
 
+// The wheel's casts are between its own small indices: a level is below LEVELS (6), a slot
+// below SLOTS (64), a position in a slot below the count of u32 keys, and a time in a slot's
+// arithmetic below MAX_RANGE or reduced modulo SLOTS first. None can truncate or wrap.
+#![allow(clippy::cast_possible_truncation, clippy::cast_lossless)]
+
 use std::collections::{BTreeSet, VecDeque};
 
 const SLOT_BITS: u32 = 6;

@@ -553,8 +553,8 @@ where
             .map(|r| refired(text(&r[0])?, &r[1], &r[2]))
             .collect::<Result<_>>()?;
         Ok(SlotReset {
-            reset: reply.int(0)? as u64,
-            created: reply.int(1)? as u64,
+            reset: crate::num::unsigned(reply.int(0)?),
+            created: crate::num::unsigned(reply.int(1)?),
             missing,
             rearmed,
         })
@@ -644,7 +644,7 @@ where
             .collect::<Result<_>>()?;
         Ok(SlotPumped {
             handed,
-            expired: reply.int(1)? as u32,
+            expired: crate::num::count_u32(reply.int(1)?),
             next_at: (next_at >= 0).then_some(next_at),
         })
     }
@@ -731,7 +731,7 @@ where
         let reply = Reply::new("own", &reply);
         Ok(if reply.int(0)? == 1 {
             Ownership::Owned {
-                fence: reply.int(1)? as u64,
+                fence: crate::num::unsigned(reply.int(1)?),
             }
         } else {
             Ownership::Held {
@@ -896,7 +896,7 @@ where
             scheduled,
             running,
             dead,
-            next_fire_at: head.first().map(|(_, s)| *s as Millis),
+            next_fire_at: head.first().map(|(_, s)| crate::num::float_int(*s)),
         })
     }
 
@@ -993,7 +993,7 @@ where
                 entries.push((id, text(&pair[1])?));
             }
         }
-        entries.retain(|(id, _)| (id.ms as i64) < horizon);
+        entries.retain(|(id, _)| crate::num::signed(id.ms) < horizon);
         entries.sort_by_key(|(id, _)| *id);
         entries.truncate(limit);
         entries
@@ -1069,7 +1069,7 @@ fn refired(id: String, fires: &Value, job_type: &Value) -> Result<Refired> {
     let job_type = text(job_type)?;
     Ok(Refired {
         id,
-        fires: int(fires)? as u32,
+        fires: crate::num::count_u32(int(fires)?),
         job_type: (!job_type.is_empty()).then_some(job_type),
     })
 }

@@ -68,7 +68,7 @@ pub(super) fn int(v: &Value) -> Result<i64> {
         Value::BulkString(b) => std::str::from_utf8(b)
             .ok()
             .and_then(|s| s.parse::<f64>().ok())
-            .map(|f| f as i64)
+            .map(crate::num::float_int)
             .ok_or_else(|| Error::Corrupt(format!("not a number: {v:?}"))),
         other => Err(Error::Corrupt(format!("not a number: {other:?}"))),
     }
