@@ -9,7 +9,7 @@
 //! then counted over every node).
 
 #[allow(dead_code)]
-#[path = "../tests/common/redis_server.rs"]
+#[path = "../src/bench/redis_server.rs"]
 mod redis_server;
 
 #[allow(dead_code)]

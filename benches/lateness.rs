@@ -7,7 +7,7 @@
 //! Settings: `TOC_BENCH_JOBS`, `TOC_BENCH_RATE` (fires per second).
 
 #[allow(dead_code)]
-#[path = "../tests/common/redis_server.rs"]
+#[path = "../src/bench/redis_server.rs"]
 mod redis_server;
 
 use std::sync::Arc;

@@ -10,7 +10,7 @@
 //! `TOC_BENCH_SLOTS` (the topic's slots, default 16).
 
 #[allow(dead_code)]
-#[path = "../tests/common/redis_server.rs"]
+#[path = "../src/bench/redis_server.rs"]
 mod redis_server;
 
 use std::sync::Arc;

@@ -453,7 +453,8 @@ async fn a_sweep_marks_the_topic_drained_once_no_old_copy_is_left(e: Engine) {
     assert_eq!(s.stats("s").await.unwrap().scheduled, 50);
 }
 
-tokio_engines!(
+engine_matrix!(
+    #[tokio::test] crate::common::Engine::of;
     a_doubling_moves_no_job_and_finds_every_job_in_its_old_slot,
     writes_around_doublings_fire_once_never_early_and_lose_no_reset,
     a_reset_of_an_old_copy_that_is_running_applies_after_its_run,

@@ -49,13 +49,6 @@ impl Serve {
     }
 }
 
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
-}
-
 async fn wait_ready(http: &reqwest::Client, base: &str) {
     let deadline = Instant::now() + Duration::from_secs(30);
     loop {
@@ -116,7 +109,7 @@ async fn kill_mid_drain(serve: Serve) {
     wait_ready(&http, &base).await;
 
     // The whole burst due at one instant, created through the batch endpoint.
-    let due = now_ms() + 3_000;
+    let due = common::now_ms_u64() + 3_000;
     for chunk in (0..JOBS).collect::<Vec<_>>().chunks(10_000) {
         let resets: Vec<Value> = chunk
             .iter()
@@ -131,7 +124,7 @@ async fn kill_mid_drain(serve: Serve) {
         assert_eq!(res.status().as_u16(), 200, "{}", res.text().await.unwrap());
     }
     assert!(
-        now_ms() < due,
+        common::now_ms_u64() < due,
         "creating the burst took longer than its delay"
     );
 

@@ -293,7 +293,8 @@ async fn meeting_state_plans_start_end_reminders_and_approval(e: Engine) {
 }
 
 // Every test above that takes an engine, once per engine (see tests/common).
-actix_engines!(
+engine_matrix!(
+    #[actix_rt::test] crate::common::Engine::of;
     webhook_done_on_2xx_retried_on_5xx_dead_on_404,
     device_offline_alarms_repeat_and_recovery_is_reported,
     meeting_state_plans_start_end_reminders_and_approval,

@@ -8,7 +8,7 @@
 mod common;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
@@ -130,7 +130,8 @@ async fn the_registry_lists_live_instances(e: Engine) {
     }
 }
 
-tokio_engines!(
+engine_matrix!(
+    #[tokio::test] crate::common::Engine::of;
     a_lease_is_taken_renewed_and_refused_to_others_while_it_lasts,
     a_former_owner_never_pumps_and_changes_nothing,
     a_handoff_lets_the_next_owner_in_at_once,
@@ -143,50 +144,13 @@ const TOPIC: &str = "fleet";
 const SLOTS: u64 = 16;
 const LEASE_MS: u64 = 600;
 
-struct Instance {
-    name: String,
-    port: u16,
-    child: Child,
-}
+/// One of the `toc serve` processes, with the test's owner lease.
+type Instance = common::process::Toc;
 
-impl Instance {
-    fn start(name: &str, store_env: &[(&str, String)], log: &std::path::Path) -> Instance {
-        let port = free_port();
-        let log = std::fs::File::create(log.join(format!("{name}.log"))).unwrap();
-        let child = common::toc_serve(env!("CARGO_BIN_EXE_toc"))
-            .envs(store_env.iter().map(|(k, v)| (*k, v.as_str())))
-            .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
-            .env("TOC_RUNTIME_INSTANCE", name)
-            .env("TOC_RUNTIME_OWNER_LEASE_MS", LEASE_MS.to_string())
-            .env("RUST_LOG", "info")
-            .stdout(Stdio::null())
-            .stderr(log)
-            .spawn()
-            .unwrap();
-        Instance {
-            name: name.to_string(),
-            port,
-            child,
-        }
-    }
-
-    fn url(&self, path: &str) -> String {
-        format!("http://127.0.0.1:{}{path}", self.port)
-    }
-}
-
-impl Drop for Instance {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
-}
-
-fn now_ms() -> u64 {
-    std::time::SystemTime::now()
-        .duration_since(std::time::UNIX_EPOCH)
-        .unwrap()
-        .as_millis() as u64
+fn start_instance(name: &str, store_env: &[(&str, String)], dir: &std::path::Path) -> Instance {
+    let mut env = store_env.to_vec();
+    env.push(("TOC_RUNTIME_OWNER_LEASE_MS", LEASE_MS.to_string()));
+    Instance::spawn(name, &env, common::process::Skew::None, dir)
 }
 
 /// The JSON a GET of `url` answers (a harness step: it must answer).
@@ -343,7 +307,7 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
     env.push(("TOC_TOPICS_DEFAULTS_SLOTS", SLOTS.to_string()));
     let mut instances: Vec<Instance> = ["toc-a", "toc-b", "toc-c"]
         .iter()
-        .map(|n| Instance::start(n, &env, dir.path()))
+        .map(|n| start_instance(n, &env, dir.path()))
         .collect();
     let http = reqwest::Client::new();
     for i in &instances {
@@ -378,7 +342,7 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
 
     // Phase 1: jobs scheduled through all three.
     // Far enough out that every job is scheduled before it is due.
-    let due = now_ms() + 2_000 + jobs as u64 / 2;
+    let due = common::now_ms_u64() + 2_000 + jobs as u64 / 2;
     schedule(&http, &instances, "p1", jobs, |k| due + (k % 1_000) as u64).await;
     let seen = wait_fired(&http, &instances, &mut watch, "p1-", jobs).await;
     let mut late: Vec<u64> = seen
@@ -413,7 +377,7 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
 
     // Phase 3: one instance killed with SIGKILL, then jobs scheduled through the others.
     let victim = instances.remove(2);
-    let pid = victim.child.id();
+    let pid = victim.pid();
     let killed = Command::new("kill")
         .args(["-9", &pid.to_string()])
         .status()
@@ -433,7 +397,7 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
         took < Duration::from_millis(2 * LEASE_MS + 2_000),
         "the dead instance's slots were taken over after {took:?} (lease {LEASE_MS} ms)"
     );
-    let due = now_ms() + 2_000 + jobs as u64 / 2;
+    let due = common::now_ms_u64() + 2_000 + jobs as u64 / 2;
     schedule(&http, &instances, "p2", jobs, |_| due).await;
     wait_fired(&http, &instances, &mut watch, "p2-", jobs).await;
     let stats = get_json(&http, &instances[0].url(&format!("/v1/topics/{TOPIC}"))).await;
@@ -472,7 +436,7 @@ async fn grow_under_heartbeats(
             grown = Some(t["slots"].as_u64().unwrap());
         }
         let i = &instances[round % instances.len()];
-        let at = now_ms() + 3_000;
+        let at = common::now_ms_u64() + 3_000;
         for chunk in ids.chunks(500) {
             let resets: Vec<Value> = chunk
                 .iter()
@@ -610,7 +574,7 @@ async fn cluster_figures() {
                 .stderr(log)
                 .spawn()
                 .unwrap();
-            children.push(KillOnDrop(child));
+            children.push(common::process::KillOnDrop(child));
             ports.push(port);
         }
         let url = |port: u16, path: &str| format!("http://127.0.0.1:{port}{path}");
@@ -677,7 +641,7 @@ async fn cluster_figures() {
         }
         let owned = owned.join(" + ");
         // The burst: every job due at one instant, created through one instance.
-        let due = now_ms() + 8_000;
+        let due = common::now_ms_u64() + 8_000;
         let ids: Vec<String> = (0..jobs).map(|i| format!("b{i}")).collect();
         for chunk in ids.chunks(5_000) {
             let resets: Vec<Value> = chunk
@@ -692,7 +656,7 @@ async fn cluster_figures() {
                 .unwrap();
             assert_eq!(r.status().as_u16(), 200);
         }
-        let wait = due.saturating_sub(now_ms());
+        let wait = due.saturating_sub(common::now_ms_u64());
         tokio::time::sleep(Duration::from_millis(wait)).await;
         let start = Instant::now();
         let before = pumps().await;
@@ -715,14 +679,5 @@ async fn cluster_figures() {
         );
         drop(children);
         drop(cluster);
-    }
-}
-
-struct KillOnDrop(Child);
-
-impl Drop for KillOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
     }
 }

@@ -4,6 +4,7 @@
 //! answered through the wake-up path; and the Python worker of `examples/` runs against the
 //! real service.
 
+#[macro_use]
 mod common;
 
 use std::collections::HashMap;
@@ -19,11 +20,7 @@ use timeout_center::*;
 use common::RedisServer;
 use common::service::Service;
 
-#[derive(Clone, Copy, Debug)]
-enum Engine {
-    Memory,
-    Redis,
-}
+use common::Kind as Engine;
 
 /// The service on `engine`, with a pull topic `q` (4 slots, 1 s lease, 3 attempts) and a
 /// push topic `push`.
@@ -449,18 +446,8 @@ fn which_python() -> Result<std::path::PathBuf, ()> {
         .ok_or(())
 }
 
-macro_rules! both_engines {
-    ($($name:ident),* $(,)?) => {
-        mod memory {
-            $(#[actix_rt::test] async fn $name() { super::$name(super::Engine::Memory).await })*
-        }
-        mod redis {
-            $(#[actix_rt::test] async fn $name() { super::$name(super::Engine::Redis).await })*
-        }
-    };
-}
-
-both_engines!(
+engine_matrix!(
+    #[actix_rt::test] crate::common::kind;
     claim_ack_retry_bury_and_touch,
     a_dead_consumers_job_comes_back_after_its_lease_exactly_once_more,
     eight_consumers_ack_ten_thousand_jobs_each_once_and_none_early,

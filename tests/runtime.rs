@@ -490,7 +490,8 @@ async fn a_long_run_keeps_its_lease_and_is_not_taken_over(e: Engine) {
 }
 
 // Every test above that takes an engine, once per engine (see tests/common).
-actix_engines!(
+engine_matrix!(
+    #[actix_rt::test] crate::common::Engine::of;
     a_job_fires_on_time_and_never_before_its_fire_at,
     an_earlier_job_wakes_its_slot_without_waiting_for_the_poll,
     a_failed_run_retries_with_backoff_then_succeeds,

@@ -3,20 +3,13 @@
 
 mod common;
 
-use std::process::{Child, Command, Stdio};
+use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use common::redis_server::free_port;
 
 /// Kills the server when the test ends, however it ends.
-struct Running(Child);
-
-impl Drop for Running {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
+use common::process::KillOnDrop as Running;
 
 #[test]
 fn one_shell_runs_the_server_and_the_client() {

@@ -2,6 +2,7 @@
 //! once and run against each engine (see the `engines!` list at the bottom). Time is passed
 //! as `now`; nothing sleeps.
 
+#[macro_use]
 mod common;
 
 use std::collections::{HashMap, HashSet};
@@ -1225,6 +1226,11 @@ async fn bad_arguments_are_rejected_and_change_nothing(e: Engine) {
 }
 
 async fn unconfigured_topics_are_refused_when_auto_creation_is_off(e: Engine) {
+    let options = timeout_center::StoreOptions {
+        auto_create_topics: false,
+        ..Default::default()
+    };
+    let e = Engine::of_with(e.kind(), options).await;
     let s = &*e.store;
     let r = s
         .schedule("nope", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
@@ -1313,35 +1319,10 @@ async fn ten_thousand_jobs_fire_exactly_once_and_never_early(e: Engine) {
     assert_eq!(seen.len(), 10_000);
 }
 
-/// Every test above, once per engine: `redis_engine::NAME` and `memory_engine::NAME`.
-macro_rules! engines {
-    ($($name:ident),* $(,)?) => {
-        engines!(@engine redis_engine, redis_with; $($name),*);
-        engines!(@engine memory_engine, memory_with; $($name),*);
-    };
-    (@engine $module:ident, $make:ident; $($name:ident),*) => {
-        mod $module {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    let e = crate::common::Engine::$make(Default::default()).await;
-                    super::$name(e).await
-                }
-            )*
-            #[tokio::test]
-            async fn unconfigured_topics_are_refused_when_auto_creation_is_off() {
-                let options = timeout_center::StoreOptions {
-                    auto_create_topics: false,
-                    ..Default::default()
-                };
-                let e = crate::common::Engine::$make(options).await;
-                super::unconfigured_topics_are_refused_when_auto_creation_is_off(e).await
-            }
-        }
-    };
-}
-
-engines!(
+// Every test above, once per engine: `redis_engine::NAME` and `memory_engine::NAME`.
+engine_matrix!(
+    #[tokio::test] crate::common::Engine::of;
+    unconfigured_topics_are_refused_when_auto_creation_is_off,
     schedule_upsert_creates_then_replaces,
     schedule_create_only_leaves_an_existing_job_untouched,
     schedule_reset_only_moves_the_fire_time_and_keeps_the_payload,

@@ -16,9 +16,9 @@
 
 mod peer;
 mod pull;
-// The tests' Redis harness: one file, shared with `tests/` and `benches/`.
+// The Redis harness `toc bench` starts its servers with; `tests/` and `benches/` include
+// this file too.
 #[allow(dead_code, unreachable_pub)]
-#[path = "../../tests/common/redis_server.rs"]
 mod redis_server;
 mod report;
 mod scenarios;

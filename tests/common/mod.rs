@@ -3,9 +3,20 @@
 
 pub mod process;
 pub mod redis_cluster;
+// The Redis harness is the product's own (`toc bench` starts redis-server with it); the
+// tests include it rather than the product including a test file.
+#[path = "../../src/bench/redis_server.rs"]
 pub mod redis_server;
 pub mod runtime;
 pub mod service;
+
+/// The one clock helper of the tests: the wall clock, as the service's own `now_ms` reads it.
+pub use timeout_center::time::now_ms;
+
+/// The wall clock in ms, unsigned (for times compared with `u64` fields).
+pub fn now_ms_u64() -> u64 {
+    u64::try_from(now_ms()).expect("after the epoch")
+}
 
 pub use redis_cluster::RedisCluster;
 pub use redis_server::RedisServer;
@@ -39,6 +50,28 @@ pub struct Engine {
 }
 
 impl Engine {
+    /// A fresh store of `kind` with default options.
+    pub async fn of(kind: Kind) -> Engine {
+        Engine::of_with(kind, StoreOptions::default()).await
+    }
+
+    /// A fresh store of `kind` with `options`.
+    pub async fn of_with(kind: Kind, options: StoreOptions) -> Engine {
+        match kind {
+            Kind::Redis => Engine::redis_with(options).await,
+            Kind::Memory => Engine::memory_with(options).await,
+        }
+    }
+
+    /// The engine's kind.
+    pub fn kind(&self) -> Kind {
+        if self.redis.is_some() {
+            Kind::Redis
+        } else {
+            Kind::Memory
+        }
+    }
+
     pub async fn redis() -> Engine {
         Engine::redis_with(StoreOptions::default()).await
     }
@@ -86,50 +119,41 @@ impl Engine {
     }
 }
 
-/// Instantiates `async fn NAME(e: Engine)` actix tests once per engine:
-/// `redis_engine::NAME` and `memory_engine::NAME`.
-macro_rules! actix_engines {
-    ($($name:ident),* $(,)?) => {
+/// Instantiates `async fn NAME(arg)` tests once per engine, as `redis_engine::NAME` and
+/// `memory_engine::NAME`: `$make(Kind)` makes each one's argument (`Engine::of` for a store,
+/// `kind` for the kind alone), and `#[$test]` is the test attribute (`tokio::test`,
+/// `actix_rt::test`). The one engine matrix of the suite.
+macro_rules! engine_matrix {
+    (#[$test:meta] $make:path; $($name:ident),* $(,)?) => {
         mod redis_engine {
             $(
-                #[actix_rt::test]
+                #[$test]
                 async fn $name() {
-                    super::$name(crate::common::Engine::redis().await).await
+                    super::$name($make(crate::common::Kind::Redis).await).await
                 }
             )*
         }
         mod memory_engine {
             $(
-                #[actix_rt::test]
+                #[$test]
                 async fn $name() {
-                    super::$name(crate::common::Engine::memory().await).await
+                    super::$name($make(crate::common::Kind::Memory).await).await
                 }
             )*
         }
     };
 }
 
-/// Instantiates `async fn NAME(e: Engine)` tokio tests once per engine:
-/// `redis_engine::NAME` and `memory_engine::NAME`.
-macro_rules! tokio_engines {
-    ($($name:ident),* $(,)?) => {
-        mod redis_engine {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name(crate::common::Engine::redis().await).await
-                }
-            )*
-        }
-        mod memory_engine {
-            $(
-                #[tokio::test]
-                async fn $name() {
-                    super::$name(crate::common::Engine::memory().await).await
-                }
-            )*
-        }
-    };
+/// Which engine a test runs on.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Kind {
+    Memory,
+    Redis,
+}
+
+/// The kind itself, for `engine_matrix!` tests that build their own service.
+pub async fn kind(k: Kind) -> Kind {
+    k
 }
 
 /// A `toc serve` command of the binary `bin`, without the `TOC_*` variables of the test's

@@ -45,6 +45,8 @@ pub enum Skew {
 
 /// A running `toc serve`, killed (SIGKILL) when dropped; its log goes to `log`.
 pub struct Toc {
+    /// Its instance name (`runtime.instance`).
+    pub name: String,
     pub port: u16,
     child: Child,
     pub log: PathBuf,
@@ -54,6 +56,13 @@ impl Toc {
     /// Starts `toc serve` with the settings `env` and the clock `skew`, and waits until
     /// `/health` answers (start-up, not test logic).
     pub async fn start(name: &str, env: &[(&str, String)], skew: Skew, dir: &Path) -> Toc {
+        let mut toc = Toc::spawn(name, env, skew, dir);
+        toc.wait_healthy().await;
+        toc
+    }
+
+    /// Starts `toc serve` as `start` does, without waiting for it to answer.
+    pub fn spawn(name: &str, env: &[(&str, String)], skew: Skew, dir: &Path) -> Toc {
         let port = free_port();
         let log = dir.join(format!("{name}.log"));
         let mut cmd = super::toc_serve(env!("CARGO_BIN_EXE_toc"));
@@ -79,9 +88,12 @@ impl Toc {
                 .env("FAKETIME_NO_CACHE", "1");
         }
         let child = cmd.spawn().expect("toc serve starts");
-        let mut toc = Toc { port, child, log };
-        toc.wait_healthy().await;
-        toc
+        Toc {
+            name: name.to_string(),
+            port,
+            child,
+            log,
+        }
     }
 
     /// Starts `toc serve` expecting it to refuse to start: its exit status and log, or a
@@ -247,6 +259,16 @@ fn serve_connection(stream: TcpStream, seen: &Mutex<HashMap<String, Vec<i64>>>) 
         if out.write_all(reply.as_bytes()).is_err() {
             return;
         }
+    }
+}
+
+/// A child process killed (SIGKILL) and reaped when dropped, however the test ends.
+pub struct KillOnDrop(pub Child);
+
+impl Drop for KillOnDrop {
+    fn drop(&mut self) {
+        let _ = self.0.kill();
+        let _ = self.0.wait();
     }
 }
 
