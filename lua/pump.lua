@@ -22,9 +22,9 @@ local node_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if node_now < now then now = node_now end
 -- The padding members (see below), built here rather than in lib.lua, which every script
 -- runs: the job hash's field with the empty id gets a value over hash-max-listpack-value
--- (128 dots); the run set's member, at +inf, is 600 dots, longer than any id may be
--- (src/validate.rs, MAX_ID_LEN) and than zset-max-listpack-value. Built by concatenation:
--- string.rep copies a character at a time, and made up a fifth of a small pump's time.
+-- (JOB_PAD_LEN dots); the run set's member, at +inf, is RUN_PAD_LEN dots, longer than any id
+-- may be (MAX_ID_LEN) and than zset-max-listpack-value: the constants of src/store/keys.rs,
+-- whose test checks these lengths. Built by concatenation, which is cheaper than string.rep.
 local DOTS = '....................................................................................................'
 local TABLE_PAD = DOTS .. '............................'
 local RUN_PAD = DOTS .. DOTS .. DOTS .. DOTS .. DOTS .. DOTS

@@ -6,6 +6,36 @@ use serde_json::Value;
 
 use crate::time::Millis;
 
+/// The words a unit enum is written as on the wire (the Lua scripts' arguments and replies,
+/// the HTTP answers): `as_str` and `FromStr` from one table, used by the Redis engine, the
+/// HTTP layer and the memory engine alike.
+macro_rules! wire_words {
+    ($ty:ident { $($variant:ident => $word:literal),* $(,)? }) => {
+        impl $ty {
+            /// Its word on the wire.
+            pub fn as_str(self) -> &'static str {
+                match self {
+                    $($ty::$variant => $word,)*
+                }
+            }
+        }
+
+        impl std::str::FromStr for $ty {
+            type Err = crate::error::Error;
+
+            fn from_str(s: &str) -> Result<Self, Self::Err> {
+                match s {
+                    $($word => Ok($ty::$variant),)*
+                    other => Err(crate::error::Error::Corrupt(format!(
+                        concat!("not a ", stringify!($ty), " word: {:?}"),
+                        other
+                    ))),
+                }
+            }
+        }
+    };
+}
+
 /// Where a job is in its life. A job is in exactly one state, or gone.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(rename_all = "lowercase")]
@@ -17,6 +47,12 @@ pub enum JobState {
     /// Out of attempts or buried: in the dead letters until requeued or deleted.
     Dead,
 }
+
+wire_words!(JobState {
+    Scheduled => "scheduled",
+    Running => "running",
+    Dead => "dead",
+});
 
 /// A job as the store holds it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
@@ -137,6 +173,13 @@ pub enum ScheduleMode {
     ResetOnly,
 }
 
+// The modes as `schedule.lua` takes them.
+wire_words!(ScheduleMode {
+    Upsert => "upsert",
+    CreateOnly => "create",
+    ResetOnly => "reset",
+});
+
 /// What `schedule` did.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
 #[serde(rename_all = "snake_case")]
@@ -152,6 +195,14 @@ pub enum ScheduleOutcome {
     /// `ResetOnly` found no scheduled or running job; nothing changed.
     Missing,
 }
+
+wire_words!(ScheduleOutcome {
+    Created => "created",
+    Replaced => "replaced",
+    Exists => "exists",
+    Reset => "reset",
+    Missing => "missing",
+});
 
 /// The answer of `schedule`.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -457,6 +508,16 @@ pub enum Finished {
     /// The run's lease was taken over (or the job cancelled): nothing changed.
     Stale,
 }
+
+wire_words!(Finished {
+    Done => "done",
+    Retrying => "retrying",
+    Repeating => "repeating",
+    Dead => "dead",
+    Released => "released",
+    Rescheduled => "rescheduled",
+    Stale => "stale",
+});
 
 /// Per-slot figures.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, utoipa::ToSchema)]

@@ -135,18 +135,6 @@ fn stale(id: &str) -> ApiError {
     )
 }
 
-fn word(f: Finished) -> &'static str {
-    match f {
-        Finished::Done => "done",
-        Finished::Retrying => "retrying",
-        Finished::Repeating => "repeating",
-        Finished::Dead => "dead",
-        Finished::Released => "released",
-        Finished::Rescheduled => "rescheduled",
-        Finished::Stale => "stale",
-    }
-}
-
 /// Leases due jobs of a pull topic; with `wait_ms`, waits for one (a long poll).
 #[utoipa::path(operation_id = "claim_jobs", post, path = "/v1/topics/{topic}/claim", tag = "consumers",
     params(("topic" = String, Path)), request_body = ClaimBody,
@@ -231,7 +219,7 @@ pub(crate) async fn retry(
     };
     let f = settle_one(&state, &topic, query.job(&id), body.token, result).await?;
     Ok(HttpResponse::Ok().json(Settled {
-        result: word(f).into(),
+        result: f.as_str().into(),
     }))
 }
 
@@ -311,6 +299,6 @@ pub(crate) async fn acks(
         .collect();
     let done = state.center.settle_claims(&path, &outcomes).await?;
     Ok(HttpResponse::Ok().json(AcksAnswer {
-        results: done.into_iter().map(|f| word(f).to_string()).collect(),
+        results: done.into_iter().map(|f| f.as_str().to_string()).collect(),
     }))
 }

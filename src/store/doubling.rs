@@ -99,8 +99,8 @@ pub(super) async fn reset_old<E: SlotEngine>(
         }
         JobState::Scheduled => {
             let mut spec = stored.record;
-            let fires = spec.n.take();
-            let job_type = spec.t.clone();
+            let fires = spec.fires.take();
+            let job_type = spec.job_type.clone();
             let created = engine
                 .schedule(t, home, id, ScheduleMode::CreateOnly, at, now, spec)
                 .await?;

@@ -358,7 +358,7 @@ async fn settle_slot_claims<E: SlotEngine>(
             .iter()
             .zip(engine.get_many(t, slot, &backoff).await?)
         {
-            attempts.insert(id, stored.map(|s| s.record.a.unwrap_or(0)));
+            attempts.insert(id, stored.map(|s| s.record.attempts.unwrap_or(0)));
         }
     }
     let mut batch = Vec::new();

@@ -3,6 +3,18 @@
 //! All keys of one (topic, slot) share the hash tag `{topic:slot}`, so each script touches a
 //! single Redis Cluster hash slot, and a topic's slots spread over the cluster's nodes.
 
+/// The run set's padding member: this many dots at score `+inf`, longer than any id may be
+/// (`MAX_ID_LEN`), so no lookup by id meets it, and more than `zset-max-listpack-value`, so
+/// the run set stays a skiplist. Written by `pump.lua`; readers of the whole run set skip it.
+pub(crate) const RUN_PAD_LEN: usize = 600;
+/// The job hash's padding field (the empty id) holds this many dots, over
+/// `hash-max-listpack-value`, so the hash stays a hash table. Written by `pump.lua`.
+pub(crate) const JOB_PAD_LEN: usize = 128;
+
+const _: () = assert!(RUN_PAD_LEN > crate::validate::MAX_ID_LEN);
+// Redis' defaults for zset-max-listpack-value and hash-max-listpack-value are 64.
+const _: () = assert!(RUN_PAD_LEN > 64 && JOB_PAD_LEN > 64);
+
 /// The seven keys of one slot, in the order every script takes them as KEYS[1..7].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct SlotKeys {
@@ -93,5 +105,39 @@ mod tests {
         for key in k.all() {
             assert!(key.starts_with("toc:{orders:5}:"), "{key}");
         }
+    }
+}
+
+#[cfg(test)]
+mod padding {
+    use super::{JOB_PAD_LEN, RUN_PAD_LEN};
+
+    /// The length of `pump.lua`'s `local NAME = ...`, a concatenation of quoted dots and
+    /// `DOTS` (itself `dots` long).
+    fn length(name: &str, dots: usize) -> usize {
+        let lua = include_str!("../../lua/pump.lua");
+        let line = lua
+            .lines()
+            .find(|l| l.starts_with(&format!("local {name} = ")))
+            .unwrap_or_else(|| panic!("pump.lua defines {name}"));
+        let (_, value) = line.split_once(" = ").expect("an assignment");
+        value
+            .split(" .. ")
+            .map(|part| match part {
+                "DOTS" => dots,
+                quoted => quoted.trim_matches('\'').len(),
+            })
+            .sum()
+    }
+
+    #[test]
+    fn pump_lua_writes_the_padding_the_constants_name() {
+        let dots = length("DOTS", 0);
+        assert_eq!(
+            length("TABLE_PAD", dots),
+            JOB_PAD_LEN,
+            "pump.lua's TABLE_PAD"
+        );
+        assert_eq!(length("RUN_PAD", dots), RUN_PAD_LEN, "pump.lua's RUN_PAD");
     }
 }

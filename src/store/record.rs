@@ -26,32 +26,33 @@ use crate::job::{Job, JobState};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
+/// A job's record: named in Rust, stored under the one-letter names of the table above.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
 pub(crate) struct Record {
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub t: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub p: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub m: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub x: Option<Millis>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub a: Option<u32>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub c: Option<Millis>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub u: Option<Millis>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub e: Option<String>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub k: Option<u64>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub f: Option<Millis>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub r: Option<Millis>,
-    #[serde(skip_serializing_if = "Option::is_none")]
-    pub n: Option<u32>,
+    #[serde(rename = "t", skip_serializing_if = "Option::is_none")]
+    pub job_type: Option<String>,
+    #[serde(rename = "p", skip_serializing_if = "Option::is_none")]
+    pub payload: Option<String>,
+    #[serde(rename = "m", skip_serializing_if = "Option::is_none")]
+    pub max_attempts: Option<u32>,
+    #[serde(rename = "x", skip_serializing_if = "Option::is_none")]
+    pub max_fire_at: Option<Millis>,
+    #[serde(rename = "a", skip_serializing_if = "Option::is_none")]
+    pub attempts: Option<u32>,
+    #[serde(rename = "c", skip_serializing_if = "Option::is_none")]
+    pub created_at: Option<Millis>,
+    #[serde(rename = "u", skip_serializing_if = "Option::is_none")]
+    pub updated_at: Option<Millis>,
+    #[serde(rename = "e", skip_serializing_if = "Option::is_none")]
+    pub last_error: Option<String>,
+    #[serde(rename = "k", skip_serializing_if = "Option::is_none")]
+    pub token: Option<u64>,
+    #[serde(rename = "f", skip_serializing_if = "Option::is_none")]
+    pub run_fire_at: Option<Millis>,
+    #[serde(rename = "r", skip_serializing_if = "Option::is_none")]
+    pub pending_reset: Option<Millis>,
+    #[serde(rename = "n", skip_serializing_if = "Option::is_none")]
+    pub fires: Option<u32>,
 }
 
 impl Record {
@@ -65,12 +66,12 @@ impl Record {
         max_fire_at: Option<Millis>,
     ) -> Record {
         Record {
-            t: job_type
+            job_type: job_type
                 .filter(|t| *t != topic.default_type)
                 .map(str::to_string),
-            p: (!payload.is_null()).then(|| payload.to_string()),
-            m: max_attempts.filter(|m| *m != topic.max_attempts),
-            x: max_fire_at,
+            payload: (!payload.is_null()).then(|| payload.to_string()),
+            max_attempts: max_attempts.filter(|m| *m != topic.max_attempts),
+            max_fire_at,
             ..Record::default()
         }
     }
@@ -116,33 +117,33 @@ impl Record {
         state: JobState,
         score: Millis,
     ) -> Result<Job> {
-        let payload = match &self.p {
+        let payload = match &self.payload {
             Some(text) => serde_json::from_str(text)
                 .map_err(|e| Error::Corrupt(format!("payload of job {id:?}: {e}")))?,
             None => Value::Null,
         };
         let (fire_at, lease_until, dead_at) = match state {
             JobState::Scheduled => (score, None, None),
-            JobState::Running => (self.f.unwrap_or(score), Some(score), None),
-            JobState::Dead => (self.f.unwrap_or(score), None, Some(score)),
+            JobState::Running => (self.run_fire_at.unwrap_or(score), Some(score), None),
+            JobState::Dead => (self.run_fire_at.unwrap_or(score), None, Some(score)),
         };
         Ok(Job {
             topic: topic.name.clone(),
             id,
-            job_type: self.t.unwrap_or_else(|| topic.default_type.clone()),
+            job_type: self.job_type.unwrap_or_else(|| topic.default_type.clone()),
             payload,
             state,
             fire_at,
-            max_fire_at: self.x,
-            attempts: self.a.unwrap_or(0),
-            max_attempts: self.m.unwrap_or(topic.max_attempts),
-            created_at: self.c,
-            updated_at: self.u,
-            last_error: self.e,
+            max_fire_at: self.max_fire_at,
+            attempts: self.attempts.unwrap_or(0),
+            max_attempts: self.max_attempts.unwrap_or(topic.max_attempts),
+            created_at: self.created_at,
+            updated_at: self.updated_at,
+            last_error: self.last_error,
             lease_until,
             dead_at,
-            pending_fire_at: self.r,
-            fires: self.n.unwrap_or(0),
+            pending_fire_at: self.pending_reset,
+            fires: self.fires.unwrap_or(0),
         })
     }
 }

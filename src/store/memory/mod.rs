@@ -779,7 +779,7 @@ impl SlotEngine for MemoryEngine {
             let mut runs = Vec::new();
             for (k, c) in batch.iter().enumerate() {
                 let Some(stored) = s.get(c.id) else { continue };
-                if stored.state != JobState::Running || stored.record.k != Some(c.token) {
+                if stored.state != JobState::Running || stored.record.token != Some(c.token) {
                     continue;
                 }
                 let lease_until = stored.score;

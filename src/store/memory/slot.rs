@@ -76,7 +76,7 @@ struct Saved {
 }
 
 fn capped(rec: &Record, at: Millis) -> Millis {
-    match rec.x {
+    match rec.max_fire_at {
         Some(x) if at > x => x,
         _ => at,
     }
@@ -281,9 +281,9 @@ impl SlotState {
 
     /// Back to scheduled at `at` after a run: the run's fields go.
     fn reschedule(&mut self, k: u32, mut rec: Record, at: Millis) {
-        rec.k = None;
-        rec.f = None;
-        rec.r = None;
+        rec.token = None;
+        rec.run_fire_at = None;
+        rec.pending_reset = None;
         self.set_record(k, rec);
         self.set_state(k, JobState::Scheduled, at);
     }
@@ -326,16 +326,16 @@ impl SlotState {
             };
             let mut rec = self.record(k);
             let at = capped(&rec, at);
-            let rearmed = rec.n.take().map(|fires| Refired {
+            let rearmed = rec.fires.take().map(|fires| Refired {
                 id: id.to_string(),
                 fires,
-                job_type: rec.t.clone(),
+                job_type: rec.job_type.clone(),
             });
-            if rec.c.is_some() {
-                rec.u = Some(now);
+            if rec.created_at.is_some() {
+                rec.updated_at = Some(now);
             }
             if st == JobState::Running {
-                rec.r = Some(at);
+                rec.pending_reset = Some(at);
                 self.set_record(k, rec);
                 return SlotScheduled {
                     rearmed,
@@ -364,12 +364,12 @@ impl SlotState {
         if let (Some(k), Some(JobState::Running)) = (k, state) {
             // The run keeps its token and attempt; the new definition fires after it.
             let rec = self.record(k);
-            spec.a = rec.a;
-            spec.k = rec.k;
-            spec.f = rec.f;
-            spec.r = Some(at);
-            spec.c = rec.c.or(Some(now));
-            spec.u = Some(now);
+            spec.attempts = rec.attempts;
+            spec.token = rec.token;
+            spec.run_fire_at = rec.run_fire_at;
+            spec.pending_reset = Some(at);
+            spec.created_at = rec.created_at.or(Some(now));
+            spec.updated_at = Some(now);
             self.set_record(k, spec);
             return result(
                 ScheduleOutcome::Replaced,
@@ -380,12 +380,12 @@ impl SlotState {
         }
         if !spec.is_empty() {
             let old_c = match (k, state) {
-                (Some(k), Some(JobState::Scheduled)) => self.record(k).c,
+                (Some(k), Some(JobState::Scheduled)) => self.record(k).created_at,
                 _ => None,
             };
             // A spec names c when a doubling moves a job home.
-            spec.c = old_c.or(spec.c).or(Some(now));
-            spec.u = Some(now);
+            spec.created_at = old_c.or(spec.created_at).or(Some(now));
+            spec.updated_at = Some(now);
         }
         let outcome = match k {
             Some(k) => {
@@ -425,18 +425,18 @@ impl SlotState {
                     } else {
                         let mut rec = self.record(k);
                         let at = capped(&rec, *at);
-                        if let Some(fires) = rec.n.take() {
+                        if let Some(fires) = rec.fires.take() {
                             out.rearmed.push(Refired {
                                 id: id.to_string(),
                                 fires,
-                                job_type: rec.t.clone(),
+                                job_type: rec.job_type.clone(),
                             });
                         }
-                        if rec.c.is_some() {
-                            rec.u = Some(now);
+                        if rec.created_at.is_some() {
+                            rec.updated_at = Some(now);
                         }
                         if st == JobState::Running {
-                            rec.r = Some(at);
+                            rec.pending_reset = Some(at);
                             self.set_record(k, rec);
                         } else {
                             self.set_record(k, rec);
@@ -455,8 +455,8 @@ impl SlotState {
                     }
                     let mut rec = spec.clone();
                     if !rec.is_empty() {
-                        rec.c = Some(now);
-                        rec.u = Some(now);
+                        rec.created_at = Some(now);
+                        rec.updated_at = Some(now);
                     }
                     self.create(id, rec, JobState::Scheduled, *at);
                     out.created += 1;
@@ -482,17 +482,20 @@ impl SlotState {
             .collect();
         for &k in &expired {
             let mut rec = self.record(k);
-            let (attempts, max) = (rec.a.unwrap_or(0), rec.m.unwrap_or(default_max));
-            if let Some(at) = rec.r {
-                rec.a = None;
-                rec.e = None;
+            let (attempts, max) = (
+                rec.attempts.unwrap_or(0),
+                rec.max_attempts.unwrap_or(default_max),
+            );
+            if let Some(at) = rec.pending_reset {
+                rec.attempts = None;
+                rec.last_error = None;
                 self.reschedule(k, rec, at);
             } else {
-                rec.e = Some(format!(
+                rec.last_error = Some(format!(
                     "lease expired: the run did not report within the visibility timeout (attempt {attempts} of {max})"
                 ));
                 if attempts >= max {
-                    rec.k = None;
+                    rec.token = None;
                     self.set_record(k, rec);
                     self.set_state(k, JobState::Dead, now);
                 } else {
@@ -518,9 +521,9 @@ impl SlotState {
             self.seq += 1;
             self.seq_dirty = true;
             let mut rec = self.record(k);
-            rec.a = Some(rec.a.unwrap_or(0) + 1);
-            rec.k = Some(self.seq);
-            rec.f = Some(fire_at);
+            rec.attempts = Some(rec.attempts.unwrap_or(0) + 1);
+            rec.token = Some(self.seq);
+            rec.run_fire_at = Some(fire_at);
             // Already out of the wheel: index it as running directly.
             let e = self.entry_mut(k);
             e.state = JobState::Running;
@@ -552,7 +555,8 @@ impl SlotState {
     fn running_with(&self, id: &str, token: u64) -> Option<u32> {
         let k = self.locate(id)?;
         let e = self.entry(k);
-        let live = e.state == JobState::Running && e.rec.as_ref().and_then(|r| r.k) == Some(token);
+        let live =
+            e.state == JobState::Running && e.rec.as_ref().and_then(|r| r.token) == Some(token);
         live.then_some(k)
     }
 
@@ -569,9 +573,9 @@ impl SlotState {
             return Finished::Stale;
         };
         let mut rec = self.record(k);
-        if let Some(again) = rec.r {
-            rec.a = None;
-            rec.e = None;
+        if let Some(again) = rec.pending_reset {
+            rec.attempts = None;
+            rec.last_error = None;
             self.reschedule(k, rec, again);
             return Finished::Rescheduled;
         }
@@ -581,26 +585,28 @@ impl SlotState {
                 Finished::Done
             }
             Finish::Repeat { at } => {
-                rec.a = None;
-                rec.e = None;
-                rec.n = Some(rec.n.unwrap_or(0) + 1);
+                rec.attempts = None;
+                rec.last_error = None;
+                rec.fires = Some(rec.fires.unwrap_or(0) + 1);
                 self.reschedule(k, rec, at);
                 Finished::Repeating
             }
             Finish::Release => {
-                let a = rec.a.unwrap_or(1).saturating_sub(1);
-                rec.a = (a > 0).then_some(a);
+                let a = rec.attempts.unwrap_or(1).saturating_sub(1);
+                rec.attempts = (a > 0).then_some(a);
                 self.reschedule(k, rec, now);
                 Finished::Released
             }
-            Finish::Retry { error, at } if rec.a.unwrap_or(0) < rec.m.unwrap_or(default_max) => {
-                rec.e = Some(error.to_string());
+            Finish::Retry { error, at }
+                if rec.attempts.unwrap_or(0) < rec.max_attempts.unwrap_or(default_max) =>
+            {
+                rec.last_error = Some(error.to_string());
                 self.reschedule(k, rec, at);
                 Finished::Retrying
             }
             Finish::Retry { error, .. } | Finish::Bury { error } => {
-                rec.e = Some(error.to_string());
-                rec.k = None;
+                rec.last_error = Some(error.to_string());
+                rec.token = None;
                 self.set_record(k, rec);
                 self.set_state(k, JobState::Dead, now);
                 Finished::Dead
@@ -666,10 +672,10 @@ impl SlotState {
             return false;
         };
         let mut rec = self.record(k);
-        rec.a = None;
-        rec.e = None;
-        if rec.c.is_some() {
-            rec.u = Some(now);
+        rec.attempts = None;
+        rec.last_error = None;
+        if rec.created_at.is_some() {
+            rec.updated_at = Some(now);
         }
         self.reschedule(k, rec, now);
         true

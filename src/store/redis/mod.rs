@@ -356,18 +356,8 @@ where
         reply
             .iter()
             .map(|r| {
-                Ok(match r.as_str() {
-                    "done" => Finished::Done,
-                    "retrying" => Finished::Retrying,
-                    "repeating" => Finished::Repeating,
-                    "dead" => Finished::Dead,
-                    "released" => Finished::Released,
-                    "rescheduled" => Finished::Rescheduled,
-                    "stale" => Finished::Stale,
-                    other => {
-                        return Err(Error::Corrupt(format!("settle.lua answered {other:?}")));
-                    }
-                })
+                r.parse()
+                    .map_err(|_| Error::Corrupt(format!("settle.lua answered {r:?}")))
             })
             .collect()
     }
@@ -477,11 +467,7 @@ where
         now: Millis,
         spec: Record,
     ) -> Result<SlotScheduled> {
-        let mode_arg = match mode {
-            ScheduleMode::Upsert => "upsert",
-            ScheduleMode::CreateOnly => "create",
-            ScheduleMode::ResetOnly => "reset",
-        };
+        let mode_arg = mode.as_str();
         let reply: Vec<Value> = self
             .scripts
             .schedule
@@ -497,14 +483,10 @@ where
             .map_err(|e| refused(e, topic, slot))?;
         self.confirmed().await?;
         let reply = Reply::new("schedule", &reply);
-        let outcome = match reply.text(0)?.as_str() {
-            "created" => ScheduleOutcome::Created,
-            "replaced" => ScheduleOutcome::Replaced,
-            "exists" => ScheduleOutcome::Exists,
-            "reset" => ScheduleOutcome::Reset,
-            "missing" => ScheduleOutcome::Missing,
-            other => return Err(reply.corrupt(format!("outcome {other:?}"))),
-        };
+        let outcome: ScheduleOutcome = reply
+            .text(0)?
+            .parse()
+            .map_err(|_| reply.corrupt("its outcome"))?;
         let fire_at = reply.int(2)?;
         let rearmed = match (reply.items.get(4), reply.items.get(5)) {
             (Some(fires), Some(job_type)) => Some(refired(id.to_string(), fires, job_type)?),
@@ -631,7 +613,7 @@ where
             .map(|entry| {
                 let raw = text(&entry[1])?;
                 let record = Record::parse(&raw)?;
-                let token = record.k.ok_or_else(|| {
+                let token = record.token.ok_or_else(|| {
                     Error::Corrupt(format!("pump.lua handed out a run with no token: {raw}"))
                 })?;
                 Ok(Handed {
@@ -674,7 +656,7 @@ where
             .map(|entry| {
                 let raw = text(&entry[1])?;
                 let record = Record::parse(&raw)?;
-                let token = record.k.ok_or_else(|| {
+                let token = record.token.ok_or_else(|| {
                     Error::Corrupt(format!("adopt.lua answered a run with no token: {raw}"))
                 })?;
                 let handed = Handed {
@@ -1158,12 +1140,7 @@ fn parse_topic(json: &str) -> Result<TopicConfig> {
     serde_json::from_str(json).map_err(|e| Error::Corrupt(format!("topic settings {json:?}: {e}")))
 }
 
+/// A script's word for a job's state, `''` when there is no job.
 fn parse_state(s: &str) -> Result<Option<JobState>> {
-    Ok(match s {
-        "" => None,
-        "scheduled" => Some(JobState::Scheduled),
-        "running" => Some(JobState::Running),
-        "dead" => Some(JobState::Dead),
-        other => return Err(Error::Corrupt(format!("unknown job state {other:?}"))),
-    })
+    (!s.is_empty()).then(|| s.parse()).transpose()
 }
