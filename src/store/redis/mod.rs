@@ -3,31 +3,31 @@
 //! Generic over the connection, so one code path serves a single node and a Redis Cluster.
 
 mod clock;
+mod connect;
 mod durable;
 mod eviction;
 mod reply;
 mod sentinel;
+mod wake;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::cluster_async::ClusterConnection;
+use redis::aio::{ConnectionLike, ConnectionManager};
 use redis::{AsyncCommands, Value};
 use tokio::sync::mpsc;
 
 use self::reply::{Reply, int, text};
+use self::wake::Wakes;
 use super::engine::{
     ClaimSettlement, DeadEntry, Handed, Refired, SlotEngine, SlotPumped, SlotReset, SlotScheduled,
     Stored,
 };
 use super::event_id::EventId;
 use super::front::StoreFront;
-use super::keys::{
-    INSTANCES, SlotKeys, TOPICS, parse_slot_wake_channel, slot_wake_channel, wake_channel,
-};
+use super::keys::{INSTANCES, SlotKeys, TOPICS};
 use super::record::Record;
 use super::scripts::Scripts;
 use super::topics::{StoreOptions, TopicCache, check_update, fresh};
@@ -52,11 +52,8 @@ pub type RedisStore<C = ConnectionManager> = StoreFront<RedisEngine<C>>;
 /// The Redis engine under [`RedisStore`]: the scripts of `lua/` over a connection `C`.
 pub struct RedisEngine<C> {
     conn: C,
-    /// For the pub/sub connection that hears wake notices (single node or Sentinel).
-    client: Option<WakeClient>,
-    /// On a Redis Cluster: the RESP3 connection that subscribes to the watched slots'
-    /// sharded channels (and to the plain ones), and where its messages arrive.
-    cluster_wakes: Option<ClusterWakes>,
+    /// Where wake notices are published and heard (`wake.rs`).
+    wakes: Wakes,
     scripts: Arc<Scripts>,
     topics: TopicCache,
     /// About how many events a topic's streams keep, over all its slots.
@@ -70,155 +67,8 @@ pub struct RedisEngine<C> {
     warnings: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-/// Sharded pub/sub on a Redis Cluster. The connection resubscribes by itself after a loss or
-/// a resharding.
-struct ClusterWakes {
-    conn: ClusterConnection,
-    pushes: std::sync::Mutex<Option<mpsc::UnboundedReceiver<redis::PushInfo>>>,
-}
-
+pub use self::connect::open;
 pub use self::sentinel::SentinelConnection;
-
-/// Where the pub/sub connection for wake notices is made: one node, or whichever the
-/// sentinels name the primary when it (re)connects.
-enum WakeClient {
-    Fixed(redis::Client),
-    Sentinel(SentinelConnection),
-}
-
-impl WakeClient {
-    fn client(&self) -> redis::Client {
-        match self {
-            WakeClient::Fixed(c) => c.clone(),
-            WakeClient::Sentinel(s) => s.client(),
-        }
-    }
-}
-
-fn manager_config() -> ConnectionManagerConfig {
-    ConnectionManagerConfig::new()
-        .set_response_timeout(Some(RESPONSE_TIMEOUT))
-        .set_connection_timeout(Some(CONNECT_TIMEOUT))
-        .set_number_of_retries(1)
-        .set_max_delay(Duration::from_millis(500))
-}
-
-/// Opens the Redis store `settings` describe: a Cluster, a primary behind Sentinel, or one
-/// node; with `durability = "replica"`, writes answered to callers are confirmed on a
-/// connection of their own (`durable.rs`).
-pub async fn open(
-    settings: &crate::config::RedisSettings,
-    options: StoreOptions,
-) -> Result<super::SharedStore> {
-    use crate::config::Durability;
-    let wait = match settings.durability {
-        Durability::None => None,
-        Durability::Replica => Some(Duration::from_millis(settings.durability_timeout_ms.max(1))),
-    };
-    if !settings.cluster_nodes.is_empty() {
-        let mut store = RedisStore::connect_cluster(&settings.cluster_nodes, options).await?;
-        if let Some(timeout) = wait {
-            let conn = cluster_client(&settings.cluster_nodes)?
-                .get_async_connection()
-                .await?;
-            store = store.confirm_writes_with(conn, 1, timeout);
-        }
-        let nodes = eviction::Nodes::Cluster(settings.cluster_nodes.clone());
-        eviction::guard(
-            nodes,
-            settings.allow_eviction,
-            store.engine.warnings.clone(),
-        )
-        .await?;
-        return Ok(Arc::new(store));
-    }
-    if !settings.sentinels.is_empty() {
-        let node = redis::IntoConnectionInfo::into_connection_info(settings.url.as_str())
-            .map_err(|e| Error::invalid("redis.url", format!("{:?}: {e}", settings.url)))?;
-        let connect = || {
-            SentinelConnection::connect(
-                &settings.sentinels,
-                &settings.sentinel_master,
-                node.redis_settings().clone(),
-                manager_config(),
-            )
-        };
-        let conn = connect().await?;
-        let mut store = RedisStore::with_connection(conn.clone(), options);
-        store.engine.client = Some(WakeClient::Sentinel(conn.clone()));
-        let nodes = eviction::Nodes::One(Arc::new(move || conn.client()));
-        eviction::guard(
-            nodes,
-            settings.allow_eviction,
-            store.engine.warnings.clone(),
-        )
-        .await?;
-        store.engine.sync_clock().await;
-        if let Some(timeout) = wait {
-            store = store.confirm_writes_with(connect().await?, 1, timeout);
-        }
-        return Ok(Arc::new(store));
-    }
-    let mut store = RedisStore::connect(&settings.url, options).await?;
-    let client = redis::Client::open(settings.url.as_str())
-        .map_err(|e| Error::invalid("redis.url", e.to_string()))?;
-    if let Some(timeout) = wait {
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
-        store = store.confirm_writes_with(conn, 1, timeout);
-    }
-    let nodes = eviction::Nodes::One(Arc::new(move || client.clone()));
-    eviction::guard(
-        nodes,
-        settings.allow_eviction,
-        store.engine.warnings.clone(),
-    )
-    .await?;
-    Ok(Arc::new(store))
-}
-
-fn cluster_client(nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
-    redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
-        .response_timeout(RESPONSE_TIMEOUT)
-        .connection_timeout(CONNECT_TIMEOUT)
-        .build()
-        .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))
-}
-
-impl RedisStore<ConnectionManager> {
-    /// Connects to one Redis node. The connection is made lazily and remade after a loss, so
-    /// a store created while Redis is down starts serving once Redis is back.
-    pub async fn connect(url: &str, options: StoreOptions) -> Result<Self> {
-        let client = redis::Client::open(url)
-            .map_err(|e| Error::invalid("redis.url", format!("{url:?}: {e}")))?;
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
-        let mut store = RedisStore::with_connection(conn, options);
-        store.engine.client = Some(WakeClient::Fixed(client));
-        store.engine.sync_clock().await;
-        Ok(store)
-    }
-}
-
-impl RedisStore<ClusterConnection> {
-    /// Connects to a Redis Cluster through any of its nodes.
-    pub async fn connect_cluster(nodes: &[String], options: StoreOptions) -> Result<Self> {
-        let conn = cluster_client(nodes)?.get_async_connection().await?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let pubsub = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
-            .response_timeout(RESPONSE_TIMEOUT)
-            .connection_timeout(CONNECT_TIMEOUT)
-            .use_protocol(redis::ProtocolVersion::RESP3)
-            .push_sender(tx)
-            .build()
-            .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))?;
-        let mut store = RedisStore::with_connection(conn, options);
-        store.engine.cluster_wakes = Some(ClusterWakes {
-            conn: pubsub.get_async_connection().await?,
-            pushes: std::sync::Mutex::new(Some(rx)),
-        });
-        store.engine.sync_clock().await;
-        Ok(store)
-    }
-}
 
 impl<C> RedisStore<C>
 where
@@ -230,8 +80,7 @@ where
         clock::spawn_sampler(conn.clone(), &clock);
         let engine = RedisEngine {
             conn,
-            client: None,
-            cluster_wakes: None,
+            wakes: Wakes::None,
             scripts: Arc::new(Scripts::new()),
             topics: TopicCache::default(),
             events_max_len: options.events_max_len,
@@ -990,59 +839,19 @@ where
     }
 
     async fn publish_wake(&self, notice: &WakeNotice) -> Result<()> {
-        let _: i64 = self
-            .conn()
-            .publish(wake_channel(&notice.topic), notice.encode())
-            .await?;
-        Ok(())
+        self.wakes.publish(&mut self.conn(), notice).await
     }
 
     async fn publish_slot_wake(&self, notice: &WakeNotice) -> Result<()> {
-        if self.cluster_wakes.is_none() {
-            return self.publish_wake(notice).await;
-        }
-        let channel = slot_wake_channel(&notice.topic, notice.slot);
-        let _: i64 = redis::cmd("SPUBLISH")
-            .arg(channel)
-            .arg(notice.encode())
-            .query_async(&mut self.conn())
-            .await?;
-        Ok(())
+        self.wakes.publish_to_owner(&mut self.conn(), notice).await
     }
 
     async fn watch_slot(&self, topic: &str, slot: u32, watch: bool) -> Result<()> {
-        let Some(wakes) = &self.cluster_wakes else {
-            return Ok(());
-        };
-        let mut conn = wakes.conn.clone();
-        let channel = slot_wake_channel(topic, slot);
-        if watch {
-            conn.ssubscribe(channel).await?;
-        } else {
-            conn.sunsubscribe(channel).await?;
-        }
-        Ok(())
+        self.wakes.watch_slot(topic, slot, watch).await
     }
 
     async fn listen_wakes(&self, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
-        if let Some(wakes) = &self.cluster_wakes {
-            return listen_cluster(wakes, tx).await;
-        }
-        let Some(source) = &self.client else {
-            return Ok(());
-        };
-        // Reconnects after a loss (to the primary of the moment, behind Sentinel), until
-        // the receiver is gone.
-        while !tx.is_closed() {
-            match listen_once(&source.client(), &tx).await {
-                Ok(()) => return Ok(()),
-                Err(e) => {
-                    tracing::warn!(error = %e, "wake notices: connection lost, reconnecting");
-                    tokio::time::sleep(Duration::from_millis(500)).await;
-                }
-            }
-        }
-        Ok(())
+        self.wakes.listen(tx).await
     }
 }
 
@@ -1054,27 +863,6 @@ fn refired(id: String, fires: &Value, job_type: &Value) -> Result<Refired> {
         fires: crate::num::count_u32(int(fires)?),
         job_type: (!job_type.is_empty()).then_some(job_type),
     })
-}
-
-async fn listen_once(client: &redis::Client, tx: &mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
-    use futures_util::StreamExt;
-    let mut pubsub = client.get_async_pubsub().await?;
-    pubsub.psubscribe(wake_channel("*")).await?;
-    let prefix = wake_channel("");
-    let mut messages = pubsub.on_message();
-    while let Some(msg) = messages.next().await {
-        let channel = msg.get_channel_name().to_string();
-        let payload: String = msg.get_payload().unwrap_or_default();
-        let Some(topic) = channel.strip_prefix(&prefix) else {
-            continue;
-        };
-        if let Some(notice) = WakeNotice::decode(topic, &payload)
-            && tx.send(notice).is_err()
-        {
-            return Ok(());
-        }
-    }
-    Err(Error::Unavailable("the pub/sub connection closed".into()))
 }
 
 /// A script's refusal as the crate's error: `FENCED` (a pump by a former owner) and
@@ -1093,47 +881,6 @@ fn refused(e: redis::RedisError, topic: &TopicConfig, slot: u32) -> Error {
         },
         _ => e.into(),
     }
-}
-
-/// Wake notices on a Redis Cluster: the plain channels (topic announcements, pull topics'
-/// notices; a plain PUBLISH reaches every node) and the watched slots' sharded ones.
-async fn listen_cluster(wakes: &ClusterWakes, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
-    let pushes = wakes
-        .pushes
-        .lock()
-        .unwrap_or_else(std::sync::PoisonError::into_inner)
-        .take();
-    let Some(mut pushes) = pushes else {
-        return Err(Error::Unavailable(
-            "wake notices are heard by one listener only".into(),
-        ));
-    };
-    wakes.conn.clone().psubscribe(wake_channel("*")).await?;
-    let prefix = wake_channel("");
-    while let Some(push) = pushes.recv().await {
-        let notice = match (push.kind, push.data.as_slice()) {
-            (redis::PushKind::SMessage, [channel, payload]) => {
-                let (channel, payload) = (text(channel)?, text(payload)?);
-                parse_slot_wake_channel(&channel)
-                    .and_then(|(topic, _)| WakeNotice::decode(topic, &payload))
-            }
-            (redis::PushKind::PMessage, [_, channel, payload]) => {
-                let (channel, payload) = (text(channel)?, text(payload)?);
-                channel
-                    .strip_prefix(&prefix)
-                    .and_then(|topic| WakeNotice::decode(topic, &payload))
-            }
-            _ => None,
-        };
-        if let Some(notice) = notice
-            && tx.send(notice).is_err()
-        {
-            return Ok(());
-        }
-    }
-    Err(Error::Unavailable(
-        "the cluster's pub/sub connection closed".into(),
-    ))
 }
 
 fn parse_topic(json: &str) -> Result<TopicConfig> {

@@ -1,0 +1,139 @@
+//! Connecting the Redis store: one node (a connection manager that reconnects by itself), a
+//! Redis Cluster, or the primary behind Sentinel; with `redis.durability = "replica"` a
+//! second connection for the writes to confirm; and the start-up checks (the clock, the
+//! eviction policy).
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use redis::aio::{ConnectionManager, ConnectionManagerConfig};
+use redis::cluster_async::ClusterConnection;
+use tokio::sync::mpsc;
+
+use super::wake::{ClusterWakes, WakeClient, Wakes};
+use super::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, RedisStore, SentinelConnection, eviction};
+use crate::error::{Error, Result};
+use crate::store::topics::StoreOptions;
+
+fn manager_config() -> ConnectionManagerConfig {
+    ConnectionManagerConfig::new()
+        .set_response_timeout(Some(RESPONSE_TIMEOUT))
+        .set_connection_timeout(Some(CONNECT_TIMEOUT))
+        .set_number_of_retries(1)
+        .set_max_delay(Duration::from_millis(500))
+}
+
+/// Opens the Redis store `settings` describe: a Cluster, a primary behind Sentinel, or one
+/// node; with `durability = "replica"`, writes answered to callers are confirmed on a
+/// connection of their own (`durable.rs`).
+pub async fn open(
+    settings: &crate::config::RedisSettings,
+    options: StoreOptions,
+) -> Result<crate::store::SharedStore> {
+    use crate::config::Durability;
+    let wait = match settings.durability {
+        Durability::None => None,
+        Durability::Replica => Some(Duration::from_millis(settings.durability_timeout_ms.max(1))),
+    };
+    if !settings.cluster_nodes.is_empty() {
+        let mut store = RedisStore::connect_cluster(&settings.cluster_nodes, options).await?;
+        if let Some(timeout) = wait {
+            let conn = cluster_client(&settings.cluster_nodes)?
+                .get_async_connection()
+                .await?;
+            store = store.confirm_writes_with(conn, 1, timeout);
+        }
+        let nodes = eviction::Nodes::Cluster(settings.cluster_nodes.clone());
+        eviction::guard(
+            nodes,
+            settings.allow_eviction,
+            store.engine.warnings.clone(),
+        )
+        .await?;
+        return Ok(Arc::new(store));
+    }
+    if !settings.sentinels.is_empty() {
+        let node = redis::IntoConnectionInfo::into_connection_info(settings.url.as_str())
+            .map_err(|e| Error::invalid("redis.url", format!("{:?}: {e}", settings.url)))?;
+        let connect = || {
+            SentinelConnection::connect(
+                &settings.sentinels,
+                &settings.sentinel_master,
+                node.redis_settings().clone(),
+                manager_config(),
+            )
+        };
+        let conn = connect().await?;
+        let mut store = RedisStore::with_connection(conn.clone(), options);
+        store.engine.wakes = Wakes::Plain(WakeClient::Sentinel(conn.clone()));
+        let nodes = eviction::Nodes::One(Arc::new(move || conn.client()));
+        eviction::guard(
+            nodes,
+            settings.allow_eviction,
+            store.engine.warnings.clone(),
+        )
+        .await?;
+        store.engine.sync_clock().await;
+        if let Some(timeout) = wait {
+            store = store.confirm_writes_with(connect().await?, 1, timeout);
+        }
+        return Ok(Arc::new(store));
+    }
+    let mut store = RedisStore::connect(&settings.url, options).await?;
+    let client = redis::Client::open(settings.url.as_str())
+        .map_err(|e| Error::invalid("redis.url", e.to_string()))?;
+    if let Some(timeout) = wait {
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
+        store = store.confirm_writes_with(conn, 1, timeout);
+    }
+    let nodes = eviction::Nodes::One(Arc::new(move || client.clone()));
+    eviction::guard(
+        nodes,
+        settings.allow_eviction,
+        store.engine.warnings.clone(),
+    )
+    .await?;
+    Ok(Arc::new(store))
+}
+
+fn cluster_client(nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
+    redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+        .response_timeout(RESPONSE_TIMEOUT)
+        .connection_timeout(CONNECT_TIMEOUT)
+        .build()
+        .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))
+}
+
+impl RedisStore<ConnectionManager> {
+    /// Connects to one Redis node. The connection is made lazily and remade after a loss, so
+    /// a store created while Redis is down starts serving once Redis is back.
+    pub async fn connect(url: &str, options: StoreOptions) -> Result<Self> {
+        let client = redis::Client::open(url)
+            .map_err(|e| Error::invalid("redis.url", format!("{url:?}: {e}")))?;
+        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
+        let mut store = RedisStore::with_connection(conn, options);
+        store.engine.wakes = Wakes::Plain(WakeClient::Fixed(client));
+        store.engine.sync_clock().await;
+        Ok(store)
+    }
+}
+
+impl RedisStore<ClusterConnection> {
+    /// Connects to a Redis Cluster through any of its nodes.
+    pub async fn connect_cluster(nodes: &[String], options: StoreOptions) -> Result<Self> {
+        let conn = cluster_client(nodes)?.get_async_connection().await?;
+        let (tx, rx) = mpsc::unbounded_channel();
+        let pubsub = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+            .response_timeout(RESPONSE_TIMEOUT)
+            .connection_timeout(CONNECT_TIMEOUT)
+            .use_protocol(redis::ProtocolVersion::RESP3)
+            .push_sender(tx)
+            .build()
+            .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))?;
+        let mut store = RedisStore::with_connection(conn, options);
+        store.engine.wakes =
+            Wakes::Cluster(ClusterWakes::new(pubsub.get_async_connection().await?, rx));
+        store.engine.sync_clock().await;
+        Ok(store)
+    }
+}
