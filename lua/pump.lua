@@ -101,8 +101,8 @@ if count > 0 then
     out[#out + 1] = raw
   end
   -- The slot's job hash now holds a record per run in flight. Small, Redis keeps a hash
-  -- as a listpack, where each HSET, HMGET and HDEL of a field scans the whole list: with a
-  -- pump batch of 256 runs in flight that was a fifth of redis-server's CPU in a burst.
+  -- as a listpack, where each HSET, HMGET and HDEL of a field scans the whole list, which a
+  -- burst's full pump batches in flight make costly (BENCHMARKS.md).
   -- A field no job can have (ids are never empty) with a value longer than
   -- hash-max-listpack-value (64 bytes by default) makes it a hash table, for as long as
   -- the key lives; that field is never removed, so it lives for good.

@@ -13,7 +13,8 @@
 -- variadic ZADD per chunk, their fire times passed through as the caller's strings:
 -- ZADD XX CH moves every existing one, and when it reports fewer changes than ids, a ZMSCORE
 -- finds which were missing (or were reset to the time they already had). Ids with a record
--- take a few commands each.
+-- take a few commands each. Both paths mean what SlotState::reset_many
+-- (src/store/memory/slot.rs) does one job at a time; the differential test holds them to it.
 local now = tonumber(ARGV[1])
 local create = ARGV[2] ~= '-'
 local spec_json = ARGV[2]

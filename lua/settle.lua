@@ -61,13 +61,16 @@ for k = 1, m do
     local outcome = ARGV[b + OUTCOME]
     if outcome == 'ack' and raw == ARGV[b + HANDED] then
       -- The record as this run was handed it (one compare: Lua interns its strings): the
-      -- job is running under this run, and no reset or replace came since.
+      -- job is running under this run, and no reset or replace came since. The same
+      -- answer as the token check below and SlotState::finish's (src/store/memory/slot.rs);
+      -- the text is the run's HandedRecord (src/job.rs).
       r = 'done'
     else
       local a, token, f = nil, nil, nil
       if outcome == 'ack' then a, token, f = string.match(raw, PLAIN_RUN) end
       if a then
-        -- A plain job's run, acked by a consumer: read as text, without a JSON decode.
+        -- A plain job's run, acked by a consumer: read as text, without a JSON decode (the
+        -- record pump.lua writes for a plain job, Record with attempts, token, run_fire_at).
         if token == ARGV[b + TOKEN] then
           r = 'done'; attempt[k] = a; fired[k] = f
         end

@@ -241,7 +241,7 @@ async fn one_topic_spreads_over_the_nodes_of_a_redis_cluster() {
 
 /// The slot's job hash holds a record per run in flight, and its run set a lease per run.
 /// Left small, Redis would keep them as listpacks, where every HSET, HMGET, HDEL, ZADD,
-/// ZMSCORE and ZREM scans the whole list (a fifth of redis-server's CPU in a burst); the
+/// ZMSCORE and ZREM scans the whole list; the
 /// first pump makes them a hash table and a skiplist, and they stay so once every run is
 /// settled. The members that do it are no job: not counted as running, not a lease that
 /// runs out, not the slot's next deadline.
@@ -270,8 +270,9 @@ async fn a_slots_job_hash_and_run_set_are_a_hash_table_and_a_skiplist_from_the_f
         s.finish("t", run, RunOutcome::Ack, T0).await.unwrap();
     }
     assert_eq!(encodings(&mut conn), tables, "kept with no run left");
-    // The members that do it are the ones earlier versions wrote (600 and 128 dots), so a
-    // slot written before an upgrade gets no second one.
+    // The members that do it are the ones earlier versions wrote (RUN_PAD_LEN and
+    // JOB_PAD_LEN dots, src/store/keys.rs), so a slot written before an upgrade gets no
+    // second one.
     let pads: Vec<String> = redis::cmd("ZRANGEBYSCORE")
         .arg("toc:{t:0}:run")
         .arg("+inf")

@@ -56,7 +56,7 @@ pub(super) async fn find_old<E: SlotEngine>(
     id: &str,
 ) -> Result<Option<(u32, super::engine::Stored)>> {
     for &slot in old {
-        if let Some(s) = engine.get_many(t, slot, &[id]).await?.pop().flatten() {
+        if let Some(s) = engine.get(t, slot, &[id]).await?.pop().flatten() {
             return Ok(Some((slot, s)));
         }
     }
@@ -166,7 +166,7 @@ pub(super) async fn reset_missing<E: SlotEngine>(
     for (slot, items) in still {
         match create {
             Some(spec) => {
-                let r = engine.reset(t, slot, &items, Some(spec), now).await?;
+                let r = engine.reset_many(t, slot, &items, Some(spec), now).await?;
                 report.reset += r.reset;
                 report.created += r.created;
                 report.missing.extend(r.missing);

@@ -158,7 +158,7 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
     ) -> Result<SlotScheduled>;
 
     /// `reset_many.lua`: moves many jobs of one slot, creating missing ones with `create`.
-    async fn reset(
+    async fn reset_many(
         &self,
         topic: &TopicConfig,
         slot: u32,
@@ -170,7 +170,7 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
     async fn cancel(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<JobState>>;
 
     /// `get.lua`: the jobs `ids` of one slot, in order, read in one consistent step.
-    async fn get_many(
+    async fn get(
         &self,
         topic: &TopicConfig,
         slot: u32,

@@ -192,7 +192,7 @@ impl<E: SlotEngine> StoreFront<E> {
         let calls = by_slot.iter().map(|(slot, items)| {
             let (t, spec) = (&t, first_create);
             async move {
-                let r = self.engine.reset(t, *slot, items, spec, now).await?;
+                let r = self.engine.reset_many(t, *slot, items, spec, now).await?;
                 Ok::<_, Error>((*slot, r))
             }
         });
@@ -254,7 +254,7 @@ impl<E: SlotEngine> StoreFront<E> {
         let (slot, old) = Self::places(t, job)?;
         let mut found = self
             .engine
-            .get_many(t, slot, &[job.id.as_str()])
+            .get(t, slot, &[job.id.as_str()])
             .await?
             .pop()
             .flatten();
@@ -354,10 +354,7 @@ async fn settle_slot_claims<E: SlotEngine>(
         .collect();
     let mut attempts: HashMap<&str, Option<u32>> = HashMap::new();
     if !backoff.is_empty() {
-        for (id, stored) in backoff
-            .iter()
-            .zip(engine.get_many(t, slot, &backoff).await?)
-        {
+        for (id, stored) in backoff.iter().zip(engine.get(t, slot, &backoff).await?) {
             attempts.insert(id, stored.map(|s| s.record.attempts.unwrap_or(0)));
         }
     }

@@ -683,7 +683,7 @@ impl SlotEngine for MemoryEngine {
         .await
     }
 
-    async fn reset(
+    async fn reset_many(
         &self,
         topic: &TopicConfig,
         slot: u32,
@@ -699,7 +699,7 @@ impl SlotEngine for MemoryEngine {
         self.with_slot(topic, slot, true, |s| s.cancel(id)).await
     }
 
-    async fn get_many(
+    async fn get(
         &self,
         topic: &TopicConfig,
         slot: u32,

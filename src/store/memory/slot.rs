@@ -560,7 +560,7 @@ impl SlotState {
         live.then_some(k)
     }
 
-    /// `finish.lua`.
+    /// `settle.lua`'s step for one run (`Store::finish`).
     pub(super) fn finish(
         &mut self,
         id: &str,

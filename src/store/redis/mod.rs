@@ -350,7 +350,7 @@ where
         })
     }
 
-    async fn reset(
+    async fn reset_many(
         &self,
         topic: &TopicConfig,
         slot: u32,
@@ -403,7 +403,7 @@ where
         parse_state(&state)
     }
 
-    async fn get_many(
+    async fn get(
         &self,
         topic: &TopicConfig,
         slot: u32,
