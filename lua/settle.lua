@@ -63,7 +63,7 @@ for k = 1, m do
       -- The record as this run was handed it (one compare: Lua interns its strings): the
       -- job is running under this run, and no reset or replace came since. The same
       -- answer as the token check below and SlotState::finish's (src/store/memory/slot.rs);
-      -- the text is the run's HandedRecord (src/job.rs).
+      -- the text is the run's HandedRecord (src/model.rs).
       r = 'done'
     else
       local a, token, f = nil, nil, nil

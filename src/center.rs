@@ -18,14 +18,14 @@ use crate::actors::messages::{GetHealth, HaltSlot, ServeTopic, Shutdown, WakeSlo
 use crate::actors::runtime::TypeEntry;
 use crate::actors::supervisor::Supervisor;
 use crate::actors::{Runtime, SlotHealth};
+use crate::claims::{ClaimRequest, Claims};
 use crate::config::RuntimeSettings;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
-use crate::handler::{Handlers, JobHandler};
-use crate::job::*;
+use crate::job_type::{Handlers, JobHandler};
 use crate::jobs::pull;
 use crate::metrics::Metrics;
-use crate::pull::{ClaimRequest, Claims};
+use crate::model::*;
 use crate::routing::slot_of;
 use crate::store::{SharedStore, WakeNotice};
 use crate::time::{Millis, SharedClock};

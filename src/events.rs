@@ -4,7 +4,7 @@
 use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
-use crate::job::{Finished, RunOutcome, Settlement};
+use crate::model::{Finished, RunOutcome, Settlement};
 use crate::time::Millis;
 
 /// Names of the events the runtime itself appends. Handlers add their own (for example

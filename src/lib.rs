@@ -32,18 +32,18 @@ pub mod bench_support {
     pub use crate::store::memory::wheel::Wheel;
 }
 mod center;
+mod claims;
 mod cli;
 pub mod config;
 mod error;
 pub mod events;
-mod handler;
 mod http;
-mod job;
+mod job_type;
 pub mod jobs;
 pub mod meetings;
 mod metrics;
+mod model;
 mod num;
-mod pull;
 mod routing;
 pub mod serve;
 pub mod store;
@@ -52,12 +52,12 @@ mod topic;
 mod validate;
 
 pub use center::{TimeoutCenter, TimeoutCenterBuilder};
+pub use claims::ClaimRequest;
 pub use cli::toc_main;
 pub use error::{Error, Result};
 pub use events::{Event, EventPage};
-pub use handler::{Handlers, JobContext, JobHandler, OtherJobs, Outcome};
-pub use job::*;
-pub use pull::ClaimRequest;
+pub use job_type::{Handlers, JobContext, JobHandler, OtherJobs, Outcome};
+pub use model::*;
 pub use routing::slot_of;
 pub use store::{SharedStore, Store, StoreOptions};
 pub use time::Millis;

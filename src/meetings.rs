@@ -5,8 +5,8 @@
 
 use crate::center::TimeoutCenter;
 use crate::error::Result;
-use crate::job::{NewJob, ScheduleMode};
 use crate::jobs::meeting_state::{Booking, MeetingJob, TYPE, job_ref, meeting_id};
+use crate::model::{NewJob, ScheduleMode};
 
 /// The booking as stored, if any (carried by its `end` job).
 pub async fn get_meeting(center: &TimeoutCenter, topic: &str, id: &str) -> Result<Option<Booking>> {

@@ -5,7 +5,7 @@ use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
 };
 
-use crate::job::TopicStats;
+use crate::model::TopicStats;
 
 pub struct Metrics {
     registry: Registry,
@@ -52,7 +52,7 @@ impl Default for Metrics {
 
 impl Metrics {
     /// Counts a cancel that found a job (`state` is what the store answered).
-    pub(crate) fn count_cancelled(&self, topic: &str, state: Option<crate::job::JobState>) {
+    pub(crate) fn count_cancelled(&self, topic: &str, state: Option<crate::model::JobState>) {
         if state.is_some() {
             self.cancelled.with_label_values(&[topic]).inc();
         }

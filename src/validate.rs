@@ -4,7 +4,7 @@
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::job::{CreateSpec, NewJob, Reset};
+use crate::model::{CreateSpec, NewJob, Reset};
 use crate::time::Millis;
 
 /// Longest job id or shard key, in characters.

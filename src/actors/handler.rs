@@ -8,7 +8,7 @@ use actix::{Actor, Context, Handler, ResponseFuture};
 use tokio::sync::Semaphore;
 
 use super::messages::{RunJob, RunReport};
-use crate::handler::{ErasedHandler, Outcome};
+use crate::job_type::{ErasedHandler, Outcome};
 
 pub(crate) struct HandlerActor {
     handler: Arc<dyn ErasedHandler>,

@@ -7,8 +7,8 @@ use actix::Message;
 use serde::Serialize;
 use serde_json::Value;
 
-use crate::handler::{JobContext, Outcome};
-use crate::job::Emitted;
+use crate::job_type::{JobContext, Outcome};
+use crate::model::Emitted;
 use crate::store::WakeNotice;
 use crate::time::Millis;
 use crate::topic::TopicConfig;

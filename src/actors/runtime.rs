@@ -8,7 +8,7 @@ use actix::Addr;
 
 use super::handler::HandlerActor;
 use crate::config::RuntimeSettings;
-use crate::handler::ErasedHandler;
+use crate::job_type::ErasedHandler;
 use crate::metrics::Metrics;
 use crate::store::SharedStore;
 use crate::time::SharedClock;

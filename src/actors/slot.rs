@@ -17,8 +17,8 @@ use tokio::sync::watch;
 
 use super::messages::{Drain, Halt, Pump, Retune, RunJob, RunReport, SlotHealth, Wake};
 use super::runtime::Runtime;
-use crate::handler::{Emitter, JobContext, OtherJobs, Outcome};
-use crate::job::{Finished, Leased, RunOutcome, Settlement};
+use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
+use crate::model::{Finished, Leased, RunOutcome, Settlement};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 

@@ -5,7 +5,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ApiResult};
-use crate::job::{CreateSpec, JobRef};
+use crate::model::{CreateSpec, JobRef};
 use crate::time::Millis;
 
 /// Integers as JSON (and JSON Schema) count them: `5` and `5.0` alike; `5.5` is refused.

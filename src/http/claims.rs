@@ -10,8 +10,8 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::body::{ShardQuery, integer};
 use super::error::{ApiError, ApiResult, ErrorBody};
-use crate::job::{ClaimOutcome, ClaimResult, Finished, Job, JobRef};
-use crate::pull::ClaimRequest;
+use crate::claims::ClaimRequest;
+use crate::model::{ClaimOutcome, ClaimResult, Finished, Job, JobRef};
 
 /// `POST /v1/topics/{topic}/claim`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -279,13 +279,13 @@ pub(crate) async fn acks(
     body: web::Json<AcksBody>,
 ) -> ApiResult<HttpResponse> {
     let acks = body.into_inner().acks;
-    if acks.len() > crate::pull::MAX_CLAIM {
+    if acks.len() > crate::claims::MAX_CLAIM {
         return Err(ApiError::invalid(
             "acks",
             format!(
                 "{} acks, over the limit of {}",
                 acks.len(),
-                crate::pull::MAX_CLAIM
+                crate::claims::MAX_CLAIM
             ),
         ));
     }

@@ -7,7 +7,7 @@ use serde_json::json;
 use super::AppState;
 use super::body::{BatchBody, JobBody, PutQuery, ResetBody, ShardQuery, when};
 use super::error::{ApiError, ApiResult, ErrorBody};
-use crate::job::{
+use crate::model::{
     CreateSpec, Job, JobRef, JobState, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome,
     Scheduled,
 };

@@ -61,8 +61,8 @@ pub(crate) struct AppState {
     components(schemas(
         error::ErrorBody,
         error::ApiError,
-        crate::job::Job,
-        crate::job::JobState,
+        crate::model::Job,
+        crate::model::JobState,
         crate::events::Event
     ))
 )]
@@ -233,25 +233,25 @@ pub(crate) fn document(
             "TouchBody",
             "lease_ms",
             1,
-            crate::num::signed(crate::pull::MAX_LEASE_MS),
+            crate::num::signed(crate::claims::MAX_LEASE_MS),
         ),
         (
             "ClaimBody",
             "lease_ms",
             1,
-            crate::num::signed(crate::pull::MAX_LEASE_MS),
+            crate::num::signed(crate::claims::MAX_LEASE_MS),
         ),
         (
             "ClaimBody",
             "wait_ms",
             0,
-            crate::num::signed(crate::pull::MAX_WAIT_MS),
+            crate::num::signed(crate::claims::MAX_WAIT_MS),
         ),
         (
             "ClaimBody",
             "max",
             1,
-            crate::num::signed(crate::num::usize_u64(crate::pull::MAX_CLAIM)),
+            crate::num::signed(crate::num::usize_u64(crate::claims::MAX_CLAIM)),
         ),
     ];
     for (schema, field, min, max) in claims {
@@ -308,7 +308,7 @@ pub(crate) fn document(
         );
     }
     if let Some(acks) = doc.pointer_mut("/components/schemas/AcksBody/properties/acks") {
-        acks["maxItems"] = crate::pull::MAX_CLAIM.into();
+        acks["maxItems"] = crate::claims::MAX_CLAIM.into();
     }
     for name in ["JobBody", "BatchReset", "AckItem"] {
         let Some(props) = doc.pointer_mut(&format!("/components/schemas/{name}/properties")) else {

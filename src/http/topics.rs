@@ -9,7 +9,7 @@ use super::AppState;
 use super::body::{PageQuery, ShardQuery, integer};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::events::EventPage;
-use crate::job::{DeadPage, Job};
+use crate::model::{DeadPage, Job};
 use crate::time::Millis;
 use crate::topic::{Backoff, TopicConfig};
 

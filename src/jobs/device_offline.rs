@@ -15,8 +15,8 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::handler::{JobContext, JobHandler, Outcome};
-use crate::job::{Emitted, Rearmed};
+use crate::job_type::{JobContext, JobHandler, Outcome};
+use crate::model::{Emitted, Rearmed};
 
 /// How long a device that used up its alarms waits for its next heartbeat (ten years).
 const PARKED: Duration = Duration::from_secs(10 * 365 * 24 * 3600);

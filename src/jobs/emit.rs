@@ -5,7 +5,7 @@ use async_trait::async_trait;
 use serde_json::Value;
 
 use crate::events::kind;
-use crate::handler::{JobContext, JobHandler, Outcome};
+use crate::job_type::{JobContext, JobHandler, Outcome};
 
 /// The `emit` job type (the default): the job's payload goes to the topic's event stream.
 pub struct Emit;

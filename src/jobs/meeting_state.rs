@@ -14,8 +14,8 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::error::{Error, Result};
-use crate::handler::{JobContext, JobHandler, Outcome};
-use crate::job::JobRef;
+use crate::job_type::{JobContext, JobHandler, Outcome};
+use crate::model::JobRef;
 use crate::time::Millis;
 
 /// The job type's name.

@@ -7,7 +7,7 @@ pub mod meeting_state;
 pub mod pull;
 pub mod webhook;
 
-use crate::handler::Handlers;
+use crate::job_type::Handlers;
 
 /// Registers the built-in job types: `emit`, `webhook`, `device_offline`, `meeting_state`,
 /// `pull`.

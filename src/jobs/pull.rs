@@ -1,14 +1,14 @@
 //! `pull`: a job for a consumer outside the service, in any language. When it comes due no
 //! handler runs it: it waits, due, until a consumer claims it over HTTP
 //! (`POST /v1/topics/{topic}/claim`) with a lease, then acks, retries or buries it by its
-//! run's token (see `pull.rs` of the crate). A topic is a pull topic when its `default_type`
+//! run's token (see `claims.rs` of the crate). A topic is a pull topic when its `default_type`
 //! is `pull`: its slots have no slot actors, and every job in it is of this type, since a
 //! pump hands out due jobs by time, not by type.
 
 use async_trait::async_trait;
 use serde_json::Value;
 
-use crate::handler::{JobContext, JobHandler, Outcome};
+use crate::job_type::{JobContext, JobHandler, Outcome};
 
 /// The job type's name.
 pub const TYPE: &str = "pull";

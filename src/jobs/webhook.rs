@@ -9,7 +9,7 @@ use async_trait::async_trait;
 use serde::Deserialize;
 use serde_json::{Value, json};
 
-use crate::handler::{JobContext, JobHandler, Outcome};
+use crate::job_type::{JobContext, JobHandler, Outcome};
 
 const DEFAULT_TIMEOUT_MS: u64 = 10_000;
 

@@ -25,7 +25,7 @@ use std::collections::{BTreeMap, HashMap};
 use super::engine::{SlotEngine, SlotScheduled};
 use super::record::Record;
 use crate::error::Result;
-use crate::job::{JobState, Reset, ResetReport, ScheduleMode, ScheduleOutcome};
+use crate::model::{JobState, Reset, ResetReport, ScheduleMode, ScheduleOutcome};
 use crate::routing::slot_of;
 use crate::time::Millis;
 use crate::topic::TopicConfig;

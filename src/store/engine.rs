@@ -17,7 +17,7 @@ use super::event_id::EventId;
 use super::record::Record;
 use crate::error::Result;
 use crate::events::Event;
-use crate::job::{
+use crate::model::{
     DeadCursor, Finished, HandedRecord, JobState, RunOutcome, ScheduleMode, ScheduleOutcome,
     Settlement, SlotStats,
 };

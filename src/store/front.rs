@@ -14,11 +14,11 @@ use super::doubling;
 use super::engine::{ClaimSettlement, DeadEntry, Refired, SlotEngine};
 use super::event_id::EventId;
 use super::record::Record;
-use super::topics::StoreOptions;
+use super::topic_policy::StoreOptions;
 use super::{MAX_PAGE, Store, WakeNotice};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
-use crate::job::{
+use crate::model::{
     ClaimOutcome, ClaimResult, CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState,
     Leased, NewJob, Pumped, Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode, ScheduleOutcome,
     Scheduled, Settlement, SlotHead, TopicStats,

@@ -10,7 +10,7 @@ pub(crate) mod memory;
 mod record;
 mod redis;
 mod scripts;
-mod topics;
+mod topic_policy;
 
 use std::sync::Arc;
 
@@ -20,7 +20,7 @@ use tokio::sync::mpsc;
 
 use crate::error::Result;
 use crate::events::{Event, EventPage};
-use crate::job::{
+use crate::model::{
     ClaimOutcome, CreateSpec, DeadPage, Finished, Job, JobRef, JobState, Leased, NewJob, Pumped,
     Reset, ResetReport, RunOutcome, ScheduleMode, Scheduled, Settlement, TopicStats,
 };
@@ -30,7 +30,7 @@ use crate::topic::TopicConfig;
 pub use self::front::StoreFront;
 pub use self::memory::{JournalLen, MemoryEngine, MemoryStore};
 pub use self::redis::{RedisEngine, RedisStore, SentinelConnection, open as open_redis};
-pub use self::topics::StoreOptions;
+pub use self::topic_policy::StoreOptions;
 
 /// Largest page of dead letters or events one call returns.
 pub const MAX_PAGE: usize = 1_000;

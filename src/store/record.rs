@@ -22,7 +22,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
 use crate::error::{Error, Result};
-use crate::job::{Job, JobState};
+use crate::model::{Job, JobState};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -77,7 +77,7 @@ impl Record {
     }
 
     /// The record a batch of resets gives the jobs it creates.
-    pub(crate) fn for_create(topic: &TopicConfig, spec: &crate::job::CreateSpec) -> Record {
+    pub(crate) fn for_create(topic: &TopicConfig, spec: &crate::model::CreateSpec) -> Record {
         Record::spec(
             topic,
             spec.job_type.as_deref(),

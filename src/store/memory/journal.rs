@@ -19,7 +19,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::FsyncPolicy;
 use crate::error::{Error, Result};
-use crate::job::JobState;
+use crate::model::JobState;
 use crate::store::record::Record;
 use crate::time::Millis;
 use crate::topic::TopicConfig;

@@ -28,11 +28,11 @@ use super::engine::{
 use super::event_id::EventId;
 use super::front::StoreFront;
 use super::record::Record;
-use super::topics::{StoreOptions, check_update, fresh};
+use super::topic_policy::{StoreOptions, check_update, fresh};
 use crate::config::FsyncPolicy;
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::job::{
+use crate::model::{
     DeadCursor, Finished, JobState, Leased, RunOutcome, ScheduleMode, Settlement, SlotStats,
 };
 use crate::time::{Millis, now_ms};

@@ -9,7 +9,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::wheel::{Due, Wheel};
-use crate::job::{DeadCursor, Finished, JobState, ScheduleOutcome, SlotStats};
+use crate::model::{DeadCursor, Finished, JobState, ScheduleOutcome, SlotStats};
 use crate::store::Ownership;
 use crate::store::engine::{
     DeadEntry, Handed, Refired, SlotPumped, SlotReset, SlotScheduled, Stored,
@@ -302,12 +302,12 @@ impl SlotState {
     pub(super) fn schedule(
         &mut self,
         id: &str,
-        mode: crate::job::ScheduleMode,
+        mode: crate::model::ScheduleMode,
         at: Millis,
         now: Millis,
         spec: Record,
     ) -> SlotScheduled {
-        use crate::job::ScheduleMode::*;
+        use crate::model::ScheduleMode::*;
         let k = self.locate(id);
         let state = k.map(|k| self.entry(k).state);
         let result = |outcome, state, fire_at, is_head| SlotScheduled {

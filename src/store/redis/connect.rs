@@ -13,7 +13,7 @@ use tokio::sync::mpsc;
 use super::wake::{ClusterWakes, WakeClient, Wakes};
 use super::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, RedisStore, SentinelConnection, eviction};
 use crate::error::{Error, Result};
-use crate::store::topics::StoreOptions;
+use crate::store::topic_policy::StoreOptions;
 
 fn manager_config() -> ConnectionManagerConfig {
     ConnectionManagerConfig::new()

@@ -30,11 +30,11 @@ use super::front::StoreFront;
 use super::keys::{INSTANCES, SlotKeys, TOPICS};
 use super::record::Record;
 use super::scripts::Scripts;
-use super::topics::{StoreOptions, TopicCache, check_update, fresh};
+use super::topic_policy::{StoreOptions, TopicCache, check_update, fresh};
 use super::{Ownership, WakeNotice};
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::job::{
+use crate::model::{
     DeadCursor, Finished, HandedRecord, JobState, RunOutcome, ScheduleMode, ScheduleOutcome,
     Settlement, SlotStats,
 };

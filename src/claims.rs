@@ -17,7 +17,7 @@ use std::time::Duration;
 use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
-use crate::job::Leased;
+use crate::model::Leased;
 use crate::store::SharedStore;
 use crate::time::{Millis, SharedClock};
 use crate::topic::TopicConfig;

@@ -11,8 +11,8 @@ use serde::de::DeserializeOwned;
 use serde_json::Value;
 
 use crate::error::Result;
-use crate::job::{Emitted, Job, JobRef, JobState, Rearmed};
 use crate::metrics::Metrics;
+use crate::model::{Emitted, Job, JobRef, JobState, Rearmed};
 use crate::store::SharedStore;
 use crate::time::Millis;
 
