@@ -14,14 +14,11 @@ cd "$(dirname "$0")/.."
 VENV=${VENV:-target/client-venv}
 OUT=target/client
 
+# shellcheck source=scripts/lib.sh
+. scripts/lib.sh
+
 if [ ! -x "$VENV/bin/openapi-python-client" ]; then
-  if ! python3 -c 'import venv, ensurepip' >/dev/null 2>&1; then
-    echo "python3's venv is missing: installing python3-venv from Debian's packages" >&2
-    SUDO=""
-    if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
-    $SUDO apt-get update -qq
-    DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq python3-venv >/dev/null
-  fi
+  need_python_venv
   echo "installing openapi-python-client into $VENV" >&2
   python3 -m venv "$VENV"
   # ruff formats the generated code (the generator warns when it is missing).
@@ -32,16 +29,6 @@ if ! command -v redis-server >/dev/null 2>&1; then
   exit 1
 fi
 cargo build --locked --bin toc
-
-free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
-pids=()
-cleanup() {
-  for ((i = ${#pids[@]} - 1; i >= 0; i--)); do
-    kill "${pids[$i]}" 2>/dev/null || true
-    wait "${pids[$i]}" 2>/dev/null || true
-  done
-}
-trap cleanup EXIT
 
 wait_up() {
   python3 - "$1" <<'PY'

@@ -11,7 +11,7 @@ use async_trait::async_trait;
 use tokio::sync::mpsc;
 
 use super::doubling;
-use super::engine::{ClaimSettlement, DeadEntry, Refired, SlotEngine};
+use super::engine::{ClaimSettlement, DeadEntry, Handed, Refired, SlotEngine};
 use super::event_id::EventId;
 use super::record::Record;
 use super::topic_policy::StoreOptions;
@@ -294,6 +294,18 @@ pub(super) fn dead_page(
 
 /// A pump of one slot with a lease of `lease_ms`: the slot actors' pumps and consumers'
 /// claims.
+/// A run the engine handed out, as the runtime and consumers hold it.
+fn leased(t: &TopicConfig, slot: u32, h: Handed, lease_until: Millis) -> Result<Leased> {
+    let job = h.record.into_job(t, h.id, JobState::Running, lease_until)?;
+    Ok(Leased {
+        job,
+        slot,
+        token: h.token,
+        lease_until,
+        handed_record: h.text,
+    })
+}
+
 async fn pump_slot<E: SlotEngine>(
     engine: &E,
     t: &TopicConfig,
@@ -312,16 +324,7 @@ async fn pump_slot<E: SlotEngine>(
     let jobs = p
         .handed
         .into_iter()
-        .map(|h| {
-            let job = h.record.into_job(t, h.id, JobState::Running, lease_until)?;
-            Ok(Leased {
-                job,
-                slot,
-                token: h.token,
-                lease_until,
-                handed_record: h.text,
-            })
-        })
+        .map(|h| leased(t, slot, h, lease_until))
         .collect::<Result<_>>()?;
     Ok(Pumped {
         jobs,
@@ -614,18 +617,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
             .adopt(&t, slot, fence.max(1), above)
             .await?
             .into_iter()
-            .map(|(h, lease_until)| {
-                let job = h
-                    .record
-                    .into_job(&t, h.id, JobState::Running, lease_until)?;
-                Ok(Leased {
-                    job,
-                    slot,
-                    token: h.token,
-                    lease_until,
-                    handed_record: h.text,
-                })
-            })
+            .map(|(h, lease_until)| leased(&t, slot, h, lease_until))
             .collect()
     }
 

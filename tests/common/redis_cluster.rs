@@ -13,6 +13,11 @@ pub struct RedisCluster {
 impl RedisCluster {
     pub fn start() -> RedisCluster {
         let nodes: Vec<RedisServer> = (0..3).map(|_| RedisServer::start_clustered()).collect();
+        RedisCluster::create(nodes, 0)
+    }
+
+    /// Makes a cluster of `nodes` with `replicas` replicas per primary, and waits for it.
+    fn create(nodes: Vec<RedisServer>, replicas: u32) -> RedisCluster {
         let addrs: Vec<String> = nodes
             .iter()
             .map(|n| format!("127.0.0.1:{}", n.port))
@@ -21,7 +26,7 @@ impl RedisCluster {
             .arg("--cluster")
             .arg("create")
             .args(&addrs)
-            .args(["--cluster-replicas", "0", "--cluster-yes"])
+            .args(["--cluster-replicas", &replicas.to_string(), "--cluster-yes"])
             .output()
             .expect("redis-cli runs (it comes with redis-server: apt-get install -y redis-server)");
         assert!(
@@ -70,24 +75,7 @@ impl RedisCluster {
         let nodes: Vec<RedisServer> = (0..6)
             .map(|_| RedisServer::start_clustered_with(extra))
             .collect();
-        let addrs: Vec<String> = nodes
-            .iter()
-            .map(|n| format!("127.0.0.1:{}", n.port))
-            .collect();
-        let status = Command::new("redis-cli")
-            .arg("--cluster")
-            .arg("create")
-            .args(&addrs)
-            .args(["--cluster-replicas", "1", "--cluster-yes"])
-            .output()
-            .expect("redis-cli runs (it comes with redis-server: apt-get install -y redis-server)");
-        assert!(
-            status.status.success(),
-            "redis-cli --cluster create failed: {}",
-            String::from_utf8_lossy(&status.stdout)
-        );
-        let cluster = RedisCluster { nodes };
-        cluster.wait_until_ok();
+        let cluster = RedisCluster::create(nodes, 1);
         cluster.wait_replicas_synced();
         cluster
     }

@@ -15,6 +15,13 @@
 //! primary whose replica lags refuses confirmations for the whole store until it catches up.
 //! The settles of slot actors do not wait: a settle lost with a primary leaves its run to
 //! run again when its lease ends (at least once), which is what the run's outcome promised.
+//!
+//! What it cannot see yet: `WAIT` counts the writes sent on its own connection. A connection
+//! that drops after a write's reply and is remade, to another node after a failover, before
+//! the next `WAIT` is sent would have that `WAIT` count none of them, and confirm the write
+//! falsely. The window is the gap between a write's reply and the `WAIT` after it; closing it
+//! needs the write and its `WAIT` sent in one pipeline on a connection that never reconnects
+//! by itself.
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::Duration;
