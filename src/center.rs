@@ -521,6 +521,12 @@ impl TimeoutCenter {
     pub async fn claim(&self, topic: &str, req: ClaimRequest) -> Result<Vec<Leased>> {
         req.check()?;
         let t = self.pull_topic(topic).await?;
+        if t.paused {
+            // No claim is served while paused: a long poll waits out its time (without a
+            // look at the store) and answers nothing, so consumers do not spin.
+            tokio::time::sleep(std::time::Duration::from_millis(req.wait_ms)).await;
+            return Ok(Vec::new());
+        }
         let jobs = self
             .claims
             .claim(&self.rt.store, &self.rt.clock, &t, req)

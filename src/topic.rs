@@ -122,6 +122,9 @@ pub struct TopicConfig {
     /// The job type of a job that names none. Jobs of this type without payload cost no
     /// more than their sorted-set entry in Redis.
     pub default_type: String,
+    /// Paused: no job fires and no claim is served, on any instance, while jobs, resets and
+    /// cancels are still accepted; on resume what came due fires, in fire-time order.
+    pub paused: bool,
 }
 
 impl Default for TopicConfig {
@@ -135,6 +138,7 @@ impl Default for TopicConfig {
             backoff: Backoff::default(),
             max_payload_bytes: 64 * 1024,
             default_type: "emit".to_string(),
+            paused: false,
         }
     }
 }

@@ -147,7 +147,8 @@ impl SlotActor {
     }
 
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.draining || self.fenced {
+        if self.draining || self.fenced || self.topic.paused {
+            // Paused: nothing is pumped until a Retune resumes the topic.
             return;
         }
         if self.pumping {
@@ -447,8 +448,13 @@ impl Handler<Pump> for SlotActor {
 impl Handler<Retune> for SlotActor {
     type Result = ();
 
-    fn handle(&mut self, msg: Retune, _: &mut Context<Self>) {
+    fn handle(&mut self, msg: Retune, ctx: &mut Context<Self>) {
+        let resumed = self.topic.paused && !msg.0.paused;
         self.topic = msg.0;
+        if resumed {
+            // What came due while paused fires now, in fire-time order (the pump's order).
+            self.pump(ctx);
+        }
     }
 }
 

@@ -111,6 +111,16 @@ fn when_body(when: &When) -> Result<Value, Failure> {
 }
 
 /// Runs a client command; prints its result.
+/// `toc topic pause|resume`: sets the topic's `paused` and answers the topic.
+async fn pause(client: &Client, topic: &str, paused: bool) -> Result<(Value, View), Failure> {
+    let path = format!("/v1/topics/{}", enc(topic));
+    let body = json!({ "paused": paused });
+    Ok((
+        client.call(reqwest::Method::PUT, &path, Some(body)).await?,
+        View::Record,
+    ))
+}
+
 pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
     use reqwest::Method;
     let client = Client {
@@ -235,6 +245,8 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
                 View::Record,
             )
         }
+        Command::Topic(TopicCmd::Pause { topic }) => pause(&client, &topic, true).await?,
+        Command::Topic(TopicCmd::Resume { topic }) => pause(&client, &topic, false).await?,
         Command::Events {
             topic,
             after,

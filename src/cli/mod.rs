@@ -192,6 +192,15 @@ pub(crate) enum TopicCmd {
     Grow {
         topic: String,
     },
+    /// Pauses a topic: no job fires and no claim is served, on every instance; jobs, resets
+    /// and cancels are still accepted.
+    Pause {
+        topic: String,
+    },
+    /// Resumes a paused topic: what came due fires, in fire-time order.
+    Resume {
+        topic: String,
+    },
 }
 
 /// The `toc` binary: parses the command line and runs the command.

@@ -172,6 +172,9 @@ pub(crate) struct TopicSettings {
     /// The job type of a job that names none: a type this instance accepts. Jobs already
     /// stored without a type of their own take the new one.
     pub default_type: Option<String>,
+    /// Pause (`true`) or resume (`false`) the topic: while paused no job fires and no claim
+    /// is served, on every instance; jobs, resets and cancels are still accepted.
+    pub paused: Option<bool>,
 }
 
 /// A change of a topic's retry backoff (see `Backoff`).
@@ -227,6 +230,9 @@ impl TopicSettings {
         }
         if let Some(v) = self.default_type {
             base.default_type = v;
+        }
+        if let Some(v) = self.paused {
+            base.paused = v;
         }
         base
     }
