@@ -149,6 +149,9 @@ struct Inner {
     unsynced: bool,
     /// Bytes appended in this process: the tickets.
     appended: u64,
+    /// A failed append could not be cut off the file: a later append would follow a torn
+    /// record, which replay refuses, so every append is refused until a restart.
+    broken: bool,
 }
 
 fn encode(op: &Op, out: &mut Vec<u8>) {
@@ -286,6 +289,7 @@ impl Journal {
                 compacted_bytes: bytes,
                 unsynced: false,
                 appended: 0,
+                broken: false,
             }),
             commit,
         })
@@ -302,14 +306,16 @@ impl Journal {
         let fresh = match inner.file.get_ref().try_clone() {
             Ok(file) => file,
             Err(e) => {
-                tracing::error!(journal = %self.path.display(), error = %e, "could not reopen the journal after a failed append");
+                tracing::error!(journal = %self.path.display(), error = %e, "could not reopen the journal after a failed append: refusing every change until a restart");
+                inner.broken = true;
                 return;
             }
         };
         let old = std::mem::replace(&mut inner.file, BufWriter::new(fresh));
         let (file, _unwritten) = old.into_parts();
         if let Err(e) = file.set_len(inner.bytes) {
-            tracing::error!(journal = %self.path.display(), error = %e, "could not cut a failed append off the journal");
+            tracing::error!(journal = %self.path.display(), error = %e, "could not cut a failed append off the journal: refusing every change until a restart");
+            inner.broken = true;
         }
     }
 
@@ -344,6 +350,12 @@ impl Journal {
             encode(op, &mut buf);
         }
         let mut inner = self.inner.lock().unwrap_or_else(PoisonError::into_inner);
+        if inner.broken {
+            return Err(Error::Unavailable(format!(
+                "journal {}: a failed append could not be cut off it; restart to replay it",
+                self.path.display()
+            )));
+        }
         let written = inner.file.write_all(&buf).and_then(|()| inner.file.flush());
         if let Err(e) = written {
             self.cut_back(&mut inner);
