@@ -47,13 +47,7 @@ async fn schedule(
         let mut body = body;
         body["type"] = json!("webhook");
         body["payload"] = json!({"url": hook, "body": {"id": id}});
-        let r = http
-            .put(toc.url(&format!("/v1/topics/hooks/jobs/{id}")))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
+        toc.put_job(http, "hooks", &id, &body).await;
         asked.push(Asked { id, earliest_us });
     }
     asked
@@ -164,14 +158,9 @@ async fn a_step_forward(env: &[(&str, String)]) {
         let id = format!("d-{k}");
         let delay_ms = 3_000 + k * 10;
         let sent_us = wall_us();
-        let r = http
-            .put(toc.url(&format!("/v1/topics/hooks/jobs/{id}")))
-            .json(&json!({"type": "webhook", "delay_ms": delay_ms,
-                          "payload": {"url": receiver.url(), "body": {"id": id}}}))
-            .send()
-            .await
-            .unwrap();
-        assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
+        let body = json!({"type": "webhook", "delay_ms": delay_ms,
+                          "payload": {"url": receiver.url(), "body": {"id": id}}});
+        toc.put_job(&http, "hooks", &id, &body).await;
         asked.push(Asked {
             id,
             earliest_us: sent_us + delay_ms * 1_000,

@@ -377,10 +377,7 @@ async fn counts(http: &reqwest::Client, toc: &Toc) -> Option<(u64, u64)> {
 async fn after_a_redis_outage_mid_drain_every_job_fires_within_seconds_not_a_lease() {
     let mut redis = RedisServer::start_with(&AOF);
     let dir = tempfile::tempdir().unwrap();
-    let env = [
-        ("TOC_STORE", "redis".to_string()),
-        ("TOC_REDIS_URL", redis.url()),
-    ];
+    let env = common::process::redis_env(redis.url());
     let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
     let http = reqwest::Client::new();
     let jobs = 20_000;

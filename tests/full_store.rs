@@ -91,10 +91,7 @@ async fn a_full_redis_stores_exactly_what_it_acknowledged() {
     let redis =
         RedisServer::start_with(&["--maxmemory", "8mb", "--maxmemory-policy", "noeviction"]);
     let dir = tempfile::tempdir().unwrap();
-    let env = [
-        ("TOC_STORE", "redis".to_string()),
-        ("TOC_REDIS_URL", redis.url()),
-    ];
+    let env = common::process::redis_env(redis.url());
     let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
     let http = reqwest::Client::new();
     let (acked, _) = fill(&http, &toc, 0, 1_000, 512).await;
@@ -231,10 +228,7 @@ async fn a_full_journal_disk_refuses_whole_requests_and_takes_changes_again_once
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn toc_serve_refuses_an_evicting_redis_unless_told_to_allow_it() {
     let redis = RedisServer::start_with(&["--maxmemory-policy", "allkeys-lru"]);
-    let env = [
-        ("TOC_STORE", "redis".to_string()),
-        ("TOC_REDIS_URL", redis.url()),
-    ];
+    let env = common::process::redis_env(redis.url());
     let (status, log) = Toc::refused(&env);
     assert!(
         !status.success(),

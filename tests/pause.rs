@@ -28,24 +28,14 @@ async fn put_topic(http: &reqwest::Client, toc: &Toc, topic: &str, body: Value) 
     r.json().await.unwrap()
 }
 
-async fn put_job(http: &reqwest::Client, toc: &Toc, topic: &str, id: &str, body: Value) {
-    let r = http
-        .put(toc.url(&format!("/v1/topics/{topic}/jobs/{id}")))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
-}
-
 /// One instance (`Kind::Memory`) or two sharing one Redis (`Kind::Redis`): the pause is set
 /// through the first, jobs are written and the resume is sent through the last.
 async fn a_paused_topic_fires_nothing_until_resumed(kind: Kind) {
     let dir = tempfile::tempdir().unwrap();
     let redis = (kind == Kind::Redis).then(RedisServer::start);
-    let env: Vec<(&str, String)> = match &redis {
-        Some(r) => vec![("TOC_STORE", "redis".into()), ("TOC_REDIS_URL", r.url())],
-        None => vec![("TOC_STORE", "memory".into())],
+    let env = match &redis {
+        Some(r) => common::process::redis_env(r.url()),
+        None => vec![("TOC_STORE", "memory".to_string())],
     };
     let first = Toc::start("a", &env, Skew::None, dir.path()).await;
     let second = match kind {
@@ -64,7 +54,7 @@ async fn a_paused_topic_fires_nothing_until_resumed(kind: Kind) {
     for k in 0..20 {
         let body = json!({"type": "webhook", "fire_at": now_ms + 100 + k * 10,
                           "payload": {"url": hook.url(), "body": {"id": format!("j-{k}")}}});
-        put_job(&http, last, "hooks", &format!("j-{k}"), body).await;
+        last.put_job(&http, "hooks", &format!("j-{k}"), &body).await;
     }
     // Cancels and resets are accepted while paused.
     let r = http
@@ -107,9 +97,9 @@ async fn a_paused_topic_fires_nothing_until_resumed(kind: Kind) {
 async fn a_paused_pull_topic_serves_no_claim(kind: Kind) {
     let dir = tempfile::tempdir().unwrap();
     let redis = (kind == Kind::Redis).then(RedisServer::start);
-    let env: Vec<(&str, String)> = match &redis {
-        Some(r) => vec![("TOC_STORE", "redis".into()), ("TOC_REDIS_URL", r.url())],
-        None => vec![("TOC_STORE", "memory".into())],
+    let env = match &redis {
+        Some(r) => common::process::redis_env(r.url()),
+        None => vec![("TOC_STORE", "memory".to_string())],
     };
     let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
     let http = reqwest::Client::new();
@@ -122,14 +112,8 @@ async fn a_paused_pull_topic_serves_no_claim(kind: Kind) {
     .await;
     let now_ms = wall_us() / 1_000;
     for k in [3, 1, 4, 2] {
-        put_job(
-            &http,
-            &toc,
-            "work",
-            &format!("w-{k}"),
-            json!({"fire_at": now_ms + 10 * k}),
-        )
-        .await;
+        let body = json!({"fire_at": now_ms + 10 * k});
+        toc.put_job(&http, "work", &format!("w-{k}"), &body).await;
     }
     tokio::time::sleep(Duration::from_millis(100)).await;
     let claim = |wait_ms: u64| {

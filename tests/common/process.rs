@@ -129,6 +129,23 @@ impl Toc {
         }
     }
 
+    /// `PUT`s job `id` of `topic` through this instance, which must create it (201).
+    pub async fn put_job(
+        &self,
+        http: &reqwest::Client,
+        topic: &str,
+        id: &str,
+        body: &serde_json::Value,
+    ) {
+        let r = http
+            .put(self.url(&format!("/v1/topics/{topic}/jobs/{id}")))
+            .json(body)
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
+    }
+
     /// The process id, for signals.
     pub fn pid(&self) -> u32 {
         self.child.id()
@@ -270,6 +287,11 @@ impl Drop for KillOnDrop {
         let _ = self.0.kill();
         let _ = self.0.wait();
     }
+}
+
+/// The settings of a `toc serve` on the Redis at `url`.
+pub fn redis_env(url: String) -> Vec<(&'static str, String)> {
+    vec![("TOC_STORE", "redis".to_string()), ("TOC_REDIS_URL", url)]
 }
 
 /// Sends `signal` (`"STOP"`, `"CONT"`, `"KILL"`) to process `pid`.
