@@ -21,7 +21,7 @@ use std::time::Instant;
 
 use redis_cluster::RedisCluster;
 use redis_server::RedisServer;
-use timeout_center::store::RedisStore;
+use timeout_center::Store;
 use timeout_center::*;
 
 const BATCH: usize = 1_000;
@@ -133,14 +133,14 @@ async fn main() {
     let (_server, _cluster, mut conns, s) = if on_cluster {
         let cluster = RedisCluster::start();
         let conns: Vec<_> = cluster.nodes.iter().map(|n| n.conn()).collect();
-        let s = RedisStore::connect_cluster(&cluster.urls(), StoreOptions::default())
+        let s = Store::redis_cluster(&cluster.urls(), StoreOptions::default())
             .await
             .unwrap();
         (None, Some(cluster), conns, Arc::new(s) as SharedStore)
     } else {
         let server = RedisServer::start();
         let conns = vec![server.conn()];
-        let s = RedisStore::connect(&server.url(), StoreOptions::default())
+        let s = Store::redis(&server.url(), StoreOptions::default())
             .await
             .unwrap();
         (Some(server), None, conns, Arc::new(s) as SharedStore)

@@ -13,9 +13,8 @@ mod redis_server;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis::aio::ConnectionManager;
 use redis_server::RedisServer;
-use timeout_center::store::RedisStore;
+use timeout_center::Store;
 use timeout_center::*;
 
 const IN_FLIGHT: usize = 64;
@@ -30,14 +29,8 @@ fn seconds() -> Duration {
     )
 }
 
-async fn manager(url: &str) -> ConnectionManager {
-    ConnectionManager::new(redis::Client::open(url).unwrap())
-        .await
-        .unwrap()
-}
-
 /// Schedules per second: `IN_FLIGHT` tasks each scheduling one job at a time.
-async fn schedules(store: Arc<dyn Store>, prefix: &str, for_: Duration) -> f64 {
+async fn schedules(store: Arc<Store>, prefix: &str, for_: Duration) -> f64 {
     let start = Instant::now();
     let tasks: Vec<_> = (0..IN_FLIGHT)
         .map(|t| {
@@ -65,7 +58,7 @@ async fn schedules(store: Arc<dyn Store>, prefix: &str, for_: Duration) -> f64 {
 }
 
 /// Resets per second: 4 tasks each sending batches of `BATCH` resets (creating the jobs).
-async fn resets(store: Arc<dyn Store>, prefix: &str, for_: Duration) -> f64 {
+async fn resets(store: Arc<Store>, prefix: &str, for_: Duration) -> f64 {
     let start = Instant::now();
     let tasks: Vec<_> = (0..4)
         .map(|t| {
@@ -121,13 +114,28 @@ async fn main() {
         tokio::time::sleep(Duration::from_millis(50)).await;
     }
     let url = primary.url();
-    let none: Arc<dyn Store> = Arc::new(RedisStore::with_connection(
-        manager(&url).await,
-        StoreOptions::default(),
-    ));
-    let replica: Arc<dyn Store> = Arc::new(
-        RedisStore::with_connection(manager(&url).await, StoreOptions::default())
-            .confirm_writes_with(manager(&url).await, 1, Duration::from_secs(1)),
+    let settings = |durability| config::RedisSettings {
+        url: url.clone(),
+        cluster_nodes: Vec::new(),
+        sentinels: Vec::new(),
+        sentinel_master: String::new(),
+        durability,
+        durability_timeout_ms: 1_000,
+        allow_eviction: false,
+    };
+    let (none, replica) = (
+        settings(config::Durability::None),
+        settings(config::Durability::Replica),
+    );
+    let none = Arc::new(
+        Store::open_redis(&none, StoreOptions::default())
+            .await
+            .unwrap(),
+    );
+    let replica = Arc::new(
+        Store::open_redis(&replica, StoreOptions::default())
+            .await
+            .unwrap(),
     );
     none.put_topic(TopicConfig::named("bench")).await.unwrap();
     let for_ = seconds();

@@ -16,7 +16,7 @@ use std::time::{Duration, SystemTime, UNIX_EPOCH};
 use async_trait::async_trait;
 use hdrhistogram::Histogram;
 use serde_json::Value;
-use timeout_center::store::{MemoryStore, RedisStore};
+use timeout_center::Store;
 use timeout_center::time::now_ms;
 use timeout_center::*;
 use tokio::sync::mpsc;
@@ -69,10 +69,10 @@ async fn main() {
     };
     let mut _server = None;
     let store: SharedStore = match engine.as_str() {
-        "memory" => Arc::new(MemoryStore::new(options)),
+        "memory" => Arc::new(Store::memory(options)),
         _ => {
             let server = redis_server::RedisServer::start();
-            let store = RedisStore::connect(&server.url(), options).await.unwrap();
+            let store = Store::redis(&server.url(), options).await.unwrap();
             _server = Some(server);
             Arc::new(store)
         }

@@ -14,8 +14,8 @@ use std::collections::{BTreeSet, HashMap};
 use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
+use timeout_center::Store;
 use timeout_center::bench_support::Wheel;
-use timeout_center::store::MemoryStore;
 use timeout_center::*;
 
 const T0: u64 = 1_700_000_000_000;
@@ -149,8 +149,8 @@ async fn main() {
     );
 
     // The whole engine through the Store trait.
-    let store = MemoryStore::new(StoreOptions::default());
-    let s: &dyn Store = &store;
+    let store = Store::memory(StoreOptions::default());
+    let s: &Store = &store;
     let now = T0 as Millis;
     let t = Instant::now();
     for id in &ids {

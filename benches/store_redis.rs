@@ -17,7 +17,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use redis_server::RedisServer;
-use timeout_center::store::RedisStore;
+use timeout_center::Store;
 use timeout_center::*;
 
 const BATCH: usize = 1_000;
@@ -58,7 +58,7 @@ async fn main() {
         },
         ..StoreOptions::default()
     };
-    let store = Arc::new(RedisStore::connect(&server.url(), options).await.unwrap());
+    let store = Arc::new(Store::redis(&server.url(), options).await.unwrap());
     let version: String = redis::cmd("INFO").arg("server").query(&mut raw).unwrap();
     let version = version
         .lines()

@@ -11,7 +11,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 use serde::Deserialize;
-use timeout_center::store::RedisStore;
+use timeout_center::Store;
 use timeout_center::time::now_ms;
 use timeout_center::*;
 use tokio::sync::mpsc;
@@ -50,7 +50,7 @@ impl JobHandler for SendReminder {
 #[actix_rt::main]
 async fn main() -> anyhow::Result<()> {
     let url = std::env::var("TOC_REDIS_URL").unwrap_or_else(|_| "redis://127.0.0.1:6379/".into());
-    let store = RedisStore::connect(&url, StoreOptions::default()).await?;
+    let store = Store::redis(&url, StoreOptions::default()).await?;
     store
         .ping()
         .await

@@ -109,7 +109,7 @@ impl TimeoutCenterBuilder {
         let (tx, mut rx) = mpsc::unbounded_channel();
         let store = self.store.clone();
         actix_rt::spawn(async move {
-            if let Err(e) = store.listen_wakes(tx).await {
+            if let Err(e) = store.wake_bus().listen(tx).await {
                 tracing::warn!(error = %e, "not listening for wake notices; slots rely on their poll");
             }
         });
@@ -217,7 +217,7 @@ impl TimeoutCenter {
         };
         let store = self.rt.store.clone();
         tokio::spawn(async move {
-            if let Err(e) = store.publish_wake(&notice).await {
+            if let Err(e) = store.wake_bus().announce(&notice).await {
                 tracing::debug!(error = %e, "could not announce a topic");
             }
         });
@@ -240,29 +240,21 @@ impl TimeoutCenter {
         self.rt.store.topics().await
     }
 
-    /// Wakes the slot when `at` comes before its safety-net poll would.
-    async fn wake(&self, topic: &str, slot: u32, at: Millis) {
+    /// Wakes the slot when `at` comes before its safety-net poll would: its actor here, and
+    /// its owner elsewhere through the store's wake bus (which chooses the transport).
+    async fn wake(&self, topic: &TopicConfig, slot: u32, at: Millis) {
         // A long poll may wait longer than the slots' poll: it is told of every head.
-        self.claims.wake(topic, slot, at);
+        self.claims.wake(&topic.name, slot, at);
         if at > self.now() + crate::num::millis(self.rt.settings.poll_ms) {
             return; // the slot's poll finds it in time
         }
         let notice = WakeNotice {
-            topic: topic.to_string(),
+            topic: topic.name.clone(),
             slot,
             at,
         };
         self.supervisor.do_send(WakeSlot(notice.clone()));
-        // A slot actor's notice goes to the slot's owner alone (a sharded channel on a Redis
-        // Cluster); a pull topic's to every instance, since a long poll may wait on any.
-        let store = &self.rt.store;
-        let pull = matches!(store.find_topic(topic).await, Ok(Some(t)) if t.default_type == crate::jobs::pull::TYPE);
-        let published = if pull {
-            store.publish_wake(&notice).await
-        } else {
-            store.publish_slot_wake(&notice).await
-        };
-        if let Err(e) = published {
+        if let Err(e) = self.rt.store.wake_bus().wake(topic, &notice).await {
             tracing::debug!(error = %e, "could not publish a wake notice");
         }
     }
@@ -285,19 +277,27 @@ impl TimeoutCenter {
             .collect()
     }
 
-    /// `check_job` against the topic's settings, or the ones it would be created with: a
-    /// refused job creates no topic either.
-    async fn check_new_job(
+    /// The topic a new job goes to, once its type and payload passed `check_job` against
+    /// the topic's settings (or the ones it would be created with: a refused job creates no
+    /// topic either); its slots are served by this runtime.
+    async fn topic_for_new(
         &self,
         topic: &str,
         job_type: Option<&str>,
         payload: &Value,
-    ) -> Result<()> {
-        let config = match self.rt.store.find_topic(topic).await? {
-            Some(t) => t,
-            None => Arc::new(self.rt.store.defaults_for(topic)?),
+    ) -> Result<Arc<TopicConfig>> {
+        let t = match self.rt.store.find_topic(topic).await? {
+            Some(t) => {
+                self.check_job(&t, job_type, payload)?;
+                t
+            }
+            None => {
+                self.check_job(&self.rt.store.defaults_for(topic)?, job_type, payload)?;
+                self.rt.store.topic(topic).await?
+            }
         };
-        self.check_job(&config, job_type, payload)
+        self.serve(&t);
+        Ok(t)
     }
 
     /// Refuses a job whose type no instance runs, or whose payload does not decode as its
@@ -343,28 +343,26 @@ impl TimeoutCenter {
         }
     }
 
-    /// Creates, replaces or moves one job, as `mode` says, and wakes its slot if it is now its earliest.
+    /// Creates, replaces or moves one job, as `mode` says, and wakes its slot if it is now
+    /// its earliest. The answer holds the job as stored.
     pub async fn schedule(
         &self,
         topic: &str,
         job: NewJob,
         mode: ScheduleMode,
     ) -> Result<Scheduled> {
-        match mode {
-            ScheduleMode::ResetOnly => {
-                self.existing(topic).await?;
-            }
+        let t = match mode {
+            ScheduleMode::ResetOnly => self.existing(topic).await?,
             _ => {
-                self.check_new_job(topic, job.job_type.as_deref(), &job.payload)
-                    .await?;
-                self.topic(topic).await?;
+                self.topic_for_new(topic, job.job_type.as_deref(), &job.payload)
+                    .await?
             }
         };
         let now = self.now();
         let r = self
             .rt
             .store
-            .schedule(topic, job.clone(), mode, now)
+            .schedule_in(t.clone(), &job, mode, now)
             .await?;
         let m = &self.rt.metrics;
         match r.outcome {
@@ -377,15 +375,11 @@ impl TimeoutCenter {
         if r.is_head
             && let Some(at) = r.fire_at
         {
-            self.wake(topic, r.slot, at).await;
+            self.wake(&t, r.slot, at).await;
         }
         if let Some(rearmed) = &r.rearmed {
-            self.tell_rearmed(
-                topic,
-                std::slice::from_ref(rearmed),
-                r.fire_at.unwrap_or(now),
-            )
-            .await;
+            self.tell_rearmed(&t, std::slice::from_ref(rearmed), r.fire_at.unwrap_or(now))
+                .await;
         }
         Ok(r)
     }
@@ -408,34 +402,35 @@ impl TimeoutCenter {
         resets: &[Reset],
         create: Option<&CreateSpec>,
     ) -> Result<ResetReport> {
-        match create {
+        let t = match create {
             Some(spec) => {
-                self.check_new_job(topic, spec.job_type.as_deref(), &spec.payload)
-                    .await?;
-                self.topic(topic).await?;
+                self.topic_for_new(topic, spec.job_type.as_deref(), &spec.payload)
+                    .await?
             }
-            None => {
-                self.existing(topic).await?;
-            }
+            None => self.existing(topic).await?,
         };
         let now = self.now();
-        let report = self.rt.store.reset_many(topic, resets, create, now).await?;
+        let report = self
+            .rt
+            .store
+            .reset_many_in(t.clone(), resets, create, now)
+            .await?;
         let m = &self.rt.metrics;
         m.reset.with_label_values(&[topic]).inc_by(report.reset);
         m.scheduled
             .with_label_values(&[topic])
             .inc_by(report.created);
         for head in &report.heads {
-            self.wake(topic, head.slot, head.at).await;
+            self.wake(&t, head.slot, head.at).await;
         }
         if !report.rearmed.is_empty() {
-            self.tell_rearmed(topic, &report.rearmed, now).await;
+            self.tell_rearmed(&t, &report.rearmed, now).await;
         }
         Ok(report)
     }
 
     /// Lets each re-armed job's type react (a device heard again reports its recovery).
-    async fn tell_rearmed(&self, topic: &str, rearmed: &[Rearmed], now: Millis) {
+    async fn tell_rearmed(&self, topic: &Arc<TopicConfig>, rearmed: &[Rearmed], now: Millis) {
         let events: Vec<Event> = rearmed
             .iter()
             .filter_map(|r| {
@@ -443,7 +438,7 @@ impl TimeoutCenter {
                 let Emitted { event, data } = entry.handler.on_rearm(r)?;
                 Some(Event {
                     id: String::new(),
-                    topic: topic.to_string(),
+                    topic: topic.name.clone(),
                     job_id: r.id.clone(),
                     job_type: r.job_type.clone(),
                     event,
@@ -454,7 +449,7 @@ impl TimeoutCenter {
                 })
             })
             .collect();
-        if let Err(e) = self.rt.store.append_events(topic, &events).await {
+        if let Err(e) = self.rt.store.append_events_in(topic, &events).await {
             tracing::warn!(error = %e, "could not append re-arm events");
         }
     }
@@ -488,7 +483,7 @@ impl TimeoutCenter {
         let done = self.rt.store.dead_requeue(topic, job, now).await?;
         if done {
             let slot = crate::routing::slot_of(job.route_key(), t.slots);
-            self.wake(topic, slot, now).await;
+            self.wake(&t, slot, now).await;
         }
         Ok(done)
     }
@@ -597,7 +592,7 @@ impl TimeoutCenter {
             }
         }
         for (slot, at) in due {
-            self.wake(topic, slot, at).await;
+            self.wake(&t, slot, at).await;
         }
         Ok(done)
     }

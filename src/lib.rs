@@ -3,7 +3,7 @@
 //!
 //! What a user of the library needs is public: [`TimeoutCenter`] (schedule, reset, cancel,
 //! read, built with [`TimeoutCenterBuilder`]), [`JobHandler`] (the code a job type runs), the
-//! stores ([`store::MemoryStore`], [`store::RedisStore`], the [`Store`] trait under both),
+//! one [`Store`] over either engine ([`Store::memory`], [`Store::redis`], ...),
 //! the job and topic types, [`events`], the built-in job types ([`jobs`]), the service's
 //! [`config`] and [`serve`] for embedding it, and [`Error`]. The rest is the crate's own:
 //! the actor runtime (`actors`), the HTTP layer (`http`), routing, validation, metrics and

@@ -205,7 +205,7 @@ wire_words!(ScheduleOutcome {
 });
 
 /// The answer of `schedule`.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct Scheduled {
     /// What it did.
     pub outcome: ScheduleOutcome,
@@ -221,6 +221,9 @@ pub struct Scheduled {
     pub is_head: bool,
     /// For a reset of a job that had fired and repeated: how often, and its type.
     pub rearmed: Option<Rearmed>,
+    /// The job as stored afterwards, read in the same atomic step (`None` when there is
+    /// none).
+    pub job: Option<Job>,
 }
 
 /// A reset job that had already fired (and repeated) since its last reset: a device heard

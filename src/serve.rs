@@ -14,16 +14,16 @@ use crate::center::TimeoutCenter;
 use crate::config::{Settings, StoreKind};
 use crate::error::{Error, Result};
 use crate::http::{self, AppState, auth::Auth};
-use crate::store::{MemoryStore, SharedStore};
+use crate::store::{SharedStore, Store};
 
 /// Opens the store the settings name, and creates or updates the seeded topics.
 pub async fn open_store(settings: &Settings) -> Result<SharedStore> {
     let options = settings.store_options();
     let store: SharedStore = match settings.store {
-        StoreKind::Redis => crate::store::open_redis(&settings.redis, options).await?,
+        StoreKind::Redis => Arc::new(Store::open_redis(&settings.redis, options).await?),
         StoreKind::Memory => {
             let journal = settings.journal().map(|p| (p, settings.memory.fsync));
-            Arc::new(MemoryStore::open(options, journal)?)
+            Arc::new(Store::open_memory(options, journal)?)
         }
     };
     for topic in &settings.topics.seed {

@@ -15,7 +15,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
 use serde_json::json;
-use timeout_center::store::{MemoryStore, RedisStore};
+use timeout_center::Store;
 use timeout_center::*;
 
 use common::RedisServer;
@@ -426,9 +426,9 @@ fn run_case(ops: Vec<Op>) -> Result<(), TestCaseError> {
     let topic = format!("d{}", CASE.fetch_add(1, Ordering::Relaxed));
     runtime().block_on(async move {
         let options = StoreOptions::default();
-        let memory: SharedStore = std::sync::Arc::new(MemoryStore::new(options.clone()));
+        let memory: SharedStore = std::sync::Arc::new(Store::memory(options.clone()));
         let redis: SharedStore =
-            std::sync::Arc::new(RedisStore::connect(&redis().url(), options).await.unwrap());
+            std::sync::Arc::new(Store::redis(&redis().url(), options).await.unwrap());
         let config = TopicConfig {
             slots: SLOTS,
             max_attempts: 2,

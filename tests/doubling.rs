@@ -6,7 +6,7 @@
 #[macro_use]
 mod common;
 
-use std::collections::{HashMap, HashSet};
+use std::collections::{BTreeMap, HashSet};
 
 use rand::{Rng, SeedableRng};
 use serde_json::json;
@@ -24,7 +24,7 @@ fn topic(name: &str, slots: u32) -> TopicConfig {
     }
 }
 
-async fn double(s: &dyn Store, name: &str) -> std::sync::Arc<TopicConfig> {
+async fn double(s: &Store, name: &str) -> std::sync::Arc<TopicConfig> {
     let t = s.existing_topic(name).await.unwrap();
     s.put_topic(TopicConfig {
         slots: t.slots * 2,
@@ -34,7 +34,7 @@ async fn double(s: &dyn Store, name: &str) -> std::sync::Arc<TopicConfig> {
     .unwrap()
 }
 
-async fn per_slot(s: &dyn Store, name: &str) -> Vec<u64> {
+async fn per_slot(s: &Store, name: &str) -> Vec<u64> {
     let stats = s.stats(name).await.unwrap();
     stats.per_slot.iter().map(|x| x.scheduled).collect()
 }
@@ -42,10 +42,10 @@ async fn per_slot(s: &dyn Store, name: &str) -> Vec<u64> {
 /// Pumps every slot at `now`; every job handed out is checked against `model` (the fire
 /// time its last write gave it) and acknowledged.
 async fn fire_due(
-    s: &dyn Store,
+    s: &Store,
     name: &str,
     now: Millis,
-    model: &mut HashMap<String, Millis>,
+    model: &mut BTreeMap<String, Millis>,
     fired: &mut HashSet<String>,
 ) {
     let t = s.existing_topic(name).await.unwrap();
@@ -145,7 +145,8 @@ async fn writes_around_doublings_fire_once_never_early_and_lose_no_reset(e: Engi
     let s = &*e.store;
     s.put_topic(topic("w", 4)).await.unwrap();
     let mut rng = rand::rngs::StdRng::seed_from_u64(13);
-    let mut model: HashMap<String, Millis> = HashMap::new();
+    // Ordered, so that the seeded picks below are the same in every run.
+    let mut model: BTreeMap<String, Millis> = BTreeMap::new();
     let mut fired = HashSet::new();
     let mut now = T0;
     let mut next_id = 0;
@@ -440,7 +441,7 @@ async fn a_sweep_marks_the_topic_drained_once_no_old_copy_is_left(e: Engine) {
             .await
             .unwrap();
     }
-    let mut model: HashMap<String, Millis> = ids
+    let mut model: BTreeMap<String, Millis> = ids
         .iter()
         .enumerate()
         .map(|(i, id)| (id.clone(), T0 + 100 + i as Millis))
@@ -469,7 +470,7 @@ async fn a_doubling_survives_a_restart_of_the_journaled_memory_engine() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("toc.journal");
     let open = || {
-        timeout_center::store::MemoryStore::open(
+        Store::open_memory(
             StoreOptions::default(),
             Some((&path, config::FsyncPolicy::Always)),
         )
@@ -513,12 +514,9 @@ async fn a_doubling_survives_a_restart_of_the_journaled_memory_engine() {
 #[tokio::test]
 async fn writes_around_doublings_on_a_redis_cluster() {
     let cluster = common::RedisCluster::start();
-    let store = timeout_center::store::RedisStore::connect_cluster(
-        &cluster.urls(),
-        StoreOptions::default(),
-    )
-    .await
-    .expect("connect to the cluster");
+    let store = Store::redis_cluster(&cluster.urls(), StoreOptions::default())
+        .await
+        .expect("connect to the cluster");
     let e = Engine {
         store: std::sync::Arc::new(store),
         redis: None,
@@ -576,7 +574,7 @@ async fn a_seeded_topic_that_has_doubled_keeps_its_slots_when_the_service_opens_
         ..TopicConfig::named("seeded")
     }];
     let s = serve::open_store(&settings).await.unwrap();
-    double(&*s, "seeded").await;
+    double(&s, "seeded").await;
     settings.topics.seed[0].max_attempts = 7;
     let s = serve::open_store(&settings)
         .await
@@ -593,7 +591,7 @@ async fn a_seeded_topic_that_has_doubled_keeps_its_slots_when_the_service_opens_
 async fn an_instance_that_missed_a_doubling_routes_with_the_new_count() {
     let redis = common::RedisServer::start();
     let open = || async {
-        let s = timeout_center::store::RedisStore::connect(&redis.url(), StoreOptions::default())
+        let s = Store::redis(&redis.url(), StoreOptions::default())
             .await
             .unwrap();
         std::sync::Arc::new(s)
@@ -607,7 +605,7 @@ async fn an_instance_that_missed_a_doubling_routes_with_the_new_count() {
         assert_eq!(s.existing_topic("m").await.unwrap().slots, 4);
         stale.push(s);
     }
-    double(&*a, "m").await;
+    double(&a, "m").await;
     let moved: Vec<String> = (0..)
         .map(|i| format!("m{i}"))
         .filter(|id| slot_of(id, 8) != slot_of(id, 4))
@@ -645,7 +643,7 @@ async fn an_instance_that_missed_a_doubling_routes_with_the_new_count() {
         .await
         .unwrap();
     assert_eq!((r.reset, r.created), (20, 0));
-    let per = per_slot(&*a, "m").await;
+    let per = per_slot(&a, "m").await;
     for id in &moved {
         assert_eq!(
             per[slot_of(id, 4) as usize],

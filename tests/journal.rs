@@ -9,19 +9,19 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use serde_json::json;
+use timeout_center::Store;
 use timeout_center::config::FsyncPolicy;
-use timeout_center::store::MemoryStore;
 use timeout_center::*;
 
 use common::redis_server::free_port;
 
 const T0: Millis = 1_700_000_000_000;
 
-fn open(path: &Path) -> Result<MemoryStore> {
-    MemoryStore::open(StoreOptions::default(), Some((path, FsyncPolicy::Always)))
+fn open(path: &Path) -> Result<Store> {
+    Store::open_memory(StoreOptions::default(), Some((path, FsyncPolicy::Always)))
 }
 
-async fn ids(s: &MemoryStore) -> Vec<String> {
+async fn ids(s: &Store) -> Vec<String> {
     let mut out = Vec::new();
     for i in 0..100 {
         let id = format!("j{i}");
@@ -36,7 +36,7 @@ async fn ids(s: &MemoryStore) -> Vec<String> {
     out
 }
 
-async fn fill(s: &MemoryStore, n: usize) {
+async fn fill(s: &Store, n: usize) {
     for i in 0..n {
         let job = NewJob::new(format!("j{i}"), T0 + 1_000 + i as Millis).payload(json!({"n": i}));
         s.schedule("t", job, ScheduleMode::Upsert, T0)
@@ -313,7 +313,7 @@ async fn a_killed_server_loses_no_accepted_job() {
 /// good: the next call takes the lock over and the slot goes on serving.
 #[tokio::test]
 async fn a_panic_inside_a_slot_lock_does_not_poison_the_slot() {
-    let s = MemoryStore::new(StoreOptions::default());
+    let s = Store::memory(StoreOptions::default());
     fill(&s, 1).await;
     let slot = timeout_center::slot_of("j0", 16);
     s.panic_in_slot("t", slot);

@@ -20,7 +20,7 @@ use common::redis_server::free_port;
 
 const T0: Millis = 1_700_000_000_000;
 
-async fn one_topic(e: &Engine) -> &dyn Store {
+async fn one_topic(e: &Engine) -> &Store {
     let s = &*e.store;
     s.put_topic(TopicConfig {
         slots: 2,

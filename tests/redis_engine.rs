@@ -7,7 +7,7 @@ mod common;
 use std::collections::HashSet;
 
 use serde_json::json;
-use timeout_center::store::RedisStore;
+use timeout_center::Store;
 use timeout_center::*;
 
 use common::{Engine, RedisCluster};
@@ -116,7 +116,7 @@ async fn settling_keeps_the_event_stream_near_its_cap() {
 }
 
 /// Topic `t` with one slot, holding `n` plain jobs `dev-0`, `dev-1`, ... due at `T0`.
-async fn plain_jobs_in_one_slot(s: &dyn Store, n: usize) {
+async fn plain_jobs_in_one_slot(s: &Store, n: usize) {
     s.put_topic(TopicConfig {
         slots: 1,
         ..TopicConfig::named("t")
@@ -180,10 +180,10 @@ async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
 #[tokio::test]
 async fn one_topic_spreads_over_the_nodes_of_a_redis_cluster() {
     let cluster = RedisCluster::start();
-    let store = RedisStore::connect_cluster(&cluster.urls(), StoreOptions::default())
+    let store = Store::redis_cluster(&cluster.urls(), StoreOptions::default())
         .await
         .expect("connect to the cluster");
-    let s: &dyn Store = &store;
+    let s: &Store = &store;
     s.put_topic(TopicConfig {
         slots: 16,
         ..TopicConfig::named("orders")

@@ -368,10 +368,9 @@ async fn two_runtimes_on_one_redis_share_the_slots_and_handle_each_job_exactly_o
     let mut centers = Vec::new();
     let mut receivers = Vec::new();
     for _ in 0..2 {
-        let store =
-            timeout_center::store::RedisStore::connect(&server.url(), StoreOptions::default())
-                .await
-                .unwrap();
+        let store = Store::redis(&server.url(), StoreOptions::default())
+            .await
+            .unwrap();
         let (probe, rx) = Probe::done();
         let c = TimeoutCenter::builder(Arc::new(store))
             .settings(RuntimeSettings {

@@ -25,7 +25,7 @@ fn topic_with(name: &str, slots: u32, max_attempts: u32) -> TopicConfig {
     }
 }
 
-async fn pump_all(s: &dyn Store, topic: &str, now: Millis) -> Vec<Leased> {
+async fn pump_all(s: &Store, topic: &str, now: Millis) -> Vec<Leased> {
     let t = s.topic(topic).await.unwrap();
     let mut out = Vec::new();
     for slot in 0..t.slots {
@@ -34,7 +34,7 @@ async fn pump_all(s: &dyn Store, topic: &str, now: Millis) -> Vec<Leased> {
     out
 }
 
-async fn pump_one(s: &dyn Store, topic: &str, id: &str, now: Millis) -> Leased {
+async fn pump_one(s: &Store, topic: &str, id: &str, now: Millis) -> Leased {
     let mut jobs = pump_all(s, topic, now).await;
     let i = jobs
         .iter()
@@ -43,7 +43,7 @@ async fn pump_one(s: &dyn Store, topic: &str, id: &str, now: Millis) -> Leased {
     jobs.swap_remove(i)
 }
 
-async fn state(s: &dyn Store, topic: &str, id: &str) -> Option<JobState> {
+async fn state(s: &Store, topic: &str, id: &str) -> Option<JobState> {
     s.get(topic, &JobRef::new(id))
         .await
         .unwrap()
@@ -601,7 +601,7 @@ async fn a_reset_during_a_run_fires_the_job_again_after_the_run(e: Engine) {
 
 /// Job `a` of a one-slot topic, run twice: the first run's lease expired (at `T0 + 1_000`)
 /// and the second took the job over.
-async fn two_runs_of_one_job(s: &dyn Store) -> (Leased, Leased) {
+async fn two_runs_of_one_job(s: &Store) -> (Leased, Leased) {
     s.put_topic(topic_with("t", 1, 16)).await.unwrap();
     s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
         .await
@@ -830,7 +830,7 @@ async fn settled_claims_append_the_events_their_records_describe(e: Engine) {
 
 /// Every event of `topic`, waiting (up to 5 s) until at least `n` are readable: an engine
 /// may hold back the events of the current millisecond until it has passed.
-async fn events_of(s: &dyn Store, topic: &str, n: usize) -> Vec<events::Event> {
+async fn events_of(s: &Store, topic: &str, n: usize) -> Vec<events::Event> {
     let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
     loop {
         let mut all = Vec::new();

@@ -211,7 +211,7 @@ impl Supervisor {
     fn watch(&self, topic: &str, slot: u32, watch: bool) {
         let (store, topic) = (self.rt.store.clone(), topic.to_string());
         actix::spawn(async move {
-            if let Err(e) = store.watch_slot(&topic, slot, watch).await {
+            if let Err(e) = store.wake_bus().watch_slot(&topic, slot, watch).await {
                 tracing::warn!(%topic, slot, error = %e, "could not change the slot's notice subscription; its poll covers it");
             }
         });

@@ -11,7 +11,7 @@ use serde_json::{Value, json};
 
 use super::{Ctx, Lateness, redis_benchmark};
 use crate::config::{Settings, StoreKind};
-use crate::store::{MemoryStore, RedisStore, SharedStore};
+use crate::store::{SharedStore, Store};
 use crate::time::now_ms;
 use crate::*;
 
@@ -85,9 +85,9 @@ fn options() -> StoreOptions {
 
 pub(super) async fn open(ctx: &Ctx, engine: &str) -> Result<SharedStore, String> {
     Ok(match engine {
-        "memory" => Arc::new(MemoryStore::new(options())),
+        "memory" => Arc::new(Store::memory(options())),
         _ => Arc::new(
-            RedisStore::connect(&ctx.redis_url, options())
+            Store::redis(&ctx.redis_url, options())
                 .await
                 .map_err(|e| e.to_string())?,
         ),
@@ -263,7 +263,7 @@ pub(super) async fn schedule(ctx: &mut Ctx) -> Result<(), String> {
 async fn journaled_schedules(ctx: &mut Ctx) -> Result<(), String> {
     let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
     let path = dir.path().join("bench.journal");
-    let store = MemoryStore::open(
+    let store = Store::open_memory(
         options(),
         Some((path.as_path(), crate::config::FsyncPolicy::Always)),
     )

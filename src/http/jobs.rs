@@ -8,8 +8,7 @@ use super::AppState;
 use super::body::{BatchBody, JobBody, PutQuery, ResetBody, ShardQuery, when};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::model::{
-    CreateSpec, Job, JobRef, JobState, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome,
-    Scheduled,
+    CreateSpec, Job, JobRef, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome, Scheduled,
 };
 
 fn new_job(id: String, body: JobBody, center: &crate::TimeoutCenter) -> ApiResult<NewJob> {
@@ -24,36 +23,11 @@ fn new_job(id: String, body: JobBody, center: &crate::TimeoutCenter) -> ApiResul
     })
 }
 
-/// The job a create or replace stored, read back. A job due at once may have fired and
-/// left before the read: the answer is then the job as it was written (its write did
-/// succeed), not a 404.
-async fn read_back(state: &AppState, topic: &str, job: &NewJob, r: &Scheduled) -> ApiResult<Job> {
-    let job_ref = JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone());
-    if let Some(stored) = state.center.get(topic, &job_ref).await? {
-        return Ok(stored);
-    }
-    let t = state.center.topic(topic).await?;
-    let now = state.center.now();
-    Ok(Job {
-        topic: topic.to_string(),
-        id: job.id.clone(),
-        job_type: job
-            .job_type
-            .clone()
-            .unwrap_or_else(|| t.default_type.clone()),
-        payload: job.payload.clone(),
-        state: r.state.unwrap_or(JobState::Scheduled),
-        fire_at: r.fire_at.unwrap_or(job.fire_at),
-        max_fire_at: job.max_fire_at,
-        attempts: 0,
-        max_attempts: job.max_attempts.unwrap_or(t.max_attempts),
-        created_at: Some(now),
-        updated_at: Some(now),
-        last_error: None,
-        lease_until: None,
-        dead_at: None,
-        pending_fire_at: None,
-        fires: 0,
+/// The job a create, replace or reset stored: the store answers it from the same atomic
+/// step, so a job due at once that fired since is still answered as it was written.
+fn stored(r: Scheduled) -> ApiResult<Job> {
+    r.job.ok_or_else(|| {
+        crate::error::Error::Corrupt("the store answered a stored job with no job".into()).into()
     })
 }
 
@@ -103,7 +77,7 @@ pub(crate) async fn put_job(
         }
         _ => StatusCode::OK,
     };
-    Ok(HttpResponse::build(status).json(read_back(&state, &topic, &job, &r).await?))
+    Ok(HttpResponse::build(status).json(stored(r)?))
 }
 
 /// Creates a job with a generated id (201).
@@ -122,7 +96,7 @@ pub(crate) async fn post_job(
         .center
         .schedule(&topic, job.clone(), ScheduleMode::CreateOnly)
         .await?;
-    Ok(HttpResponse::Created().json(read_back(&state, &topic, &job, &r).await?))
+    Ok(HttpResponse::Created().json(stored(r)?))
 }
 
 #[utoipa::path(get, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
@@ -180,13 +154,7 @@ pub(crate) async fn reset_job(
             "no scheduled or running job {id:?} in topic {topic:?}"
         )));
     }
-    // A job reset to fire at once may have fired and left already (not recorded here).
-    match state.center.get(&topic, &job).await? {
-        Some(stored) => Ok(HttpResponse::Ok().json(stored)),
-        None => Err(ApiError::not_found(format!(
-            "job {id:?} was reset, and has fired and left already"
-        ))),
-    }
+    Ok(HttpResponse::Ok().json(stored(r)?))
 }
 
 /// The heartbeat path: many resets at once; with `create`, a missing job is created.

@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::engine::{SlotEngine, SlotScheduled};
+use super::engine::{Engine, SlotScheduled};
 use super::record::Record;
 use crate::error::Result;
 use crate::model::{JobState, Reset, ResetReport, ScheduleMode, ScheduleOutcome};
@@ -34,8 +34,8 @@ use crate::topic::TopicConfig;
 const SCAN_PAGE: usize = 1_000;
 
 /// Removes the copies of job `id` from `old` slots; the state the first one was in.
-pub(super) async fn drop_old_copies<E: SlotEngine>(
-    engine: &E,
+pub(super) async fn drop_old_copies(
+    engine: &dyn Engine,
     t: &TopicConfig,
     old: &[u32],
     id: &str,
@@ -49,8 +49,8 @@ pub(super) async fn drop_old_copies<E: SlotEngine>(
 }
 
 /// The first of `old` slots that holds job `id`, with its state.
-pub(super) async fn find_old<E: SlotEngine>(
-    engine: &E,
+pub(super) async fn find_old(
+    engine: &dyn Engine,
     t: &TopicConfig,
     old: &[u32],
     id: &str,
@@ -68,8 +68,8 @@ pub(super) async fn find_old<E: SlotEngine>(
 /// re-arm) and the old copy goes; found running, the reset is applied after the run, in
 /// place. `None` when no old slot holds it scheduled or running. Answers the slot the job
 /// is in afterwards and what the reset did.
-pub(super) async fn reset_old<E: SlotEngine>(
-    engine: &E,
+pub(super) async fn reset_old(
+    engine: &dyn Engine,
     t: &TopicConfig,
     home: u32,
     old: &[u32],
@@ -128,8 +128,8 @@ pub(super) async fn reset_old<E: SlotEngine>(
 /// jobs their home slots did not have. Each is looked for in its old slots
 /// ([`reset_old`]); those found nowhere are created at home when `create` is given, and
 /// stay missing otherwise.
-pub(super) async fn reset_missing<E: SlotEngine>(
-    engine: &E,
+pub(super) async fn reset_missing(
+    engine: &dyn Engine,
     t: &TopicConfig,
     resets: &[Reset],
     create: Option<&Record>,
@@ -184,7 +184,7 @@ pub(super) async fn reset_missing<E: SlotEngine>(
 /// scheduled with a shard key of its own cannot be told from an old copy by its id (the
 /// store keeps no shard key), so it counts as one: a topic that uses shard keys stays
 /// draining, which costs only the extra lookups of jobs that are not at home.
-async fn holds_old_copy<E: SlotEngine>(engine: &E, t: &TopicConfig, slot: u32) -> Result<bool> {
+async fn holds_old_copy(engine: &dyn Engine, t: &TopicConfig, slot: u32) -> Result<bool> {
     for state in [JobState::Running, JobState::Scheduled, JobState::Dead] {
         let mut cursor = 0;
         loop {
@@ -204,11 +204,7 @@ async fn holds_old_copy<E: SlotEngine>(engine: &E, t: &TopicConfig, slot: u32) -
 /// Looks for old copies in the slots a draining topic had before its last doubling,
 /// starting at `start` (where the last sweep found one), and answers the first slot that
 /// holds one, or `None` when none does.
-pub(super) async fn sweep<E: SlotEngine>(
-    engine: &E,
-    t: &TopicConfig,
-    start: u32,
-) -> Result<Option<u32>> {
+pub(super) async fn sweep(engine: &dyn Engine, t: &TopicConfig, start: u32) -> Result<Option<u32>> {
     let before = (t.slots / 2).max(1);
     for i in 0..before {
         let slot = (start + i) % before;

@@ -43,7 +43,7 @@ pub(crate) struct Refired {
 }
 
 /// What `schedule` did in its slot.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub(crate) struct SlotScheduled {
     pub(crate) outcome: ScheduleOutcome,
     pub(crate) state: Option<JobState>,
@@ -51,6 +51,9 @@ pub(crate) struct SlotScheduled {
     /// The job is scheduled and no scheduled job of the slot fires before it.
     pub(crate) is_head: bool,
     pub(crate) rearmed: Option<Refired>,
+    /// The job as stored afterwards (`None`: there is none), so the caller reads nothing
+    /// back.
+    pub(crate) stored: Option<Stored>,
 }
 
 /// What `reset` did in its slot.
@@ -97,9 +100,11 @@ pub(crate) struct DeadEntry {
     pub(crate) record: Record,
 }
 
-/// A store engine: the Redis scripts or the memory slots.
+/// A store engine: the Redis scripts or the memory slots, in four concerns (a topic's
+/// settings, the jobs of one slot, membership and ownership, the wake bus). [`super::Store`]
+/// holds one as `Arc<dyn Engine>`.
 #[async_trait]
-pub(crate) trait SlotEngine: Send + Sync + 'static {
+pub(crate) trait Engine: TopicSettings + SlotJobs + Membership + WakeBus {
     /// The engine's name, as in the `store` setting.
     fn name(&self) -> &'static str;
 
@@ -119,7 +124,11 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
     fn clock(&self) -> Option<crate::time::SharedClock> {
         None
     }
+}
 
+/// Where an engine keeps topics' settings.
+#[async_trait]
+pub(crate) trait TopicSettings: Send + Sync + 'static {
     /// A topic's stored settings.
     async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>>;
 
@@ -143,7 +152,12 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
 
     /// Every stored topic, in any order.
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>>;
+}
 
+/// The operations on one slot's jobs (the slot state machine of `state_machine.rs`), and the
+/// topic's event stream their outcomes append to.
+#[async_trait]
+pub(crate) trait SlotJobs: Send + Sync + 'static {
     /// `schedule.lua`: creates, replaces or moves one job. `spec` is the new job's record.
     #[allow(clippy::too_many_arguments)]
     async fn schedule(
@@ -203,22 +217,6 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
     ) -> Result<Vec<(Handed, Millis)>> {
         Ok(Vec::new())
     }
-
-    /// `register.lua`: see [`super::Store::register`].
-    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>>;
-
-    /// `own.lua`: see [`super::Store::own`].
-    async fn own(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        instance: &str,
-        now: Millis,
-        ttl_ms: u64,
-    ) -> Result<super::Ownership>;
-
-    /// `disown.lua`: see [`super::Store::disown`].
-    async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool>;
 
     /// `settle.lua`: applies runs' outcomes with their events, one atomic step.
     async fn settle(
@@ -286,24 +284,55 @@ pub(crate) trait SlotEngine: Send + Sync + 'static {
         after: Option<EventId>,
         limit: usize,
     ) -> Result<Vec<Event>>;
+}
 
-    /// See [`super::Store::publish_wake`].
-    async fn publish_wake(&self, _notice: &WakeNotice) -> Result<()> {
+/// The registry of instances sharing the store, and each slot's owner lease.
+#[async_trait]
+pub(crate) trait Membership: Send + Sync + 'static {
+    /// `register.lua`: see [`super::Store::register`].
+    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>>;
+
+    /// `own.lua`: see [`super::Store::own`].
+    async fn own(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<super::Ownership>;
+
+    /// `disown.lua`: see [`super::Store::disown`].
+    async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool>;
+}
+
+/// Wake notices between the instances sharing a store: which transport carries a notice
+/// (plain or sharded pub/sub) is the engine's choice. An engine that is never shared (memory)
+/// has nothing to carry, and keeps every default.
+#[async_trait]
+pub(crate) trait WakeBus: Send + Sync + 'static {
+    /// Tells every instance serving `notice.topic` (a topic announcement: its settings
+    /// changed, or an instance began serving it).
+    async fn announce(&self, _notice: &WakeNotice) -> Result<()> {
         Ok(())
     }
 
-    /// See [`super::Store::publish_slot_wake`].
-    async fn publish_slot_wake(&self, notice: &WakeNotice) -> Result<()> {
-        self.publish_wake(notice).await
+    /// Tells whoever serves `notice.slot` of `topic` that it has a job due at `notice.at`:
+    /// a pull topic's notice goes to every instance (a long poll may wait on any), a slot
+    /// actor's to the slot's owner alone (its sharded channel on a Redis Cluster).
+    async fn wake(&self, _topic: &TopicConfig, _notice: &WakeNotice) -> Result<()> {
+        Ok(())
     }
 
-    /// See [`super::Store::watch_slot`].
+    /// Starts (or, with `watch` false, stops) hearing the notices of a slot this instance
+    /// owns. Only a Redis Cluster needs it: elsewhere every instance hears every notice.
     async fn watch_slot(&self, _topic: &str, _slot: u32, _watch: bool) -> Result<()> {
         Ok(())
     }
 
-    /// See [`super::Store::listen_wakes`].
-    async fn listen_wakes(&self, _tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
+    /// Forwards other instances' notices to `tx` until `tx` closes; an engine that is not
+    /// shared returns at once.
+    async fn listen(&self, _tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
         Ok(())
     }
 }

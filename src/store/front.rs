@@ -1,21 +1,19 @@
-//! The one front of both engines: [`StoreFront`] implements [`Store`] over a
-//! [`SlotEngine`]. It checks arguments, finds or creates topics, routes jobs to slots, groups
+//! [`Store`]: the one store type, over an engine (`Arc<dyn Engine>`, the Redis scripts or the
+//! memory slots). It checks arguments, finds or creates topics, routes jobs to slots, groups
 //! batches by slot, decodes cursors, clamps pages and builds the answers; the engine only
-//! runs one slot's operation. `MemoryStore` and `RedisStore` are this front over their
-//! engines.
+//! runs one slot's operation. Its constructors are in the engines' modules
+//! ([`Store::memory`], [`Store::redis`], ...).
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::sync::Arc;
 
-use async_trait::async_trait;
-use tokio::sync::mpsc;
-
 use super::doubling;
-use super::engine::{ClaimSettlement, DeadEntry, Handed, Refired, SlotEngine};
+use super::engine::{ClaimSettlement, DeadEntry, Engine, Handed, Refired, WakeBus};
 use super::event_id::EventId;
+use super::memory::MemoryEngine;
 use super::record::Record;
 use super::topic_policy::StoreOptions;
-use super::{MAX_PAGE, Store, WakeNotice};
+use super::{MAX_PAGE, Ownership};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::model::{
@@ -28,10 +26,16 @@ use crate::time::{Millis, SharedClock, SteadyClock};
 use crate::topic::TopicConfig;
 use crate::validate;
 
-/// A store: the front every engine shares, over the engine `E`. Use it as
-/// [`MemoryStore`](super::MemoryStore) or [`RedisStore`](super::RedisStore).
-pub struct StoreFront<E> {
-    pub(crate) engine: E,
+/// A store of jobs: topics, their slots' jobs, dead letters and events, on the engine it was
+/// made with (`Store::memory`, `Store::memory_journaled`, `Store::redis`,
+/// `Store::redis_cluster`, `Store::open_redis`). Every method that changes a job is atomic
+/// (one Lua script in Redis, one critical section in memory) and takes `now` as an argument,
+/// so callers and tests choose the time. `Arc<Store>` ([`super::SharedStore`]) is what the
+/// runtime and the HTTP layer hold.
+pub struct Store {
+    pub(crate) engine: Arc<dyn Engine>,
+    /// The same engine when it is the memory engine, for what only it has (its journal).
+    pub(crate) memory: Option<Arc<MemoryEngine>>,
     options: StoreOptions,
     /// Per draining topic, the slot where the last sweep found an old copy: the next sweep
     /// starts there, so a topic with old copies left costs a sweep little.
@@ -40,16 +44,18 @@ pub struct StoreFront<E> {
     clock: SharedClock,
 }
 
-impl<E> StoreFront<E> {
-    pub(crate) fn over(engine: E, options: StoreOptions) -> Self
-    where
-        E: SlotEngine,
-    {
+impl Store {
+    pub(crate) fn over(
+        engine: Arc<dyn Engine>,
+        memory: Option<Arc<MemoryEngine>>,
+        options: StoreOptions,
+    ) -> Self {
         let clock = engine
             .clock()
             .unwrap_or_else(|| Arc::new(SteadyClock::default()));
-        StoreFront {
+        Store {
             engine,
+            memory,
             options,
             sweep_from: Default::default(),
             clock,
@@ -82,12 +88,10 @@ impl<E> StoreFront<E> {
     }
 }
 
-/// How often a call is tried again under settings read anew (see `StoreFront::newer`).
+/// How often a call is tried again under settings read anew (see `Store::newer`).
 const LAYOUT_TRIES: usize = 3;
 
-// The engine trait is the crate's own; these helpers are too (none is public).
-#[allow(private_bounds)]
-impl<E: SlotEngine> StoreFront<E> {
+impl Store {
     /// The topic's settings as stored now, when they route differently from `t` (a doubling
     /// since `t` was read, by this instance or another); `None` when they do not.
     async fn newer(&self, t: &TopicConfig) -> Result<Option<Arc<TopicConfig>>> {
@@ -98,8 +102,8 @@ impl<E: SlotEngine> StoreFront<E> {
             .filter(|n| n.slots != t.slots || n.draining_from != t.draining_from))
     }
 
-    /// `schedule` under the settings `t`.
-    async fn schedule_in(
+    /// `schedule` under the settings `t`, once.
+    async fn schedule_once(
         &self,
         t: &Arc<TopicConfig>,
         job: &NewJob,
@@ -120,15 +124,21 @@ impl<E: SlotEngine> StoreFront<E> {
             job.max_fire_at,
         );
         if mode == ScheduleMode::CreateOnly
-            && let Some((at, stored)) = doubling::find_old(&self.engine, &t, &old, &job.id).await?
+            && let Some((at, stored)) = doubling::find_old(&*self.engine, &t, &old, &job.id).await?
         {
+            let state = stored.state;
             return Ok(Scheduled {
                 outcome: ScheduleOutcome::Exists,
                 slot: at,
-                state: Some(stored.state),
+                state: Some(state),
                 fire_at: None,
                 is_head: false,
                 rearmed: None,
+                job: Some(
+                    stored
+                        .record
+                        .into_job(&t, job.id.clone(), state, stored.score)?,
+                ),
             });
         }
         let mut r = self
@@ -139,16 +149,23 @@ impl<E: SlotEngine> StoreFront<E> {
         if !old.is_empty() {
             match r.outcome {
                 ScheduleOutcome::Missing => {
-                    if let Some((at, moved)) =
-                        doubling::reset_old(&self.engine, &t, slot, &old, &job.id, job.fire_at, now)
-                            .await?
+                    if let Some((at, moved)) = doubling::reset_old(
+                        &*self.engine,
+                        &t,
+                        slot,
+                        &old,
+                        &job.id,
+                        job.fire_at,
+                        now,
+                    )
+                    .await?
                     {
                         (slot, r) = (at, moved);
                     }
                 }
                 ScheduleOutcome::Created | ScheduleOutcome::Replaced => {
                     let dropped =
-                        doubling::drop_old_copies(&self.engine, &t, &old, &job.id).await?;
+                        doubling::drop_old_copies(&*self.engine, &t, &old, &job.id).await?;
                     if dropped.is_some() {
                         r.outcome = ScheduleOutcome::Replaced;
                     }
@@ -156,6 +173,10 @@ impl<E: SlotEngine> StoreFront<E> {
                 ScheduleOutcome::Exists | ScheduleOutcome::Reset => {}
             }
         }
+        let stored = r
+            .stored
+            .map(|s| s.record.into_job(&t, job.id.clone(), s.state, s.score))
+            .transpose()?;
         Ok(Scheduled {
             outcome: r.outcome,
             slot,
@@ -163,11 +184,12 @@ impl<E: SlotEngine> StoreFront<E> {
             fire_at: r.fire_at,
             is_head: r.is_head,
             rearmed: r.rearmed.filter(|r| r.fires > 0).map(|r| rearmed(&t, r)),
+            job: stored,
         })
     }
 
-    /// `reset_many` under the settings `t`.
-    async fn reset_many_in(
+    /// `reset_many` under the settings `t`, once.
+    async fn reset_many_once(
         &self,
         t: &Arc<TopicConfig>,
         resets: &[Reset],
@@ -232,7 +254,7 @@ impl<E: SlotEngine> StoreFront<E> {
         }
         if draining && !report.missing.is_empty() {
             let moved =
-                doubling::reset_missing(&self.engine, &t, resets, spec.as_ref(), &mut report, now)
+                doubling::reset_missing(&*self.engine, &t, resets, spec.as_ref(), &mut report, now)
                     .await?;
             report
                 .rearmed
@@ -245,7 +267,7 @@ impl<E: SlotEngine> StoreFront<E> {
     async fn cancel_in(&self, t: &TopicConfig, job: &JobRef) -> Result<Option<JobState>> {
         let (slot, old) = Self::places(t, job)?;
         let state = self.engine.cancel(t, slot, &job.id).await?;
-        let old_state = doubling::drop_old_copies(&self.engine, t, &old, &job.id).await?;
+        let old_state = doubling::drop_old_copies(&*self.engine, t, &old, &job.id).await?;
         Ok(state.or(old_state))
     }
 
@@ -259,7 +281,7 @@ impl<E: SlotEngine> StoreFront<E> {
             .pop()
             .flatten();
         if found.is_none() {
-            found = doubling::find_old(&self.engine, t, &old, &job.id)
+            found = doubling::find_old(&*self.engine, t, &old, &job.id)
                 .await?
                 .map(|(_, s)| s);
         }
@@ -306,8 +328,8 @@ fn leased(t: &TopicConfig, slot: u32, h: Handed, lease_until: Millis) -> Result<
     })
 }
 
-async fn pump_slot<E: SlotEngine>(
-    engine: &E,
+async fn pump_slot(
+    engine: &dyn Engine,
     t: &TopicConfig,
     slot: u32,
     now: Millis,
@@ -315,7 +337,7 @@ async fn pump_slot<E: SlotEngine>(
     lease_ms: u64,
     fence: u64,
 ) -> Result<Pumped> {
-    StoreFront::<E>::check_slot(t, slot)?;
+    Store::check_slot(t, slot)?;
     let p = engine
         .pump(t, slot, now, limit.max(1), lease_ms, fence)
         .await?;
@@ -338,8 +360,8 @@ async fn pump_slot<E: SlotEngine>(
 /// that leaves its delay to the topic's backoff is read first, for its attempt count; a
 /// token that is not the live run's there is stale at once (`settle_claimed` checks every
 /// token again, atomically with the change). One result per index, in order.
-async fn settle_slot_claims<E: SlotEngine>(
-    engine: &E,
+async fn settle_slot_claims(
+    engine: &dyn Engine,
     t: &TopicConfig,
     slot: u32,
     claims: &[ClaimOutcome],
@@ -414,29 +436,38 @@ fn rearmed(topic: &TopicConfig, r: Refired) -> Rearmed {
     }
 }
 
-#[async_trait]
-impl<E: SlotEngine> Store for StoreFront<E> {
-    fn clock(&self) -> SharedClock {
-        self.clock.clone()
-    }
-
-    fn warnings(&self) -> Vec<String> {
-        self.engine.warnings()
-    }
-
-    fn engine(&self) -> &'static str {
+impl Store {
+    /// The engine's name, as in the `store` setting (`redis`, `memory`).
+    pub fn engine(&self) -> &'static str {
         self.engine.name()
     }
 
-    async fn ping(&self) -> Result<()> {
+    /// Succeeds when the store answers.
+    pub async fn ping(&self) -> Result<()> {
         self.engine.ping().await
     }
 
-    fn durability(&self) -> &'static str {
+    /// The clock that decides every comparison of times for this store's jobs (DESIGN.md,
+    /// invariant 3): Redis' own clock, or the memory engine's steady clock. The runtime
+    /// reads `now` from it unless a test gives it another.
+    pub fn clock(&self) -> SharedClock {
+        self.clock.clone()
+    }
+
+    /// What an operator should know of the store's state, for `/health` (a change refused
+    /// for a full disk, eviction allowed by the settings); empty when all is well.
+    pub fn warnings(&self) -> Vec<String> {
+        self.engine.warnings()
+    }
+
+    /// Whether accepted changes survive a restart of this process, in words for the logs.
+    pub fn durability(&self) -> &'static str {
         self.engine.durability()
     }
 
-    async fn put_topic(&self, mut config: TopicConfig) -> Result<Arc<TopicConfig>> {
+    /// Creates or updates a topic. A topic's slot count may only double once it exists (no
+    /// job moves; see `TopicConfig::draining_from`).
+    pub async fn put_topic(&self, mut config: TopicConfig) -> Result<Arc<TopicConfig>> {
         config.validate()?;
         // Only a doubling and a sweep change `draining_from`: it is the store's.
         config.draining_from = None;
@@ -455,18 +486,56 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         Ok(now)
     }
 
-    async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+    /// A topic's settings; a topic used but never configured is created with the defaults
+    /// unless auto-creation is off.
+    pub async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
+        validate::topic_name(name)?;
+        match self.engine.find_topic(name).await? {
+            Some(t) => Ok(t),
+            None => {
+                let config = self.options.defaults_for(name)?;
+                self.engine.create_topic(config).await
+            }
+        }
+    }
+
+    /// A topic's settings read from the store past any cache, for an instance told that
+    /// another changed them (a doubling). Never creates one.
+    pub async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
         validate::topic_name(name)?;
         self.engine.reload_topic(name).await
     }
 
-    async fn sweep(&self, topic: &str) -> Result<Option<u32>> {
+    /// A topic's settings when it exists. Never creates one: reads, cancels and resets go
+    /// through here, so naming an unknown topic leaves no trace.
+    pub async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        validate::topic_name(name)?;
+        self.engine.find_topic(name).await
+    }
+
+    /// The settings a topic of this name would be created with (`UnknownTopic` when
+    /// auto-creation is off), for checking a job before its topic exists.
+    pub fn defaults_for(&self, name: &str) -> Result<TopicConfig> {
+        self.options.defaults_for(name)
+    }
+
+    /// A topic's settings, or `TopicNotFound`.
+    pub async fn existing_topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
+        self.find_topic(name)
+            .await?
+            .ok_or_else(|| crate::error::Error::TopicNotFound(name.to_string()))
+    }
+
+    /// For a topic draining from a doubling: looks for old copies in the slots it had
+    /// before, and marks it drained when none is left. Answers the slot count it still
+    /// drains from (`None`: drained, or never doubled).
+    pub async fn sweep(&self, topic: &str) -> Result<Option<u32>> {
         let t = self.existing_topic(topic).await?;
         if t.draining_from.is_none() {
             return Ok(None);
         }
         let start = lock(&self.sweep_from).get(topic).copied().unwrap_or(0);
-        if let Some(slot) = doubling::sweep(&self.engine, &t, start).await? {
+        if let Some(slot) = doubling::sweep(&*self.engine, &t, start).await? {
             lock(&self.sweep_from).insert(topic.to_string(), slot);
             return Ok(t.draining_from);
         }
@@ -484,44 +553,37 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         }
     }
 
-    async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
-        validate::topic_name(name)?;
-        match self.engine.find_topic(name).await? {
-            Some(t) => Ok(t),
-            None => {
-                let config = self.options.defaults_for(name)?;
-                self.engine.create_topic(config).await
-            }
-        }
-    }
-
-    async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
-        validate::topic_name(name)?;
-        self.engine.find_topic(name).await
-    }
-
-    fn defaults_for(&self, name: &str) -> Result<TopicConfig> {
-        self.options.defaults_for(name)
-    }
-
-    async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
+    /// Every known topic, by name.
+    pub async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
         let mut all = self.engine.topics().await?;
         all.sort_by(|a, b| a.name.cmp(&b.name));
         Ok(all)
     }
 
-    async fn schedule(
+    /// Creates, replaces or moves one job, as `mode` says.
+    pub async fn schedule(
         &self,
         topic: &str,
         job: NewJob,
         mode: ScheduleMode,
         now: Millis,
     ) -> Result<Scheduled> {
-        let mut t = match mode {
+        let t = match mode {
             ScheduleMode::ResetOnly => self.existing_topic(topic).await?,
             _ => self.topic(topic).await?,
         };
-        let mut r = self.schedule_in(&t, &job, mode, now).await;
+        self.schedule_in(t, &job, mode, now).await
+    }
+
+    /// `schedule` in a topic whose settings the caller has resolved.
+    pub(crate) async fn schedule_in(
+        &self,
+        mut t: Arc<TopicConfig>,
+        job: &NewJob,
+        mode: ScheduleMode,
+        now: Millis,
+    ) -> Result<Scheduled> {
+        let mut r = self.schedule_once(&t, job, mode, now).await;
         // Settings read before a doubling route wrongly: a write is refused (STALE_LAYOUT)
         // and a reset may miss; either is tried again under the settings as stored now.
         for _ in 0..LAYOUT_TRIES {
@@ -534,24 +596,37 @@ impl<E: SlotEngine> Store for StoreFront<E> {
                 Some(newer) => t = newer,
                 None => break,
             }
-            r = self.schedule_in(&t, &job, mode, now).await;
+            r = self.schedule_once(&t, job, mode, now).await;
         }
         r
     }
 
-    async fn reset_many(
+    /// Moves many jobs' fire times (heartbeats); with `create`, a missing job is created. A
+    /// job named twice in one batch is reset twice, in order, as two calls would.
+    pub async fn reset_many(
         &self,
         topic: &str,
         resets: &[Reset],
         create: Option<&CreateSpec>,
         now: Millis,
     ) -> Result<ResetReport> {
-        let mut t = match create {
+        let t = match create {
             Some(_) => self.topic(topic).await?,
             None => self.existing_topic(topic).await?,
         };
+        self.reset_many_in(t, resets, create, now).await
+    }
+
+    /// `reset_many` in a topic whose settings the caller has resolved.
+    pub(crate) async fn reset_many_in(
+        &self,
+        mut t: Arc<TopicConfig>,
+        resets: &[Reset],
+        create: Option<&CreateSpec>,
+        now: Millis,
+    ) -> Result<ResetReport> {
         for _ in 0..LAYOUT_TRIES {
-            match self.reset_many_in(&t, resets, create, now).await {
+            match self.reset_many_once(&t, resets, create, now).await {
                 Err(Error::StaleLayout { .. }) => {}
                 Ok(mut report) if !report.missing.is_empty() => {
                     // Missing jobs may live where settings read since a doubling route.
@@ -565,7 +640,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
                         .filter(|r| missing.contains(r.job.id.as_str()))
                         .cloned()
                         .collect();
-                    let more = self.reset_many_in(&newer, &again, create, now).await?;
+                    let more = self.reset_many_once(&newer, &again, create, now).await?;
                     report.missing = more.missing;
                     report.reset += more.reset;
                     report.created += more.created;
@@ -579,10 +654,11 @@ impl<E: SlotEngine> Store for StoreFront<E> {
                 t = newer;
             }
         }
-        self.reset_many_in(&t, resets, create, now).await
+        self.reset_many_once(&t, resets, create, now).await
     }
 
-    async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
+    /// Removes a job in any state; the state it was in, or `None` if there was none.
+    pub async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
         let t = self.existing_topic(topic).await?;
         match self.cancel_in(&t, job).await? {
             None => match self.newer(&t).await? {
@@ -593,7 +669,8 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         }
     }
 
-    async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
+    /// A job, or `None`.
+    pub async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
         let t = self.existing_topic(topic).await?;
         match self.get_in(&t, job).await? {
             None => match self.newer(&t).await? {
@@ -604,24 +681,18 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         }
     }
 
-    async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
+    /// Hands out up to `limit` of a slot's due jobs (fire time at or before `now`) with a
+    /// lease, and takes back runs whose lease expired.
+    pub async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
         let lease_ms = t.visibility_timeout_ms;
-        pump_slot(&self.engine, &t, slot, now, limit, lease_ms, 0).await
+        pump_slot(&*self.engine, &t, slot, now, limit, lease_ms, 0).await
     }
 
-    async fn adopt(&self, topic: &str, slot: u32, fence: u64, above: u64) -> Result<Vec<Leased>> {
-        let t = self.existing_topic(topic).await?;
-        Self::check_slot(&t, slot)?;
-        self.engine
-            .adopt(&t, slot, fence.max(1), above)
-            .await?
-            .into_iter()
-            .map(|(h, lease_until)| leased(&t, slot, h, lease_until))
-            .collect()
-    }
-
-    async fn pump_fenced(
+    /// `pump` by the slot's owner: refused with `Error::Fenced`, changing nothing, unless
+    /// `fence` is the slot's current owner fence (see [`Store::own`]), so an instance that
+    /// lost a slot (paused past its lease, say) never pumps it again.
+    pub async fn pump_fenced(
         &self,
         topic: &str,
         slot: u32,
@@ -633,24 +704,49 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         let lease_ms = t.visibility_timeout_ms;
         // Fence 0 is "no ownership": an owner's fence is never 0.
         let fence = fence.max(1);
-        pump_slot(&self.engine, &t, slot, now, limit, lease_ms, fence).await
+        pump_slot(&*self.engine, &t, slot, now, limit, lease_ms, fence).await
     }
 
-    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
+    /// For the slot's owner after a pump whose answer it never got: the runs handed out
+    /// with a token above `above` (the highest it saw), so it runs them now rather than when
+    /// their leases end. Refused with `Error::Fenced` unless `fence` is the slot's.
+    pub async fn adopt(
+        &self,
+        topic: &str,
+        slot: u32,
+        fence: u64,
+        above: u64,
+    ) -> Result<Vec<Leased>> {
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, slot)?;
+        self.engine
+            .adopt(&t, slot, fence.max(1), above)
+            .await?
+            .into_iter()
+            .map(|(h, lease_until)| leased(&t, slot, h, lease_until))
+            .collect()
+    }
+
+    /// Heartbeat of `instance` in the registry of instances sharing the store, valid for
+    /// `ttl_ms` (0: the instance leaves); answers the live instances, sorted. An engine that
+    /// is never shared answers this one alone.
+    pub async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
         validate::instance(instance)?;
         let mut live = self.engine.register(instance, now, ttl_ms).await?;
         live.sort();
         Ok(live)
     }
 
-    async fn own(
+    /// Takes or renews `instance`'s owner lease of a slot for `ttl_ms`. A new owner gets a
+    /// fence above every earlier one; an owner renewing keeps its own.
+    pub async fn own(
         &self,
         topic: &str,
         slot: u32,
         instance: &str,
         now: Millis,
         ttl_ms: u64,
-    ) -> Result<super::Ownership> {
+    ) -> Result<Ownership> {
         validate::instance(instance)?;
         let t = self.existing_topic(topic).await?;
         Self::check_slot(&t, slot)?;
@@ -659,13 +755,16 @@ impl<E: SlotEngine> Store for StoreFront<E> {
             .await
     }
 
-    async fn disown(&self, topic: &str, slot: u32, instance: &str) -> Result<bool> {
+    /// Gives up `instance`'s owner lease of a slot (a handoff); false when it held none.
+    pub async fn disown(&self, topic: &str, slot: u32, instance: &str) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
         Self::check_slot(&t, slot)?;
         self.engine.disown(&t, slot, instance).await
     }
 
-    async fn claim(
+    /// `pump` with a lease of `lease_ms` in place of the topic's visibility timeout: a
+    /// consumer's claim.
+    pub async fn claim(
         &self,
         topic: &str,
         slot: u32,
@@ -674,10 +773,14 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         lease_ms: u64,
     ) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
-        pump_slot(&self.engine, &t, slot, now, limit, lease_ms, 0).await
+        pump_slot(&*self.engine, &t, slot, now, limit, lease_ms, 0).await
     }
 
-    async fn settle_claims(
+    /// Applies consumers' outcomes of claimed jobs, each naming its run by job and token:
+    /// `settle` of the runs whose token is live (with their `job.done`, `job.retry` or
+    /// `job.dead` event), `Finished::Stale` for the others, which change nothing. Answers
+    /// in order.
+    pub async fn settle_claims(
         &self,
         topic: &str,
         claims: &[ClaimOutcome],
@@ -707,7 +810,7 @@ impl<E: SlotEngine> Store for StoreFront<E> {
                 break;
             }
             let slots = by_slot.iter().map(|(&slot, indexes)| {
-                settle_slot_claims(&self.engine, &t, slot, claims, indexes, now)
+                settle_slot_claims(&*self.engine, &t, slot, claims, indexes, now)
             });
             for (results, indexes) in futures_util::future::join_all(slots)
                 .await
@@ -722,7 +825,14 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         Ok(done)
     }
 
-    async fn touch(&self, topic: &str, job: &JobRef, token: u64, until: Millis) -> Result<bool> {
+    /// Moves a claimed run's lease deadline to `until`; false when the token is stale.
+    pub async fn touch(
+        &self,
+        topic: &str,
+        job: &JobRef,
+        token: u64,
+        until: Millis,
+    ) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
         let (slot, old) = Self::places(&t, job)?;
         for slot in std::iter::once(slot).chain(old) {
@@ -733,7 +843,13 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         Ok(false)
     }
 
-    async fn settle(
+    /// Applies the outcomes of runs of one slot and appends their events (see
+    /// [`Event::of_settled`]): a run's outcome and its events are one atomic step, so no job
+    /// is acknowledged whose events were not stored, and the whole batch is one script call
+    /// (Redis) or one lock and one journal write (memory). Tokens are checked run by run: a
+    /// run whose lease was taken over gets `Finished::Stale`, and changes nothing. Answers
+    /// what happened to each run, in order.
+    pub async fn settle(
         &self,
         topic: &str,
         slot: u32,
@@ -756,7 +872,23 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         Ok(done)
     }
 
-    async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
+    /// Applies one run's outcome, with no events of its handler's (`settle` of one).
+    pub async fn finish(
+        &self,
+        topic: &str,
+        run: &Leased,
+        outcome: RunOutcome,
+        now: Millis,
+    ) -> Result<Finished> {
+        let batch = [Settlement::new(run.clone(), outcome, now)];
+        let done = self.settle(topic, run.slot, &batch, now).await?;
+        done.first()
+            .copied()
+            .ok_or_else(|| crate::error::Error::Corrupt("settle answered no result".into()))
+    }
+
+    /// Extends a live run's lease to `until`; false when the run is stale.
+    pub async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
         Self::check_slot(&t, run.slot)?;
         self.engine
@@ -764,7 +896,13 @@ impl<E: SlotEngine> Store for StoreFront<E> {
             .await
     }
 
-    async fn dead_list(&self, topic: &str, after: Option<&str>, limit: usize) -> Result<DeadPage> {
+    /// Dead letters oldest first, after the cursor `after` (a previous page's `next`).
+    pub async fn dead_list(
+        &self,
+        topic: &str,
+        after: Option<&str>,
+        limit: usize,
+    ) -> Result<DeadPage> {
         let t = self.existing_topic(topic).await?;
         let limit = limit.clamp(1, MAX_PAGE);
         let cursor = after
@@ -783,7 +921,8 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         dead_page(&t, entries, limit)
     }
 
-    async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {
+    /// Schedules a dead job again, due `now`, attempts starting again; false if none.
+    pub async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
         let (slot, old) = Self::places(&t, job)?;
         for slot in std::iter::once(slot).chain(old) {
@@ -794,7 +933,8 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         Ok(false)
     }
 
-    async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool> {
+    /// Drops a dead letter; false if there is no such dead job.
+    pub async fn dead_delete(&self, topic: &str, job: &JobRef) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
         let (slot, old) = Self::places(&t, job)?;
         for slot in std::iter::once(slot).chain(old) {
@@ -805,7 +945,8 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         Ok(false)
     }
 
-    async fn stats(&self, topic: &str) -> Result<TopicStats> {
+    /// Scheduled, running and dead counts per slot and in total, and the next fire time.
+    pub async fn stats(&self, topic: &str) -> Result<TopicStats> {
         let t = self.existing_topic(topic).await?;
         let calls = (0..t.slots).map(|slot| self.engine.slot_stats(&t, slot));
         let per_slot = futures_util::future::join_all(calls)
@@ -815,15 +956,26 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         Ok(TopicStats::from_slots(&t.name, per_slot))
     }
 
-    async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()> {
+    /// Appends events that belong to no run's outcome (a re-arm, the application's own) to
+    /// the topic's stream, which keeps about `StoreOptions::events_max_len` entries.
+    pub async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }
         let t = self.existing_topic(topic).await?;
-        self.engine.append_events(&t, events).await
+        self.append_events_in(&t, events).await
     }
 
-    async fn read_events(
+    /// `append_events` in a topic whose settings the caller has resolved.
+    pub(crate) async fn append_events_in(&self, t: &TopicConfig, events: &[Event]) -> Result<()> {
+        if events.is_empty() {
+            return Ok(());
+        }
+        self.engine.append_events(t, events).await
+    }
+
+    /// Events after the position `after` (exclusive; from the oldest when `None`).
+    pub async fn read_events(
         &self,
         topic: &str,
         after: Option<&str>,
@@ -844,19 +996,8 @@ impl<E: SlotEngine> Store for StoreFront<E> {
         Ok(EventPage::new(items))
     }
 
-    async fn publish_wake(&self, notice: &WakeNotice) -> Result<()> {
-        self.engine.publish_wake(notice).await
-    }
-
-    async fn listen_wakes(&self, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
-        self.engine.listen_wakes(tx).await
-    }
-
-    async fn publish_slot_wake(&self, notice: &WakeNotice) -> Result<()> {
-        self.engine.publish_slot_wake(notice).await
-    }
-
-    async fn watch_slot(&self, topic: &str, slot: u32, watch: bool) -> Result<()> {
-        self.engine.watch_slot(topic, slot, watch).await
+    /// The wake bus of the instances sharing this store (the center's and the supervisor's).
+    pub(crate) fn wake_bus(&self) -> &dyn WakeBus {
+        &*self.engine
     }
 }

@@ -23,7 +23,7 @@ pub use redis_server::RedisServer;
 
 use std::sync::Arc;
 
-use timeout_center::store::{MemoryStore, RedisStore};
+use timeout_center::Store;
 use timeout_center::{SharedStore, StoreOptions};
 
 /// Every key and value in `server`, for checking that a rejected call changed nothing. The
@@ -46,7 +46,7 @@ pub fn redis_dump(server: &RedisServer) -> Vec<(String, Vec<u8>)> {
 pub struct Engine {
     pub store: SharedStore,
     pub redis: Option<RedisServer>,
-    pub memory: Option<Arc<MemoryStore>>,
+    pub memory: Option<Arc<Store>>,
 }
 
 impl Engine {
@@ -78,7 +78,7 @@ impl Engine {
 
     pub async fn redis_with(options: StoreOptions) -> Engine {
         let server = RedisServer::start();
-        let store = RedisStore::connect(&server.url(), options)
+        let store = Store::redis(&server.url(), options)
             .await
             .expect("connect to the test redis-server");
         Engine {
@@ -93,7 +93,7 @@ impl Engine {
     }
 
     pub async fn memory_with(options: StoreOptions) -> Engine {
-        let store = Arc::new(MemoryStore::new(options));
+        let store = Arc::new(Store::memory(options));
         Engine {
             store: store.clone(),
             redis: None,

@@ -23,10 +23,11 @@ use self::journal::{Journal, Op};
 use self::slot::{Finish, SlotState};
 use super::Ownership;
 use super::engine::{
-    ClaimSettlement, DeadEntry, SlotEngine, SlotPumped, SlotReset, SlotScheduled, Stored,
+    ClaimSettlement, DeadEntry, Engine, Membership, SlotJobs, SlotPumped, SlotReset, SlotScheduled,
+    Stored, TopicSettings, WakeBus,
 };
 use super::event_id::EventId;
-use super::front::StoreFront;
+use super::front::Store;
 use super::record::Record;
 use super::topic_policy::{StoreOptions, check_update, fresh};
 use crate::config::FsyncPolicy;
@@ -37,9 +38,6 @@ use crate::model::{
 };
 use crate::time::{Millis, now_ms};
 use crate::topic::TopicConfig;
-
-/// The memory store: the zero-setup default, optionally journaled to disk.
-pub type MemoryStore = StoreFront<MemoryEngine>;
 
 struct TopicSlots {
     config: RwLock<Arc<TopicConfig>>,
@@ -91,9 +89,8 @@ impl EventRing {
     }
 }
 
-/// The memory engine under [`MemoryStore`]: per slot a timing wheel behind a lock, with an
-/// optional journal.
-pub struct MemoryEngine {
+/// The memory engine: per slot a timing wheel behind a lock, with an optional journal.
+pub(crate) struct MemoryEngine {
     topics: RwLock<HashMap<String, Arc<TopicSlots>>>,
     events_max_len: usize,
     events: Mutex<HashMap<String, EventRing>>,
@@ -130,30 +127,35 @@ fn grown_topic(
     })
 }
 
-impl MemoryStore {
-    /// A memory-only store.
-    pub fn new(options: StoreOptions) -> Self {
-        MemoryStore::open(options, None).expect("a store without a journal always opens")
+/// The memory engine's constructors, and what only it has (its journal). On another engine
+/// these answer as a memory store without a journal would.
+impl Store {
+    /// A memory-only store: the zero-setup default.
+    pub fn memory(options: StoreOptions) -> Self {
+        Store::open_memory(options, None).expect("a store without a journal always opens")
     }
 
-    /// A store that journals to `journal` (replaying what it holds), or memory only.
-    pub fn open(options: StoreOptions, journal: Option<(&Path, FsyncPolicy)>) -> Result<Self> {
-        let engine = MemoryEngine::open(options.events_max_len, journal)?;
-        Ok(StoreFront::over(engine, options))
+    /// A memory store that journals to `journal` (replaying what it holds), or memory only.
+    pub fn open_memory(
+        options: StoreOptions,
+        journal: Option<(&Path, FsyncPolicy)>,
+    ) -> Result<Self> {
+        let engine = Arc::new(MemoryEngine::open(options.events_max_len, journal)?);
+        Ok(Store::over(engine.clone(), Some(engine), options))
     }
 
-    /// Rewrites the journal as the live state now. Runs by itself when the journal has grown
-    /// well past the live data; public for operations and tests.
+    /// Rewrites the memory engine's journal as the live state now. Runs by itself when the
+    /// journal has grown well past the live data; public for operations and tests.
     pub fn compact(&self) -> Result<()> {
-        self.engine.compact()
+        self.memory.as_ref().map_or(Ok(()), |e| e.compact())
     }
 
     /// Group commits of the journal so far (`fsync = always`): each covers every change
     /// waiting for the disk at the time. 0 without a journal.
     pub fn group_commits(&self) -> u64 {
-        self.engine
-            .journal
+        self.memory
             .as_ref()
+            .and_then(|e| e.journal.as_ref())
             .map_or(0, |j| j.group_commits())
     }
 
@@ -162,22 +164,22 @@ impl MemoryStore {
     /// taken over, not refused).
     #[doc(hidden)]
     pub fn panic_in_slot(&self, topic: &str, slot: u32) {
-        let t = self.engine.slots_of(topic).expect("the topic exists");
+        let Some(engine) = &self.memory else { return };
+        let t = engine.slots_of(topic).expect("the topic exists");
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _held = t.slots[slot as usize].lock();
             panic!("a bug in a slot operation");
         }));
     }
 
-    /// The whole live state, one JSON line per record: for tests that check a rejected call
-    /// changed nothing, and for debugging.
+    /// The memory engine's whole live state, one JSON line per record: for tests that check
+    /// a rejected call changed nothing, and for debugging. Empty on another engine.
     pub fn dump(&self) -> Vec<String> {
-        let topics = self
-            .engine
-            .topics
-            .read()
-            .unwrap_or_else(PoisonError::into_inner);
-        MemoryEngine::live_ops(&topics, &self.engine.events)
+        let Some(engine) = &self.memory else {
+            return Vec::new();
+        };
+        let topics = engine.topics.read().unwrap_or_else(PoisonError::into_inner);
+        MemoryEngine::live_ops(&topics, &engine.events)
             .iter()
             .map(|op| serde_json::to_string(op).expect("a record serialises"))
             .collect()
@@ -185,7 +187,9 @@ impl MemoryStore {
 
     /// Records in the journal file, and live records now (for tests of compaction).
     pub fn journal_len(&self) -> Result<JournalLen> {
-        let e = &self.engine;
+        let Some(e) = &self.memory else {
+            return Ok(JournalLen::default());
+        };
         let Some(journal) = &e.journal else {
             return Ok(JournalLen::default());
         };
@@ -588,7 +592,7 @@ impl MemoryEngine {
 }
 
 #[async_trait]
-impl SlotEngine for MemoryEngine {
+impl Engine for MemoryEngine {
     fn name(&self) -> &'static str {
         "memory"
     }
@@ -601,14 +605,6 @@ impl SlotEngine for MemoryEngine {
         self.check_writable()
     }
 
-    async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
-        match self.slots_of(name) {
-            Ok(t) => Ok(Some(t.config())),
-            Err(Error::TopicNotFound(_)) => Ok(None),
-            Err(e) => Err(e),
-        }
-    }
-
     fn warnings(&self) -> Vec<String> {
         self.refusal
             .lock()
@@ -616,6 +612,17 @@ impl SlotEngine for MemoryEngine {
             .iter()
             .map(|why| format!("the last change was refused: {why}"))
             .collect()
+    }
+}
+
+#[async_trait]
+impl TopicSettings for MemoryEngine {
+    async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        match self.slots_of(name) {
+            Ok(t) => Ok(Some(t.config())),
+            Err(Error::TopicNotFound(_)) => Ok(None),
+            Err(e) => Err(e),
+        }
     }
 
     async fn create_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
@@ -666,7 +673,10 @@ impl SlotEngine for MemoryEngine {
         let topics = self.topics.read().unwrap_or_else(PoisonError::into_inner);
         Ok(topics.values().map(|t| t.config()).collect())
     }
+}
 
+#[async_trait]
+impl SlotJobs for MemoryEngine {
     async fn schedule(
         &self,
         topic: &TopicConfig,
@@ -678,7 +688,9 @@ impl SlotEngine for MemoryEngine {
         spec: Record,
     ) -> Result<SlotScheduled> {
         self.with_slot(topic, slot, true, |s| {
-            s.schedule(id, mode, fire_at, now, spec)
+            let mut r = s.schedule(id, mode, fire_at, now, spec);
+            r.stored = s.get(id);
+            r
         })
         .await
     }
@@ -730,29 +742,6 @@ impl SlotEngine for MemoryEngine {
             None => Ok(s.pump(now, limit, lease, topic.max_attempts)),
         })
         .await?
-    }
-
-    async fn register(&self, instance: &str, _: Millis, _: u64) -> Result<Vec<String>> {
-        // Never shared: this process is every instance there is.
-        Ok(vec![instance.to_string()])
-    }
-
-    async fn own(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        instance: &str,
-        now: Millis,
-        ttl_ms: u64,
-    ) -> Result<Ownership> {
-        let ttl = crate::num::millis(ttl_ms);
-        self.with_slot(topic, slot, false, |s| s.own(instance, now, ttl))
-            .await
-    }
-
-    async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool> {
-        self.with_slot(topic, slot, false, |s| s.disown(instance))
-            .await
     }
 
     async fn settle(
@@ -912,6 +901,35 @@ impl SlotEngine for MemoryEngine {
             .unwrap_or_default())
     }
 }
+
+#[async_trait]
+impl Membership for MemoryEngine {
+    async fn register(&self, instance: &str, _: Millis, _: u64) -> Result<Vec<String>> {
+        // Never shared: this process is every instance there is.
+        Ok(vec![instance.to_string()])
+    }
+
+    async fn own(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Ownership> {
+        let ttl = crate::num::millis(ttl_ms);
+        self.with_slot(topic, slot, false, |s| s.own(instance, now, ttl))
+            .await
+    }
+
+    async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool> {
+        self.with_slot(topic, slot, false, |s| s.disown(instance))
+            .await
+    }
+}
+
+#[async_trait]
+impl WakeBus for MemoryEngine {}
 
 /// `settle.lua` on a slot's state: each run's outcome applied, and the events it appends.
 fn settle_in(

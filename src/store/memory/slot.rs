@@ -316,6 +316,7 @@ impl SlotState {
             fire_at,
             is_head,
             rearmed: None,
+            stored: None,
         };
         if mode == CreateOnly && state.is_some() {
             return result(ScheduleOutcome::Exists, state, None, false);

@@ -11,8 +11,9 @@ use redis::cluster_async::ClusterConnection;
 use tokio::sync::mpsc;
 
 use super::wake::{ClusterWakes, WakeClient, Wakes};
-use super::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, RedisStore, SentinelConnection, eviction};
+use super::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, RedisEngine, SentinelConnection, eviction};
 use crate::error::{Error, Result};
+use crate::store::Store;
 use crate::store::topic_policy::StoreOptions;
 
 fn manager_config() -> ConnectionManagerConfig {
@@ -23,77 +24,79 @@ fn manager_config() -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_millis(500))
 }
 
-/// Opens the Redis store `settings` describe: a Cluster, a primary behind Sentinel, or one
-/// node; with `durability = "replica"`, writes answered to callers are confirmed on a
-/// connection of their own (`durable.rs`).
-pub async fn open(
-    settings: &crate::config::RedisSettings,
-    options: StoreOptions,
-) -> Result<crate::store::SharedStore> {
-    use crate::config::Durability;
-    let wait = match settings.durability {
-        Durability::None => None,
-        Durability::Replica => Some(Duration::from_millis(settings.durability_timeout_ms.max(1))),
-    };
-    if !settings.cluster_nodes.is_empty() {
-        let mut store = RedisStore::connect_cluster(&settings.cluster_nodes, options).await?;
-        if let Some(timeout) = wait {
-            let conn = cluster_client(&settings.cluster_nodes)?
-                .get_async_connection()
-                .await?;
-            store = store.confirm_writes_with(conn, 1, timeout);
-        }
-        let nodes = eviction::Nodes::Cluster(settings.cluster_nodes.clone());
-        eviction::guard(
-            nodes,
-            settings.allow_eviction,
-            store.engine.warnings.clone(),
-        )
-        .await?;
-        return Ok(Arc::new(store));
-    }
-    if !settings.sentinels.is_empty() {
-        let node = redis::IntoConnectionInfo::into_connection_info(settings.url.as_str())
-            .map_err(|e| Error::invalid("redis.url", format!("{:?}: {e}", settings.url)))?;
-        let connect = || {
-            SentinelConnection::connect(
-                &settings.sentinels,
-                &settings.sentinel_master,
-                node.redis_settings().clone(),
-                manager_config(),
-            )
+impl Store {
+    /// Opens the Redis store `settings` describe: a Cluster, a primary behind Sentinel, or
+    /// one node; with `durability = "replica"`, writes answered to callers are confirmed on
+    /// a connection of their own (`durable.rs`).
+    pub async fn open_redis(
+        settings: &crate::config::RedisSettings,
+        options: StoreOptions,
+    ) -> Result<Store> {
+        use crate::config::Durability;
+        let wait = match settings.durability {
+            Durability::None => None,
+            Durability::Replica => {
+                Some(Duration::from_millis(settings.durability_timeout_ms.max(1)))
+            }
         };
-        let conn = connect().await?;
-        let mut store = RedisStore::with_connection(conn.clone(), options);
-        store.engine.wakes = Wakes::Plain(WakeClient::Sentinel(conn.clone()));
-        let nodes = eviction::Nodes::One(Arc::new(move || conn.client()));
-        eviction::guard(
-            nodes,
-            settings.allow_eviction,
-            store.engine.warnings.clone(),
-        )
-        .await?;
-        store.engine.sync_clock().await;
-        if let Some(timeout) = wait {
-            store = store.confirm_writes_with(connect().await?, 1, timeout);
+        if !settings.cluster_nodes.is_empty() {
+            let mut engine = cluster(&settings.cluster_nodes, &options).await?;
+            if let Some(timeout) = wait {
+                let conn = cluster_client(&settings.cluster_nodes)?
+                    .get_async_connection()
+                    .await?;
+                engine.confirm_writes_with(conn, 1, timeout);
+            }
+            let nodes = eviction::Nodes::Cluster(settings.cluster_nodes.clone());
+            eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
+            return Ok(Store::over(Arc::new(engine), None, options));
         }
-        return Ok(Arc::new(store));
+        if !settings.sentinels.is_empty() {
+            let node = redis::IntoConnectionInfo::into_connection_info(settings.url.as_str())
+                .map_err(|e| Error::invalid("redis.url", format!("{:?}: {e}", settings.url)))?;
+            let connect = || {
+                SentinelConnection::connect(
+                    &settings.sentinels,
+                    &settings.sentinel_master,
+                    node.redis_settings().clone(),
+                    manager_config(),
+                )
+            };
+            let conn = connect().await?;
+            let mut engine = RedisEngine::new(conn.clone(), &options);
+            engine.wakes = Wakes::Plain(WakeClient::Sentinel(conn.clone()));
+            let nodes = eviction::Nodes::One(Arc::new(move || conn.client()));
+            eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
+            engine.sync_clock().await;
+            if let Some(timeout) = wait {
+                engine.confirm_writes_with(connect().await?, 1, timeout);
+            }
+            return Ok(Store::over(Arc::new(engine), None, options));
+        }
+        let mut engine = one_node(&settings.url, &options).await?;
+        let client = redis::Client::open(settings.url.as_str())
+            .map_err(|e| Error::invalid("redis.url", e.to_string()))?;
+        if let Some(timeout) = wait {
+            let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
+            engine.confirm_writes_with(conn, 1, timeout);
+        }
+        let nodes = eviction::Nodes::One(Arc::new(move || client.clone()));
+        eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
+        Ok(Store::over(Arc::new(engine), None, options))
     }
-    let mut store = RedisStore::connect(&settings.url, options).await?;
-    let client = redis::Client::open(settings.url.as_str())
-        .map_err(|e| Error::invalid("redis.url", e.to_string()))?;
-    if let Some(timeout) = wait {
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
-        store = store.confirm_writes_with(conn, 1, timeout);
+
+    /// A store on one Redis node. The connection is made lazily and remade after a loss, so
+    /// a store created while Redis is down starts serving once Redis is back.
+    pub async fn redis(url: &str, options: StoreOptions) -> Result<Store> {
+        let engine = one_node(url, &options).await?;
+        Ok(Store::over(Arc::new(engine), None, options))
     }
-    let nodes = eviction::Nodes::One(Arc::new(move || client.clone()));
-    eviction::guard(
-        nodes,
-        settings.allow_eviction,
-        store.engine.warnings.clone(),
-    )
-    .await?;
-    Ok(Arc::new(store))
+
+    /// A store on a Redis Cluster, reached through any of its nodes.
+    pub async fn redis_cluster(nodes: &[String], options: StoreOptions) -> Result<Store> {
+        let engine = cluster(nodes, &options).await?;
+        Ok(Store::over(Arc::new(engine), None, options))
+    }
 }
 
 fn cluster_client(nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
@@ -104,36 +107,33 @@ fn cluster_client(nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
         .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))
 }
 
-impl RedisStore<ConnectionManager> {
-    /// Connects to one Redis node. The connection is made lazily and remade after a loss, so
-    /// a store created while Redis is down starts serving once Redis is back.
-    pub async fn connect(url: &str, options: StoreOptions) -> Result<Self> {
-        let client = redis::Client::open(url)
-            .map_err(|e| Error::invalid("redis.url", format!("{url:?}: {e}")))?;
-        let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
-        let mut store = RedisStore::with_connection(conn, options);
-        store.engine.wakes = Wakes::Plain(WakeClient::Fixed(client));
-        store.engine.sync_clock().await;
-        Ok(store)
-    }
+/// The engine on one node.
+async fn one_node(url: &str, options: &StoreOptions) -> Result<RedisEngine<ConnectionManager>> {
+    let client = redis::Client::open(url)
+        .map_err(|e| Error::invalid("redis.url", format!("{url:?}: {e}")))?;
+    let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
+    let mut engine = RedisEngine::new(conn, options);
+    engine.wakes = Wakes::Plain(WakeClient::Fixed(client));
+    engine.sync_clock().await;
+    Ok(engine)
 }
 
-impl RedisStore<ClusterConnection> {
-    /// Connects to a Redis Cluster through any of its nodes.
-    pub async fn connect_cluster(nodes: &[String], options: StoreOptions) -> Result<Self> {
-        let conn = cluster_client(nodes)?.get_async_connection().await?;
-        let (tx, rx) = mpsc::unbounded_channel();
-        let pubsub = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
-            .response_timeout(RESPONSE_TIMEOUT)
-            .connection_timeout(CONNECT_TIMEOUT)
-            .use_protocol(redis::ProtocolVersion::RESP3)
-            .push_sender(tx)
-            .build()
-            .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))?;
-        let mut store = RedisStore::with_connection(conn, options);
-        store.engine.wakes =
-            Wakes::Cluster(ClusterWakes::new(pubsub.get_async_connection().await?, rx));
-        store.engine.sync_clock().await;
-        Ok(store)
-    }
+/// The engine on a Redis Cluster.
+async fn cluster(
+    nodes: &[String],
+    options: &StoreOptions,
+) -> Result<RedisEngine<ClusterConnection>> {
+    let conn = cluster_client(nodes)?.get_async_connection().await?;
+    let (tx, rx) = mpsc::unbounded_channel();
+    let pubsub = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+        .response_timeout(RESPONSE_TIMEOUT)
+        .connection_timeout(CONNECT_TIMEOUT)
+        .use_protocol(redis::ProtocolVersion::RESP3)
+        .push_sender(tx)
+        .build()
+        .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))?;
+    let mut engine = RedisEngine::new(conn, options);
+    engine.wakes = Wakes::Cluster(ClusterWakes::new(pubsub.get_async_connection().await?, rx));
+    engine.sync_clock().await;
+    Ok(engine)
 }

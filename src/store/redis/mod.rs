@@ -15,23 +15,21 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use async_trait::async_trait;
-use redis::aio::{ConnectionLike, ConnectionManager};
+use redis::aio::ConnectionLike;
 use redis::{AsyncCommands, Value};
-use tokio::sync::mpsc;
 
 use self::reply::{Reply, int, text};
 use self::wake::Wakes;
+use super::Ownership;
 use super::engine::{
-    ClaimSettlement, DeadEntry, Handed, Refired, SlotEngine, SlotPumped, SlotReset, SlotScheduled,
-    Stored,
+    ClaimSettlement, DeadEntry, Engine, Handed, Membership, Refired, SlotJobs, SlotPumped,
+    SlotReset, SlotScheduled, Stored, TopicSettings,
 };
 use super::event_id::EventId;
-use super::front::StoreFront;
 use super::keys::{INSTANCES, SlotKeys, TOPICS};
 use super::record::Record;
 use super::scripts::Scripts;
 use super::topic_policy::{StoreOptions, TopicCache, check_update, fresh};
-use super::{Ownership, WakeNotice};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::model::{
@@ -46,11 +44,10 @@ use crate::topic::TopicConfig;
 const RESPONSE_TIMEOUT: Duration = Duration::from_secs(5);
 const CONNECT_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The Redis store over a connection `C`: a single node (the default) or a Redis Cluster.
-pub type RedisStore<C = ConnectionManager> = StoreFront<RedisEngine<C>>;
-
-/// The Redis engine under [`RedisStore`]: the scripts of `lua/` over a connection `C`.
-pub struct RedisEngine<C> {
+/// The Redis engine: the scripts of `lua/` over a connection `C` (one node, the primary
+/// behind Sentinel, or a Redis Cluster). [`super::Store::redis`] and its siblings in
+/// `connect.rs` make one.
+pub(crate) struct RedisEngine<C> {
     conn: C,
     /// Where wake notices are published and heard (`wake.rs`).
     wakes: Wakes,
@@ -67,18 +64,17 @@ pub struct RedisEngine<C> {
     warnings: Arc<std::sync::Mutex<Vec<String>>>,
 }
 
-pub use self::connect::open;
 pub use self::sentinel::SentinelConnection;
 
-impl<C> RedisStore<C>
+impl<C> RedisEngine<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// A store over a connection made elsewhere.
-    pub fn with_connection(conn: C, options: StoreOptions) -> Self {
+    /// The engine over a connection made elsewhere.
+    fn new(conn: C, options: &StoreOptions) -> Self {
         let clock = Arc::new(ServerClock::default());
         clock::spawn_sampler(conn.clone(), &clock);
-        let engine = RedisEngine {
+        RedisEngine {
             conn,
             wakes: Wakes::None,
             scripts: Arc::new(Scripts::new()),
@@ -87,21 +83,14 @@ where
             clock,
             confirmer: None,
             warnings: Arc::default(),
-        };
-        StoreFront::over(engine, options)
-    }
-
-    /// A clone of the connection (multiplexed: clones share one socket).
-    pub fn connection(&self) -> C {
-        self.engine.conn.clone()
+        }
     }
 
     /// Makes every write answered to a caller wait until `replicas` replicas hold it
     /// (`WAIT`), over `conn`, a connection of its own to the same Redis; one not confirmed
     /// within `timeout` is answered as `Error::Unavailable`.
-    pub fn confirm_writes_with(mut self, conn: C, replicas: u32, timeout: Duration) -> Self {
-        self.engine.confirmer = Some(durable::Confirmer::new(conn, replicas, timeout));
-        self
+    fn confirm_writes_with(&mut self, conn: C, replicas: u32, timeout: Duration) {
+        self.confirmer = Some(durable::Confirmer::new(conn, replicas, timeout));
     }
 }
 
@@ -213,7 +202,7 @@ where
 }
 
 #[async_trait]
-impl<C> SlotEngine for RedisEngine<C>
+impl<C> Engine for RedisEngine<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
@@ -240,7 +229,13 @@ where
         let _: String = redis::cmd("PING").query_async(&mut self.conn()).await?;
         Ok(())
     }
+}
 
+#[async_trait]
+impl<C> TopicSettings for RedisEngine<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
     async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
         match self.topics.get(name) {
             Some(t) => Ok(Some(t)),
@@ -306,6 +301,27 @@ where
             .collect()
     }
 
+    async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        self.load_topic(name).await
+    }
+
+    async fn mark_layout(&self, topic: &TopicConfig, slot: u32) -> Result<()> {
+        let _: i64 = self
+            .scripts
+            .layout
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(topic.slots)
+            .invoke_async(&mut self.conn())
+            .await?;
+        Ok(())
+    }
+}
+
+#[async_trait]
+impl<C> SlotJobs for RedisEngine<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
     async fn schedule(
         &self,
         topic: &TopicConfig,
@@ -337,16 +353,25 @@ where
             .parse()
             .map_err(|_| reply.corrupt("its outcome"))?;
         let fire_at = reply.int(2)?;
-        let rearmed = match (reply.items.get(4), reply.items.get(5)) {
-            (Some(fires), Some(job_type)) => Some(refired(id.to_string(), fires, job_type)?),
+        let rearmed =
+            Some(refired(id.to_string(), reply.get(4)?, reply.get(5)?)?).filter(|r| r.fires > 0);
+        let state = parse_state(&reply.text(1)?)?;
+        let score = reply.int(6)?;
+        let stored = match state {
+            Some(state) if score >= 0 => Some(Stored {
+                state,
+                score,
+                record: Record::parse(&reply.text(7)?)?,
+            }),
             _ => None,
         };
         Ok(SlotScheduled {
             outcome,
-            state: parse_state(&reply.text(1)?)?,
+            state,
             fire_at: (fire_at >= 0).then_some(fire_at),
             is_head: reply.int(3)? == 1,
             rearmed,
+            stored,
         })
     }
 
@@ -480,10 +505,6 @@ where
         })
     }
 
-    async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
-        self.load_topic(name).await
-    }
-
     async fn adopt(
         &self,
         topic: &TopicConfig,
@@ -517,70 +538,6 @@ where
                 Ok((handed, int(&entry[2])?))
             })
             .collect()
-    }
-
-    async fn mark_layout(&self, topic: &TopicConfig, slot: u32) -> Result<()> {
-        let _: i64 = self
-            .scripts
-            .layout
-            .key(SlotKeys::new(&topic.name, slot).all())
-            .arg(topic.slots)
-            .invoke_async(&mut self.conn())
-            .await?;
-        Ok(())
-    }
-
-    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
-        Ok(self
-            .scripts
-            .register
-            .key(INSTANCES)
-            .arg(instance)
-            .arg(now)
-            .arg(ttl_ms)
-            .invoke_async(&mut self.conn())
-            .await?)
-    }
-
-    async fn own(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        instance: &str,
-        now: Millis,
-        ttl_ms: u64,
-    ) -> Result<Ownership> {
-        let reply: Vec<Value> = self
-            .scripts
-            .own
-            .key(SlotKeys::new(&topic.name, slot).all())
-            .arg(instance)
-            .arg(now)
-            .arg(ttl_ms)
-            .invoke_async(&mut self.conn())
-            .await?;
-        let reply = Reply::new("own", &reply);
-        Ok(if reply.int(0)? == 1 {
-            Ownership::Owned {
-                fence: crate::num::unsigned(reply.int(1)?),
-            }
-        } else {
-            Ownership::Held {
-                by: reply.text(1)?,
-                until: reply.int(2)?,
-            }
-        })
-    }
-
-    async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool> {
-        let n: i64 = self
-            .scripts
-            .disown
-            .key(SlotKeys::new(&topic.name, slot).all())
-            .arg(instance)
-            .invoke_async(&mut self.conn())
-            .await?;
-        Ok(n == 1)
     }
 
     async fn settle(
@@ -837,21 +794,64 @@ where
             })
             .collect()
     }
+}
 
-    async fn publish_wake(&self, notice: &WakeNotice) -> Result<()> {
-        self.wakes.publish(&mut self.conn(), notice).await
+#[async_trait]
+impl<C> Membership for RedisEngine<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
+        Ok(self
+            .scripts
+            .register
+            .key(INSTANCES)
+            .arg(instance)
+            .arg(now)
+            .arg(ttl_ms)
+            .invoke_async(&mut self.conn())
+            .await?)
     }
 
-    async fn publish_slot_wake(&self, notice: &WakeNotice) -> Result<()> {
-        self.wakes.publish_to_owner(&mut self.conn(), notice).await
+    async fn own(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Ownership> {
+        let reply: Vec<Value> = self
+            .scripts
+            .own
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(instance)
+            .arg(now)
+            .arg(ttl_ms)
+            .invoke_async(&mut self.conn())
+            .await?;
+        let reply = Reply::new("own", &reply);
+        Ok(if reply.int(0)? == 1 {
+            Ownership::Owned {
+                fence: crate::num::unsigned(reply.int(1)?),
+            }
+        } else {
+            Ownership::Held {
+                by: reply.text(1)?,
+                until: reply.int(2)?,
+            }
+        })
     }
 
-    async fn watch_slot(&self, topic: &str, slot: u32, watch: bool) -> Result<()> {
-        self.wakes.watch_slot(topic, slot, watch).await
-    }
-
-    async fn listen_wakes(&self, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
-        self.wakes.listen(tx).await
+    async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool> {
+        let n: i64 = self
+            .scripts
+            .disown
+            .key(SlotKeys::new(&topic.name, slot).all())
+            .arg(instance)
+            .invoke_async(&mut self.conn())
+            .await?;
+        Ok(n == 1)
     }
 }
 

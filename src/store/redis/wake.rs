@@ -7,15 +7,18 @@
 
 use std::time::Duration;
 
+use async_trait::async_trait;
 use redis::aio::ConnectionLike;
 use redis::cluster_async::ClusterConnection;
 use tokio::sync::mpsc;
 
-use super::SentinelConnection;
 use super::reply::text;
+use super::{RedisEngine, SentinelConnection};
 use crate::error::{Error, Result};
 use crate::store::WakeNotice;
+use crate::store::engine::WakeBus;
 use crate::store::keys::{parse_slot_wake_channel, slot_wake_channel, wake_channel};
+use crate::topic::TopicConfig;
 
 /// Where wake notices go and come from.
 pub(super) enum Wakes {
@@ -59,6 +62,32 @@ impl WakeClient {
             WakeClient::Fixed(c) => c.clone(),
             WakeClient::Sentinel(s) => s.client(),
         }
+    }
+}
+
+#[async_trait]
+impl<C> WakeBus for RedisEngine<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn announce(&self, notice: &WakeNotice) -> Result<()> {
+        self.wakes.publish(&mut self.conn(), notice).await
+    }
+
+    async fn wake(&self, topic: &TopicConfig, notice: &WakeNotice) -> Result<()> {
+        if topic.default_type == crate::jobs::pull::TYPE {
+            self.wakes.publish(&mut self.conn(), notice).await
+        } else {
+            self.wakes.publish_to_owner(&mut self.conn(), notice).await
+        }
+    }
+
+    async fn watch_slot(&self, topic: &str, slot: u32, watch: bool) -> Result<()> {
+        self.wakes.watch_slot(topic, slot, watch).await
+    }
+
+    async fn listen(&self, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
+        self.wakes.listen(tx).await
     }
 }
 
