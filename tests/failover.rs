@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use serde_json::{Value, json};
 
 use common::process::{Skew, Toc, signal};
-use common::redis_cluster::{field, replication_info};
+use common::redis_cluster::replication_info;
 use common::{RedisCluster, RedisServer};
 
 const TOPIC: &str = "fleet";
@@ -356,7 +356,10 @@ async fn behind_sentinel_a_killed_primary_loses_no_acknowledged_job() {
     }
     primary.start_again();
     acked.extend(until_acknowledged(&http, &toc, "after", Duration::from_secs(60)).await);
-    assert!(field(&replication_info(&replica), "role") == Some("master"));
+    // Which node is the primary now is not asserted: with a one-second down-after on a
+    // loaded machine the sentinels may fail over once more (to the old primary, resynced),
+    // which the service must follow as well. What is asserted is the property: every
+    // acknowledged job, before and after, is there and fires.
     all_there_and_fire(&http, &toc, &acked).await;
 }
 

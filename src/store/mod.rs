@@ -12,7 +12,6 @@ mod keys;
 pub(crate) mod memory;
 mod record;
 mod redis;
-mod scripts;
 mod topic_policy;
 
 use std::sync::Arc;

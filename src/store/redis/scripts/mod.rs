@@ -1,8 +1,65 @@
-//! The Lua scripts of `lua/`, each with the shared helpers of `lua/lib.lua` in front.
-//! `redis::Script` calls them by SHA and loads them again after NOSCRIPT (a flushed script
-//! cache or a failed-over node).
+//! The Lua scripts of `lua/`, one Rust file each beside it (`lua/x.lua`, `scripts/x.rs`):
+//! the [`Call`] that builds the script's keys and arguments and reads its reply. Each script
+//! runs with the shared helpers of `lua/lib.lua` in front; `redis::Script` calls it by SHA
+//! and loads it again after NOSCRIPT (a flushed script cache or a failed-over node). The
+//! engine runs a call with `RedisEngine::run`, which picks the connection and confirms a
+//! write answered to a caller.
 
-use redis::Script;
+mod adopt;
+mod cancel;
+mod dead_delete;
+mod dead_page;
+mod disown;
+mod events_page;
+mod get;
+mod layout;
+mod own;
+mod pump;
+mod register;
+mod requeue;
+mod reset_many;
+mod schedule;
+pub(super) mod settle;
+mod topic_put;
+mod touch;
+
+use redis::{FromRedisValue, Script, ScriptInvocation};
+
+use crate::error::Result;
+use crate::topic::TopicConfig;
+
+pub(super) use self::{
+    adopt::Adopt, cancel::Cancel, dead_delete::DeadDelete, dead_page::DeadPage, disown::Disown,
+    events_page::EventsPage, get::Get, layout::Layout, own::Own, pump::Pump, register::Register,
+    requeue::Requeue, reset_many::ResetMany, schedule::Schedule, settle::Settle,
+    topic_put::TopicPut, touch::Touch,
+};
+
+/// One call of one script: its keys and arguments, and how its reply reads.
+pub(super) trait Call {
+    /// The reply as Redis answers it.
+    type Reply: FromRedisValue;
+    /// The reply as the engine answers it.
+    type Out;
+
+    /// The script, of the engine's loaded ones.
+    fn script(scripts: &Scripts) -> &Script;
+
+    /// Whether the call is a write answered to a caller: it goes over the connection whose
+    /// writes are confirmed (`redis.durability`), and is confirmed before it is answered.
+    fn answered(&self) -> bool;
+
+    /// The slot the call changes, for a refusal that names it (`FENCED`, `STALE_LAYOUT`).
+    fn place(&self) -> Option<(&TopicConfig, u32)> {
+        None
+    }
+
+    /// Adds the keys and arguments.
+    fn build(&self, call: &mut ScriptInvocation<'_>);
+
+    /// Reads the reply.
+    fn read(self, reply: Self::Reply) -> Result<Self::Out>;
+}
 
 /// A script of `lua/` with the helpers in front, under a shebang that declares its flags
 /// (Redis 7): a script without `allow-oom` is refused before it runs while Redis is over its
@@ -19,9 +76,9 @@ macro_rules! script {
             "#!lua",
             $flags,
             "\n",
-            include_str!("../../lua/lib.lua"),
+            include_str!("../../../../lua/lib.lua"),
             "\n",
-            include_str!(concat!("../../lua/", $file))
+            include_str!(concat!("../../../../lua/", $file))
         ))
     };
 }

@@ -1,0 +1,55 @@
+//! Membership on Redis: the registry of instances (`register.lua`, `toc:instances`) and each
+//! slot's owner lease with its fence (`own.lua`, `disown.lua`, the slot's `owner` hash).
+
+use async_trait::async_trait;
+use redis::aio::ConnectionLike;
+
+use super::RedisEngine;
+use super::scripts::{Disown, Own, Register};
+use crate::error::Result;
+use crate::store::Ownership;
+use crate::store::engine::Membership;
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+#[async_trait]
+impl<C> Membership for RedisEngine<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
+        self.run(Register {
+            instance,
+            now,
+            ttl_ms,
+        })
+        .await
+    }
+
+    async fn own(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Ownership> {
+        self.run(Own {
+            topic,
+            slot,
+            instance,
+            now,
+            ttl_ms,
+        })
+        .await
+    }
+
+    async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool> {
+        self.run(Disown {
+            topic,
+            slot,
+            instance,
+        })
+        .await
+    }
+}

@@ -1,0 +1,81 @@
+//! `lua/pump.lua`: takes back expired leases, then leases out a slot's due jobs
+//! (`SlotJobs::pump`).
+
+use redis::{Script, ScriptInvocation, Value};
+
+use super::super::reply::{Reply, text};
+use super::{Call, Scripts};
+use crate::error::{Error, Result};
+use crate::model::HandedRecord;
+use crate::store::engine::{Handed, SlotPumped};
+use crate::store::keys::SlotKeys;
+use crate::store::record::Record;
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+pub(in crate::store::redis) struct Pump<'a> {
+    pub(in crate::store::redis) topic: &'a TopicConfig,
+    pub(in crate::store::redis) slot: u32,
+    pub(in crate::store::redis) now: Millis,
+    pub(in crate::store::redis) limit: usize,
+    pub(in crate::store::redis) lease_ms: u64,
+    pub(in crate::store::redis) fence: u64,
+}
+
+/// A run a script handed out, from its id and its record's text as the script wrote it
+/// (which names the run's token); `script` names the script in an error.
+pub(in crate::store::redis) fn handed(script: &str, id: &Value, raw: &Value) -> Result<Handed> {
+    let raw = text(raw)?;
+    let record = Record::parse(&raw)?;
+    let token = record.token.ok_or_else(|| {
+        Error::Corrupt(format!(
+            "{script}.lua handed out a run with no token: {raw}"
+        ))
+    })?;
+    Ok(Handed {
+        id: text(id)?,
+        token,
+        record,
+        text: HandedRecord::new(token, raw.into()),
+    })
+}
+
+impl Call for Pump<'_> {
+    type Reply = Vec<Value>;
+    type Out = SlotPumped;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.pump
+    }
+
+    fn answered(&self) -> bool {
+        false
+    }
+
+    fn place(&self) -> Option<(&TopicConfig, u32)> {
+        Some((self.topic, self.slot))
+    }
+
+    fn build(&self, call: &mut ScriptInvocation<'_>) {
+        call.key(SlotKeys::new(&self.topic.name, self.slot).all())
+            .arg(self.now)
+            .arg(self.limit)
+            .arg(self.lease_ms)
+            .arg(self.topic.max_attempts)
+            .arg(self.fence);
+    }
+
+    fn read(self, reply: Vec<Value>) -> Result<SlotPumped> {
+        let reply = Reply::new("pump", &reply);
+        let next_at = reply.int(0)?;
+        let handed = reply
+            .records(2, 2)?
+            .map(|entry| handed("pump", &entry[0], &entry[1]))
+            .collect::<Result<_>>()?;
+        Ok(SlotPumped {
+            handed,
+            expired: crate::num::count_u32(reply.int(1)?),
+            next_at: (next_at >= 0).then_some(next_at),
+        })
+    }
+}

@@ -1,0 +1,109 @@
+//! `lua/settle.lua`: applies runs' outcomes with their events, one atomic step
+//! (`SlotJobs::settle` for the runtime's runs, `SlotJobs::settle_claimed` for consumers').
+
+use redis::{Script, ScriptInvocation};
+
+use super::{Call, Scripts};
+use crate::error::{Error, Result};
+use crate::events::Event;
+use crate::model::{Finished, RunOutcome, Settlement};
+use crate::store::engine::ClaimSettlement;
+use crate::store::keys::SlotKeys;
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+/// The runs a settle applies.
+pub(in crate::store::redis) enum Runs<'a> {
+    /// The runtime's runs, each with its handed record and its handler's events.
+    Handed(&'a [Settlement]),
+    /// Consumers' runs, named by id and token: the script reads the rest from the record.
+    Claimed(&'a [ClaimSettlement<'a>]),
+}
+
+pub(in crate::store::redis) struct Settle<'a> {
+    pub(in crate::store::redis) topic: &'a TopicConfig,
+    pub(in crate::store::redis) slot: u32,
+    pub(in crate::store::redis) now: Millis,
+    /// The slot's share of the topic's event stream cap.
+    pub(in crate::store::redis) stream_cap: usize,
+    pub(in crate::store::redis) runs: Runs<'a>,
+}
+
+/// An outcome's kind, time and error text, as `settle.lua` takes them.
+fn outcome_args(outcome: &RunOutcome, now: Millis) -> (&'static str, Millis, &str) {
+    match outcome {
+        RunOutcome::Ack => ("ack", now, ""),
+        RunOutcome::Retry { error, at } => ("retry", *at, error.as_str()),
+        RunOutcome::Repeat { at } => ("repeat", *at, ""),
+        RunOutcome::Bury { error } => ("bury", now, error.as_str()),
+        RunOutcome::Release => ("release", now, ""),
+    }
+}
+
+impl Call for Settle<'_> {
+    type Reply = Vec<String>;
+    type Out = Vec<Finished>;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.settle
+    }
+
+    /// A consumer is told its ack's outcome, so that write is confirmed like any other; the
+    /// runtime's settles are not answered to anyone (a lost one fires the job again).
+    fn answered(&self) -> bool {
+        matches!(self.runs, Runs::Claimed(_))
+    }
+
+    fn build(&self, call: &mut ScriptInvocation<'_>) {
+        let (t, now) = (self.topic, self.now);
+        call.key(SlotKeys::new(&t.name, self.slot).all())
+            .arg(now)
+            .arg(t.max_attempts)
+            .arg(self.stream_cap)
+            .arg(&t.name)
+            .arg(&t.default_type);
+        match self.runs {
+            Runs::Handed(batch) => {
+                for s in batch {
+                    let (kind, at, error) = outcome_args(&s.outcome, now);
+                    call.arg(&s.run.job.id)
+                        .arg(s.run.token)
+                        .arg(s.run.handed_record.text_for(s.run.token))
+                        .arg(kind)
+                        .arg(at)
+                        .arg(error)
+                        .arg(Event::head_json(s))
+                        .arg(s.emitted.len());
+                    for e in &s.emitted {
+                        let event = Event::of_run(s, &e.event, e.data.clone());
+                        call.arg(serde_json::to_string(&event).expect("an event serialises"));
+                    }
+                }
+            }
+            Runs::Claimed(batch) => {
+                for c in batch {
+                    let (kind, at, error) = outcome_args(&c.outcome, now);
+                    // An empty head: settle.lua builds it from the run's record.
+                    call.arg(c.id)
+                        .arg(c.token)
+                        .arg("")
+                        .arg(kind)
+                        .arg(at)
+                        .arg(error)
+                        .arg("")
+                        .arg(0);
+                }
+            }
+        }
+    }
+
+    fn read(self, reply: Vec<String>) -> Result<Vec<Finished>> {
+        reply
+            .iter()
+            .map(|r| {
+                r.parse()
+                    .map_err(|_| Error::Corrupt(format!("settle.lua answered {r:?}")))
+            })
+            .collect()
+    }
+}
