@@ -1,0 +1,37 @@
+//! Membership in memory: one process, so it is the only instance and owns every slot.
+
+use async_trait::async_trait;
+
+use crate::error::Result;
+use crate::store::Ownership;
+use crate::store::engine::Membership;
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+use super::MemoryEngine;
+
+#[async_trait]
+impl Membership for MemoryEngine {
+    async fn register(&self, instance: &str, _: Millis, _: u64) -> Result<Vec<String>> {
+        // Never shared: this process is every instance there is.
+        Ok(vec![instance.to_string()])
+    }
+
+    async fn own(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Ownership> {
+        let ttl = crate::num::millis(ttl_ms);
+        self.with_slot(topic, slot, false, |s| s.own(instance, now, ttl))
+            .await
+    }
+
+    async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool> {
+        self.with_slot(topic, slot, false, |s| s.disown(instance))
+            .await
+    }
+}
