@@ -1,4 +1,4 @@
-//! `TimeoutCenter`: the library API. It owns the runtime (supervisor, slot actors, handler
+//! `TimeoutCenter`: the library API. It owns the runtime (slot keeper, slot actors, handler
 //! actors) over a store, and wraps each store call with what the runtime must know: a job due
 //! before its slot wakes wakes the slot (in process, and through the store for other
 //! instances), counters are kept, and re-armed jobs tell their type.
@@ -14,9 +14,9 @@ use serde_json::Value;
 use tokio::sync::mpsc;
 
 use crate::actors::handler::HandlerActor;
+use crate::actors::keeper::SlotKeeper;
 use crate::actors::messages::{GetHealth, HaltSlot, ServeTopic, Shutdown, WakeSlot};
 use crate::actors::runtime::TypeEntry;
-use crate::actors::supervisor::Supervisor;
 use crate::actors::{Runtime, SlotHealth};
 use crate::claims::{ClaimRequest, Claims};
 use crate::config::RuntimeSettings;
@@ -103,7 +103,7 @@ impl TimeoutCenterBuilder {
             settings: self.settings,
             metrics: self.metrics.unwrap_or_default(),
         });
-        let supervisor = Supervisor::new(rt.clone()).start();
+        let keeper = SlotKeeper::new(rt.clone()).start();
 
         // Wake notices from other instances sharing the store.
         let (tx, mut rx) = mpsc::unbounded_channel();
@@ -113,7 +113,7 @@ impl TimeoutCenterBuilder {
                 tracing::warn!(error = %e, "not listening for wake notices; slots rely on their poll");
             }
         });
-        let sup = supervisor.clone();
+        let sup = keeper.clone();
         let claims = Arc::new(Claims::new(rt.settings.poll_ms));
         let waiting = claims.clone();
         actix_rt::spawn(async move {
@@ -127,7 +127,7 @@ impl TimeoutCenterBuilder {
 
         Ok(TimeoutCenter {
             rt,
-            supervisor,
+            keeper,
             served: Arc::new(Mutex::new(HashSet::new())),
             claims,
         })
@@ -138,8 +138,8 @@ impl TimeoutCenterBuilder {
 #[derive(Clone)]
 pub struct TimeoutCenter {
     rt: Arc<Runtime>,
-    supervisor: Addr<Supervisor>,
-    /// Topics whose slots the supervisor has been told to serve.
+    keeper: Addr<SlotKeeper>,
+    /// Topics whose slots the slot keeper has been told to serve.
     served: Arc<Mutex<HashSet<String>>>,
     /// Consumers' claims of pull topics, and their long polls.
     claims: Arc<Claims>,
@@ -201,7 +201,7 @@ impl TimeoutCenter {
             .expect("served lock")
             .insert(topic.name.clone());
         if new {
-            self.supervisor.do_send(ServeTopic(topic.clone()));
+            self.keeper.do_send(ServeTopic(topic.clone()));
             self.announce(topic);
         }
     }
@@ -230,7 +230,7 @@ impl TimeoutCenter {
             .lock()
             .expect("served lock")
             .insert(topic.name.clone());
-        self.supervisor.do_send(ServeTopic(topic.clone()));
+        self.keeper.do_send(ServeTopic(topic.clone()));
         self.announce(&topic);
         Ok(topic)
     }
@@ -253,7 +253,7 @@ impl TimeoutCenter {
             slot,
             at,
         };
-        self.supervisor.do_send(WakeSlot(notice.clone()));
+        self.keeper.do_send(WakeSlot(notice.clone()));
         if let Err(e) = self.rt.store.wake_bus().wake(topic, &notice).await {
             tracing::debug!(error = %e, "could not publish a wake notice");
         }
@@ -652,7 +652,7 @@ impl TimeoutCenter {
 
     /// Each slot actor's state.
     pub async fn health(&self) -> Vec<SlotHealth> {
-        self.supervisor.send(GetHealth).await.unwrap_or_default()
+        self.keeper.send(GetHealth).await.unwrap_or_default()
     }
 
     /// This instance's name among the instances sharing the store.
@@ -660,18 +660,18 @@ impl TimeoutCenter {
         &self.rt.instance
     }
 
-    /// Stops one slot actor; the supervisor restarts it. For operations and tests.
+    /// Stops one slot actor; the slot keeper restarts it. For operations and tests.
     pub async fn halt_slot(&self, topic: &str, slot: u32) -> bool {
         let msg = HaltSlot {
             topic: topic.to_string(),
             slot,
         };
-        self.supervisor.send(msg).await.unwrap_or(false)
+        self.keeper.send(msg).await.unwrap_or(false)
     }
 
     /// Stops pumping, lets running handlers finish within `grace`, and gives back the leases
     /// of those that did not (their jobs are due again at once). Returns how many it gave back.
     pub async fn shutdown(&self, grace: Duration) -> usize {
-        self.supervisor.send(Shutdown { grace }).await.unwrap_or(0)
+        self.keeper.send(Shutdown { grace }).await.unwrap_or(0)
     }
 }

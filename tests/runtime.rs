@@ -310,7 +310,7 @@ async fn a_job_of_an_unknown_type_goes_dead_with_a_clear_error(e: Engine) {
     );
 }
 
-async fn the_supervisor_restarts_a_slot_actor_that_stopped(e: Engine) {
+async fn the_slot_keeper_restarts_a_slot_actor_that_stopped(e: Engine) {
     let (probe, mut rx) = Probe::done();
     let c = center(&e, probe, 1_000).await;
     one_slot_topic(&c, "t", 16).await;
@@ -500,7 +500,7 @@ engine_matrix!(
     a_reset_during_a_run_fires_the_job_again_at_the_reset_time,
     a_panicking_handler_is_retried_and_the_slot_actor_survives,
     a_job_of_an_unknown_type_goes_dead_with_a_clear_error,
-    the_supervisor_restarts_a_slot_actor_that_stopped,
+    the_slot_keeper_restarts_a_slot_actor_that_stopped,
     shutdown_gives_back_a_long_runs_lease_and_it_runs_on_the_next_start,
     a_long_run_keeps_its_lease_and_is_not_taken_over,
 );

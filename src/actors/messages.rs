@@ -32,14 +32,14 @@ pub(crate) struct RunReport {
 #[rtype(result = "()")]
 pub(crate) struct Pump;
 
-/// To a slot actor (through the supervisor): a job is due at `at`, maybe before you wake.
+/// To a slot actor (through the slot keeper): a job is due at `at`, maybe before you wake.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct Wake {
     pub at: Millis,
 }
 
-/// To a slot actor (through the supervisor): the topic's settings changed (`put_topic`);
+/// To a slot actor (through the slot keeper): the topic's settings changed (`put_topic`);
 /// runs handed out from now on use them (backoff, lease extension).
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -53,34 +53,34 @@ pub(crate) struct Drain {
     pub grace: Duration,
 }
 
-/// To a slot actor: stop (the supervisor restarts it). For operations and tests.
+/// To a slot actor: stop (the slot keeper restarts it). For operations and tests.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct Halt;
 
-/// To the supervisor: serve every slot of this topic.
+/// To the slot keeper: serve every slot of this topic.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct ServeTopic(pub std::sync::Arc<TopicConfig>);
 
-/// To the supervisor: wake a slot.
+/// To the slot keeper: wake a slot.
 #[derive(Message)]
 #[rtype(result = "()")]
 pub(crate) struct WakeSlot(pub WakeNotice);
 
-/// To the supervisor: each slot actor's state.
+/// To the slot keeper: each slot actor's state.
 #[derive(Message)]
 #[rtype(result = "Vec<SlotHealth>")]
 pub(crate) struct GetHealth;
 
-/// To the supervisor: drain every slot (see [`Drain`]); answers the leases given back.
+/// To the slot keeper: drain every slot (see [`Drain`]); answers the leases given back.
 #[derive(Message)]
 #[rtype(result = "usize")]
 pub(crate) struct Shutdown {
     pub grace: Duration,
 }
 
-/// To the supervisor: stop one slot actor, which it then restarts.
+/// To the slot keeper: stop one slot actor, which it then restarts.
 #[derive(Message)]
 #[rtype(result = "bool")]
 pub(crate) struct HaltSlot {

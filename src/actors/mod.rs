@@ -1,13 +1,13 @@
-//! The actors that turn stored jobs into handled events: a [`supervisor::Supervisor`] owns one
+//! The actors that turn stored jobs into handled events: a [`keeper::SlotKeeper`] owns one
 //! [`slot::SlotActor`] per (topic, slot); slot actors hand jobs to one
 //! [`handler::HandlerActor`] per job type.
 
 pub(crate) mod handler;
+pub(crate) mod keeper;
 pub(crate) mod messages;
 pub(crate) mod owners;
 pub(crate) mod runtime;
 pub(crate) mod slot;
-pub(crate) mod supervisor;
 pub(crate) mod timer;
 
 pub(crate) use messages::SlotHealth;

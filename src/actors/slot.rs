@@ -37,10 +37,10 @@ pub(crate) struct SlotActor {
     /// The owner lease's fence this actor pumps under (see `Store::own`).
     fence: u64,
     /// A pump was refused for an old fence: another instance owns the slot now, and this
-    /// actor pumps no more (the supervisor stops it at its next round).
+    /// actor pumps no more (the slot keeper stops it at its next round).
     fenced: bool,
     rt: Arc<Runtime>,
-    /// Shared with the supervisor, which reads it for `/health`.
+    /// Shared with the slot keeper, which reads it for `/health`.
     status: Arc<Mutex<SlotHealth>>,
     /// Runs handed to their handler whose report has not come back, by job id.
     running: HashMap<String, Leased>,

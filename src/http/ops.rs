@@ -10,7 +10,7 @@ use super::AppState;
 /// How long `/health` waits for the store.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The supervisor's view and the store's reachability: 200 when healthy, 503 when not.
+/// The slot keeper's view and the store's reachability: 200 when healthy, 503 when not.
 #[utoipa::path(operation_id = "get_health", get, path = "/health", tag = "operations",
     responses((status = 200, description = "healthy"), (status = 503, description = "store unreachable or a slot actor down")))]
 pub(crate) async fn health(state: web::Data<AppState>) -> HttpResponse {

@@ -996,7 +996,7 @@ impl Store {
         Ok(EventPage::new(items))
     }
 
-    /// The wake bus of the instances sharing this store (the center's and the supervisor's).
+    /// The wake bus of the instances sharing this store (the center's and the slot keeper's).
     pub(crate) fn wake_bus(&self) -> &dyn WakeBus {
         &*self.engine
     }

@@ -1,0 +1,60 @@
+//! The keeper's discovery: a topic is served once this instance knows it (from its own
+//! calls, another instance's notice, or the periodic listing of every topic).
+
+use std::sync::Arc;
+
+use actix::prelude::*;
+
+use super::SlotKeeper;
+use crate::actors::messages::Retune;
+use crate::topic::TopicConfig;
+
+impl SlotKeeper {
+    /// Serves a topic: its settings reach its slot actors, and the slots this instance
+    /// should own are taken (at once for a topic new here or grown).
+    pub(super) fn serve(&mut self, ctx: &mut Context<Self>, topic: Arc<TopicConfig>) {
+        if self.stopping {
+            return;
+        }
+        if topic.default_type == crate::jobs::pull::TYPE {
+            // Consumers claim a pull topic's jobs: no slot actor pumps it.
+            self.topics.remove(&topic.name);
+            let gone: Vec<u32> = self
+                .slots
+                .keys()
+                .filter(|(name, _)| name == &topic.name)
+                .map(|(_, slot)| *slot)
+                .collect();
+            for slot in gone {
+                self.stop(&topic.name, slot);
+            }
+            return;
+        }
+        for ((name, _), entry) in &self.slots {
+            if name == &topic.name {
+                entry.addr.do_send(Retune(topic.clone()));
+            }
+        }
+        let before = self.topics.insert(topic.name.clone(), topic.clone());
+        if before.is_none_or(|b| b.slots != topic.slots) {
+            self.own_slots(ctx, &topic);
+        }
+    }
+
+    pub(super) fn discover(&mut self, ctx: &mut Context<Self>) {
+        let store = self.rt.store.clone();
+        ctx.spawn(
+            async move { store.topics().await }.into_actor(self).map(
+                |topics, act, ctx| match topics {
+                    Ok(topics) => topics.into_iter().for_each(|t| {
+                        if t.draining_from.is_some() {
+                            act.sweep(ctx, &t.name);
+                        }
+                        act.serve(ctx, t)
+                    }),
+                    Err(e) => tracing::warn!(error = %e, "could not list topics"),
+                },
+            ),
+        );
+    }
+}

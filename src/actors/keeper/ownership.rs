@@ -1,0 +1,116 @@
+//! The keeper's ownership rounds: the registry heartbeat, then each known topic's slots
+//! taken, renewed or handed off (see the module above).
+
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use super::SlotKeeper;
+use crate::actors::messages::{Drain, Halt};
+use crate::actors::owners;
+use crate::store::Ownership;
+use crate::topic::TopicConfig;
+
+impl SlotKeeper {
+    /// Takes or renews the owner lease of each slot of `topic` that this instance should
+    /// own, starting slot actors for those it gets; hands off those it should not own.
+    pub(super) fn own_slots(&mut self, ctx: &mut Context<Self>, topic: &TopicConfig) {
+        let name = topic.name.clone();
+        let mine: Vec<u32> = (0..topic.slots)
+            .filter(|&slot| owners::owner_of(&self.live, &name, slot) == Some(&self.instance))
+            .collect();
+        let leaving: Vec<u32> = self
+            .slots
+            .keys()
+            .filter(|(n, slot)| n == &name && !mine.contains(slot))
+            .map(|(_, slot)| *slot)
+            .collect();
+        for slot in leaving {
+            self.hand_off(ctx, &name, slot);
+        }
+        let (store, instance) = (self.rt.store.clone(), self.instance.clone());
+        let (now, lease) = (self.rt.clock.now(), self.lease_ms());
+        let asks = mine.into_iter().map(move |slot| {
+            let (store, name, instance) = (store.clone(), name.clone(), instance.clone());
+            async move { (slot, store.own(&name, slot, &instance, now, lease).await) }
+        });
+        let topic_name = topic.name.clone();
+        ctx.spawn(
+            futures_util::future::join_all(asks)
+                .into_actor(self)
+                .map(move |answers, act, _| {
+                    for (slot, answer) in answers {
+                        match answer {
+                            Ok(Ownership::Owned { fence }) => act.start(&topic_name, slot, fence),
+                            Ok(Ownership::Held { by, until }) => {
+                                // Not ours (yet): its holder's lease has to run out or be
+                                // handed off first.
+                                tracing::debug!(topic = %topic_name, slot, %by, until, "slot held by another instance");
+                                act.stop(&topic_name, slot);
+                            }
+                            Err(e) => {
+                                tracing::warn!(topic = %topic_name, slot, error = %e, "could not take or renew the slot's owner lease");
+                            }
+                        }
+                    }
+                }),
+        );
+    }
+
+    /// Gives a slot up to the instance that should own it: its runs are released (their
+    /// jobs go back to the store), then its lease is given up, so the next owner need not
+    /// wait for it to run out.
+    pub(super) fn hand_off(&mut self, ctx: &mut Context<Self>, topic: &str, slot: u32) {
+        let Some(entry) = self.slots.remove(&(topic.to_string(), slot)) else {
+            return;
+        };
+        self.watch(topic, slot, false);
+        let (store, instance, topic) = (
+            self.rt.store.clone(),
+            self.instance.clone(),
+            topic.to_string(),
+        );
+        let drained = entry.addr.send(Drain {
+            grace: Duration::from_millis(self.lease_ms() / 3),
+        });
+        ctx.spawn(
+            async move {
+                let _ = drained.await;
+                entry.addr.do_send(Halt);
+                if let Err(e) = store.disown(&topic, slot, &instance).await {
+                    tracing::warn!(%topic, slot, error = %e, "could not hand the slot off; its lease runs out instead");
+                }
+            }
+            .into_actor(self),
+        );
+    }
+
+    /// One ownership round: the registry heartbeat, then every known topic's slots.
+    pub(super) fn rebalance(&mut self, ctx: &mut Context<Self>) {
+        let (store, instance) = (self.rt.store.clone(), self.instance.clone());
+        let (now, lease) = (self.rt.clock.now(), self.lease_ms());
+        ctx.spawn(
+            async move { store.register(&instance, now, lease).await }
+                .into_actor(self)
+                .map(|live, act, ctx| {
+                    match live {
+                        Ok(live) if !live.is_empty() => {
+                            if live != act.live {
+                                tracing::info!(instances = ?live, "the live instances changed");
+                            }
+                            act.live = live;
+                        }
+                        Ok(_) => {}
+                        Err(e) => tracing::warn!(error = %e, "could not renew this instance's registration"),
+                    }
+                    if act.stopping {
+                        return;
+                    }
+                    let topics: Vec<_> = act.topics.values().cloned().collect();
+                    for t in topics {
+                        act.own_slots(ctx, &t);
+                    }
+                }),
+        );
+    }
+}
