@@ -6,8 +6,9 @@
 -- ARGV[3] the slot stream's cap (XADD MAXLEN ~)
 -- ARGV[4] the topic's name, ARGV[5] its default job type (for heads built here)
 -- Then per run, in order: id, token, the run's record as pump.lua handed it out ('' when
---   the caller does not hold it: a consumer's ack names only the run), outcome ('ack' |
---   'retry' | 'repeat' | 'bury' | 'release'), fire time for 'retry' and 'repeat' (ms),
+--   the caller does not hold it: a consumer's ack names only the run), outcome ('done' |
+--   'retry' | 'repeat' | 'dead' | 'release': RunOutcome::as_str), fire time for 'retry' and
+--   'repeat' (ms),
 --   error text, the event head (an event's JSON without its 'event' and 'data' fields and
 --   closing brace; '' to build it here from the run's record, with now as its fired_at),
 --   n, and the n events its handler emitted (JSON).
@@ -59,7 +60,7 @@ for k = 1, m do
   local r = 'stale'
   if raw and not taken[id] then
     local outcome = ARGV[b + OUTCOME]
-    if outcome == 'ack' and raw == ARGV[b + HANDED] then
+    if outcome == 'done' and raw == ARGV[b + HANDED] then
       -- The record as this run was handed it (one compare: Lua interns its strings): the
       -- job is running under this run, and no reset or replace came since. The same
       -- answer as the token check below and SlotState::finish's (src/store/memory/slot.rs);
@@ -67,7 +68,7 @@ for k = 1, m do
       r = 'done'
     else
       local a, token, f = nil, nil, nil
-      if outcome == 'ack' then a, token, f = string.match(raw, PLAIN_RUN) end
+      if outcome == 'done' then a, token, f = string.match(raw, PLAIN_RUN) end
       if a then
         -- A plain job's run, acked by a consumer: read as text, without a JSON decode (the
         -- record pump.lua writes for a plain job, Record with attempts, token, run_fire_at).
@@ -79,7 +80,7 @@ for k = 1, m do
         if rec.k ~= nil and num(rec.k) == ARGV[b + TOKEN] then
           recs[k] = rec
           if rec.r then r = 'rescheduled'
-          elseif outcome == 'ack' then r = 'done'
+          elseif outcome == 'done' then r = 'done'
           elseif outcome == 'repeat' then r = 'repeating'
           elseif outcome == 'release' then r = 'released'
           elseif outcome == 'retry' and (rec.a or 0) < (rec.m or default_max) then r = 'retrying'
@@ -93,7 +94,7 @@ for k = 1, m do
 end
 
 -- The runtime's event for run k's result: name and data JSON, or nil.
-local RESCHEDULED = {ack = 'job.done', retry = 'job.retry', ['repeat'] = 'job.repeat', bury = 'job.dead'}
+local RESCHEDULED = {done = 'job.done', retry = 'job.retry', ['repeat'] = 'job.repeat', dead = 'job.dead'}
 local function outcome_event(k)
   local r, b = result[k], starts[k]
   if r == 'done' then return 'job.done', 'null' end

@@ -549,15 +549,27 @@ impl TimeoutCenter {
     ) -> Result<Vec<Finished>> {
         let t = self.pull_topic(topic).await?;
         for o in outcomes {
-            if let ClaimResult::Retry {
-                delay_ms: Some(d), ..
-            } = &o.result
-                && *d > crate::validate::MAX_DELAY_MS as u64
-            {
-                return Err(Error::invalid(
-                    "delay_ms",
-                    format!("must be at most {}, got {d}", crate::validate::MAX_DELAY_MS),
-                ));
+            match &o.outcome {
+                Outcome::Retry { delay: Some(d), .. }
+                    if d.as_millis() > crate::validate::MAX_DELAY_MS as u128 =>
+                {
+                    return Err(Error::invalid(
+                        "delay_ms",
+                        format!(
+                            "must be at most {}, got {}",
+                            crate::validate::MAX_DELAY_MS,
+                            d.as_millis()
+                        ),
+                    ));
+                }
+                Outcome::Repeat { .. } => {
+                    return Err(Error::invalid(
+                        "outcome",
+                        "a consumer reports done, retry or dead; a repeat is a handler's \
+                         (schedule the job again to run it later)",
+                    ));
+                }
+                _ => {}
             }
         }
         let done = self
@@ -571,13 +583,10 @@ impl TimeoutCenter {
         for (f, o) in done.iter().zip(outcomes) {
             // A job scheduled again is due to claims: at the retry's delay when the consumer
             // named it, else no later than now (a backoff, or a reset's time).
-            let due_at = match (f, &o.result) {
-                (
-                    Finished::Retrying,
-                    ClaimResult::Retry {
-                        delay_ms: Some(d), ..
-                    },
-                ) => Some(now.saturating_add(crate::num::millis(*d))),
+            let due_at = match (f, &o.outcome) {
+                (Finished::Retrying, Outcome::Retry { delay: Some(d), .. }) => {
+                    Some(now.saturating_add(crate::num::duration_millis(*d)))
+                }
                 (Finished::Retrying | Finished::Rescheduled, _) => Some(now),
                 _ => None,
             };

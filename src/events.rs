@@ -121,7 +121,7 @@ impl Event {
 /// A released or stale run has none.
 fn outcome_event(outcome: &RunOutcome, finished: Finished) -> Option<(&'static str, Value)> {
     let error = match outcome {
-        RunOutcome::Retry { error, .. } | RunOutcome::Bury { error } => error.as_str(),
+        RunOutcome::Retry { error, .. } | RunOutcome::Dead { error } => error.as_str(),
         _ => "",
     };
     let at = match outcome {
@@ -136,10 +136,10 @@ fn outcome_event(outcome: &RunOutcome, finished: Finished) -> Option<(&'static s
         Finished::Rescheduled => {
             // A reset arrived during the run and wins: the job fires again at the reset time.
             let name = match outcome {
-                RunOutcome::Ack => kind::DONE,
+                RunOutcome::Done => kind::DONE,
                 RunOutcome::Retry { .. } => kind::RETRY,
                 RunOutcome::Repeat { .. } => kind::REPEAT,
-                RunOutcome::Bury { .. } => kind::DEAD,
+                RunOutcome::Dead { .. } => kind::DEAD,
                 RunOutcome::Release => return None,
             };
             let mut data = json!({"rescheduled": true});

@@ -16,47 +16,7 @@ use crate::model::{Emitted, Job, JobRef, JobState, Rearmed};
 use crate::store::SharedStore;
 use crate::time::Millis;
 
-/// What a handler reports.
-#[derive(Debug, Clone, PartialEq)]
-pub enum Outcome {
-    /// Done: the job is gone.
-    Done,
-    /// Failed: try again after `delay` (the topic's backoff when `None`), or go to the dead
-    /// letters when the attempts are used up.
-    Retry {
-        /// What went wrong.
-        error: String,
-        /// When to run again; the topic's backoff when `None`.
-        delay: Option<Duration>,
-    },
-    /// Run again `after` the fire time (never earlier than now), attempts starting again.
-    Repeat {
-        /// How long after the fire time.
-        after: Duration,
-    },
-    /// Give up: to the dead letters with `reason`.
-    Dead {
-        /// Why it cannot succeed.
-        reason: String,
-    },
-}
-
-impl Outcome {
-    /// A failure to retry after the topic's backoff.
-    pub fn retry(error: impl Into<String>) -> Self {
-        Outcome::Retry {
-            error: error.into(),
-            delay: None,
-        }
-    }
-
-    /// A failure that retrying cannot fix.
-    pub fn dead(reason: impl Into<String>) -> Self {
-        Outcome::Dead {
-            reason: reason.into(),
-        }
-    }
-}
+pub use crate::model::Outcome;
 
 /// Events a handler emits, appended to the topic's stream after its run.
 #[derive(Clone, Default)]

@@ -1,6 +1,8 @@
 //! Jobs and the values that go in and out of the store: what a caller schedules, what a pump
 //! hands out, and what a run reports back.
 
+use std::time::Duration;
+
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
 
@@ -387,11 +389,85 @@ pub struct Pumped {
     pub next_at: Option<Millis>,
 }
 
-/// What a run reports.
+/// How a run went, as its handler or its consumer reports it: the one vocabulary of
+/// outcomes from the code that ran a job to the store. The store applies it as a
+/// [`RunOutcome`] (times made absolute) and answers a [`Finished`].
+#[derive(Debug, Clone, PartialEq)]
+pub enum Outcome {
+    /// Done: the job is gone.
+    Done,
+    /// Failed: try again after `delay` (the topic's backoff when `None`), or go to the dead
+    /// letters when the attempts are used up.
+    Retry {
+        /// What went wrong.
+        error: String,
+        /// When to run again; the topic's backoff when `None`.
+        delay: Option<Duration>,
+    },
+    /// Run again `after` the fire time (never earlier than now), attempts starting again.
+    Repeat {
+        /// How long after the fire time.
+        after: Duration,
+    },
+    /// Give up: to the dead letters with `error`.
+    Dead {
+        /// Why it cannot succeed.
+        error: String,
+    },
+}
+
+impl Outcome {
+    /// A failure to retry after the topic's backoff.
+    pub fn retry(error: impl Into<String>) -> Self {
+        Outcome::Retry {
+            error: error.into(),
+            delay: None,
+        }
+    }
+
+    /// A failure that retrying cannot fix.
+    pub fn dead(error: impl Into<String>) -> Self {
+        Outcome::Dead {
+            error: error.into(),
+        }
+    }
+}
+
+impl Outcome {
+    /// The store's form of this outcome, for a run fired at `fire_at`: a retry at `after`
+    /// its delay (`backoff_ms` when it names none), a repeat `after` the fire time but never
+    /// before `now`.
+    pub(crate) fn into_run(
+        self,
+        fire_at: Millis,
+        now: Millis,
+        backoff_ms: impl FnOnce() -> u64,
+        after: impl FnOnce(Millis) -> Millis,
+    ) -> RunOutcome {
+        match self {
+            Outcome::Done => RunOutcome::Done,
+            Outcome::Retry { error, delay } => {
+                let delay = delay.map_or_else(backoff_ms, crate::num::duration_ms);
+                RunOutcome::Retry {
+                    error,
+                    at: after(crate::num::millis(delay).min(crate::validate::MAX_DELAY_MS)),
+                }
+            }
+            Outcome::Repeat { after: every } => RunOutcome::Repeat {
+                at: fire_at
+                    .saturating_add(crate::num::duration_millis(every))
+                    .max(now),
+            },
+            Outcome::Dead { error } => RunOutcome::Dead { error },
+        }
+    }
+}
+
+/// An [`Outcome`] as the store applies it, its times absolute.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RunOutcome {
     /// Done: the job is gone.
-    Ack,
+    Done,
     /// Failed: run again at `at`, or go to the dead letters when attempts are used up.
     Retry {
         /// What went wrong.
@@ -405,7 +481,7 @@ pub enum RunOutcome {
         at: Millis,
     },
     /// Give up: to the dead letters with `error`.
-    Bury {
+    Dead {
         /// Why.
         error: String,
     },
@@ -413,35 +489,28 @@ pub enum RunOutcome {
     Release,
 }
 
+impl RunOutcome {
+    /// Its word on the wire (`settle.lua`'s argument).
+    pub fn as_str(&self) -> &'static str {
+        match self {
+            RunOutcome::Done => "done",
+            RunOutcome::Retry { .. } => "retry",
+            RunOutcome::Repeat { .. } => "repeat",
+            RunOutcome::Dead { .. } => "dead",
+            RunOutcome::Release => "release",
+        }
+    }
+}
+
 /// What a consumer reports about a job it claimed, naming the run by its token.
-#[derive(Debug, Clone, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq)]
 pub struct ClaimOutcome {
     /// The job.
     pub job: JobRef,
     /// The token its claim answered with.
     pub token: u64,
-    /// What happened.
-    pub result: ClaimResult,
-}
-
-/// How a claimed job's run went.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub enum ClaimResult {
-    /// Done: the job is gone.
-    Ack,
-    /// Failed: run again after `delay_ms` (the topic's backoff when `None`), or go to the
-    /// dead letters when attempts are used up.
-    Retry {
-        /// What went wrong.
-        error: String,
-        /// When to run again, in ms from now.
-        delay_ms: Option<u64>,
-    },
-    /// Give up: to the dead letters with `error`.
-    Bury {
-        /// Why.
-        error: String,
-    },
+    /// How the run went (a consumer reports done, retry or dead).
+    pub outcome: Outcome,
 }
 
 /// An event a handler emits: its name and data.

@@ -273,13 +273,13 @@ impl Pair {
                         .filter_map(|(pick, outcome)| {
                             let run = pick_run(&side.runs, *slot, *pick)?.clone();
                             let outcome = match outcome {
-                                Outcome::Ack => RunOutcome::Ack,
+                                Outcome::Ack => RunOutcome::Done,
                                 Outcome::Retry(d) => RunOutcome::Retry {
                                     error: "failed".into(),
                                     at: now + d,
                                 },
                                 Outcome::Repeat(d) => RunOutcome::Repeat { at: now + d },
-                                Outcome::Bury => RunOutcome::Bury {
+                                Outcome::Bury => RunOutcome::Dead {
                                     error: "buried".into(),
                                 },
                                 Outcome::Release => RunOutcome::Release,
@@ -302,20 +302,20 @@ impl Pair {
                         .iter()
                         .filter_map(|(pick, what)| {
                             let run = pick_run(&side.runs, *slot, *pick)?;
-                            let result = match what {
-                                ClaimPick::Ack => ClaimResult::Ack,
-                                ClaimPick::Retry(d) => ClaimResult::Retry {
+                            let outcome = match what {
+                                ClaimPick::Ack => timeout_center::Outcome::Done,
+                                ClaimPick::Retry(d) => timeout_center::Outcome::Retry {
                                     error: "failed".into(),
-                                    delay_ms: Some(*d),
+                                    delay: Some(std::time::Duration::from_millis(*d)),
                                 },
-                                ClaimPick::Bury => ClaimResult::Bury {
+                                ClaimPick::Bury => timeout_center::Outcome::Dead {
                                     error: "buried".into(),
                                 },
                             };
                             Some(ClaimOutcome {
                                 job: JobRef::new(run.job.id.clone()),
                                 token: run.token,
-                                result,
+                                outcome,
                             })
                         })
                         .collect();

@@ -67,7 +67,7 @@ async fn fire_due(
                 "{id} fired early: due {expected}, now {now}"
             );
             assert!(fired.insert(id.clone()), "{id} fired twice");
-            let done = s.finish(name, &run, RunOutcome::Ack, now).await.unwrap();
+            let done = s.finish(name, &run, RunOutcome::Done, now).await.unwrap();
             assert_eq!(done, Finished::Done, "{id}");
         }
     }
@@ -289,7 +289,10 @@ async fn a_reset_of_an_old_copy_that_is_running_applies_after_its_run(e: Engine)
         (r.outcome, r.state, r.slot),
         (ScheduleOutcome::Reset, Some(JobState::Running), 0)
     );
-    let done = s.finish("r", &run, RunOutcome::Ack, T0 + 30).await.unwrap();
+    let done = s
+        .finish("r", &run, RunOutcome::Done, T0 + 30)
+        .await
+        .unwrap();
     assert_eq!(done, Finished::Rescheduled);
     let got = s.get("r", &JobRef::new(id.clone())).await.unwrap().unwrap();
     assert_eq!((got.state, got.fire_at), (JobState::Scheduled, T0 + 5_000));
@@ -384,7 +387,7 @@ async fn a_consumer_settles_a_job_claimed_from_an_old_copy(e: Engine) {
         .map(|l| ClaimOutcome {
             job: JobRef::new(l.job.id.clone()),
             token: l.token,
-            result: ClaimResult::Ack,
+            outcome: Outcome::Done,
         })
         .collect();
     let done = s.settle_claims("p", &acks, T0 + 1).await.unwrap();

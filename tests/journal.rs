@@ -89,7 +89,7 @@ async fn the_journal_keeps_settled_events_with_their_outcomes() {
         let mut batch = Vec::new();
         for slot in 0..16 {
             for run in s.pump("t", slot, T0 + 5_000, 10).await.unwrap().jobs {
-                let mut st = Settlement::new(run, RunOutcome::Ack, T0 + 5_000);
+                let mut st = Settlement::new(run, RunOutcome::Done, T0 + 5_000);
                 st.emitted = vec![Emitted::new("job.fired", json!({"slot": slot}))];
                 let done = s.settle("t", slot, &[st], T0 + 5_001).await.unwrap();
                 batch.extend(done);
@@ -322,7 +322,7 @@ async fn a_panic_inside_a_slot_lock_does_not_poison_the_slot() {
     let run = s.pump("t", slot, T0 + 1_000, 10).await.unwrap();
     assert_eq!(run.jobs.len(), 1);
     assert_eq!(
-        s.finish("t", &run.jobs[0], RunOutcome::Ack, T0 + 1_001)
+        s.finish("t", &run.jobs[0], RunOutcome::Done, T0 + 1_001)
             .await
             .unwrap(),
         Finished::Done

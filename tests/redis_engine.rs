@@ -70,7 +70,7 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
         .arg("x")
         .query(&mut conn)
         .unwrap();
-    let mut settlement = Settlement::new(run, RunOutcome::Ack, T0);
+    let mut settlement = Settlement::new(run, RunOutcome::Done, T0);
     settlement.emitted = vec![Emitted::new("job.fired", json!({"n": 1}))];
     let err = s.settle("t", 0, &[settlement], T0 + 1).await;
     assert!(err.is_err(), "a failed append is an error: {err:?}");
@@ -99,7 +99,7 @@ async fn settling_keeps_the_event_stream_near_its_cap() {
         let runs = s.pump("t", 0, T0, 7).await.unwrap().jobs;
         let batch: Vec<Settlement> = runs
             .into_iter()
-            .map(|r| Settlement::new(r, RunOutcome::Ack, T0))
+            .map(|r| Settlement::new(r, RunOutcome::Done, T0))
             .collect();
         settled += batch.len();
         s.settle("t", 0, &batch, T0 + 1).await.unwrap();
@@ -229,7 +229,9 @@ async fn one_topic_spreads_over_the_nodes_of_a_redis_cluster() {
         for run in p.jobs {
             assert!(seen.insert(run.job.id.clone()));
             assert_eq!(
-                s.finish("orders", &run, RunOutcome::Ack, T0).await.unwrap(),
+                s.finish("orders", &run, RunOutcome::Done, T0)
+                    .await
+                    .unwrap(),
                 Finished::Done
             );
         }
@@ -267,7 +269,7 @@ async fn a_slots_job_hash_and_run_set_are_a_hash_table_and_a_skiplist_from_the_f
     assert_eq!(encodings(&mut conn), tables);
     assert_eq!(s.stats("t").await.unwrap().running, 3);
     for run in &runs {
-        s.finish("t", run, RunOutcome::Ack, T0).await.unwrap();
+        s.finish("t", run, RunOutcome::Done, T0).await.unwrap();
     }
     assert_eq!(encodings(&mut conn), tables, "kept with no run left");
     // The members that do it are the ones earlier versions wrote (RUN_PAD_LEN and
@@ -346,13 +348,13 @@ async fn a_record_names_a_run_token_exactly_while_its_job_is_running() {
                 for _ in 0..rng.random_range(1..4) {
                     let run = runs[rng.random_range(0..runs.len())].clone();
                     let outcome = match rng.random_range(0..5) {
-                        0 => RunOutcome::Ack,
+                        0 => RunOutcome::Done,
                         1 => RunOutcome::Retry {
                             error: "x".into(),
                             at: now + 5,
                         },
                         2 => RunOutcome::Repeat { at: now + 9 },
-                        3 => RunOutcome::Bury { error: "y".into() },
+                        3 => RunOutcome::Dead { error: "y".into() },
                         _ => RunOutcome::Release,
                     };
                     batch.push(Settlement::new(run, outcome, now));

@@ -246,7 +246,7 @@ async fn cancel_removes_a_job_in_any_state(e: Engine) {
         .unwrap();
     let runs = pump_all(s, "t", T0).await;
     let d = runs.iter().find(|l| l.job.id == "d").unwrap();
-    s.finish("t", d, RunOutcome::Bury { error: "x".into() }, T0)
+    s.finish("t", d, RunOutcome::Dead { error: "x".into() }, T0)
         .await
         .unwrap();
 
@@ -268,7 +268,7 @@ async fn cancel_removes_a_job_in_any_state(e: Engine) {
     // The cancelled run's outcome is stale and brings nothing back.
     let r = runs.iter().find(|l| l.job.id == "r").unwrap();
     assert_eq!(
-        s.finish("t", r, RunOutcome::Ack, T0).await.unwrap(),
+        s.finish("t", r, RunOutcome::Done, T0).await.unwrap(),
         Finished::Stale
     );
     assert_eq!(state(s, "t", "r").await, None);
@@ -376,7 +376,7 @@ async fn ack_removes_the_job(e: Engine) {
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
     assert_eq!(
-        s.finish("t", &run, RunOutcome::Ack, T0).await.unwrap(),
+        s.finish("t", &run, RunOutcome::Done, T0).await.unwrap(),
         Finished::Done
     );
     assert_eq!(state(s, "t", "a").await, None);
@@ -485,7 +485,7 @@ async fn bury_sends_the_job_to_the_dead_letters(e: Engine) {
         .await
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
-    let bury = RunOutcome::Bury {
+    let bury = RunOutcome::Dead {
         error: "bad payload".into(),
     };
     assert_eq!(
@@ -582,11 +582,11 @@ async fn a_reset_during_a_run_fires_the_job_again_after_the_run(e: Engine) {
     );
     // The ack does not delete them: they fire again at the reset times.
     assert_eq!(
-        s.finish("t", ra, RunOutcome::Ack, T0 + 2).await.unwrap(),
+        s.finish("t", ra, RunOutcome::Done, T0 + 2).await.unwrap(),
         Finished::Rescheduled
     );
     assert_eq!(
-        s.finish("t", rb, RunOutcome::Ack, T0 + 2).await.unwrap(),
+        s.finish("t", rb, RunOutcome::Done, T0 + 2).await.unwrap(),
         Finished::Rescheduled
     );
     let a = s.get("t", &"a".into()).await.unwrap().unwrap();
@@ -623,8 +623,8 @@ async fn a_run_settled_twice_in_one_batch_is_settled_once(e: Engine) {
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
     let batch = [
-        Settlement::new(run.clone(), RunOutcome::Ack, T0),
-        Settlement::new(run, RunOutcome::Ack, T0),
+        Settlement::new(run.clone(), RunOutcome::Done, T0),
+        Settlement::new(run, RunOutcome::Done, T0),
     ];
     let done = s.settle("t", 0, &batch, T0 + 1).await.unwrap();
     assert_eq!(done, [Finished::Done, Finished::Stale]);
@@ -666,7 +666,7 @@ async fn a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order(e: Engine) {
     .await
     .unwrap();
     let run = pump_one(s, "t", "d", T0 + 800).await;
-    let bury = RunOutcome::Bury {
+    let bury = RunOutcome::Dead {
         error: "gone".into(),
     };
     s.finish("t", &run, bury, T0 + 800).await.unwrap();
@@ -688,8 +688,8 @@ async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
     let s = &*e.store;
     let (old, new) = two_runs_of_one_job(s).await;
     for outcome in [
-        RunOutcome::Ack,
-        RunOutcome::Bury {
+        RunOutcome::Done,
+        RunOutcome::Dead {
             error: "late".into(),
         },
         RunOutcome::Retry {
@@ -707,7 +707,7 @@ async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
     assert_eq!((got.state, got.attempts), (JobState::Running, 2));
     assert_eq!(
-        s.finish("t", &new, RunOutcome::Ack, T0 + 1_002)
+        s.finish("t", &new, RunOutcome::Done, T0 + 1_002)
             .await
             .unwrap(),
         Finished::Done
@@ -755,31 +755,31 @@ async fn settled_claims_append_the_events_their_records_describe(e: Engine) {
         .map(|r| (r.job.id.clone(), r))
         .collect();
     assert_eq!(runs.len(), 6);
-    let claim = |id: &str, token: u64, result: ClaimResult| ClaimOutcome {
+    let claim = |id: &str, token: u64, outcome: Outcome| ClaimOutcome {
         job: JobRef::new(id),
         token,
-        result,
+        outcome,
     };
     let outcomes = [
-        claim("plain", runs["plain"].token, ClaimResult::Ack),
-        claim(QUOTED, runs[QUOTED].token, ClaimResult::Ack),
-        claim("typed", runs["typed"].token, ClaimResult::Ack),
+        claim("plain", runs["plain"].token, Outcome::Done),
+        claim(QUOTED, runs[QUOTED].token, Outcome::Done),
+        claim("typed", runs["typed"].token, Outcome::Done),
         claim(
             "buried",
             runs["buried"].token,
-            ClaimResult::Bury {
+            Outcome::Dead {
                 error: "bad \"input\"".into(),
             },
         ),
         claim(
             "retried",
             runs["retried"].token,
-            ClaimResult::Retry {
+            Outcome::Retry {
                 error: "busy".into(),
-                delay_ms: Some(1_000),
+                delay: Some(std::time::Duration::from_millis(1_000)),
             },
         ),
-        claim("stale", runs["stale"].token + 1_000, ClaimResult::Ack),
+        claim("stale", runs["stale"].token + 1_000, Outcome::Done),
     ];
     let done = s.settle_claims("q", &outcomes, T0 + 7).await.unwrap();
     // max_attempts 1: the retry has no attempt left, so it is dead too.
@@ -894,7 +894,7 @@ async fn settle_applies_a_batch_with_its_events_in_one_step(e: Engine) {
         st
     };
     let batch = vec![
-        settle("ack", RunOutcome::Ack),
+        settle("ack", RunOutcome::Done),
         settle(
             "retry",
             RunOutcome::Retry {
@@ -905,12 +905,12 @@ async fn settle_applies_a_batch_with_its_events_in_one_step(e: Engine) {
         settle("repeat", RunOutcome::Repeat { at: T0 + 200 }),
         settle(
             "bury",
-            RunOutcome::Bury {
+            RunOutcome::Dead {
                 error: "gave up".into(),
             },
         ),
         settle("release", RunOutcome::Release),
-        settle("stale", RunOutcome::Ack),
+        settle("stale", RunOutcome::Done),
         settle(
             "reset",
             RunOutcome::Retry {
@@ -978,9 +978,9 @@ async fn settle_applies_a_batch_with_its_events_in_one_step(e: Engine) {
 async fn a_stale_settlement_appends_no_event(e: Engine) {
     let s = &*e.store;
     let (old, new) = two_runs_of_one_job(s).await;
-    let mut late = Settlement::new(old, RunOutcome::Ack, T0);
+    let mut late = Settlement::new(old, RunOutcome::Done, T0);
     late.emitted = vec![Emitted::new("job.fired", json!(null))];
-    let mut fresh = Settlement::new(new, RunOutcome::Ack, T0 + 1_000);
+    let mut fresh = Settlement::new(new, RunOutcome::Done, T0 + 1_000);
     fresh.emitted = vec![Emitted::new("job.fired", json!(null))];
     // Both runs of the job in one batch: only the one holding the lease counts.
     let done = s.settle("t", 0, &[late, fresh], T0 + 1_001).await.unwrap();
@@ -1040,7 +1040,7 @@ async fn dead_letters_page_oldest_first_requeue_and_delete(e: Engine) {
     for run in &runs {
         // Deaths at five distinct instants, five jobs each: ties are ordered by id.
         let n: i64 = run.job.id[1..].parse().unwrap();
-        let bury = RunOutcome::Bury {
+        let bury = RunOutcome::Dead {
             error: format!("e{n}"),
         };
         s.finish("t", run, bury, T0 + 10 + n / 5).await.unwrap();
@@ -1294,7 +1294,7 @@ async fn ten_thousand_jobs_fire_exactly_once_and_never_early(e: Engine) {
                     run.job.id
                 );
                 assert_eq!(
-                    s.finish("t", &run, RunOutcome::Ack, now).await.unwrap(),
+                    s.finish("t", &run, RunOutcome::Done, now).await.unwrap(),
                     Finished::Done
                 );
             }

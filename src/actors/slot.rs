@@ -264,25 +264,13 @@ impl SlotActor {
             .handler_duration
             .with_label_values(&[self.topic.name.as_str(), job.job_type.as_str()])
             .observe(report.duration.as_secs_f64());
-        let outcome = match report.outcome {
-            Outcome::Done => RunOutcome::Ack,
-            Outcome::Retry { error, delay } => {
-                let delay = delay
-                    .map(crate::num::duration_ms)
-                    .unwrap_or_else(|| self.topic.backoff.delay_ms(job.attempts, &mut rand::rng()));
-                RunOutcome::Retry {
-                    error,
-                    at: self.rt.clock.after(crate::num::millis(delay)),
-                }
-            }
-            Outcome::Repeat { after } => RunOutcome::Repeat {
-                at: job
-                    .fire_at
-                    .saturating_add(crate::num::duration_millis(after))
-                    .max(now),
-            },
-            Outcome::Dead { reason } => RunOutcome::Bury { error: reason },
-        };
+        let (attempts, clock) = (job.attempts, &self.rt.clock);
+        let outcome = report.outcome.into_run(
+            job.fire_at,
+            now,
+            || self.topic.backoff.delay_ms(attempts, &mut rand::rng()),
+            |delay| clock.after(delay),
+        );
         Settlement {
             run: lease,
             outcome,

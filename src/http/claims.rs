@@ -11,7 +11,7 @@ use super::AppState;
 use super::body::{ShardQuery, integer};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::claims::ClaimRequest;
-use crate::model::{ClaimOutcome, ClaimResult, Finished, Job, JobRef};
+use crate::model::{ClaimOutcome, Finished, Job, JobRef, Outcome};
 
 /// `POST /v1/topics/{topic}/claim`.
 #[derive(Debug, Deserialize, ToSchema)]
@@ -167,10 +167,14 @@ async fn settle_one(
     topic: &str,
     job: JobRef,
     token: u64,
-    result: ClaimResult,
+    outcome: Outcome,
 ) -> ApiResult<Finished> {
     let id = job.id.clone();
-    let outcome = ClaimOutcome { job, token, result };
+    let outcome = ClaimOutcome {
+        job,
+        token,
+        outcome,
+    };
     let done = state
         .center
         .settle_claims(topic, std::slice::from_ref(&outcome))
@@ -193,7 +197,7 @@ pub(crate) async fn ack(
     body: web::Json<TokenBody>,
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
-    settle_one(&state, &topic, query.job(&id), body.token, ClaimResult::Ack).await?;
+    settle_one(&state, &topic, query.job(&id), body.token, Outcome::Done).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -211,13 +215,13 @@ pub(crate) async fn retry(
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
     let body = body.into_inner();
-    let result = ClaimResult::Retry {
+    let outcome = Outcome::Retry {
         error: body
             .error
             .unwrap_or_else(|| "the consumer asked to retry".into()),
-        delay_ms: body.delay_ms,
+        delay: body.delay_ms.map(std::time::Duration::from_millis),
     };
-    let f = settle_one(&state, &topic, query.job(&id), body.token, result).await?;
+    let f = settle_one(&state, &topic, query.job(&id), body.token, outcome).await?;
     Ok(HttpResponse::Ok().json(Settled {
         result: f.as_str().into(),
     }))
@@ -236,12 +240,12 @@ pub(crate) async fn bury(
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
     let body = body.into_inner();
-    let result = ClaimResult::Bury {
+    let outcome = Outcome::Dead {
         error: body
             .error
             .unwrap_or_else(|| "buried by the consumer".into()),
     };
-    settle_one(&state, &topic, query.job(&id), body.token, result).await?;
+    settle_one(&state, &topic, query.job(&id), body.token, outcome).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 
@@ -294,7 +298,7 @@ pub(crate) async fn acks(
         .map(|a| ClaimOutcome {
             job: JobRef::new(a.id).with_shard_key(a.shard_key),
             token: a.token,
-            result: ClaimResult::Ack,
+            outcome: Outcome::Done,
         })
         .collect();
     let done = state.center.settle_claims(&path, &outcomes).await?;

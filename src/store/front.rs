@@ -17,9 +17,9 @@ use super::{MAX_PAGE, Ownership};
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::model::{
-    ClaimOutcome, ClaimResult, CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState,
-    Leased, NewJob, Pumped, Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode, ScheduleOutcome,
-    Scheduled, Settlement, SlotHead, TopicStats,
+    ClaimOutcome, CreateSpec, DeadCursor, DeadPage, Finished, Job, JobRef, JobState, Leased,
+    NewJob, Outcome, Pumped, Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode,
+    ScheduleOutcome, Scheduled, Settlement, SlotHead, TopicStats,
 };
 use crate::routing::slot_of;
 use crate::time::{Millis, SharedClock, SteadyClock};
@@ -368,13 +368,10 @@ async fn settle_slot_claims(
     indexes: &[usize],
     now: Millis,
 ) -> Result<Vec<Finished>> {
-    let at = |delay: u64| {
-        now.saturating_add(crate::num::millis(delay).min(crate::validate::MAX_DELAY_MS))
-    };
     let backoff: Vec<&str> = indexes
         .iter()
         .map(|&i| &claims[i])
-        .filter(|c| matches!(c.result, ClaimResult::Retry { delay_ms: None, .. }))
+        .filter(|c| matches!(c.outcome, Outcome::Retry { delay: None, .. }))
         .map(|c| c.job.id.as_str())
         .collect();
     let mut attempts: HashMap<&str, Option<u32>> = HashMap::new();
@@ -387,25 +384,18 @@ async fn settle_slot_claims(
     let mut live = Vec::new();
     for (k, &i) in indexes.iter().enumerate() {
         let c = &claims[i];
-        let outcome = match &c.result {
-            ClaimResult::Ack => RunOutcome::Ack,
-            ClaimResult::Retry { error, delay_ms } => {
-                let delay = match delay_ms {
-                    Some(d) => *d,
-                    None => match attempts.get(c.job.id.as_str()) {
-                        Some(Some(a)) => t.backoff.delay_ms(*a, &mut rand::rng()),
-                        _ => continue, // no such job: stale
-                    },
-                };
-                RunOutcome::Retry {
-                    error: error.clone(),
-                    at: at(delay),
-                }
-            }
-            ClaimResult::Bury { error } => RunOutcome::Bury {
-                error: error.clone(),
-            },
+        let attempts = match (&c.outcome, attempts.get(c.job.id.as_str())) {
+            (Outcome::Retry { delay: None, .. }, Some(Some(a))) => *a,
+            (Outcome::Retry { delay: None, .. }, _) => continue, // no such job: stale
+            _ => 0,
         };
+        // A consumer's run has no fire time here: a repeat (refused over HTTP) is after now.
+        let outcome = c.outcome.clone().into_run(
+            now,
+            now,
+            || t.backoff.delay_ms(attempts, &mut rand::rng()),
+            |delay| now.saturating_add(delay),
+        );
         batch.push(ClaimSettlement {
             id: &c.job.id,
             token: c.token,

@@ -6,12 +6,10 @@ use std::sync::PoisonError;
 use async_trait::async_trait;
 
 use super::journal::Op;
-use super::slot::{Finish, SlotState};
+use super::slot::SlotState;
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::model::{
-    DeadCursor, Finished, JobState, Leased, RunOutcome, ScheduleMode, Settlement, SlotStats,
-};
+use crate::model::{DeadCursor, Finished, JobState, Leased, ScheduleMode, Settlement, SlotStats};
 use crate::store::engine::{
     ClaimSettlement, DeadEntry, SlotJobs, SlotPumped, SlotReset, SlotScheduled, Stored,
 };
@@ -260,15 +258,14 @@ fn settle_in(
     let done = batch
         .iter()
         .map(|item| {
-            let f = match &item.outcome {
-                RunOutcome::Ack => Finish::Ack,
-                RunOutcome::Retry { error, at } => Finish::Retry { error, at: *at },
-                RunOutcome::Repeat { at } => Finish::Repeat { at: *at },
-                RunOutcome::Bury { error } => Finish::Bury { error },
-                RunOutcome::Release => Finish::Release,
-            };
             let run = &item.run;
-            let finished = s.finish(&run.job.id, run.token, f, now, topic.max_attempts);
+            let finished = s.settle_run(
+                &run.job.id,
+                run.token,
+                &item.outcome,
+                now,
+                topic.max_attempts,
+            );
             events.extend(Event::of_settled(item, finished));
             finished
         })

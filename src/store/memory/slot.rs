@@ -9,7 +9,7 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::wheel::{Due, Wheel};
-use crate::model::{DeadCursor, Finished, JobState, ScheduleOutcome, SlotStats};
+use crate::model::{DeadCursor, Finished, JobState, RunOutcome, ScheduleOutcome, SlotStats};
 use crate::store::Ownership;
 use crate::store::engine::{
     DeadEntry, Handed, Refired, SlotPumped, SlotReset, SlotScheduled, Stored,
@@ -26,15 +26,6 @@ pub(super) struct Entry {
     pub state: JobState,
     /// Fire time (scheduled), lease deadline (running) or time of death (dead).
     pub score: Millis,
-}
-
-/// A run's outcome, as `finish` takes it.
-pub(super) enum Finish<'a> {
-    Ack,
-    Retry { error: &'a str, at: Millis },
-    Repeat { at: Millis },
-    Bury { error: &'a str },
-    Release,
 }
 
 /// What changed since the journal last looked.
@@ -561,12 +552,12 @@ impl SlotState {
         live.then_some(k)
     }
 
-    /// `settle.lua`'s step for one run (`Store::finish`).
-    pub(super) fn finish(
+    /// `settle.lua`'s step for one run (`Store::settle`, `Store::finish` for one).
+    pub(super) fn settle_run(
         &mut self,
         id: &str,
         token: u64,
-        outcome: Finish,
+        outcome: &RunOutcome,
         now: Millis,
         default_max: u32,
     ) -> Finished {
@@ -581,31 +572,31 @@ impl SlotState {
             return Finished::Rescheduled;
         }
         match outcome {
-            Finish::Ack => {
+            RunOutcome::Done => {
                 self.remove(k);
                 Finished::Done
             }
-            Finish::Repeat { at } => {
+            RunOutcome::Repeat { at } => {
                 rec.attempts = None;
                 rec.last_error = None;
                 rec.fires = Some(rec.fires.unwrap_or(0) + 1);
-                self.reschedule(k, rec, at);
+                self.reschedule(k, rec, *at);
                 Finished::Repeating
             }
-            Finish::Release => {
+            RunOutcome::Release => {
                 let a = rec.attempts.unwrap_or(1).saturating_sub(1);
                 rec.attempts = (a > 0).then_some(a);
                 self.reschedule(k, rec, now);
                 Finished::Released
             }
-            Finish::Retry { error, at }
+            RunOutcome::Retry { error, at }
                 if rec.attempts.unwrap_or(0) < rec.max_attempts.unwrap_or(default_max) =>
             {
                 rec.last_error = Some(error.to_string());
-                self.reschedule(k, rec, at);
+                self.reschedule(k, rec, *at);
                 Finished::Retrying
             }
-            Finish::Retry { error, .. } | Finish::Bury { error } => {
+            RunOutcome::Retry { error, .. } | RunOutcome::Dead { error } => {
                 rec.last_error = Some(error.to_string());
                 rec.token = None;
                 self.set_record(k, rec);

@@ -29,15 +29,15 @@ pub(in crate::store::redis) struct Settle<'a> {
     pub(in crate::store::redis) runs: Runs<'a>,
 }
 
-/// An outcome's kind, time and error text, as `settle.lua` takes them.
+/// An outcome's word, time and error text, as `settle.lua` takes them.
 fn outcome_args(outcome: &RunOutcome, now: Millis) -> (&'static str, Millis, &str) {
-    match outcome {
-        RunOutcome::Ack => ("ack", now, ""),
-        RunOutcome::Retry { error, at } => ("retry", *at, error.as_str()),
-        RunOutcome::Repeat { at } => ("repeat", *at, ""),
-        RunOutcome::Bury { error } => ("bury", now, error.as_str()),
-        RunOutcome::Release => ("release", now, ""),
-    }
+    let (at, error) = match outcome {
+        RunOutcome::Retry { error, at } => (*at, error.as_str()),
+        RunOutcome::Repeat { at } => (*at, ""),
+        RunOutcome::Dead { error } => (now, error.as_str()),
+        RunOutcome::Done | RunOutcome::Release => (now, ""),
+    };
+    (outcome.as_str(), at, error)
 }
 
 impl Call for Settle<'_> {
