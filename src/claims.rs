@@ -29,6 +29,53 @@ pub(crate) const MAX_WAIT_MS: u64 = 30_000;
 /// Longest lease a claim may ask for, in ms (a day).
 pub(crate) const MAX_LEASE_MS: u64 = 86_400_000;
 
+/// The API description's schemas of the claim fields these bounds check (see
+/// `http/schema.rs`).
+pub(crate) mod schemas {
+    use utoipa::openapi::schema::Object;
+
+    use crate::http::schema::integer;
+
+    /// A run's token: a run counter, far below 10^14 (a bound every JSON parser carries
+    /// exactly).
+    pub(crate) fn token() -> Object {
+        integer(0, crate::validate::MAX_MILLIS, false).build()
+    }
+
+    /// A claim's or a touch's `lease_ms`: 1 to `MAX_LEASE_MS`.
+    pub(crate) fn lease_ms() -> Object {
+        integer(1, crate::num::signed(super::MAX_LEASE_MS), true).build()
+    }
+
+    /// A claim's `wait_ms`: 0 to `MAX_WAIT_MS`.
+    pub(crate) fn wait_ms() -> Object {
+        integer(0, crate::num::signed(super::MAX_WAIT_MS), true).build()
+    }
+
+    /// A claim's `max`: 1 to `MAX_CLAIM`.
+    pub(crate) fn max() -> Object {
+        integer(
+            1,
+            crate::num::signed(crate::num::usize_u64(super::MAX_CLAIM)),
+            true,
+        )
+        .build()
+    }
+
+    /// A batch of acks: at most `MAX_CLAIM` (one claim's worth).
+    pub(crate) fn acks() -> utoipa::openapi::Array {
+        utoipa::openapi::schema::ArrayBuilder::new()
+            .items(utoipa::openapi::Ref::from_schema_name("AckItem"))
+            .max_items(Some(super::MAX_CLAIM))
+            .build()
+    }
+
+    /// A retry's `delay_ms`: up to `MAX_DELAY_MS`.
+    pub(crate) fn delay_ms() -> Object {
+        integer(0, crate::validate::MAX_DELAY_MS, true).build()
+    }
+}
+
 /// What a consumer asks of a claim.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct ClaimRequest {

@@ -19,6 +19,58 @@ pub(crate) const MAX_VISIBILITY_TIMEOUT_MS: u64 = 86_400_000;
 pub(crate) const MAX_PAYLOAD_LIMIT: usize = 16 * 1024 * 1024;
 /// Largest backoff factor.
 pub(crate) const MAX_BACKOFF_FACTOR: f64 = 100.0;
+/// Largest backoff jitter the API describes: below 1, and 0.99 at most there, since JSON
+/// parsing may round 0.9999999999999999 up to 1.
+const MAX_DESCRIBED_JITTER: f64 = 0.99;
+
+/// The API description's schemas of the settings `TopicConfig::validate` bounds (see
+/// `http/schema.rs`).
+pub(crate) mod schemas {
+    use utoipa::openapi::schema::Object;
+
+    use crate::http::schema::{integer, number, one_of};
+
+    /// `slots`: a power of two up to `MAX_SLOTS`.
+    pub(crate) fn slots() -> Object {
+        one_of((0..=super::MAX_SLOTS.ilog2()).map(|n| i64::from(1_u32 << n)))
+    }
+
+    /// `max_attempts`: 1 to `MAX_ATTEMPTS`.
+    pub(crate) fn max_attempts() -> Object {
+        integer(1, i64::from(super::MAX_ATTEMPTS), true).build()
+    }
+
+    /// `visibility_timeout_ms`: 1 to `MAX_VISIBILITY_TIMEOUT_MS`.
+    pub(crate) fn visibility_timeout_ms() -> Object {
+        integer(
+            1,
+            crate::num::signed(super::MAX_VISIBILITY_TIMEOUT_MS),
+            true,
+        )
+        .build()
+    }
+
+    /// `max_payload_bytes`: 1 to `MAX_PAYLOAD_LIMIT`.
+    pub(crate) fn max_payload_bytes() -> Object {
+        let max = crate::num::signed(crate::num::usize_u64(super::MAX_PAYLOAD_LIMIT));
+        integer(1, max, true).build()
+    }
+
+    /// A backoff's `base_ms` and `max_ms`: a delay up to `MAX_DELAY_MS`.
+    pub(crate) fn backoff_ms() -> Object {
+        integer(0, crate::validate::MAX_DELAY_MS, true).build()
+    }
+
+    /// A backoff's `factor`: 1 to `MAX_BACKOFF_FACTOR`.
+    pub(crate) fn factor() -> Object {
+        number(1.0, super::MAX_BACKOFF_FACTOR).build()
+    }
+
+    /// A backoff's `jitter`: 0 to below 1.
+    pub(crate) fn jitter() -> Object {
+        number(0.0, super::MAX_DESCRIBED_JITTER).build()
+    }
+}
 
 /// Retry delay: `base_ms * factor^(attempt-1)`, capped at `max_ms`, then spread by
 /// `±jitter` (a fraction) so retries of many jobs that failed together do not return together.

@@ -78,6 +78,64 @@ pub(crate) fn fire_at(field: &'static str, at: Millis) -> Result<()> {
     Ok(())
 }
 
+/// The API description's schemas of the fields these checks bound (see `http/schema.rs`).
+pub(crate) mod schemas {
+    use utoipa::openapi::schema::Object;
+
+    use crate::http::schema::integer;
+
+    const EXACTLY_ONE: &str = "Exactly one of fire_at (ms since the epoch, on the client's \
+                               clock) and delay_ms (ms from now, on the store's clock) is given.";
+
+    /// A job's `fire_at`: an instant up to `MAX_MILLIS` (`instant`).
+    pub(crate) fn fire_at() -> Object {
+        integer(0, super::MAX_MILLIS, true)
+            .description(Some(EXACTLY_ONE))
+            .build()
+    }
+
+    /// A job's `delay_ms`: up to `MAX_DELAY_MS` (`http::body::when`).
+    pub(crate) fn delay_ms() -> Object {
+        integer(0, super::MAX_DELAY_MS, true)
+            .description(Some(EXACTLY_ONE))
+            .build()
+    }
+
+    /// An instant other than a fire time (`max_fire_at`).
+    pub(crate) fn instant() -> Object {
+        integer(0, super::MAX_MILLIS, true).build()
+    }
+
+    /// A job's id, as `job_id` checks it (a body's; a path's is described with its route).
+    pub(crate) fn id() -> Object {
+        key(false)
+    }
+
+    /// A shard key, as `shard_key` checks it.
+    pub(crate) fn shard_key() -> Object {
+        key(true)
+    }
+
+    fn key(nullable: bool) -> Object {
+        use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+        let kind = if nullable {
+            SchemaType::from_iter([Type::String, Type::Null])
+        } else {
+            SchemaType::Type(Type::String)
+        };
+        ObjectBuilder::new()
+            .schema_type(kind)
+            .min_length(Some(1))
+            .max_length(Some(super::MAX_ID_LEN))
+            .build()
+    }
+
+    /// A job's `max_attempts`: at least 1 (`max_attempts`).
+    pub(crate) fn max_attempts() -> Object {
+        integer(1, i64::from(u32::MAX), true).build()
+    }
+}
+
 fn max_attempts(n: Option<u32>) -> Result<()> {
     if n == Some(0) {
         return Err(Error::invalid("max_attempts", "must be at least 1"));

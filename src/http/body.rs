@@ -88,14 +88,19 @@ pub(crate) struct JobBody {
     #[schema(value_type = Object)]
     pub payload: Value,
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::fire_at)]
     pub fire_at: Option<Millis>,
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::delay_ms)]
     pub delay_ms: Option<i64>,
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::max_attempts)]
     pub max_attempts: Option<u32>,
     /// The latest fire time a reset may move the job to (debounce with a maximum wait).
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::instant)]
     pub max_fire_at: Option<Millis>,
+    #[schema(schema_with = crate::validate::schemas::shard_key)]
     pub shard_key: Option<String>,
 }
 
@@ -104,8 +109,10 @@ pub(crate) struct JobBody {
 #[serde(deny_unknown_fields)]
 pub(crate) struct ResetBody {
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::fire_at)]
     pub fire_at: Option<Millis>,
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::delay_ms)]
     pub delay_ms: Option<i64>,
 }
 
@@ -113,11 +120,15 @@ pub(crate) struct ResetBody {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct BatchReset {
+    #[schema(schema_with = crate::validate::schemas::id)]
     pub id: String,
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::fire_at)]
     pub fire_at: Option<Millis>,
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::delay_ms)]
     pub delay_ms: Option<i64>,
+    #[schema(schema_with = crate::validate::schemas::shard_key)]
     pub shard_key: Option<String>,
 }
 
@@ -131,6 +142,7 @@ pub struct BatchCreate {
     #[schema(value_type = Object)]
     pub payload: Value,
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::max_attempts)]
     pub max_attempts: Option<u32>,
 }
 

@@ -10,21 +10,46 @@ use utoipa::ToSchema;
 use super::AppState;
 use super::body::{ShardQuery, integer};
 use super::error::{ApiError, ApiResult, ErrorBody};
+use super::schema::described;
 use crate::claims::ClaimRequest;
 use crate::model::{ClaimOutcome, Finished, Job, JobRef, Outcome};
+use utoipa::openapi::{Array, schema::Object};
+
+described! {
+    fn claim_max() -> Object = crate::claims::schemas::max,
+        "Most jobs to take (1 to 1,000; default 1).";
+    fn claim_wait_ms() -> Object = crate::claims::schemas::wait_ms,
+        "How long to wait for a due job when there is none, in ms (0 to 30,000; default 0).";
+    fn claim_lease_ms() -> Object = crate::claims::schemas::lease_ms,
+        "The lease, in ms (default: the topic's visibility timeout).";
+    fn claim_token() -> Object = crate::claims::schemas::token,
+        "The token of the claim.";
+    fn retry_delay_ms() -> Object = crate::claims::schemas::delay_ms,
+        "Run again after this many ms (default: the topic's backoff).";
+    fn touch_lease_ms() -> Object = crate::claims::schemas::lease_ms,
+        "The new lease from now, in ms (default: the topic's visibility timeout).";
+    fn ack_id() -> Object = crate::validate::schemas::id,
+        "The job's id.";
+    fn ack_token() -> Object = crate::claims::schemas::token,
+        "The token of its claim.";
+    fn ack_shard_key() -> Object = crate::validate::schemas::shard_key,
+        "Its shard key, when it was scheduled with one.";
+    fn ack_list() -> Array = crate::claims::schemas::acks,
+        "The acks, at most 1,000.";
+}
 
 /// `POST /v1/topics/{topic}/claim`.
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct ClaimBody {
-    /// Most jobs to take (1 to 1,000; default 1).
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = claim_max)]
     pub max: Option<u32>,
-    /// How long to wait for a due job when there is none, in ms (0 to 30,000; default 0).
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = claim_wait_ms)]
     pub wait_ms: Option<u64>,
-    /// The lease, in ms (default: the topic's visibility timeout).
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = claim_lease_ms)]
     pub lease_ms: Option<u64>,
 }
 
@@ -48,8 +73,8 @@ pub(crate) struct Claimed {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TokenBody {
-    /// The token of the claim.
     #[serde(deserialize_with = "integer::required")]
+    #[schema(schema_with = claim_token)]
     pub token: u64,
     /// Why (bury only).
     pub error: Option<String>,
@@ -59,11 +84,11 @@ pub(crate) struct TokenBody {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct RetryBody {
-    /// The token of the claim.
     #[serde(deserialize_with = "integer::required")]
+    #[schema(schema_with = claim_token)]
     pub token: u64,
-    /// Run again after this many ms (default: the topic's backoff).
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = retry_delay_ms)]
     pub delay_ms: Option<u64>,
     /// What went wrong.
     pub error: Option<String>,
@@ -73,11 +98,11 @@ pub(crate) struct RetryBody {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct TouchBody {
-    /// The token of the claim.
     #[serde(deserialize_with = "integer::required")]
+    #[schema(schema_with = claim_token)]
     pub token: u64,
-    /// The new lease from now, in ms (default: the topic's visibility timeout).
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = touch_lease_ms)]
     pub lease_ms: Option<u64>,
 }
 
@@ -99,12 +124,12 @@ pub(crate) struct Settled {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AckItem {
-    /// The job's id.
+    #[schema(schema_with = ack_id)]
     pub id: String,
-    /// The token of its claim.
     #[serde(deserialize_with = "integer::required")]
+    #[schema(schema_with = ack_token)]
     pub token: u64,
-    /// Its shard key, when it was scheduled with one.
+    #[schema(schema_with = ack_shard_key)]
     pub shard_key: Option<String>,
 }
 
@@ -112,7 +137,7 @@ pub(crate) struct AckItem {
 #[derive(Debug, Deserialize, ToSchema)]
 #[serde(deny_unknown_fields)]
 pub(crate) struct AcksBody {
-    /// The acks, at most 1,000.
+    #[schema(schema_with = ack_list)]
     pub acks: Vec<AckItem>,
 }
 

@@ -8,6 +8,7 @@ pub(crate) mod error;
 pub(crate) mod jobs;
 pub(crate) mod meetings;
 pub(crate) mod ops;
+pub(crate) mod schema;
 pub(crate) mod topics;
 pub(crate) mod ui;
 
@@ -63,7 +64,8 @@ pub(crate) struct AppState {
         error::ApiError,
         crate::model::Job,
         crate::model::JobState,
-        crate::events::Event
+        crate::events::Event,
+        claims::AckItem
     ))
 )]
 pub(crate) struct ApiDoc;
@@ -156,44 +158,19 @@ pub(crate) fn document(
             }
         }
     }
-    // Times and counts with the bounds the API checks; a job's time is `fire_at` or
-    // `delay_ms`, exactly one of them.
-    let max_ms = crate::validate::MAX_MILLIS;
-    let bounded = |min: i64, max: i64| serde_json::json!({"type": ["integer", "null"], "minimum": min, "maximum": max});
-    // A topic's settings with the bounds `TopicConfig::validate` checks.
+    // The bounds of fields are the request types' own (`#[schema(schema_with = ...)]`, see
+    // `schema.rs`); what remains is what no one field says.
     if let Some(props) = doc.pointer_mut("/components/schemas/TopicSettings/properties") {
-        let slots: Vec<u32> = (0..=12).map(|n| 1 << n).collect();
-        props["slots"] = serde_json::json!({"type": ["integer", "null"], "enum": slots});
-        props["max_attempts"] = bounded(1, i64::from(crate::topic::MAX_ATTEMPTS));
-        props["visibility_timeout_ms"] = bounded(
-            1,
-            crate::num::signed(crate::topic::MAX_VISIBILITY_TIMEOUT_MS),
-        );
-        props["max_payload_bytes"] = bounded(
-            1,
-            crate::num::signed(crate::num::usize_u64(crate::topic::MAX_PAYLOAD_LIMIT)),
-        );
         props["default_type"] = serde_json::json!({
             "description": "The type of a job scheduled without one.",
             "anyOf": [{"$ref": "#/components/schemas/JobType"}, {"type": "null"}]
         });
     }
-    if let Some(props) = doc.pointer_mut("/components/schemas/BackoffSettings/properties") {
-        let max_delay = crate::validate::MAX_DELAY_MS;
-        props["base_ms"] = bounded(0, max_delay);
-        props["max_ms"] = bounded(0, max_delay);
-        props["factor"] = serde_json::json!({"type": ["number", "null"], "minimum": 1, "maximum": crate::topic::MAX_BACKOFF_FACTOR});
-        // Below 1; 0.99 at most here: JSON parsing may round 0.9999999999999999 up to 1.
-        props["jitter"] =
-            serde_json::json!({"type": ["number", "null"], "minimum": 0, "maximum": 0.99});
-    }
     for name in ["JobBody", "ResetBody", "BatchReset"] {
         let Some(schema) = doc.pointer_mut(&format!("/components/schemas/{name}")) else {
             continue;
         };
-        schema["properties"]["fire_at"] = bounded(0, max_ms);
-        schema["properties"]["delay_ms"] = bounded(0, crate::validate::MAX_DELAY_MS);
-        // Exactly one of the two, said as a condition rather than a `oneOf` of two partial
+        // A job's time is `fire_at` or `delay_ms`: exactly one of the two, said as a condition rather than a `oneOf` of two partial
         // schemas, which client generators turn into two anonymous body types.
         let one_time = serde_json::json!({
             "if": {"required": ["fire_at"], "properties": {"fire_at": {"type": "integer"}}},
@@ -203,65 +180,6 @@ pub(crate) fn document(
         match schema.get_mut("allOf").and_then(|a| a.as_array_mut()) {
             Some(all) => all.push(one_time),
             None => schema["allOf"] = serde_json::json!([one_time]),
-        }
-        for field in ["fire_at", "delay_ms"] {
-            schema["properties"][field]["description"] =
-                "Exactly one of fire_at (ms since the epoch, on the client's clock) and delay_ms (ms from now, on the store's clock) is given.".into();
-        }
-        if schema["properties"].get("max_fire_at").is_some() {
-            schema["properties"]["max_fire_at"] = bounded(0, max_ms);
-        }
-    }
-    for name in ["JobBody", "BatchCreate"] {
-        if let Some(p) = doc.pointer_mut(&format!(
-            "/components/schemas/{name}/properties/max_attempts"
-        )) {
-            *p = bounded(1, i64::from(u32::MAX));
-        }
-    }
-    // The consumers' integers, with integer bounds (utoipa writes its bounds as floats, and
-    // a generator then draws fractions). A token is a run counter: far below 10^14, a bound
-    // every JSON parser carries exactly.
-    let token_max = crate::validate::MAX_MILLIS;
-    let claims = [
-        ("AckItem", "token", 0, token_max),
-        ("TokenBody", "token", 0, token_max),
-        ("RetryBody", "token", 0, token_max),
-        ("TouchBody", "token", 0, token_max),
-        ("RetryBody", "delay_ms", 0, crate::validate::MAX_DELAY_MS),
-        (
-            "TouchBody",
-            "lease_ms",
-            1,
-            crate::num::signed(crate::claims::MAX_LEASE_MS),
-        ),
-        (
-            "ClaimBody",
-            "lease_ms",
-            1,
-            crate::num::signed(crate::claims::MAX_LEASE_MS),
-        ),
-        (
-            "ClaimBody",
-            "wait_ms",
-            0,
-            crate::num::signed(crate::claims::MAX_WAIT_MS),
-        ),
-        (
-            "ClaimBody",
-            "max",
-            1,
-            crate::num::signed(crate::num::usize_u64(crate::claims::MAX_CLAIM)),
-        ),
-    ];
-    for (schema, field, min, max) in claims {
-        if let Some(p) = doc
-            .pointer_mut(&format!("/components/schemas/{schema}/properties/{field}"))
-            .and_then(|p| p.as_object_mut())
-        {
-            p.remove("format");
-            p.insert("minimum".into(), min.into());
-            p.insert("maximum".into(), max.into());
         }
     }
     let per_type: Vec<serde_json::Value> = payloads
@@ -306,31 +224,6 @@ pub(crate) fn document(
             "JobType".into(),
             serde_json::json!({"type": "string", "enum": names, "description": "A job type this service accepts."}),
         );
-    }
-    if let Some(acks) = doc.pointer_mut("/components/schemas/AcksBody/properties/acks") {
-        acks["maxItems"] = crate::claims::MAX_CLAIM.into();
-    }
-    for name in ["JobBody", "BatchReset", "AckItem"] {
-        let Some(props) = doc.pointer_mut(&format!("/components/schemas/{name}/properties")) else {
-            continue;
-        };
-        for field in ["id", "shard_key"] {
-            if let Some(p) = props.get_mut(field) {
-                p["minLength"] = 1.into();
-                p["maxLength"] = crate::validate::MAX_ID_LEN.into();
-            }
-        }
-    }
-    if let Some(booking) = doc.pointer_mut("/components/schemas/Booking/properties") {
-        booking["room"]["minLength"] = 1.into();
-        for list in ["reminders_ms", "end_reminders_ms"] {
-            booking[list]["maxItems"] = 16.into();
-            booking[list]["items"]["maximum"] = i64::MAX.into();
-        }
-        for time in ["start", "end"] {
-            booking[time] = serde_json::json!({"type": "integer", "minimum": 0, "maximum": max_ms});
-        }
-        booking["approval_deadline"] = bounded(0, max_ms);
     }
     // A field of one schema is that schema, not a `oneOf` of one reference (what utoipa
     // writes for a field with a default), which client generators refuse.

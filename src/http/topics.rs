@@ -157,17 +157,21 @@ pub(crate) struct TopicSettings {
     /// double (twice the current count): no job moves, and `draining_from` shows the old
     /// layout until its slots hold no old copy.
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::topic::schemas::slots)]
     pub slots: Option<u32>,
     /// Attempts before a failing job goes to the dead letters (1 to 1,000).
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::topic::schemas::max_attempts)]
     pub max_attempts: Option<u32>,
     /// How long a run holds its job before the job is due again, in ms (1 to a day).
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::topic::schemas::visibility_timeout_ms)]
     pub visibility_timeout_ms: Option<u64>,
     /// How failed runs are retried; fields left out keep their values.
     pub backoff: Option<BackoffSettings>,
     /// Largest payload accepted, in bytes of JSON (1 to 16 MiB).
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::topic::schemas::max_payload_bytes)]
     pub max_payload_bytes: Option<usize>,
     /// The job type of a job that names none: a type this instance accepts. Jobs already
     /// stored without a type of their own take the new one.
@@ -183,13 +187,17 @@ pub(crate) struct TopicSettings {
 pub(crate) struct BackoffSettings {
     /// The first retry's delay, in ms.
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::topic::schemas::backoff_ms)]
     pub base_ms: Option<u64>,
     /// What each later delay is multiplied by (1 to 100).
+    #[schema(schema_with = crate::topic::schemas::factor)]
     pub factor: Option<f64>,
     /// The longest delay, in ms.
     #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::topic::schemas::backoff_ms)]
     pub max_ms: Option<u64>,
     /// Random spread of each delay, as a fraction of it (0 to 0.99).
+    #[schema(schema_with = crate::topic::schemas::jitter)]
     pub jitter: Option<f64>,
 }
 

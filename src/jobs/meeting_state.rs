@@ -21,6 +21,57 @@ use crate::time::Millis;
 /// The job type's name.
 pub const TYPE: &str = "meeting_state";
 
+/// Most reminders of one kind a booking may have.
+const MAX_REMINDERS: usize = 16;
+
+/// The API description's schemas of the booking fields `Booking::check` bounds (see
+/// `http/schema.rs`).
+mod schemas {
+    use utoipa::openapi::schema::{ArrayBuilder, Object, ObjectBuilder, SchemaType, Type};
+    use utoipa::openapi::{Array, RefOr, Schema};
+
+    use crate::http::schema::integer;
+    use crate::validate::MAX_MILLIS;
+
+    pub(super) fn room() -> Object {
+        ObjectBuilder::new()
+            .schema_type(SchemaType::Type(Type::String))
+            .min_length(Some(1))
+            .build()
+    }
+
+    pub(super) fn time() -> Object {
+        integer(0, MAX_MILLIS, false).build()
+    }
+
+    pub(super) fn deadline() -> Object {
+        integer(0, MAX_MILLIS, true).build()
+    }
+
+    pub(super) fn reminders() -> Array {
+        let item: RefOr<Schema> = integer(0, i64::MAX, false).build().into();
+        ArrayBuilder::new()
+            .items(item)
+            .max_items(Some(super::MAX_REMINDERS))
+            .build()
+    }
+}
+
+crate::http::schema::described! {
+    fn booking_deadline() -> utoipa::openapi::schema::Object = schemas::deadline,
+        "Unapproved at this instant: the booking is rejected.";
+    fn booking_end() -> utoipa::openapi::schema::Object = schemas::time,
+        "When it ends.";
+    fn booking_start() -> utoipa::openapi::schema::Object = schemas::time,
+        "When the meeting starts.";
+    fn booking_room() -> utoipa::openapi::schema::Object = schemas::room,
+        "The room booked.";
+    fn booking_reminders() -> utoipa::openapi::Array = schemas::reminders,
+        "Reminders this long before the start, in ms.";
+    fn booking_end_reminders() -> utoipa::openapi::Array = schemas::reminders,
+        "Reminders this long before the end, in ms.";
+}
+
 /// A meeting booking, as the API takes it.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize, utoipa::ToSchema)]
 #[serde(deny_unknown_fields)]
@@ -29,21 +80,27 @@ pub struct Booking {
     #[serde(default)]
     pub id: String,
     /// The room booked.
+    #[schema(schema_with = booking_room)]
     pub room: String,
     /// When the meeting starts.
     #[serde(deserialize_with = "crate::http::body::integer::required")]
+    #[schema(schema_with = booking_start)]
     pub start: Millis,
     /// When it ends.
     #[serde(deserialize_with = "crate::http::body::integer::required")]
+    #[schema(schema_with = booking_end)]
     pub end: Millis,
     /// Reminders this long before the start, in ms.
     #[serde(default, deserialize_with = "crate::http::body::integer::list")]
+    #[schema(schema_with = booking_reminders)]
     pub reminders_ms: Vec<u64>,
     /// Reminders this long before the end, in ms.
     #[serde(default, deserialize_with = "crate::http::body::integer::list")]
+    #[schema(schema_with = booking_end_reminders)]
     pub end_reminders_ms: Vec<u64>,
     /// Unapproved at this instant: the booking is rejected.
     #[serde(default, deserialize_with = "crate::http::body::integer::option")]
+    #[schema(schema_with = booking_deadline)]
     pub approval_deadline: Option<Millis>,
     /// Whether it is approved (an unapproved booking is released at its deadline).
     #[serde(default)]
@@ -106,8 +163,11 @@ impl Booking {
             ("reminders_ms", &self.reminders_ms),
             ("end_reminders_ms", &self.end_reminders_ms),
         ] {
-            if list.len() > 16 {
-                return Err(Error::invalid(field, "at most 16 reminders"));
+            if list.len() > MAX_REMINDERS {
+                return Err(Error::invalid(
+                    field,
+                    format!("at most {MAX_REMINDERS} reminders"),
+                ));
             }
             if list.iter().any(|ms| crate::num::millis(*ms) > self.start) {
                 return Err(Error::unprocessable(
