@@ -1,4 +1,6 @@
--- lib.lua: helpers prepended to every script (not a script of its own).
+-- lib.lua: helpers prepended to every script (not a script of its own). The scripts
+-- implement the slot state machine of src/store/state_machine.rs (its table is in
+-- docs/architecture.md); each script's call is in src/store/redis/scripts/NAME.rs.
 -- Every script takes the same KEYS, the seven keys of one slot:
 --   KEYS[1] due  (zset: id -> fire time)     KEYS[2] run (zset: id -> lease deadline)
 --   KEYS[3] dead (zset: id -> time of death) KEYS[4] job (hash: id -> record JSON)

@@ -1320,6 +1320,149 @@ async fn ten_thousand_jobs_fire_exactly_once_and_never_early(e: Engine) {
 }
 
 // Every test above, once per engine: `redis_engine::NAME` and `memory_engine::NAME`.
+/// Every row of the state machine's table (`store::state_machine::TRANSITIONS`), played on
+/// a job of its own: the job is brought to the row's state, the row's operation applied, and
+/// the state after and the operation's answer compared with the row's.
+async fn every_transition_of_the_state_machine_holds(e: Engine) {
+    use timeout_center::store::state_machine::{From, Op, TRANSITIONS, To};
+    let s = &*e.store;
+    for (i, t) in TRANSITIONS.iter().enumerate() {
+        let topic = format!("sm{i}");
+        s.put_topic(topic_with(&topic, 1, 5)).await.unwrap();
+        let (id, job) = ("j", JobRef::new("j"));
+        let at = T0 + 100;
+        // The row's state; `run` is the live run when there is one.
+        let mut run = None;
+        if t.from != From::None {
+            s.schedule(&topic, NewJob::new(id, at), ScheduleMode::Upsert, T0)
+                .await
+                .unwrap();
+        }
+        if matches!(
+            t.from,
+            From::Running | From::RunningReset | From::RunningExpired | From::Dead
+        ) {
+            run = Some(pump_one(s, &topic, id, at).await);
+        }
+        if t.from == From::RunningReset {
+            let again = NewJob::new(id, at + 5_000);
+            s.schedule(&topic, again, ScheduleMode::ResetOnly, at)
+                .await
+                .unwrap();
+        }
+        if t.from == From::Dead {
+            let lease = run.take().unwrap();
+            let dead = RunOutcome::Dead { error: "x".into() };
+            s.finish(&topic, &lease, dead, at).await.unwrap();
+        }
+        let now = match t.from {
+            From::RunningExpired => at + 1_001,
+            From::Due => at,
+            _ => at,
+        };
+        let before = state(s, &topic, id).await;
+        let topic_ref = topic.as_str();
+        let settle = |outcome: RunOutcome| {
+            let lease = run.clone().expect("a running job");
+            async move {
+                s.finish(topic_ref, &lease, outcome, now)
+                    .await
+                    .unwrap()
+                    .as_str()
+                    .to_string()
+            }
+        };
+        let answer: String = match t.op {
+            Op::Upsert | Op::Create | Op::Reset => {
+                let mode = match t.op {
+                    Op::Upsert => ScheduleMode::Upsert,
+                    Op::Create => ScheduleMode::CreateOnly,
+                    _ => ScheduleMode::ResetOnly,
+                };
+                let job = NewJob::new(id, now + 2_000);
+                let r = s.schedule(&topic, job, mode, now).await.unwrap();
+                r.outcome.as_str().to_string()
+            }
+            Op::ResetOrCreate => {
+                let resets = [Reset::new(id, now + 2_000)];
+                let create = CreateSpec::default();
+                let r = s
+                    .reset_many(&topic, &resets, Some(&create), now)
+                    .await
+                    .unwrap();
+                if r.created == 1 { "created" } else { "reset" }.to_string()
+            }
+            Op::Pump => {
+                let p = s.pump(&topic, 0, now, 10).await.unwrap();
+                if p.expired > 0 {
+                    "expired".into()
+                } else if !p.jobs.is_empty() {
+                    "handed".into()
+                } else {
+                    "nothing".into()
+                }
+            }
+            Op::Done => settle(RunOutcome::Done).await,
+            Op::Retry => {
+                let error = "x".into();
+                settle(RunOutcome::Retry {
+                    error,
+                    at: now + 2_000,
+                })
+                .await
+            }
+            Op::Repeat => settle(RunOutcome::Repeat { at: now + 2_000 }).await,
+            Op::Bury => settle(RunOutcome::Dead { error: "x".into() }).await,
+            Op::Release => settle(RunOutcome::Release).await,
+            Op::StaleSettle => {
+                let mut lease = run.clone().unwrap();
+                lease.token += 1;
+                let f = s.finish(&topic, &lease, RunOutcome::Done, now).await;
+                f.unwrap().as_str().to_string()
+            }
+            Op::Touch => {
+                let lease = run.clone().unwrap();
+                let live = s.extend(&topic, &lease, now + 9_000).await.unwrap();
+                live.to_string()
+            }
+            Op::Cancel => {
+                let was = s.cancel(&topic, &job).await.unwrap();
+                was.map_or("none", JobState::as_str).to_string()
+            }
+            Op::Requeue => s.dead_requeue(&topic, &job, now).await.unwrap().to_string(),
+            Op::DeadDelete => s.dead_delete(&topic, &job).await.unwrap().to_string(),
+        };
+        let after = state(s, &topic, id).await;
+        let expected = match t.to {
+            To::Gone => None,
+            To::Scheduled => Some(JobState::Scheduled),
+            To::Running => Some(JobState::Running),
+            To::Dead => Some(JobState::Dead),
+            To::Unchanged => before,
+        };
+        assert_eq!(
+            (answer.as_str(), after),
+            (t.answer, expected),
+            "row {i}: {:?} {:?}",
+            t.from,
+            t.op
+        );
+    }
+}
+
+/// The architecture document's table is the module's.
+#[test]
+fn the_architecture_documents_the_state_machine_of_the_code() {
+    let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/architecture.md"))
+        .unwrap();
+    let table = timeout_center::store::state_machine::markdown();
+    assert!(
+        doc.contains(&table),
+        "docs/architecture.md's state machine table is not store::state_machine::markdown(), \
+         which reads:\n{table}"
+    );
+}
+
 engine_matrix!(
     #[tokio::test] crate::common::Engine::of;
     unconfigured_topics_are_refused_when_auto_creation_is_off,
@@ -1351,6 +1494,7 @@ engine_matrix!(
     settle_applies_a_batch_with_its_events_in_one_step,
     a_stale_settlement_appends_no_event,
     reads_cancels_and_resets_never_create_a_topic,
+    every_transition_of_the_state_machine_holds,
     a_run_settled_twice_in_one_batch_is_settled_once,
     settled_claims_append_the_events_their_records_describe,
     a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order,

@@ -254,6 +254,20 @@ pub(crate) fn job_ref(meeting_id: &str, job_id: &str) -> JobRef {
 /// The `meeting_state` job type: a booking's start, end, reminders and approval deadline.
 pub struct MeetingState;
 
+/// A struct's `schema` without the bounds of its fields (what a validation checks beyond
+/// their types: a time's range, a room's length, a list's count); the items of a list keep
+/// their type's.
+fn unbounded(mut schema: Value) -> Value {
+    if let Some(props) = schema.get_mut("properties").and_then(Value::as_object_mut) {
+        for field in props.values_mut().filter_map(Value::as_object_mut) {
+            for key in ["minimum", "maximum", "minLength", "maxLength", "maxItems"] {
+                field.remove(key);
+            }
+        }
+    }
+    schema
+}
+
 #[async_trait]
 impl JobHandler for MeetingState {
     type Payload = MeetingJob;
@@ -274,10 +288,11 @@ impl JobHandler for MeetingState {
         };
         Some(serde_json::json!({"oneOf": [
             kind("start", serde_json::json!({"meeting_id": s, "room": s})),
-            // The booking as stored: decoded, not checked again (an empty room included).
-            kind("end", serde_json::json!({"booking": serde_json::to_value(
+            // The booking as stored: decoded, not checked again (an empty room included),
+            // so without the bounds `Booking::validate` checks of a new booking.
+            kind("end", serde_json::json!({"booking": unbounded(serde_json::to_value(
                 <Booking as utoipa::PartialSchema>::schema()
-            ).expect("a schema serialises")})),
+            ).expect("a schema serialises"))})),
             kind("reminder", serde_json::json!({"meeting_id": s, "room": s, "of": s,
                 "before_ms": {"type": "integer", "minimum": 0, "maximum": i64::MAX}})),
             kind("approval", serde_json::json!({"meeting_id": s, "room": s})),

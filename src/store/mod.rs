@@ -12,6 +12,7 @@ mod keys;
 pub(crate) mod memory;
 mod record;
 mod redis;
+pub mod state_machine;
 mod topic_policy;
 
 use std::sync::Arc;

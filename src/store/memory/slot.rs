@@ -1,8 +1,8 @@
-//! One slot of the memory engine: the same state machine as the Lua scripts of `lua/`, over
-//! a timing wheel (scheduled jobs), ordered sets (running by lease deadline, dead by time of
-//! death) and a slab of entries. Each method mirrors the script of the same name, so the
-//! conformance suite holds both engines to one behaviour. Every change marks its job dirty,
-//! which is what the journal writes.
+//! One slot of the memory engine: the state machine of `store/state_machine.rs` (as the Lua
+//! scripts of `lua/` are on Redis), over a timing wheel (scheduled jobs), ordered sets
+//! (running by lease deadline, dead by time of death) and a slab of entries. Each method
+//! mirrors the script of the same name, so the conformance suite holds both engines to one
+//! behaviour. Every change marks its job dirty, which is what the journal writes.
 
 use std::collections::{BTreeSet, HashMap};
 use std::ops::Bound;
