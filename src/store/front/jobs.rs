@@ -1,0 +1,330 @@
+//! The store's writes and reads of one job: schedule, reset (one or a batch), cancel, get; each
+//! tried again under settings read anew when a doubling routed it wrongly.
+
+use std::collections::{BTreeMap, HashSet};
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::model::{
+    CreateSpec, Job, JobRef, JobState, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome,
+    Scheduled, SlotHead,
+};
+use crate::routing::slot_of;
+use crate::store::doubling;
+use crate::store::record::Record;
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+use crate::validate;
+
+use super::{LAYOUT_TRIES, Store, rearmed};
+
+impl Store {
+    /// `schedule` under the settings `t`, once.
+    async fn schedule_once(
+        &self,
+        t: &Arc<TopicConfig>,
+        job: &NewJob,
+        mode: ScheduleMode,
+        now: Millis,
+    ) -> Result<Scheduled> {
+        let t = t.clone();
+        validate::new_job(t.max_payload_bytes, job)?;
+        let (slot, old) = Self::places(
+            &t,
+            &JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone()),
+        )?;
+        let spec = Record::spec(
+            &t,
+            job.job_type.as_deref(),
+            &job.payload,
+            job.max_attempts,
+            job.max_fire_at,
+        );
+        if mode == ScheduleMode::CreateOnly
+            && let Some((at, stored)) = doubling::find_old(&*self.engine, &t, &old, &job.id).await?
+        {
+            let state = stored.state;
+            return Ok(Scheduled {
+                outcome: ScheduleOutcome::Exists,
+                slot: at,
+                state: Some(state),
+                fire_at: None,
+                is_head: false,
+                rearmed: None,
+                job: Some(
+                    stored
+                        .record
+                        .into_job(&t, job.id.clone(), state, stored.score)?,
+                ),
+            });
+        }
+        let mut r = self
+            .engine
+            .schedule(&t, slot, &job.id, mode, job.fire_at, now, spec)
+            .await?;
+        let mut slot = slot;
+        if !old.is_empty() {
+            match r.outcome {
+                ScheduleOutcome::Missing => {
+                    if let Some((at, moved)) = doubling::reset_old(
+                        &*self.engine,
+                        &t,
+                        slot,
+                        &old,
+                        &job.id,
+                        job.fire_at,
+                        now,
+                    )
+                    .await?
+                    {
+                        (slot, r) = (at, moved);
+                    }
+                }
+                ScheduleOutcome::Created | ScheduleOutcome::Replaced => {
+                    let dropped =
+                        doubling::drop_old_copies(&*self.engine, &t, &old, &job.id).await?;
+                    if dropped.is_some() {
+                        r.outcome = ScheduleOutcome::Replaced;
+                    }
+                }
+                ScheduleOutcome::Exists | ScheduleOutcome::Reset => {}
+            }
+        }
+        let stored = r
+            .stored
+            .map(|s| s.record.into_job(&t, job.id.clone(), s.state, s.score))
+            .transpose()?;
+        Ok(Scheduled {
+            outcome: r.outcome,
+            slot,
+            state: r.state,
+            fire_at: r.fire_at,
+            is_head: r.is_head,
+            rearmed: r.rearmed.filter(|r| r.fires > 0).map(|r| rearmed(&t, r)),
+            job: stored,
+        })
+    }
+
+    /// `reset_many` under the settings `t`, once.
+    async fn reset_many_once(
+        &self,
+        t: &Arc<TopicConfig>,
+        resets: &[Reset],
+        create: Option<&CreateSpec>,
+        now: Millis,
+    ) -> Result<ResetReport> {
+        let t = t.clone();
+        validate::reset_batch(t.max_payload_bytes, resets, create)?;
+        let spec = create.map(|c| Record::for_create(&t, c));
+        // While the topic drains, a job its home slot does not hold may be an old copy:
+        // nothing is created until the old slots were looked at.
+        let draining = t.draining_from.is_some();
+        let first_create = if draining { None } else { spec.as_ref() };
+        let mut by_slot: BTreeMap<u32, Vec<(&str, Millis)>> = BTreeMap::new();
+        for r in resets {
+            by_slot
+                .entry(slot_of(r.job.route_key(), t.slots))
+                .or_default()
+                .push((r.job.id.as_str(), r.fire_at));
+        }
+        // One engine call per slot, all in flight at once (one connection multiplexes them).
+        let calls = by_slot.iter().map(|(slot, items)| {
+            let (t, spec) = (&t, first_create);
+            async move {
+                let r = self.engine.reset_many(t, *slot, items, spec, now).await?;
+                Ok::<_, Error>((*slot, r))
+            }
+        });
+        let mut report = ResetReport::default();
+        let mut full = None;
+        let results = futures_util::future::join_all(calls).await;
+        let slots = results.len();
+        for (result, items) in results.into_iter().zip(by_slot.values()) {
+            // A slot refused for a full store changed nothing: its ids are reported refused,
+            // and what the other slots applied stands (one script per slot is atomic, a
+            // batch over several slots is not).
+            let (slot, r) = match result {
+                Err(e @ Error::StoreFull(_)) => {
+                    report
+                        .refused
+                        .extend(items.iter().map(|(id, _)| id.to_string()));
+                    full = Some(e);
+                    continue;
+                }
+                other => other?,
+            };
+            report.reset += r.reset;
+            report.created += r.created;
+            report.missing.extend(r.missing);
+            report
+                .rearmed
+                .extend(r.rearmed.into_iter().map(|r| rearmed(&t, r)));
+            if let Some(at) = by_slot[&slot].iter().map(|(_, at)| *at).min() {
+                report.heads.push(SlotHead { slot, at });
+            }
+        }
+        if let Some(e) = full
+            && report.heads.is_empty()
+            && slots > 0
+        {
+            return Err(e);
+        }
+        if draining && !report.missing.is_empty() {
+            let moved =
+                doubling::reset_missing(&*self.engine, &t, resets, spec.as_ref(), &mut report, now)
+                    .await?;
+            report
+                .rearmed
+                .extend(moved.into_iter().map(|r| rearmed(&t, r)));
+        }
+        Ok(report)
+    }
+
+    /// `cancel` under the settings `t`.
+    async fn cancel_in(&self, t: &TopicConfig, job: &JobRef) -> Result<Option<JobState>> {
+        let (slot, old) = Self::places(t, job)?;
+        let state = self.engine.cancel(t, slot, &job.id).await?;
+        let old_state = doubling::drop_old_copies(&*self.engine, t, &old, &job.id).await?;
+        Ok(state.or(old_state))
+    }
+
+    /// `get` under the settings `t`.
+    async fn get_in(&self, t: &TopicConfig, job: &JobRef) -> Result<Option<Job>> {
+        let (slot, old) = Self::places(t, job)?;
+        let mut found = self
+            .engine
+            .get(t, slot, &[job.id.as_str()])
+            .await?
+            .pop()
+            .flatten();
+        if found.is_none() {
+            found = doubling::find_old(&*self.engine, t, &old, &job.id)
+                .await?
+                .map(|(_, s)| s);
+        }
+        found
+            .map(|s| s.record.into_job(t, job.id.clone(), s.state, s.score))
+            .transpose()
+    }
+
+    /// Creates, replaces or moves one job, as `mode` says.
+    pub async fn schedule(
+        &self,
+        topic: &str,
+        job: NewJob,
+        mode: ScheduleMode,
+        now: Millis,
+    ) -> Result<Scheduled> {
+        let t = match mode {
+            ScheduleMode::ResetOnly => self.existing_topic(topic).await?,
+            _ => self.topic(topic).await?,
+        };
+        self.schedule_in(t, &job, mode, now).await
+    }
+
+    /// `schedule` in a topic whose settings the caller has resolved.
+    pub(crate) async fn schedule_in(
+        &self,
+        mut t: Arc<TopicConfig>,
+        job: &NewJob,
+        mode: ScheduleMode,
+        now: Millis,
+    ) -> Result<Scheduled> {
+        let mut r = self.schedule_once(&t, job, mode, now).await;
+        // Settings read before a doubling route wrongly: a write is refused (STALE_LAYOUT)
+        // and a reset may miss; either is tried again under the settings as stored now.
+        for _ in 0..LAYOUT_TRIES {
+            let again = match &r {
+                Err(Error::StaleLayout { .. }) => true,
+                Ok(s) => s.outcome == ScheduleOutcome::Missing,
+                Err(_) => false,
+            };
+            match again.then_some(()).and(self.newer(&t).await?) {
+                Some(newer) => t = newer,
+                None => break,
+            }
+            r = self.schedule_once(&t, job, mode, now).await;
+        }
+        r
+    }
+
+    /// Moves many jobs' fire times (heartbeats); with `create`, a missing job is created. A
+    /// job named twice in one batch is reset twice, in order, as two calls would.
+    pub async fn reset_many(
+        &self,
+        topic: &str,
+        resets: &[Reset],
+        create: Option<&CreateSpec>,
+        now: Millis,
+    ) -> Result<ResetReport> {
+        let t = match create {
+            Some(_) => self.topic(topic).await?,
+            None => self.existing_topic(topic).await?,
+        };
+        self.reset_many_in(t, resets, create, now).await
+    }
+
+    /// `reset_many` in a topic whose settings the caller has resolved.
+    pub(crate) async fn reset_many_in(
+        &self,
+        mut t: Arc<TopicConfig>,
+        resets: &[Reset],
+        create: Option<&CreateSpec>,
+        now: Millis,
+    ) -> Result<ResetReport> {
+        for _ in 0..LAYOUT_TRIES {
+            match self.reset_many_once(&t, resets, create, now).await {
+                Err(Error::StaleLayout { .. }) => {}
+                Ok(mut report) if !report.missing.is_empty() => {
+                    // Missing jobs may live where settings read since a doubling route.
+                    let Some(newer) = self.newer(&t).await? else {
+                        return Ok(report);
+                    };
+                    let missing: HashSet<&str> =
+                        report.missing.iter().map(String::as_str).collect();
+                    let again: Vec<Reset> = resets
+                        .iter()
+                        .filter(|r| missing.contains(r.job.id.as_str()))
+                        .cloned()
+                        .collect();
+                    let more = self.reset_many_once(&newer, &again, create, now).await?;
+                    report.missing = more.missing;
+                    report.reset += more.reset;
+                    report.created += more.created;
+                    report.rearmed.extend(more.rearmed);
+                    report.heads.extend(more.heads);
+                    return Ok(report);
+                }
+                r => return r,
+            }
+            if let Some(newer) = self.newer(&t).await? {
+                t = newer;
+            }
+        }
+        self.reset_many_once(&t, resets, create, now).await
+    }
+
+    /// Removes a job in any state; the state it was in, or `None` if there was none.
+    pub async fn cancel(&self, topic: &str, job: &JobRef) -> Result<Option<JobState>> {
+        let t = self.existing_topic(topic).await?;
+        match self.cancel_in(&t, job).await? {
+            None => match self.newer(&t).await? {
+                Some(newer) => self.cancel_in(&newer, job).await,
+                None => Ok(None),
+            },
+            found => Ok(found),
+        }
+    }
+
+    /// A job, or `None`.
+    pub async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
+        let t = self.existing_topic(topic).await?;
+        match self.get_in(&t, job).await? {
+            None => match self.newer(&t).await? {
+                Some(newer) => self.get_in(&newer, job).await,
+                None => Ok(None),
+            },
+            found => Ok(found),
+        }
+    }
+}

@@ -1,0 +1,45 @@
+//! The store's membership: the registry of instances and each slot's owner lease.
+
+use crate::error::Result;
+use crate::store::Ownership;
+use crate::time::Millis;
+use crate::validate;
+
+use super::Store;
+
+impl Store {
+    /// Heartbeat of `instance` in the registry of instances sharing the store, valid for
+    /// `ttl_ms` (0: the instance leaves); answers the live instances, sorted. An engine that
+    /// is never shared answers this one alone.
+    pub async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
+        validate::instance(instance)?;
+        let mut live = self.engine.register(instance, now, ttl_ms).await?;
+        live.sort();
+        Ok(live)
+    }
+
+    /// Takes or renews `instance`'s owner lease of a slot for `ttl_ms`. A new owner gets a
+    /// fence above every earlier one; an owner renewing keeps its own.
+    pub async fn own(
+        &self,
+        topic: &str,
+        slot: u32,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Ownership> {
+        validate::instance(instance)?;
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, slot)?;
+        self.engine
+            .own(&t, slot, instance, now, ttl_ms.max(1))
+            .await
+    }
+
+    /// Gives up `instance`'s owner lease of a slot (a handoff); false when it held none.
+    pub async fn disown(&self, topic: &str, slot: u32, instance: &str) -> Result<bool> {
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, slot)?;
+        self.engine.disown(&t, slot, instance).await
+    }
+}

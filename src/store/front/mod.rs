@@ -1,0 +1,150 @@
+//! [`Store`]: the one store type, over an engine (`Arc<dyn Engine>`, the Redis scripts or the
+//! memory slots). It checks arguments, finds or creates topics, routes jobs to slots, groups
+//! batches by slot, decodes cursors, clamps pages and builds the answers; the engine only
+//! runs one slot's operation. Its constructors are in the engines' modules
+//! ([`Store::memory`], [`Store::redis`], ...); its calls are one file per concern:
+//! `topics.rs`, `jobs.rs` (schedule, reset, cancel, get), `runs.rs` (pump, claim, settle,
+//! touch), `members.rs` (registry and owners), `reads.rs` (dead letters, counts, events).
+
+mod jobs;
+mod members;
+mod reads;
+mod runs;
+mod topics;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use super::engine::{Engine, Refired, WakeBus};
+use super::memory::MemoryEngine;
+use super::topic_policy::StoreOptions;
+use crate::error::{Error, Result};
+use crate::model::{JobRef, Rearmed};
+use crate::routing::slot_of;
+use crate::time::{SharedClock, SteadyClock};
+use crate::topic::TopicConfig;
+use crate::validate;
+
+/// A store of jobs: topics, their slots' jobs, dead letters and events, on the engine it was
+/// made with (`Store::memory`, `Store::open_memory`, `Store::redis`,
+/// `Store::redis_cluster`, `Store::open_redis`). Every method that changes a job is atomic
+/// (one Lua script in Redis, one critical section in memory) and takes `now` as an argument,
+/// so callers and tests choose the time. `Arc<Store>` ([`super::SharedStore`]) is what the
+/// runtime and the HTTP layer hold.
+pub struct Store {
+    pub(crate) engine: Arc<dyn Engine>,
+    /// The same engine when it is the memory engine, for what only it has (its journal).
+    pub(crate) memory: Option<Arc<MemoryEngine>>,
+    options: StoreOptions,
+    /// Per draining topic, the slot where the last sweep found an old copy: the next sweep
+    /// starts there, so a topic with old copies left costs a sweep little.
+    sweep_from: std::sync::Mutex<HashMap<String, u32>>,
+    /// The clock that decides for this store (see `crate::time`).
+    clock: SharedClock,
+}
+
+impl Store {
+    pub(crate) fn over(
+        engine: Arc<dyn Engine>,
+        memory: Option<Arc<MemoryEngine>>,
+        options: StoreOptions,
+    ) -> Self {
+        let clock = engine
+            .clock()
+            .unwrap_or_else(|| Arc::new(SteadyClock::default()));
+        Store {
+            engine,
+            memory,
+            options,
+            sweep_from: Default::default(),
+            clock,
+        }
+    }
+
+    /// A job's home slot (checking its id and shard key), then the old slots that may hold
+    /// a copy of it while the topic drains from a doubling.
+    fn places(topic: &TopicConfig, job: &JobRef) -> Result<(u32, Vec<u32>)> {
+        let home = Self::route(topic, job)?;
+        Ok((home, topic.old_slots(job.route_key())))
+    }
+
+    /// The slot of a job, after checking its id and shard key.
+    fn route(topic: &TopicConfig, job: &JobRef) -> Result<u32> {
+        validate::job_id(&job.id)?;
+        validate::shard_key(job.shard_key.as_deref())?;
+        Ok(slot_of(job.route_key(), topic.slots))
+    }
+
+    /// Refuses a slot number the topic does not have.
+    fn check_slot(topic: &TopicConfig, slot: u32) -> Result<()> {
+        if slot >= topic.slots {
+            return Err(Error::invalid(
+                "slot",
+                format!("{slot} is not below the topic's {} slots", topic.slots),
+            ));
+        }
+        Ok(())
+    }
+}
+
+/// How often a call is tried again under settings read anew (see `Store::newer`).
+const LAYOUT_TRIES: usize = 3;
+
+impl Store {
+    /// The topic's settings as stored now, when they route differently from `t` (a doubling
+    /// since `t` was read, by this instance or another); `None` when they do not.
+    async fn newer(&self, t: &TopicConfig) -> Result<Option<Arc<TopicConfig>>> {
+        Ok(self
+            .engine
+            .reload_topic(&t.name)
+            .await?
+            .filter(|n| n.slots != t.slots || n.draining_from != t.draining_from))
+    }
+}
+
+fn lock<T>(m: &std::sync::Mutex<T>) -> std::sync::MutexGuard<'_, T> {
+    m.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+}
+
+fn rearmed(topic: &TopicConfig, r: Refired) -> Rearmed {
+    Rearmed {
+        id: r.id,
+        job_type: r.job_type.unwrap_or_else(|| topic.default_type.clone()),
+        fires: r.fires,
+    }
+}
+
+impl Store {
+    /// The engine's name, as in the `store` setting (`redis`, `memory`).
+    pub fn engine(&self) -> &'static str {
+        self.engine.name()
+    }
+
+    /// Succeeds when the store answers.
+    pub async fn ping(&self) -> Result<()> {
+        self.engine.ping().await
+    }
+
+    /// The clock that decides every comparison of times for this store's jobs (DESIGN.md,
+    /// invariant 3): Redis' own clock, or the memory engine's steady clock. The runtime
+    /// reads `now` from it unless a test gives it another.
+    pub fn clock(&self) -> SharedClock {
+        self.clock.clone()
+    }
+
+    /// What an operator should know of the store's state, for `/health` (a change refused
+    /// for a full disk, eviction allowed by the settings); empty when all is well.
+    pub fn warnings(&self) -> Vec<String> {
+        self.engine.warnings()
+    }
+
+    /// Whether accepted changes survive a restart of this process, in words for the logs.
+    pub fn durability(&self) -> &'static str {
+        self.engine.durability()
+    }
+
+    /// The wake bus of the instances sharing this store (the center's and the slot keeper's).
+    pub(crate) fn wake_bus(&self) -> &dyn WakeBus {
+        &*self.engine
+    }
+}

@@ -1,0 +1,296 @@
+//! The store's runs: pumps and claims hand jobs out under a lease, settles apply their
+//! outcomes, touches extend their leases.
+
+use std::collections::{BTreeMap, HashMap};
+
+use crate::error::{Error, Result};
+use crate::model::{
+    ClaimOutcome, Finished, JobRef, JobState, Leased, Outcome, Pumped, RunOutcome, Settlement,
+};
+use crate::store::engine::{ClaimSettlement, Engine, Handed};
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+use super::Store;
+
+impl Store {
+    /// Hands out up to `limit` of a slot's due jobs (fire time at or before `now`) with a
+    /// lease, and takes back runs whose lease expired.
+    pub async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
+        let t = self.existing_topic(topic).await?;
+        let lease_ms = t.visibility_timeout_ms;
+        pump_slot(&*self.engine, &t, slot, now, limit, lease_ms, 0).await
+    }
+
+    /// `pump` by the slot's owner: refused with `Error::Fenced`, changing nothing, unless
+    /// `fence` is the slot's current owner fence (see [`Store::own`]), so an instance that
+    /// lost a slot (paused past its lease, say) never pumps it again.
+    pub async fn pump_fenced(
+        &self,
+        topic: &str,
+        slot: u32,
+        fence: u64,
+        now: Millis,
+        limit: usize,
+    ) -> Result<Pumped> {
+        let t = self.existing_topic(topic).await?;
+        let lease_ms = t.visibility_timeout_ms;
+        // Fence 0 is "no ownership": an owner's fence is never 0.
+        let fence = fence.max(1);
+        pump_slot(&*self.engine, &t, slot, now, limit, lease_ms, fence).await
+    }
+
+    /// For the slot's owner after a pump whose answer it never got: the runs handed out
+    /// with a token above `above` (the highest it saw), so it runs them now rather than when
+    /// their leases end. Refused with `Error::Fenced` unless `fence` is the slot's.
+    pub async fn adopt(
+        &self,
+        topic: &str,
+        slot: u32,
+        fence: u64,
+        above: u64,
+    ) -> Result<Vec<Leased>> {
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, slot)?;
+        self.engine
+            .adopt(&t, slot, fence.max(1), above)
+            .await?
+            .into_iter()
+            .map(|(h, lease_until)| leased(&t, slot, h, lease_until))
+            .collect()
+    }
+
+    /// `pump` with a lease of `lease_ms` in place of the topic's visibility timeout: a
+    /// consumer's claim.
+    pub async fn claim(
+        &self,
+        topic: &str,
+        slot: u32,
+        now: Millis,
+        limit: usize,
+        lease_ms: u64,
+    ) -> Result<Pumped> {
+        let t = self.existing_topic(topic).await?;
+        pump_slot(&*self.engine, &t, slot, now, limit, lease_ms, 0).await
+    }
+
+    /// Applies consumers' outcomes of claimed jobs, each naming its run by job and token:
+    /// `settle` of the runs whose token is live (with their `job.done`, `job.retry` or
+    /// `job.dead` event), `Finished::Stale` for the others, which change nothing. Answers
+    /// in order.
+    pub async fn settle_claims(
+        &self,
+        topic: &str,
+        claims: &[ClaimOutcome],
+        now: Millis,
+    ) -> Result<Vec<Finished>> {
+        let t = self.existing_topic(topic).await?;
+        let mut places = Vec::with_capacity(claims.len());
+        for c in claims {
+            places.push(Self::places(&t, &c.job)?);
+        }
+        let mut done = vec![Finished::Stale; claims.len()];
+        // Round 0 settles each claim in its home slot; while the topic drains, round k
+        // settles what is still stale in its k-th old slot (a job claimed from an old copy).
+        for round in 0.. {
+            let mut by_slot: BTreeMap<u32, Vec<usize>> = BTreeMap::new();
+            for (i, (home, old)) in places.iter().enumerate() {
+                let slot = if round == 0 {
+                    Some(*home)
+                } else {
+                    old.get(round - 1).copied()
+                };
+                if let Some(slot) = slot.filter(|_| done[i] == Finished::Stale) {
+                    by_slot.entry(slot).or_default().push(i);
+                }
+            }
+            if by_slot.is_empty() {
+                break;
+            }
+            let slots = by_slot.iter().map(|(&slot, indexes)| {
+                settle_slot_claims(&*self.engine, &t, slot, claims, indexes, now)
+            });
+            for (results, indexes) in futures_util::future::join_all(slots)
+                .await
+                .into_iter()
+                .zip(by_slot.values())
+            {
+                for (f, &i) in results?.into_iter().zip(indexes) {
+                    done[i] = f;
+                }
+            }
+        }
+        Ok(done)
+    }
+
+    /// Moves a claimed run's lease deadline to `until`; false when the token is stale.
+    pub async fn touch(
+        &self,
+        topic: &str,
+        job: &JobRef,
+        token: u64,
+        until: Millis,
+    ) -> Result<bool> {
+        let t = self.existing_topic(topic).await?;
+        let (slot, old) = Self::places(&t, job)?;
+        for slot in std::iter::once(slot).chain(old) {
+            if self.engine.touch(&t, slot, &job.id, token, until).await? {
+                return Ok(true);
+            }
+        }
+        Ok(false)
+    }
+
+    /// Applies the outcomes of runs of one slot and appends their events (see
+    /// [`Event::of_settled`]): a run's outcome and its events are one atomic step, so no job
+    /// is acknowledged whose events were not stored, and the whole batch is one script call
+    /// (Redis) or one lock and one journal write (memory). Tokens are checked run by run: a
+    /// run whose lease was taken over gets `Finished::Stale`, and changes nothing. Answers
+    /// what happened to each run, in order.
+    pub async fn settle(
+        &self,
+        topic: &str,
+        slot: u32,
+        batch: &[Settlement],
+        now: Millis,
+    ) -> Result<Vec<Finished>> {
+        if batch.is_empty() {
+            return Ok(Vec::new());
+        }
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, slot)?;
+        let done = self.engine.settle(&t, slot, batch, now).await?;
+        if done.len() != batch.len() {
+            return Err(Error::Corrupt(format!(
+                "settle answered {} results for {} runs",
+                done.len(),
+                batch.len()
+            )));
+        }
+        Ok(done)
+    }
+
+    /// Applies one run's outcome, with no events of its handler's (`settle` of one).
+    pub async fn finish(
+        &self,
+        topic: &str,
+        run: &Leased,
+        outcome: RunOutcome,
+        now: Millis,
+    ) -> Result<Finished> {
+        let batch = [Settlement::new(run.clone(), outcome, now)];
+        let done = self.settle(topic, run.slot, &batch, now).await?;
+        done.first()
+            .copied()
+            .ok_or_else(|| crate::error::Error::Corrupt("settle answered no result".into()))
+    }
+
+    /// Extends a live run's lease to `until`; false when the run is stale.
+    pub async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
+        let t = self.existing_topic(topic).await?;
+        Self::check_slot(&t, run.slot)?;
+        self.engine
+            .touch(&t, run.slot, &run.job.id, run.token, until)
+            .await
+    }
+}
+
+/// A pump of one slot with a lease of `lease_ms`: the slot actors' pumps and consumers'
+/// claims.
+/// A run the engine handed out, as the runtime and consumers hold it.
+fn leased(t: &TopicConfig, slot: u32, h: Handed, lease_until: Millis) -> Result<Leased> {
+    let job = h.record.into_job(t, h.id, JobState::Running, lease_until)?;
+    Ok(Leased {
+        job,
+        slot,
+        token: h.token,
+        lease_until,
+        handed_record: h.text,
+    })
+}
+
+async fn pump_slot(
+    engine: &dyn Engine,
+    t: &TopicConfig,
+    slot: u32,
+    now: Millis,
+    limit: usize,
+    lease_ms: u64,
+    fence: u64,
+) -> Result<Pumped> {
+    Store::check_slot(t, slot)?;
+    let p = engine
+        .pump(t, slot, now, limit.max(1), lease_ms, fence)
+        .await?;
+    let lease_until =
+        now.saturating_add(crate::num::millis(lease_ms).min(crate::validate::MAX_DELAY_MS));
+    let jobs = p
+        .handed
+        .into_iter()
+        .map(|h| leased(t, slot, h, lease_until))
+        .collect::<Result<_>>()?;
+    Ok(Pumped {
+        jobs,
+        expired: p.expired,
+        next_at: p.next_at,
+    })
+}
+
+/// Consumers' outcomes of one slot's claimed jobs (`claims[i]` for each of `indexes`), in
+/// one settle that reads each run's details from its record as it settles it. Only a retry
+/// that leaves its delay to the topic's backoff is read first, for its attempt count; a
+/// token that is not the live run's there is stale at once (`settle_claimed` checks every
+/// token again, atomically with the change). One result per index, in order.
+async fn settle_slot_claims(
+    engine: &dyn Engine,
+    t: &TopicConfig,
+    slot: u32,
+    claims: &[ClaimOutcome],
+    indexes: &[usize],
+    now: Millis,
+) -> Result<Vec<Finished>> {
+    let backoff: Vec<&str> = indexes
+        .iter()
+        .map(|&i| &claims[i])
+        .filter(|c| matches!(c.outcome, Outcome::Retry { delay: None, .. }))
+        .map(|c| c.job.id.as_str())
+        .collect();
+    let mut attempts: HashMap<&str, Option<u32>> = HashMap::new();
+    if !backoff.is_empty() {
+        for (id, stored) in backoff.iter().zip(engine.get(t, slot, &backoff).await?) {
+            attempts.insert(id, stored.map(|s| s.record.attempts.unwrap_or(0)));
+        }
+    }
+    let mut batch = Vec::new();
+    let mut live = Vec::new();
+    for (k, &i) in indexes.iter().enumerate() {
+        let c = &claims[i];
+        let attempts = match (&c.outcome, attempts.get(c.job.id.as_str())) {
+            (Outcome::Retry { delay: None, .. }, Some(Some(a))) => *a,
+            (Outcome::Retry { delay: None, .. }, _) => continue, // no such job: stale
+            _ => 0,
+        };
+        // A consumer's run has no fire time here: a repeat (refused over HTTP) is after now.
+        let outcome = c.outcome.clone().into_run(
+            now,
+            now,
+            || t.backoff.delay_ms(attempts, &mut rand::rng()),
+            |delay| now.saturating_add(delay),
+        );
+        batch.push(ClaimSettlement {
+            id: &c.job.id,
+            token: c.token,
+            outcome,
+        });
+        live.push(k);
+    }
+    let mut done = vec![Finished::Stale; indexes.len()];
+    if batch.is_empty() {
+        return Ok(done);
+    }
+    let results = engine.settle_claimed(t, slot, &batch, now).await?;
+    for (k, f) in live.into_iter().zip(results) {
+        done[k] = f;
+    }
+    Ok(done)
+}

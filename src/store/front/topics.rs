@@ -1,0 +1,107 @@
+//! The store's topics: creating, finding and changing their settings, and a doubling's sweep.
+
+use std::sync::Arc;
+
+use crate::error::{Error, Result};
+use crate::store::doubling;
+use crate::topic::TopicConfig;
+use crate::validate;
+
+use super::{Store, lock};
+
+impl Store {
+    /// Creates or updates a topic. A topic's slot count may only double once it exists (no
+    /// job moves; see `TopicConfig::draining_from`).
+    pub async fn put_topic(&self, mut config: TopicConfig) -> Result<Arc<TopicConfig>> {
+        config.validate()?;
+        // Only a doubling and a sweep change `draining_from`: it is the store's.
+        config.draining_from = None;
+        let before = self.engine.reload_topic(&config.name).await?;
+        let now = self.engine.put_topic(config).await?;
+        if let Some(before) = before
+            && now.slots > before.slots
+        {
+            // Writers that read the settings before the doubling route with the old count,
+            // to the old slots: each is marked, so their writes are refused and retried.
+            let marks = (0..now.slots / 2).map(|slot| self.engine.mark_layout(&now, slot));
+            for r in futures_util::future::join_all(marks).await {
+                r?;
+            }
+        }
+        Ok(now)
+    }
+
+    /// A topic's settings; a topic used but never configured is created with the defaults
+    /// unless auto-creation is off.
+    pub async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
+        validate::topic_name(name)?;
+        match self.engine.find_topic(name).await? {
+            Some(t) => Ok(t),
+            None => {
+                let config = self.options.defaults_for(name)?;
+                self.engine.create_topic(config).await
+            }
+        }
+    }
+
+    /// A topic's settings read from the store past any cache, for an instance told that
+    /// another changed them (a doubling). Never creates one.
+    pub async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        validate::topic_name(name)?;
+        self.engine.reload_topic(name).await
+    }
+
+    /// A topic's settings when it exists. Never creates one: reads, cancels and resets go
+    /// through here, so naming an unknown topic leaves no trace.
+    pub async fn find_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+        validate::topic_name(name)?;
+        self.engine.find_topic(name).await
+    }
+
+    /// The settings a topic of this name would be created with (`UnknownTopic` when
+    /// auto-creation is off), for checking a job before its topic exists.
+    pub fn defaults_for(&self, name: &str) -> Result<TopicConfig> {
+        self.options.defaults_for(name)
+    }
+
+    /// A topic's settings, or `TopicNotFound`.
+    pub async fn existing_topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
+        self.find_topic(name)
+            .await?
+            .ok_or_else(|| crate::error::Error::TopicNotFound(name.to_string()))
+    }
+
+    /// For a topic draining from a doubling: looks for old copies in the slots it had
+    /// before, and marks it drained when none is left. Answers the slot count it still
+    /// drains from (`None`: drained, or never doubled).
+    pub async fn sweep(&self, topic: &str) -> Result<Option<u32>> {
+        let t = self.existing_topic(topic).await?;
+        if t.draining_from.is_none() {
+            return Ok(None);
+        }
+        let start = lock(&self.sweep_from).get(topic).copied().unwrap_or(0);
+        if let Some(slot) = doubling::sweep(&*self.engine, &t, start).await? {
+            lock(&self.sweep_from).insert(topic.to_string(), slot);
+            return Ok(t.draining_from);
+        }
+        lock(&self.sweep_from).remove(topic);
+        // A count at or above the topic's own marks it drained (see `check_update`); a
+        // doubling since the sweep began makes the engine refuse this and keep draining.
+        let drained = TopicConfig {
+            draining_from: Some(t.slots),
+            ..(*t).clone()
+        };
+        match self.engine.put_topic(drained).await {
+            Ok(now) => Ok(now.draining_from),
+            Err(Error::TopicConflict { .. }) => Ok(t.draining_from),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// Every known topic, by name.
+    pub async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
+        let mut all = self.engine.topics().await?;
+        all.sort_by(|a, b| a.name.cmp(&b.name));
+        Ok(all)
+    }
+}
