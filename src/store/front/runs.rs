@@ -142,7 +142,7 @@ impl Store {
     }
 
     /// Applies the outcomes of runs of one slot and appends their events (see
-    /// [`Event::of_settled`]): a run's outcome and its events are one atomic step, so no job
+    /// [`crate::events::Event::of_settled`]): a run's outcome and its events are one atomic step, so no job
     /// is acknowledged whose events were not stored, and the whole batch is one script call
     /// (Redis) or one lock and one journal write (memory). Tokens are checked run by run: a
     /// run whose lease was taken over gets `Finished::Stale`, and changes nothing. Answers
