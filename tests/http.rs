@@ -1187,6 +1187,8 @@ async fn jobs_written_before_and_after_a_doubling_all_fire_once() {
         .send(Method::PUT, "/v1/topics/grow", Some(json!({"slots": 2})))
         .await;
     assert_eq!(st, 201, "{v}");
+    // Due seconds after they are written, so that none fires before its reset below on a
+    // loaded machine (a reset of a job that fired and left is a 404).
     let schedule = |i: usize| {
         let s = &s;
         async move {
@@ -1194,7 +1196,7 @@ async fn jobs_written_before_and_after_a_doubling_all_fire_once() {
                 .send(
                     Method::PUT,
                     &format!("/v1/topics/grow/jobs/g{i}"),
-                    Some(json!({"delay_ms": 300, "payload": {"i": i}})),
+                    Some(json!({"delay_ms": 2_000, "payload": {"i": i}})),
                 )
                 .await;
             assert_eq!(st, 201, "{v}");
@@ -1216,7 +1218,7 @@ async fn jobs_written_before_and_after_a_doubling_all_fire_once() {
             .send(
                 Method::POST,
                 &format!("/v1/topics/grow/jobs/g{i}/reset"),
-                Some(json!({"delay_ms": 400})),
+                Some(json!({"delay_ms": 2_500})),
             )
             .await;
         assert_eq!(st, 200, "{v}");

@@ -57,7 +57,7 @@ mod tests {
     use serde_json::Value;
 
     fn doc() -> Value {
-        super::super::document(&[], &Default::default())
+        super::super::openapi::document(&[], &Default::default())
     }
 
     fn field<'a>(doc: &'a Value, schema: &str, field: &str) -> &'a Value {

@@ -11,6 +11,7 @@ use crate::model::{
 };
 use crate::routing::slot_of;
 use crate::store::doubling;
+use crate::store::engine::SlotScheduled;
 use crate::store::record::Record;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -58,38 +59,11 @@ impl Store {
                 ),
             });
         }
-        let mut r = self
+        let r = self
             .engine
             .schedule(&t, slot, &job.id, mode, job.fire_at, now, spec)
             .await?;
-        let mut slot = slot;
-        if !old.is_empty() {
-            match r.outcome {
-                ScheduleOutcome::Missing => {
-                    if let Some((at, moved)) = doubling::reset_old(
-                        &*self.engine,
-                        &t,
-                        slot,
-                        &old,
-                        &job.id,
-                        job.fire_at,
-                        now,
-                    )
-                    .await?
-                    {
-                        (slot, r) = (at, moved);
-                    }
-                }
-                ScheduleOutcome::Created | ScheduleOutcome::Replaced => {
-                    let dropped =
-                        doubling::drop_old_copies(&*self.engine, &t, &old, &job.id).await?;
-                    if dropped.is_some() {
-                        r.outcome = ScheduleOutcome::Replaced;
-                    }
-                }
-                ScheduleOutcome::Exists | ScheduleOutcome::Reset => {}
-            }
-        }
+        let (slot, r) = self.settle_old_copies(&t, slot, &old, job, now, r).await?;
         let stored = r
             .stored
             .map(|s| s.record.into_job(&t, job.id.clone(), s.state, s.score))
@@ -103,6 +77,41 @@ impl Store {
             rearmed: r.rearmed.filter(|r| r.fires > 0).map(|r| rearmed(&t, r)),
             job: stored,
         })
+    }
+
+    /// While the topic drains from a doubling, what `schedule` did at home (`r`, in `slot`)
+    /// is completed in the old slots `old`: a reset that missed at home moves an old copy
+    /// home; a job created or replaced at home drops its old copies (and was replaced).
+    async fn settle_old_copies(
+        &self,
+        t: &TopicConfig,
+        slot: u32,
+        old: &[u32],
+        job: &NewJob,
+        now: Millis,
+        mut r: SlotScheduled,
+    ) -> Result<(u32, SlotScheduled)> {
+        if old.is_empty() {
+            return Ok((slot, r));
+        }
+        match r.outcome {
+            ScheduleOutcome::Missing => {
+                let engine = &*self.engine;
+                let moved =
+                    doubling::reset_old(engine, t, slot, old, &job.id, job.fire_at, now).await?;
+                if let Some(moved) = moved {
+                    return Ok(moved);
+                }
+            }
+            ScheduleOutcome::Created | ScheduleOutcome::Replaced => {
+                let dropped = doubling::drop_old_copies(&*self.engine, t, old, &job.id).await?;
+                if dropped.is_some() {
+                    r.outcome = ScheduleOutcome::Replaced;
+                }
+            }
+            ScheduleOutcome::Exists | ScheduleOutcome::Reset => {}
+        }
+        Ok((slot, r))
     }
 
     /// `reset_many` under the settings `t`, once.

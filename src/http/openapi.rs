@@ -1,0 +1,277 @@
+//! The OpenAPI document: what utoipa derives from the handlers and the request types (whose
+//! bounded fields build their schemas beside their checks, see `schema.rs`), and what it
+//! cannot say.
+
+use utoipa::OpenApi;
+
+use super::{claims, error, jobs, meetings, ops, topics};
+
+#[derive(OpenApi)]
+#[openapi(
+    info(
+        title = "timeout-center",
+        description = "Jobs that fire at a future instant, at least once and on time. Times are ms since the Unix epoch."
+    ),
+    paths(
+        jobs::put_job,
+        jobs::post_job,
+        jobs::get_job,
+        jobs::delete_job,
+        jobs::reset_job,
+        jobs::batch_reset,
+        topics::list_topics,
+        topics::get_topic,
+        topics::put_topic,
+        topics::list_dead,
+        topics::requeue_dead,
+        topics::delete_dead,
+        topics::list_events,
+        meetings::put_meeting,
+        meetings::get_meeting,
+        meetings::delete_meeting,
+        meetings::approve_meeting,
+        claims::claim,
+        claims::ack,
+        claims::retry,
+        claims::bury,
+        claims::touch,
+        claims::acks,
+        ops::health,
+        ops::metrics,
+        ops::openapi,
+    ),
+    components(schemas(
+        error::ErrorBody,
+        error::ApiError,
+        crate::model::Job,
+        crate::model::JobState,
+        crate::events::Event,
+        claims::AckItem
+    ))
+)]
+pub(crate) struct ApiDoc;
+
+/// The OpenAPI document as served: what utoipa derives from the handlers, with what it cannot
+/// say. A topic view carries its figures beside its settings, so the settings' schema (which
+/// refuses unknown fields as a request would) must not forbid them there.
+///
+/// `job_types` are the types this instance accepts (registered and foreign): a job's `type`
+/// is one of them.
+/// `payloads` are the payload schemas of the types that declare one: a job of such a type
+/// must match it.
+pub(crate) fn document(
+    job_types: &[String],
+    payloads: &std::collections::BTreeMap<String, serde_json::Value>,
+) -> serde_json::Value {
+    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
+    if let Some(config) = doc
+        .pointer_mut("/components/schemas/TopicConfig")
+        .and_then(|c| c.as_object_mut())
+    {
+        config.remove("additionalProperties");
+    }
+    describe_paths(&mut doc);
+    describe_bodies(&mut doc);
+    describe_job_types(&mut doc, job_types, payloads);
+    tidy(&mut doc);
+    doc
+}
+
+/// What utoipa cannot derive of the routes: their path and query parameters' limits, and the
+/// error answers every route can give (bad input, auth, unknown topic, body too large or not
+/// JSON, the store away).
+fn describe_paths(doc: &mut serde_json::Value) {
+    let name = format!("^[A-Za-z0-9_.-]{{1,{}}}$", crate::validate::MAX_TOPIC_NAME);
+    let key = serde_json::json!({"type": "string", "minLength": 1, "maxLength": crate::validate::MAX_ID_LEN});
+    if let Some(paths) = doc.pointer_mut("/paths").and_then(|p| p.as_object_mut()) {
+        for (path, item) in paths.iter_mut() {
+            let Some(item) = item.as_object_mut() else {
+                continue;
+            };
+            for (method, op) in item.iter_mut() {
+                if let Some(params) = op.get_mut("parameters").and_then(|p| p.as_array_mut()) {
+                    for param in params {
+                        let schema = match param["name"].as_str() {
+                            Some("topic") => serde_json::json!({"type": "string", "pattern": name}),
+                            Some("id") if path.contains("/meetings/") => serde_json::json!({
+                                "type": "string", "minLength": 1,
+                                "maxLength": crate::jobs::meeting_state::MAX_MEETING_ID_LEN
+                            }),
+                            Some("id") | Some("shard_key") => key.clone(),
+                            Some("mode") => {
+                                serde_json::json!({"type": "string", "enum": ["upsert", "create_only"]})
+                            }
+                            Some("limit") => {
+                                serde_json::json!({"type": "integer", "minimum": 1, "maximum": crate::store::MAX_PAGE})
+                            }
+                            Some("after") if path.ends_with("/dead") => {
+                                serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
+                            }
+                            Some("after") => {
+                                serde_json::json!({"type": "string", "pattern": "^[0-9]{1,19}-[0-9]{1,19}(-[0-9]{1,9})?$"})
+                            }
+                            _ => continue,
+                        };
+                        param["schema"] = schema;
+                    }
+                }
+                if !path.starts_with("/v1/") {
+                    continue;
+                }
+                let with_body = op.get("requestBody").is_some();
+                let Some(responses) = op.get_mut("responses").and_then(|r| r.as_object_mut())
+                else {
+                    continue;
+                };
+                let mut statuses = vec![
+                    ("400", "Bad input: the message names the field."),
+                    ("401", "A bearer token is required (when tokens are set)."),
+                    ("503", "The store is unavailable."),
+                ];
+                if path.contains("{topic}") {
+                    statuses.push(("404", "No such topic (topic_not_found), or no such job."));
+                }
+                if with_body || method == "put" || method == "post" {
+                    statuses.push(("413", "The body is over the limit."));
+                    statuses.push(("415", "The body must be JSON."));
+                }
+                if path.ends_with("/meetings/{id}") && method == "put" {
+                    statuses.push(("422", "Fields valid one by one disagree: the booking ends before it starts, a reminder falls before the epoch, or the body's id is not the path's."));
+                }
+                for (status, what) in statuses {
+                    responses.entry(status).or_insert_with(|| serde_json::json!({
+                        "description": what,
+                        "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
+                    }));
+                }
+            }
+        }
+    }
+}
+
+/// What no one field of a body says: a topic's default type is a job type, and a job's
+/// time is `fire_at` or `delay_ms`, exactly one.
+fn describe_bodies(doc: &mut serde_json::Value) {
+    // The bounds of fields are the request types' own (`#[schema(schema_with = ...)]`, see
+    // `schema.rs`); what remains is what no one field says.
+    if let Some(props) = doc.pointer_mut("/components/schemas/TopicSettings/properties") {
+        props["default_type"] = serde_json::json!({
+            "description": "The type of a job scheduled without one.",
+            "anyOf": [{"$ref": "#/components/schemas/JobType"}, {"type": "null"}]
+        });
+    }
+    for name in ["JobBody", "ResetBody", "BatchReset"] {
+        let Some(schema) = doc.pointer_mut(&format!("/components/schemas/{name}")) else {
+            continue;
+        };
+        // A job's time is `fire_at` or `delay_ms`: exactly one of the two, said as a condition rather than a `oneOf` of two partial
+        // schemas, which client generators turn into two anonymous body types.
+        let one_time = serde_json::json!({
+            "if": {"required": ["fire_at"], "properties": {"fire_at": {"type": "integer"}}},
+            "then": {"properties": {"delay_ms": {"type": "null"}}},
+            "else": {"required": ["delay_ms"], "properties": {"delay_ms": {"type": "integer"}}}
+        });
+        match schema.get_mut("allOf").and_then(|a| a.as_array_mut()) {
+            Some(all) => all.push(one_time),
+            None => schema["allOf"] = serde_json::json!([one_time]),
+        }
+    }
+}
+
+/// The job types this instance accepts (`JobType`), and each type's payload schema as a
+/// condition of the bodies that create jobs.
+fn describe_job_types(
+    doc: &mut serde_json::Value,
+    job_types: &[String],
+    payloads: &std::collections::BTreeMap<String, serde_json::Value>,
+) {
+    let per_type: Vec<serde_json::Value> = payloads
+        .iter()
+        .map(|(name, schema)| {
+            // An absent payload is null: required unless the type takes null.
+            let nullable = schema["type"]
+                .as_array()
+                .is_some_and(|t| t.contains(&"null".into()));
+            let mut then = serde_json::json!({"properties": {"payload": schema}});
+            if !nullable {
+                then["required"] = serde_json::json!(["payload"]);
+            }
+            serde_json::json!({
+                "if": {"required": ["type"], "properties": {"type": {"const": name}}},
+                "then": then
+            })
+        })
+        .collect();
+    for name in ["JobBody", "BatchCreate"] {
+        let Some(schema) = doc.pointer_mut(&format!("/components/schemas/{name}")) else {
+            continue;
+        };
+        schema["properties"]["type"] = serde_json::json!({
+            "description": "The job type (the topic's default type when absent).",
+            "anyOf": [{"$ref": "#/components/schemas/JobType"}, {"type": "null"}]
+        });
+        if !per_type.is_empty() {
+            let mut all = per_type.clone();
+            if let Some(serde_json::Value::Array(before)) = schema.get("allOf") {
+                all.extend(before.iter().cloned());
+            }
+            schema["allOf"] = all.into();
+        }
+    }
+    if let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(|s| s.as_object_mut())
+    {
+        let names: Vec<serde_json::Value> = job_types.iter().map(|t| t.as_str().into()).collect();
+        schemas.insert(
+            "JobType".into(),
+            serde_json::json!({"type": "string", "enum": names, "description": "A job type this service accepts."}),
+        );
+    }
+}
+
+/// Shapes client generators need: a field of one schema is that schema, and a payload is any
+/// JSON value.
+fn tidy(doc: &mut serde_json::Value) {
+    // A field of one schema is that schema, not a `oneOf` of one reference (what utoipa
+    // writes for a field with a default), which client generators refuse.
+    if let Some(schemas) = doc.pointer_mut("/components/schemas") {
+        unwrap_single_refs(schemas);
+    }
+    // A payload and an event's data are any JSON value, not only objects.
+    if let Some(schemas) = doc
+        .pointer_mut("/components/schemas")
+        .and_then(|s| s.as_object_mut())
+    {
+        for schema in schemas.values_mut() {
+            for field in ["payload", "data"] {
+                if let Some(p) = schema.pointer_mut(&format!("/properties/{field}"))
+                    && let Some(p) = p.as_object_mut()
+                {
+                    p.remove("type");
+                }
+            }
+        }
+    }
+}
+
+/// Replaces every `{"oneOf": [{"$ref": ...}], "default": ...}` under `value` by its one
+/// reference (with its description).
+fn unwrap_single_refs(value: &mut serde_json::Value) {
+    match value {
+        serde_json::Value::Object(map) => {
+            let single = map
+                .get("oneOf")
+                .and_then(|o| o.as_array())
+                .filter(|o| o.len() == 1 && o[0].get("$ref").is_some())
+                .map(|o| o[0].clone());
+            if let Some(reference) = single {
+                *value = reference;
+                return;
+            }
+            map.values_mut().for_each(unwrap_single_refs);
+        }
+        serde_json::Value::Array(items) => items.iter_mut().for_each(unwrap_single_refs),
+        _ => {}
+    }
+}
