@@ -466,6 +466,12 @@ impl TimeoutCenter {
         self.rt.store.get(topic, job).await
     }
 
+    /// A page of the topic's scheduled or running jobs in fire-time order (lease deadline for
+    /// running ones), merged across its slots.
+    pub async fn list(&self, topic: &str, query: &crate::store::ListQuery) -> Result<JobPage> {
+        self.rt.store.list(topic, query).await
+    }
+
     /// Dead letters, oldest first, after the cursor `after`.
     pub async fn dead_list(
         &self,

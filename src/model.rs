@@ -649,6 +649,49 @@ pub struct DeadPage {
     pub next: Option<String>,
 }
 
+/// A page of a topic's scheduled or running jobs, in score order (fire time; lease deadline
+/// for running jobs) merged across its slots.
+#[derive(Debug, Clone, PartialEq, Default, Serialize, utoipa::ToSchema)]
+pub struct JobPage {
+    /// The jobs, earliest first.
+    pub items: Vec<Job>,
+    /// Pass as `cursor` for the next page; `None` at the end.
+    pub next: Option<String>,
+}
+
+/// Position in a listing's order: (score, job id), ties in byte order of the id as a Redis
+/// sorted set keeps them. A page starts after it, so a job that did not move is never skipped
+/// nor repeated.
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct ListCursor {
+    /// The score: a fire time, or a lease deadline.
+    pub score: Millis,
+    /// The job's id.
+    pub id: String,
+}
+
+impl ListCursor {
+    /// The cursor's text, as `cursor` takes it.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.score, self.id)
+    }
+
+    /// Reads a cursor's text; `None` when it is not one.
+    pub fn decode(s: &str) -> Option<Self> {
+        let (score, id) = score_and_id(s)?;
+        Some(ListCursor { score, id })
+    }
+}
+
+/// `score:id`, the text of both cursors.
+fn score_and_id(s: &str) -> Option<(Millis, String)> {
+    let (at, id) = s.split_once(':')?;
+    if at.is_empty() || at.len() > 15 || !at.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    Some((at.parse().ok()?, id.to_string()))
+}
+
 /// Position in the topic-wide dead-letter order: (time of death, job id).
 #[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
 pub struct DeadCursor {
@@ -666,13 +709,7 @@ impl DeadCursor {
 
     /// Reads a cursor's text; `None` when it is not one.
     pub fn decode(s: &str) -> Option<Self> {
-        let (at, id) = s.split_once(':')?;
-        if at.is_empty() || at.len() > 15 || !at.bytes().all(|b| b.is_ascii_digit()) {
-            return None;
-        }
-        Some(DeadCursor {
-            dead_at: at.parse().ok()?,
-            id: id.to_string(),
-        })
+        let (dead_at, id) = score_and_id(s)?;
+        Some(DeadCursor { dead_at, id })
     }
 }

@@ -363,7 +363,7 @@ impl Pair {
         self.compare_state(step, op).await
     }
 
-    /// Every job, the stats and the dead letters, on both sides.
+    /// Every job, the stats, the listings and the dead letters, on both sides.
     async fn compare_state(&self, step: usize, op: &Op) -> Result<(), TestCaseError> {
         let mut views = Vec::new();
         for side in &self.sides {
@@ -381,7 +381,26 @@ impl Pair {
                 Some(_) => format!("{:?}", s.dead_list(&self.topic, None, 100).await),
                 None => "no topic".to_string(),
             };
-            views.push((jobs, stats, dead));
+            // The listings of scheduled and running jobs, page by page (3 a page).
+            let mut listed = Vec::new();
+            if s.find_topic(&self.topic).await.unwrap().is_some() {
+                for state in [JobState::Scheduled, JobState::Running] {
+                    let mut q = timeout_center::store::ListQuery {
+                        state,
+                        limit: 3,
+                        ..Default::default()
+                    };
+                    loop {
+                        let page = s.list(&self.topic, &q).await;
+                        listed.push(format!("{page:?}"));
+                        match page.ok().and_then(|p| p.next) {
+                            Some(next) => q.cursor = Some(next),
+                            None => break,
+                        }
+                    }
+                }
+            }
+            views.push((jobs, stats, dead, listed));
         }
         for i in 0..IDS {
             agree(
@@ -393,6 +412,7 @@ impl Pair {
             )?;
         }
         agree(step, op, "stats", &views[0].1, &views[1].1)?;
+        agree(step, op, "listings", &views[0].3, &views[1].3)?;
         agree(step, op, "dead letters", &views[0].2, &views[1].2)
     }
 }

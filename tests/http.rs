@@ -129,6 +129,68 @@ async fn every_job_endpoint_works() {
 }
 
 #[actix_rt::test]
+async fn listing_a_topics_jobs_pages_by_fire_time() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let base = 4_000_000_000_000i64;
+    for i in 0..25 {
+        // Two jobs at each instant: ties go by id.
+        let (st, v) = s
+            .send(
+                Method::PUT,
+                &format!("/v1/topics/ls/jobs/j{i:02}"),
+                Some(json!({"fire_at": base + (i / 2) * 1_000})),
+            )
+            .await;
+        assert_eq!(st, 201, "{v}");
+    }
+    let mut url = format!(
+        "/v1/topics/ls/jobs?limit=4&from={}&to={}",
+        base + 2_000,
+        base + 9_000
+    );
+    let mut ids = Vec::new();
+    loop {
+        let (st, page) = s.send(Method::GET, &url, None).await;
+        assert_eq!(st, 200, "{page}");
+        ids.extend(
+            page["items"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(|j| j["id"].as_str().unwrap().to_string()),
+        );
+        match page["next"].as_str() {
+            Some(next) => {
+                url = format!(
+                    "/v1/topics/ls/jobs?limit=4&to={}&cursor={next}",
+                    base + 9_000
+                )
+            }
+            None => break,
+        }
+    }
+    let expected: Vec<String> = (4..20).map(|i| format!("j{i:02}")).collect();
+    assert_eq!(ids, expected);
+    for (query, field) in [
+        ("state=dead", "state"),
+        ("state=soon", "state"),
+        ("cursor=x", "cursor"),
+        ("limit=0", "limit"),
+        ("from=-1", "from"),
+    ] {
+        let (st, v) = s
+            .send(Method::GET, &format!("/v1/topics/ls/jobs?{query}"), None)
+            .await;
+        assert_eq!(st, 400, "{query}: {v}");
+        let message = v["error"]["message"].as_str().unwrap_or_default();
+        assert!(message.contains(field), "{query}: {message}");
+    }
+    let (st, _) = s.send(Method::GET, "/v1/topics/nope/jobs", None).await;
+    assert_eq!(st, 404);
+}
+
+#[actix_rt::test]
 async fn dead_letters_and_events_over_http() {
     let redis = RedisServer::start();
     let s = Service::start(&redis, |_| {}).await;
@@ -804,6 +866,7 @@ async fn the_batch_reset_endpoint_takes_ten_thousand_resets_with_create() {
 const ROUTES: &[(&str, &str)] = &[
     ("put", "/v1/topics/{topic}/jobs/{id}"),
     ("post", "/v1/topics/{topic}/jobs"),
+    ("get", "/v1/topics/{topic}/jobs"),
     ("get", "/v1/topics/{topic}/jobs/{id}"),
     ("delete", "/v1/topics/{topic}/jobs/{id}"),
     ("post", "/v1/topics/{topic}/jobs/{id}/reset"),

@@ -72,6 +72,35 @@ fn one_shell_runs_the_server_and_the_client() {
     let job: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(job["id"], "o-1");
     assert_eq!(job["state"], "scheduled");
+    // `toc job ls`: the topic's upcoming jobs, by fire time.
+    let out = Command::new(env!("CARGO_BIN_EXE_toc"))
+        .args(["job", "put", "orders", "o-0", "--delay-ms", "30000"])
+        .envs(shell)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let out = Command::new(env!("CARGO_BIN_EXE_toc"))
+        .args(["--json", "job", "ls", "orders", "--state", "scheduled"])
+        .envs(shell)
+        .output()
+        .unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let page: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let ids: Vec<&str> = page["items"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    assert_eq!(ids, ["o-0", "o-1"]);
 }
 
 /// `toc serve > toc.log`: a log written to a file (not a terminal) carries no colour codes,

@@ -1320,6 +1320,140 @@ async fn ten_thousand_jobs_fire_exactly_once_and_never_early(e: Engine) {
 }
 
 // Every test above, once per engine: `redis_engine::NAME` and `memory_engine::NAME`.
+/// A listing pages through a topic's scheduled jobs in (fire time, id) order across its
+/// slots: ties at one instant included, each job that did not move exactly once, whatever
+/// is written between pages; the window and the running state are honoured, and bad
+/// arguments are refused naming the field.
+async fn list_pages_in_fire_time_order_without_skips_or_repeats(e: Engine) {
+    use timeout_center::store::ListQuery;
+    let s = &*e.store;
+    s.put_topic(topic_with("ls", 4, 3)).await.unwrap();
+    let mut rng = rand::rngs::StdRng::seed_from_u64(7);
+    let mut model: std::collections::BTreeMap<String, Millis> = Default::default();
+    for i in 0..300 {
+        // A third of the jobs share one instant: their order is their ids'.
+        let at = if i % 3 == 0 {
+            T0 + 5_000
+        } else {
+            T0 + rng.random_range(1..20_000)
+        };
+        let id = format!("j{:x}", rng.random::<u32>());
+        s.schedule("ls", NewJob::new(id.clone(), at), ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+        model.insert(id, at);
+    }
+    let (from, to) = (T0 + 2_000, T0 + 15_000);
+    let mut q = ListQuery {
+        from,
+        to,
+        limit: 7,
+        ..ListQuery::default()
+    };
+    let mut seen: Vec<(Millis, String)> = Vec::new();
+    let mut pages = 0;
+    loop {
+        let page = s.list("ls", &q).await.unwrap();
+        assert!(page.items.len() <= 7);
+        seen.extend(page.items.iter().map(|j| (j.fire_at, j.id.clone())));
+        pages += 1;
+        // Between pages, writes elsewhere in the order: new jobs behind the cursor and ahead
+        // of it (the latter may or may not show; the former never), none of them counted.
+        let behind = format!("new-behind-{pages}");
+        let ahead = format!("new-ahead-{pages}");
+        for (id, at) in [(&behind, from), (&ahead, to)] {
+            s.schedule("ls", NewJob::new(id.clone(), at), ScheduleMode::Upsert, T0)
+                .await
+                .unwrap();
+        }
+        match page.next {
+            Some(next) => q.cursor = Some(next),
+            None => break,
+        }
+    }
+    let listed: Vec<(Millis, String)> = seen
+        .iter()
+        .filter(|(_, id)| !id.starts_with("new-"))
+        .cloned()
+        .collect();
+    let mut expected: Vec<(Millis, String)> = model
+        .iter()
+        .filter(|(_, at)| (from..=to).contains(*at))
+        .map(|(id, at)| (*at, id.clone()))
+        .collect();
+    expected.sort();
+    assert_eq!(
+        listed, expected,
+        "the listing is the window's jobs, once each, in order"
+    );
+    assert!(
+        seen.windows(2).all(|w| w[0] < w[1]),
+        "pages ascend and never repeat"
+    );
+    assert!(
+        !seen.iter().any(|(_, id)| id.starts_with("new-behind")),
+        "a job written behind the cursor is not on a later page"
+    );
+    assert!(pages > 10, "{pages} pages");
+    // Running jobs, by lease deadline.
+    let runs = pump_all(s, "ls", T0 + 3_000).await;
+    let running = s
+        .list(
+            "ls",
+            &ListQuery {
+                state: JobState::Running,
+                limit: 1_000,
+                ..ListQuery::default()
+            },
+        )
+        .await
+        .unwrap();
+    let mut ids: Vec<String> = runs.iter().map(|r| r.job.id.clone()).collect();
+    ids.sort();
+    assert_eq!(
+        running
+            .items
+            .iter()
+            .map(|j| j.id.clone())
+            .collect::<Vec<_>>(),
+        ids,
+        "one pump's runs share a lease deadline: ordered by id"
+    );
+    assert!(running.items.iter().all(|j| j.state == JobState::Running));
+    // Bad arguments.
+    for (bad, field) in [
+        (
+            ListQuery {
+                state: JobState::Dead,
+                ..ListQuery::default()
+            },
+            "state",
+        ),
+        (
+            ListQuery {
+                cursor: Some("nope".into()),
+                ..ListQuery::default()
+            },
+            "cursor",
+        ),
+    ] {
+        match s.list("ls", &bad).await {
+            Err(Error::Invalid { field: f, .. }) => assert_eq!(f, field),
+            other => panic!("{field}: {other:?}"),
+        }
+    }
+    assert!(matches!(
+        s.list("no-such-topic", &ListQuery::default()).await,
+        Err(Error::TopicNotFound(_))
+    ));
+    let empty = ListQuery {
+        from: T0 + 1,
+        to: T0,
+        ..ListQuery::default()
+    };
+    assert_eq!(s.list("ls", &empty).await.unwrap(), JobPage::default());
+}
+
 /// Every row of the state machine's table (`store::state_machine::TRANSITIONS`), played on
 /// a job of its own: the job is brought to the row's state, the row's operation applied, and
 /// the state after and the operation's answer compared with the row's.
@@ -1495,6 +1629,7 @@ engine_matrix!(
     a_stale_settlement_appends_no_event,
     reads_cancels_and_resets_never_create_a_topic,
     every_transition_of_the_state_machine_holds,
+    list_pages_in_fire_time_order_without_skips_or_repeats,
     a_run_settled_twice_in_one_batch_is_settled_once,
     settled_claims_append_the_events_their_records_describe,
     a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order,

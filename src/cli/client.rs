@@ -173,6 +173,33 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             let path = job_path(&topic, &id, "", &shard_key);
             (client.call(Method::GET, &path, None).await?, View::Record)
         }
+        Command::Job(JobCmd::Ls {
+            topic,
+            state,
+            from,
+            to,
+            limit,
+            after,
+        }) => {
+            let mut path = format!(
+                "/v1/topics/{}/jobs?state={}&limit={limit}",
+                enc(&topic),
+                enc(&state)
+            );
+            for (name, v) in [("from", from), ("to", to)] {
+                if let Some(v) = v {
+                    path.push_str(&format!("&{name}={v}"));
+                }
+            }
+            if let Some(c) = after {
+                path.push_str(&format!("&cursor={}", enc(&c)));
+            }
+            let cols = &["id", "type", "fire_at", "attempts", "lease_until"];
+            (
+                client.call(Method::GET, &path, None).await?,
+                View::Table(cols),
+            )
+        }
         Command::Job(JobCmd::Cancel {
             topic,
             id,

@@ -145,6 +145,24 @@ pub(crate) enum JobCmd {
         #[arg(long)]
         shard_key: Option<String>,
     },
+    /// List a topic's scheduled jobs by fire time (or its running ones by lease deadline).
+    Ls {
+        topic: String,
+        /// `scheduled` or `running`.
+        #[arg(long, default_value = "scheduled")]
+        state: String,
+        /// The earliest fire time listed, ms since the epoch.
+        #[arg(long)]
+        from: Option<i64>,
+        /// The latest fire time listed, ms since the epoch.
+        #[arg(long)]
+        to: Option<i64>,
+        #[arg(long, default_value_t = 100)]
+        limit: usize,
+        /// The `next` of a previous page.
+        #[arg(long)]
+        after: Option<String>,
+    },
     Cancel {
         topic: String,
         id: String,

@@ -5,7 +5,7 @@ use serde_json::Value;
 use utoipa::{IntoParams, ToSchema};
 
 use super::error::{ApiError, ApiResult};
-use crate::model::{CreateSpec, JobRef};
+use crate::model::{CreateSpec, JobRef, JobState};
 use crate::time::Millis;
 
 /// Integers as JSON (and JSON Schema) count them: `5` and `5.0` alike; `5.5` is refused.
@@ -199,6 +199,69 @@ impl ShardQuery {
 #[serde(deny_unknown_fields)]
 pub(crate) struct PutQuery {
     pub mode: Option<String>,
+}
+
+/// `GET /v1/topics/{topic}/jobs`: which jobs, and the page.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct ListParams {
+    /// `scheduled` (the default: by fire time) or `running` (by lease deadline).
+    #[param(schema_with = listed_state)]
+    pub state: Option<String>,
+    /// The earliest fire time (lease deadline) listed, ms since the epoch (default 0).
+    #[param(schema_with = crate::validate::schemas::instant)]
+    pub from: Option<i64>,
+    /// The latest fire time (lease deadline) listed, ms since the epoch (default: any).
+    #[param(schema_with = crate::validate::schemas::instant)]
+    pub to: Option<i64>,
+    /// At most this many jobs (default 100, at most 1000).
+    pub limit: Option<usize>,
+    /// The `next` of the previous page.
+    pub cursor: Option<String>,
+}
+
+/// The states a listing takes (`ListParams::query` checks them).
+fn listed_state() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .enum_values(Some(["scheduled", "running"]))
+        .description(Some(
+            "scheduled (the default: by fire time) or running (by lease deadline).",
+        ))
+        .build()
+}
+
+impl ListParams {
+    pub(crate) fn query(&self) -> ApiResult<crate::store::ListQuery> {
+        let state = match self.state.as_deref() {
+            None | Some("scheduled") => JobState::Scheduled,
+            Some("running") => JobState::Running,
+            Some(other) => {
+                return Err(ApiError::invalid(
+                    "state",
+                    format!("must be scheduled or running, got {other:?}"),
+                ));
+            }
+        };
+        let page = PageQuery {
+            limit: self.limit,
+            after: None,
+        };
+        let defaults = crate::store::ListQuery::default();
+        for (field, v) in [("from", self.from), ("to", self.to)] {
+            if let Some(v) = v {
+                crate::validate::fire_at(field, v)?;
+            }
+        }
+        Ok(crate::store::ListQuery {
+            state,
+            from: self.from.unwrap_or(defaults.from),
+            to: self.to.unwrap_or(defaults.to),
+            cursor: self.cursor.clone(),
+            limit: page.limit()?,
+        })
+    }
 }
 
 /// Paging: `?limit=&after=`.

@@ -5,10 +5,11 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
 
 use super::AppState;
-use super::body::{BatchBody, JobBody, PutQuery, ResetBody, ShardQuery, when};
+use super::body::{BatchBody, JobBody, ListParams, PutQuery, ResetBody, ShardQuery, when};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::model::{
-    CreateSpec, Job, JobRef, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome, Scheduled,
+    CreateSpec, Job, JobPage, JobRef, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome,
+    Scheduled,
 };
 
 fn new_job(id: String, body: JobBody, center: &crate::TimeoutCenter) -> ApiResult<NewJob> {
@@ -78,6 +79,20 @@ pub(crate) async fn put_job(
         _ => StatusCode::OK,
     };
     Ok(HttpResponse::build(status).json(stored(r)?))
+}
+
+/// A page of the topic's scheduled jobs in fire-time order (or its running ones, by lease
+/// deadline), merged across its slots; `next` is the cursor of the page after.
+#[utoipa::path(operation_id = "list_jobs", get, path = "/v1/topics/{topic}/jobs", tag = "jobs",
+    params(("topic" = String, Path), ListParams),
+    responses((status = 200, body = JobPage), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(crate) async fn list_jobs(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<ListParams>,
+) -> ApiResult<HttpResponse> {
+    let page = state.center.list(&path, &query.query()?).await?;
+    Ok(HttpResponse::Ok().json(page))
 }
 
 /// Creates a job with a generated id (201).

@@ -54,7 +54,11 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .get(jobs::get_job)
                 .delete(jobs::delete_job),
         )
-        .service(web::resource("/v1/topics/{topic}/jobs").post(jobs::post_job))
+        .service(
+            web::resource("/v1/topics/{topic}/jobs")
+                .get(jobs::list_jobs)
+                .post(jobs::post_job),
+        )
         .service(web::resource("/v1/topics/{topic}/jobs/{id}/reset").post(jobs::reset_job))
         .service(
             web::resource("/v1/topics/{topic}/resets")

@@ -14,6 +14,7 @@ use super::{claims, error, jobs, meetings, ops, topics};
     ),
     paths(
         jobs::put_job,
+        jobs::list_jobs,
         jobs::post_job,
         jobs::get_job,
         jobs::delete_job,
@@ -104,7 +105,11 @@ fn describe_paths(doc: &mut serde_json::Value) {
                             Some("limit") => {
                                 serde_json::json!({"type": "integer", "minimum": 1, "maximum": crate::store::MAX_PAGE})
                             }
+                            // A dead letter's and a listing's cursor: `score:id`.
                             Some("after") if path.ends_with("/dead") => {
+                                serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
+                            }
+                            Some("cursor") => {
                                 serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
                             }
                             Some("after") => {

@@ -18,8 +18,8 @@ use super::record::Record;
 use crate::error::Result;
 use crate::events::Event;
 use crate::model::{
-    DeadCursor, Finished, HandedRecord, JobState, RunOutcome, ScheduleMode, ScheduleOutcome,
-    Settlement, SlotStats,
+    DeadCursor, Finished, HandedRecord, JobState, ListCursor, RunOutcome, ScheduleMode,
+    ScheduleOutcome, Settlement, SlotStats,
 };
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -246,6 +246,20 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
         token: u64,
         until: Millis,
     ) -> Result<bool>;
+
+    /// `list.lua`: up to `limit` of the slot's jobs in `state` (scheduled or running) whose
+    /// score is from `from` to `to`, after `after` in (score, id) order, each with its id.
+    #[allow(clippy::too_many_arguments)]
+    async fn list(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        state: JobState,
+        from: Millis,
+        to: Millis,
+        after: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<Vec<(String, Stored)>>;
 
     /// `dead_page.lua`: up to `limit` of the slot's dead letters after `after`, oldest first.
     async fn dead_page(

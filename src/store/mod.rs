@@ -19,7 +19,7 @@ use std::sync::Arc;
 
 use crate::time::Millis;
 
-pub use self::front::Store;
+pub use self::front::{ListQuery, Store};
 pub use self::memory::JournalLen;
 pub use self::redis::SentinelConnection;
 pub use self::topic_policy::StoreOptions;

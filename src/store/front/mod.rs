@@ -9,6 +9,7 @@
 mod jobs;
 mod members;
 mod reads;
+pub use reads::ListQuery;
 mod runs;
 mod topics;
 

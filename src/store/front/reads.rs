@@ -1,8 +1,8 @@
-//! The store's dead letters, counts and events.
+//! The store's listings, dead letters, counts and events.
 
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
-use crate::model::{DeadCursor, DeadPage, JobRef, JobState, TopicStats};
+use crate::model::{DeadCursor, DeadPage, JobPage, JobRef, JobState, ListCursor, TopicStats};
 use crate::store::MAX_PAGE;
 use crate::store::engine::DeadEntry;
 use crate::store::event_id::EventId;
@@ -11,7 +11,90 @@ use crate::topic::TopicConfig;
 
 use super::Store;
 
+/// What a listing asks for: the jobs in `state` (scheduled or running) with a score (fire
+/// time; lease deadline for running jobs) from `from` to `to`, after `cursor` (a previous
+/// page's `next`), at most `limit` (clamped to 1..=`MAX_PAGE`).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ListQuery {
+    /// Scheduled (the default) or running.
+    pub state: JobState,
+    /// The earliest score listed.
+    pub from: Millis,
+    /// The latest score listed.
+    pub to: Millis,
+    /// A previous page's `next`.
+    pub cursor: Option<String>,
+    /// The most jobs on the page.
+    pub limit: usize,
+}
+
+impl Default for ListQuery {
+    fn default() -> Self {
+        ListQuery {
+            state: JobState::Scheduled,
+            from: 0,
+            to: crate::validate::MAX_MILLIS,
+            cursor: None,
+            limit: 100,
+        }
+    }
+}
+
 impl Store {
+    /// A page of a topic's scheduled or running jobs in score order, merged across its
+    /// slots: each slot's first `limit` after the cursor, and the first `limit` of them all,
+    /// so a job that did not move is never skipped nor repeated from page to page. While a
+    /// doubling drains, a job rewritten during the listing may show in its old slot and its
+    /// new one: a page names each job once. A window with `from` after `to` holds no job.
+    pub async fn list(&self, topic: &str, q: &ListQuery) -> Result<JobPage> {
+        if q.state == JobState::Dead {
+            return Err(Error::invalid(
+                "state",
+                "scheduled or running (dead letters are listed at /dead)",
+            ));
+        }
+        let cursor = q
+            .cursor
+            .as_deref()
+            .map(|s| {
+                ListCursor::decode(s)
+                    .ok_or_else(|| Error::invalid("cursor", format!("{s:?} is not a cursor")))
+            })
+            .transpose()?;
+        let t = self.existing_topic(topic).await?;
+        if q.from > q.to {
+            return Ok(JobPage::default());
+        }
+        let limit = q.limit.clamp(1, MAX_PAGE);
+        let calls = (0..t.slots).map(|slot| {
+            self.engine
+                .list(&t, slot, q.state, q.from, q.to, cursor.as_ref(), limit)
+        });
+        let mut found = Vec::new();
+        for page in futures_util::future::join_all(calls).await {
+            found.extend(page?);
+        }
+        found.sort_by(|(a, x), (b, y)| (x.score, a).cmp(&(y.score, b)));
+        let mut seen = std::collections::HashSet::new();
+        found.retain(|(id, _)| seen.insert(id.clone()));
+        let more = found.len() > limit;
+        found.truncate(limit);
+        let next = more
+            .then(|| {
+                found.last().map(|(id, s)| ListCursor {
+                    score: s.score,
+                    id: id.clone(),
+                })
+            })
+            .flatten()
+            .map(|c| c.encode());
+        let items = found
+            .into_iter()
+            .map(|(id, s)| s.record.into_job(&t, id, s.state, s.score))
+            .collect::<Result<_>>()?;
+        Ok(JobPage { items, next })
+    }
+
     /// Dead letters oldest first, after the cursor `after` (a previous page's `next`).
     pub async fn dead_list(
         &self,

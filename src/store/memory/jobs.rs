@@ -9,7 +9,9 @@ use super::journal::Op;
 use super::slot::SlotState;
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::model::{DeadCursor, Finished, JobState, Leased, ScheduleMode, Settlement, SlotStats};
+use crate::model::{
+    DeadCursor, Finished, JobState, Leased, ListCursor, ScheduleMode, Settlement, SlotStats,
+};
 use crate::store::engine::{
     ClaimSettlement, DeadEntry, SlotJobs, SlotPumped, SlotReset, SlotScheduled, Stored,
 };
@@ -154,6 +156,22 @@ impl SlotJobs for MemoryEngine {
     ) -> Result<bool> {
         self.with_slot(topic, slot, true, |s| s.touch(id, token, until))
             .await
+    }
+
+    async fn list(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        state: JobState,
+        from: Millis,
+        to: Millis,
+        after: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<Vec<(String, Stored)>> {
+        self.with_slot(topic, slot, false, |s| {
+            s.list(state, from, to, after, limit)
+        })
+        .await
     }
 
     async fn dead_page(

@@ -9,7 +9,9 @@ use std::ops::Bound;
 use std::sync::Arc;
 
 use super::wheel::{Due, Wheel};
-use crate::model::{DeadCursor, Finished, JobState, RunOutcome, ScheduleOutcome, SlotStats};
+use crate::model::{
+    DeadCursor, Finished, JobState, ListCursor, RunOutcome, ScheduleOutcome, SlotStats,
+};
 use crate::store::Ownership;
 use crate::store::engine::{
     DeadEntry, Handed, Refired, SlotPumped, SlotReset, SlotScheduled, Stored,
@@ -634,6 +636,38 @@ impl SlotState {
             score: e.score,
             record: self.record(k),
         })
+    }
+
+    /// `list.lua`: up to `limit` jobs in `state` with a score from `from` to `to`, after the
+    /// cursor in (score, id) order. The wheel keeps no order, so this looks at every job of
+    /// the slot: a listing costs the slot's size, which an operator's page can afford.
+    pub(crate) fn list(
+        &self,
+        state: JobState,
+        from: Millis,
+        to: Millis,
+        after: Option<&ListCursor>,
+        limit: usize,
+    ) -> Vec<(String, Stored)> {
+        let mut found: Vec<(Millis, &str, &Entry)> = self
+            .all()
+            .filter(|e| e.state == state && (from..=to).contains(&e.score))
+            .map(|e| (e.score, &*e.id, e))
+            .filter(|(score, id, _)| after.is_none_or(|c| (*score, *id) > (c.score, c.id.as_str())))
+            .collect();
+        found.sort_by(|a, b| (a.0, a.1).cmp(&(b.0, b.1)));
+        found
+            .into_iter()
+            .take(limit)
+            .map(|(score, id, e)| {
+                let stored = Stored {
+                    state: e.state,
+                    score,
+                    record: e.rec.as_deref().cloned().unwrap_or_default(),
+                };
+                (id.to_string(), stored)
+            })
+            .collect()
     }
 
     /// `dead_page.lua`: up to `limit` dead jobs after the cursor, oldest first.

@@ -8,12 +8,14 @@ use redis::aio::ConnectionLike;
 use super::RedisEngine;
 use super::scripts::settle::Runs;
 use super::scripts::{
-    Adopt, Cancel, DeadDelete, DeadPage, EventsPage, Get, Pump, Requeue, ResetMany, Schedule,
+    Adopt, Cancel, DeadDelete, DeadPage, EventsPage, Get, List, Pump, Requeue, ResetMany, Schedule,
     Settle, Touch,
 };
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::model::{DeadCursor, Finished, JobState, ScheduleMode, Settlement, SlotStats};
+use crate::model::{
+    DeadCursor, Finished, JobState, ListCursor, ScheduleMode, Settlement, SlotStats,
+};
 use crate::routing::slot_of;
 use crate::store::engine::{
     ClaimSettlement, DeadEntry, Handed, SlotJobs, SlotPumped, SlotReset, SlotScheduled, Stored,
@@ -169,6 +171,28 @@ where
             id,
             token,
             until,
+        })
+        .await
+    }
+
+    async fn list(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        state: JobState,
+        from: Millis,
+        to: Millis,
+        after: Option<&ListCursor>,
+        limit: usize,
+    ) -> Result<Vec<(String, Stored)>> {
+        self.run(List {
+            topic,
+            slot,
+            state,
+            from,
+            to,
+            after,
+            limit,
         })
         .await
     }

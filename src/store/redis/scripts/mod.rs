@@ -13,6 +13,7 @@ mod disown;
 mod events_page;
 mod get;
 mod layout;
+mod list;
 mod own;
 mod pump;
 mod register;
@@ -30,9 +31,9 @@ use crate::topic::TopicConfig;
 
 pub(super) use self::{
     adopt::Adopt, cancel::Cancel, dead_delete::DeadDelete, dead_page::DeadPage, disown::Disown,
-    events_page::EventsPage, get::Get, layout::Layout, own::Own, pump::Pump, register::Register,
-    requeue::Requeue, reset_many::ResetMany, schedule::Schedule, settle::Settle,
-    topic_put::TopicPut, touch::Touch,
+    events_page::EventsPage, get::Get, layout::Layout, list::List, own::Own, pump::Pump,
+    register::Register, requeue::Requeue, reset_many::ResetMany, schedule::Schedule,
+    settle::Settle, topic_put::TopicPut, touch::Touch,
 };
 
 /// One call of one script: its keys and arguments, and how its reply reads.
@@ -100,6 +101,7 @@ pub(super) struct Scripts {
     pub disown: Script,
     pub register: Script,
     pub layout: Script,
+    pub list: Script,
     pub adopt: Script,
 }
 
@@ -122,6 +124,7 @@ impl Scripts {
             disown: script!("disown.lua", " flags=allow-oom"),
             register: script!("register.lua", " flags=allow-oom"),
             layout: script!("layout.lua"),
+            list: script!("list.lua", " flags=no-writes"),
             adopt: script!("adopt.lua", " flags=no-writes"),
         }
     }

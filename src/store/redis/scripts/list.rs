@@ -1,0 +1,65 @@
+//! `lua/list.lua`: a page of one slot's scheduled or running jobs in score order, after a
+//! cursor (`SlotJobs::list`).
+
+use redis::{Script, ScriptInvocation, Value};
+
+use super::super::reply::{Reply, int, text};
+use super::{Call, Scripts};
+use crate::error::Result;
+use crate::model::{JobState, ListCursor};
+use crate::store::engine::Stored;
+use crate::store::keys::SlotKeys;
+use crate::store::record::Record;
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+pub(in crate::store::redis) struct List<'a> {
+    pub(in crate::store::redis) topic: &'a TopicConfig,
+    pub(in crate::store::redis) slot: u32,
+    pub(in crate::store::redis) state: JobState,
+    pub(in crate::store::redis) from: Millis,
+    pub(in crate::store::redis) to: Millis,
+    pub(in crate::store::redis) after: Option<&'a ListCursor>,
+    pub(in crate::store::redis) limit: usize,
+}
+
+impl Call for List<'_> {
+    type Reply = Vec<Value>;
+    type Out = Vec<(String, Stored)>;
+
+    fn script(scripts: &Scripts) -> &Script {
+        &scripts.list
+    }
+
+    fn answered(&self) -> bool {
+        false
+    }
+
+    fn build(&self, call: &mut ScriptInvocation<'_>) {
+        let (score, id) = match self.after {
+            Some(c) => (c.score.to_string(), c.id.as_str()),
+            None => (String::new(), ""),
+        };
+        call.key(SlotKeys::new(&self.topic.name, self.slot).all())
+            .arg(self.state.as_str())
+            .arg(self.from)
+            .arg(self.to)
+            .arg(score)
+            .arg(id)
+            .arg(self.limit);
+    }
+
+    fn read(self, reply: Vec<Value>) -> Result<Vec<(String, Stored)>> {
+        Reply::new("list", &reply)
+            .records(0, 3)?
+            .map(|e| {
+                let stored = Stored {
+                    state: self.state,
+                    score: int(&e[1])?,
+                    record: Record::parse(&text(&e[2])?)?,
+                };
+                Ok((text(&e[0])?, stored))
+            })
+            .collect()
+    }
+}
