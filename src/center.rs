@@ -15,7 +15,7 @@ use tokio::sync::mpsc;
 
 use crate::actors::handler::HandlerActor;
 use crate::actors::keeper::SlotKeeper;
-use crate::actors::messages::{GetHealth, HaltSlot, ServeTopic, Shutdown, WakeSlot};
+use crate::actors::messages::{DropTopic, GetHealth, HaltSlot, ServeTopic, Shutdown, WakeSlot};
 use crate::actors::runtime::TypeEntry;
 use crate::actors::{Runtime, SlotHealth};
 use crate::claims::{ClaimRequest, Claims};
@@ -233,6 +233,17 @@ impl TimeoutCenter {
         self.keeper.do_send(ServeTopic(topic.clone()));
         self.announce(&topic);
         Ok(topic)
+    }
+
+    /// Deletes a topic whole (see [`crate::Store::delete_topic`]); this instance stops
+    /// serving it at once, and the others when they hear its notice. Answers what it held.
+    pub async fn delete_topic(&self, name: &str, force: bool) -> Result<TopicStats> {
+        let t = self.rt.store.existing_topic(name).await?;
+        let held = self.rt.store.delete_topic(name, force).await?;
+        self.served.lock().expect("served lock").remove(name);
+        self.keeper.do_send(DropTopic(name.to_string()));
+        self.announce(&t);
+        Ok(held)
     }
 
     /// Every topic.

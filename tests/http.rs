@@ -191,6 +191,32 @@ async fn listing_a_topics_jobs_pages_by_fire_time() {
 }
 
 #[actix_rt::test]
+async fn deleting_a_topic_over_http() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let (st, v) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/old/jobs/a",
+            Some(json!({"delay_ms": 60_000})),
+        )
+        .await;
+    assert_eq!(st, 201, "{v}");
+    let (st, _) = s.send(Method::DELETE, "/v1/topics/old", None).await;
+    assert_eq!(st, 204);
+    assert_eq!(s.send(Method::GET, "/v1/topics/old", None).await.0, 404);
+    assert_eq!(
+        s.send(Method::GET, "/v1/topics/old/jobs/a", None).await.0,
+        404
+    );
+    assert_eq!(s.send(Method::DELETE, "/v1/topics/old", None).await.0, 404);
+    let (st, v) = s
+        .send(Method::DELETE, "/v1/topics/old?force=maybe", None)
+        .await;
+    assert_eq!(st, 400, "{v}");
+}
+
+#[actix_rt::test]
 async fn dead_letters_and_events_over_http() {
     let redis = RedisServer::start();
     let s = Service::start(&redis, |_| {}).await;
@@ -787,10 +813,8 @@ async fn the_store_going_away_answers_503_and_service_returns_without_a_restart(
         .0 == 201
     })
     .await;
-    assert_eq!(
-        s.send(Method::GET, "/v1/topics/t/jobs/b", None).await.0,
-        200
-    );
+    let (st, got) = s.send(Method::GET, "/v1/topics/t/jobs/b", None).await;
+    assert_eq!(st, 200, "{got}");
     assert_eq!(s.send(Method::GET, "/health", None).await.0, 200);
 }
 
@@ -867,6 +891,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("put", "/v1/topics/{topic}/jobs/{id}"),
     ("post", "/v1/topics/{topic}/jobs"),
     ("get", "/v1/topics/{topic}/jobs"),
+    ("delete", "/v1/topics/{topic}"),
     ("get", "/v1/topics/{topic}/jobs/{id}"),
     ("delete", "/v1/topics/{topic}/jobs/{id}"),
     ("post", "/v1/topics/{topic}/jobs/{id}/reset"),

@@ -80,6 +80,29 @@ async fn the_journal_replays_every_accepted_change() {
 /// A run's outcome and its events are one journal record: a restart (and a compaction) keeps
 /// the event stream as well as the jobs.
 #[tokio::test]
+async fn a_deleted_topic_stays_deleted_after_a_restart_and_compaction() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toc.journal");
+    {
+        let s = open(&path).unwrap();
+        fill(&s, 10).await;
+        s.delete_topic("t", false).await.unwrap();
+        // A topic of the same name, with one job of its own.
+        let job = NewJob::new("j1", T0 + 5_000);
+        s.schedule("t", job, ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+    let s = open(&path).unwrap();
+    assert_eq!(ids(&s).await, ["j1"]);
+    s.compact().unwrap();
+    drop(s);
+    let s = open(&path).unwrap();
+    assert_eq!(ids(&s).await, ["j1"]);
+    assert_eq!(s.stats("t").await.unwrap().scheduled, 1);
+}
+
+#[tokio::test]
 async fn the_journal_keeps_settled_events_with_their_outcomes() {
     let dir = tempfile::tempdir().unwrap();
     let path = dir.path().join("toc.journal");

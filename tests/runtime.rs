@@ -452,6 +452,68 @@ async fn two_runtimes_on_one_redis_share_the_slots_and_handle_each_job_exactly_o
     let _ = json!(null);
 }
 
+/// Two runtimes on one Redis serve a topic; one deletes it, and the other stops serving its
+/// slots too (it hears the deletion as a topic notice), so neither runs a slot actor for it
+/// and neither holds its settings. What it cannot show: a notice lost on the way.
+#[actix_rt::test]
+async fn a_topic_deleted_by_one_runtime_is_no_longer_served_by_the_other() {
+    let server = RedisServer::start();
+    let mut centers = Vec::new();
+    for _ in 0..2 {
+        let store = Store::redis(&server.url(), StoreOptions::default())
+            .await
+            .unwrap();
+        let (probe, _rx) = Probe::done();
+        let c = TimeoutCenter::builder(Arc::new(store))
+            .settings(RuntimeSettings {
+                owner_lease_ms: 300,
+                ..settings(200)
+            })
+            .handler(probe)
+            .start()
+            .await
+            .unwrap();
+        centers.push(c);
+    }
+    centers[0].topic("doomed").await.unwrap();
+    centers[1].topic("doomed").await.unwrap();
+    let served = |c: &TimeoutCenter| {
+        let c = c.clone();
+        async move {
+            c.health()
+                .await
+                .into_iter()
+                .filter(|h| h.topic == "doomed")
+                .count()
+        }
+    };
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while served(&centers[1]).await == 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the other runtime never served the topic"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    centers[0].delete_topic("doomed", true).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while served(&centers[0]).await + served(&centers[1]).await > 0 {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a runtime still serves the deleted topic's slots"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    assert!(
+        centers[1]
+            .store()
+            .find_topic("doomed")
+            .await
+            .unwrap()
+            .is_none()
+    );
+}
+
 async fn a_long_run_keeps_its_lease_and_is_not_taken_over(e: Engine) {
     let (mut probe, mut rx) = Probe::done();
     let hold = Arc::new(tokio::sync::Notify::new());
@@ -488,6 +550,34 @@ async fn a_long_run_keeps_its_lease_and_is_not_taken_over(e: Engine) {
     );
 }
 
+/// A deleted topic's due jobs never fire (its slot actors stop with it), and a topic of the
+/// same name made at once after fires only its own jobs.
+async fn a_deleted_topics_jobs_never_fire_and_its_successor_starts_empty(e: Engine) {
+    let (probe, mut rx) = Probe::done();
+    let c = center(&e, probe, 1_000).await;
+    one_slot_topic(&c, "del", 3).await;
+    let at = now_ms() + 300;
+    for i in 0..20 {
+        c.schedule(
+            "del",
+            probe_job(&format!("old{i}"), at),
+            ScheduleMode::Upsert,
+        )
+        .await
+        .unwrap();
+    }
+    let held = c.delete_topic("del", false).await.unwrap();
+    assert_eq!((held.scheduled, held.running), (20, 0));
+    assert!(matches!(c.stats("del").await, Err(Error::TopicNotFound(_))));
+    c.schedule("del", probe_job("fresh", at + 300), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let seen = next(&mut rx, 5).await;
+    assert_eq!(seen.job.id, "fresh", "a job of the deleted topic fired");
+    let stats = c.stats("del").await.unwrap();
+    assert_eq!(stats.scheduled, 0);
+}
+
 // Every test above that takes an engine, once per engine (see tests/common).
 engine_matrix!(
     #[actix_rt::test] crate::common::Engine::of;
@@ -503,4 +593,5 @@ engine_matrix!(
     the_slot_keeper_restarts_a_slot_actor_that_stopped,
     shutdown_gives_back_a_long_runs_lease_and_it_runs_on_the_next_start,
     a_long_run_keeps_its_lease_and_is_not_taken_over,
+    a_deleted_topics_jobs_never_fire_and_its_successor_starts_empty,
 );

@@ -1454,6 +1454,65 @@ async fn list_pages_in_fire_time_order_without_skips_or_repeats(e: Engine) {
     assert_eq!(s.list("ls", &empty).await.unwrap(), JobPage::default());
 }
 
+/// Deleting a topic takes its settings, jobs, dead letters and events; it is refused while a
+/// job runs unless forced; a topic of the same name made later starts empty.
+async fn deleting_a_topic_removes_all_of_it_and_a_new_one_starts_empty(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("gone", 4, 1)).await.unwrap();
+    for i in 0..30 {
+        let job = NewJob::new(format!("j{i}"), T0 + 100).payload(json!({"i": i}));
+        s.schedule("gone", job, ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+    let runs = pump_all(s, "gone", T0 + 100).await;
+    assert_eq!(runs.len(), 30);
+    let dead = RunOutcome::Dead { error: "x".into() };
+    s.finish("gone", &runs[0], dead, T0 + 101).await.unwrap();
+    match s.delete_topic("gone", false).await {
+        Err(Error::TopicConflict { message, .. }) => {
+            assert!(message.contains("force"), "{message}")
+        }
+        other => panic!("a topic with running jobs was deleted: {other:?}"),
+    }
+    assert_eq!(
+        s.stats("gone").await.unwrap().running,
+        29,
+        "a refusal changes nothing"
+    );
+    let held = s.delete_topic("gone", true).await.unwrap();
+    assert_eq!((held.running, held.dead), (29, 1));
+    assert_eq!(s.find_topic("gone").await.unwrap(), None);
+    assert!(matches!(
+        s.stats("gone").await,
+        Err(Error::TopicNotFound(_))
+    ));
+    assert!(matches!(
+        s.delete_topic("gone", true).await,
+        Err(Error::TopicNotFound(_))
+    ));
+    // The same name again: nothing of the old topic is there.
+    s.put_topic(topic_with("gone", 4, 1)).await.unwrap();
+    let stats = s.stats("gone").await.unwrap();
+    assert_eq!((stats.scheduled, stats.running, stats.dead), (0, 0, 0));
+    assert_eq!(s.get("gone", &JobRef::new("j1")).await.unwrap(), None);
+    assert!(
+        s.read_events("gone", None, 100)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+    assert!(pump_all(s, "gone", T0 + 1_000_000).await.is_empty());
+    assert!(
+        s.dead_list("gone", None, 10)
+            .await
+            .unwrap()
+            .items
+            .is_empty()
+    );
+}
+
 /// Every row of the state machine's table (`store::state_machine::TRANSITIONS`), played on
 /// a job of its own: the job is brought to the row's state, the row's operation applied, and
 /// the state after and the operation's answer compared with the row's.
@@ -1630,6 +1689,7 @@ engine_matrix!(
     reads_cancels_and_resets_never_create_a_topic,
     every_transition_of_the_state_machine_holds,
     list_pages_in_fire_time_order_without_skips_or_repeats,
+    deleting_a_topic_removes_all_of_it_and_a_new_one_starts_empty,
     a_run_settled_twice_in_one_batch_is_settled_once,
     settled_claims_append_the_events_their_records_describe,
     a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order,

@@ -63,6 +63,11 @@ pub(crate) struct Halt;
 #[rtype(result = "()")]
 pub(crate) struct ServeTopic(pub std::sync::Arc<TopicConfig>);
 
+/// To the slot keeper: the topic is deleted; stop its slot actors and forget it.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct DropTopic(pub String);
+
 /// To the slot keeper: wake a slot.
 #[derive(Message)]
 #[rtype(result = "()")]

@@ -274,6 +274,11 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Topic(TopicCmd::Pause { topic }) => pause(&client, &topic, true).await?,
         Command::Topic(TopicCmd::Resume { topic }) => pause(&client, &topic, false).await?,
+        Command::Topic(TopicCmd::Rm { topic, force }) => {
+            let path = format!("/v1/topics/{}?force={force}", enc(&topic));
+            client.call(Method::DELETE, &path, None).await?;
+            (json!({"deleted": topic}), View::Record)
+        }
         Command::Events {
             topic,
             after,

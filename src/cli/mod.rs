@@ -219,6 +219,13 @@ pub(crate) enum TopicCmd {
     Resume {
         topic: String,
     },
+    /// Deletes a topic whole: its settings, jobs, dead letters and events.
+    Rm {
+        topic: String,
+        /// Delete it even while some of its jobs are running.
+        #[arg(long)]
+        force: bool,
+    },
 }
 
 /// The `toc` binary: parses the command line and runs the command.

@@ -69,7 +69,8 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .service(
             web::resource("/v1/topics/{topic}")
                 .get(topics::get_topic)
-                .put(topics::put_topic),
+                .put(topics::put_topic)
+                .delete(topics::delete_topic),
         )
         .service(web::resource("/v1/topics/{topic}/dead").get(topics::list_dead))
         .service(web::resource("/v1/topics/{topic}/dead/{id}/requeue").post(topics::requeue_dead))

@@ -23,6 +23,7 @@ use super::{claims, error, jobs, meetings, ops, topics};
         topics::list_topics,
         topics::get_topic,
         topics::put_topic,
+        topics::delete_topic,
         topics::list_dead,
         topics::requeue_dead,
         topics::delete_dead,

@@ -75,6 +75,31 @@ pub(crate) async fn get_topic(
     Ok(HttpResponse::Ok().json(view(&state, &topic).await?))
 }
 
+/// `DELETE /v1/topics/{topic}?force=true`.
+#[derive(Debug, Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct DeleteQuery {
+    /// Delete the topic even while some of its jobs are running.
+    pub force: Option<bool>,
+}
+
+/// Deletes a topic whole: its settings, jobs, dead letters, events and owner leases, on
+/// every instance (204). Refused (409 `topic_conflict`) while any of its jobs is running,
+/// unless `force=true`. A topic of the same name made later starts empty.
+#[utoipa::path(delete, path = "/v1/topics/{topic}", tag = "topics",
+    params(("topic" = String, Path), DeleteQuery),
+    responses((status = 204, description = "Deleted"),
+        (status = 409, body = ErrorBody, description = "Jobs are running (topic_conflict)")))]
+pub(crate) async fn delete_topic(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<DeleteQuery>,
+) -> ApiResult<HttpResponse> {
+    let force = query.force.unwrap_or(false);
+    state.center.delete_topic(&path, force).await?;
+    Ok(HttpResponse::NoContent().finish())
+}
+
 /// Dead letters, oldest first, with their last error.
 #[utoipa::path(get, path = "/v1/topics/{topic}/dead", tag = "dead letters",
     params(("topic" = String, Path), PageQuery),

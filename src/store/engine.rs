@@ -152,6 +152,13 @@ pub(crate) trait TopicSettings: Send + Sync + 'static {
 
     /// Every stored topic, in any order.
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>>;
+
+    /// Removes a topic whole: its settings, and every slot's jobs, dead letters, events and
+    /// owner lease.
+    async fn delete_topic(&self, topic: &TopicConfig) -> Result<()>;
+
+    /// Forgets any copy of a topic's settings held in process: another instance deleted it.
+    fn forget_topic(&self, _name: &str) {}
 }
 
 /// The operations on one slot's jobs (the slot state machine of `state_machine.rs`), and the

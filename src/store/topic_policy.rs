@@ -63,6 +63,11 @@ impl TopicCache {
             .cloned()
     }
 
+    /// Forgets a topic (deleted here, or found gone from the store).
+    pub(super) fn remove(&self, name: &str) {
+        self.map.write().expect("topic cache lock").remove(name);
+    }
+
     pub(super) fn insert(&self, config: TopicConfig) -> Arc<TopicConfig> {
         let config = Arc::new(config);
         self.map

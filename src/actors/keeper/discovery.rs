@@ -10,6 +10,24 @@ use crate::actors::messages::Retune;
 use crate::topic::TopicConfig;
 
 impl SlotKeeper {
+    /// Stops serving a deleted topic: its slot actors stop, and it is forgotten (a topic of
+    /// the same name made later is served anew).
+    pub(super) fn unserve(&mut self, topic: &str) {
+        if self.topics.remove(topic).is_none() {
+            return;
+        }
+        let slots: Vec<u32> = self
+            .slots
+            .keys()
+            .filter(|(name, _)| name == topic)
+            .map(|(_, slot)| *slot)
+            .collect();
+        for slot in slots {
+            self.stop(topic, slot);
+        }
+        tracing::info!(%topic, "the topic is deleted: its slots are no longer served");
+    }
+
     /// Serves a topic: its settings reach its slot actors, and the slots this instance
     /// should own are taken (at once for a topic new here or grown).
     pub(super) fn serve(&mut self, ctx: &mut Context<Self>, topic: Arc<TopicConfig>) {
@@ -46,12 +64,14 @@ impl SlotKeeper {
         ctx.spawn(
             async move { store.topics().await }.into_actor(self).map(
                 |topics, act, ctx| match topics {
-                    Ok(topics) => topics.into_iter().for_each(|t| {
-                        if t.draining_from.is_some() {
-                            act.sweep(ctx, &t.name);
+                    Ok(topics) => {
+                        for t in topics {
+                            if t.draining_from.is_some() {
+                                act.sweep(ctx, &t.name);
+                            }
+                            act.serve(ctx, t);
                         }
-                        act.serve(ctx, t)
-                    }),
+                    }
                     Err(e) => tracing::warn!(error = %e, "could not list topics"),
                 },
             ),

@@ -27,7 +27,7 @@ mod workers;
 
 use self::workers::Workers;
 use crate::actors::messages::{
-    Drain, GetHealth, Halt, HaltSlot, ServeTopic, Shutdown, SlotHealth, Wake, WakeSlot,
+    Drain, DropTopic, GetHealth, Halt, HaltSlot, ServeTopic, Shutdown, SlotHealth, Wake, WakeSlot,
 };
 use crate::actors::runtime::Runtime;
 use crate::actors::slot::SlotActor;
@@ -162,6 +162,14 @@ impl Handler<ServeTopic> for SlotKeeper {
     }
 }
 
+impl Handler<DropTopic> for SlotKeeper {
+    type Result = ();
+
+    fn handle(&mut self, msg: DropTopic, _: &mut Context<Self>) {
+        self.unserve(&msg.0);
+    }
+}
+
 impl Handler<WakeSlot> for SlotKeeper {
     type Result = ();
 
@@ -170,12 +178,17 @@ impl Handler<WakeSlot> for SlotKeeper {
         if notice.slot == crate::store::WakeNotice::TOPIC {
             // Another instance serves the topic now, or changed its settings.
             let (store, name) = (self.rt.store.clone(), notice.topic);
+            let gone = name.clone();
             ctx.spawn(
                 async move { store.reload_topic(&name).await }
                     .into_actor(self)
-                    .map(|found, act, ctx| match found {
+                    .map(move |found, act, ctx| match found {
                         Ok(Some(topic)) => act.serve(ctx, topic),
-                        Ok(None) => {}
+                        // Deleted by another instance.
+                        Ok(None) => {
+                            act.rt.store.forget_topic(&gone);
+                            act.unserve(&gone);
+                        }
                         Err(e) => tracing::warn!(error = %e, "could not read a changed topic"),
                     }),
             );

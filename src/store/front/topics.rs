@@ -3,6 +3,7 @@
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
+use crate::model::TopicStats;
 use crate::store::doubling;
 use crate::topic::TopicConfig;
 use crate::validate;
@@ -69,6 +70,33 @@ impl Store {
         self.find_topic(name)
             .await?
             .ok_or_else(|| crate::error::Error::TopicNotFound(name.to_string()))
+    }
+
+    /// Deletes a topic whole: its settings, jobs, dead letters, events and owner leases.
+    /// Refused with `TopicConflict` while any of its jobs is running (a handler or a consumer
+    /// holds it), unless `force`. Answers what it held. A topic of the same name made later
+    /// starts empty.
+    pub async fn delete_topic(&self, name: &str, force: bool) -> Result<TopicStats> {
+        let t = self.existing_topic(name).await?;
+        let held = self.stats(name).await?;
+        if held.running > 0 && !force {
+            return Err(Error::TopicConflict {
+                topic: name.to_string(),
+                message: format!(
+                    "{} of its jobs are running (a handler or a consumer holds them); \
+                     force=true deletes them anyway",
+                    held.running
+                ),
+            });
+        }
+        self.engine.delete_topic(&t).await?;
+        lock(&self.sweep_from).remove(name);
+        Ok(held)
+    }
+
+    /// Forgets the settings of a topic another instance deleted (the keeper, told so).
+    pub(crate) fn forget_topic(&self, name: &str) {
+        self.engine.forget_topic(name);
     }
 
     /// For a topic draining from a doubling: looks for old copies in the slots it had

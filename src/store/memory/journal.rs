@@ -52,6 +52,10 @@ pub(super) enum Op {
         slot: u32,
         seq: u64,
     },
+    /// A topic deleted whole: what the journal held of it before is gone with it.
+    Drop {
+        topic: String,
+    },
     /// Events appended to a topic's ring, with their ids. A settled run's events are in the
     /// same record batch (one append) as its job's new state.
     Events {

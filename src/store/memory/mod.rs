@@ -307,6 +307,10 @@ impl MemoryEngine {
                         .or_default()
                         .restore(events, self.events_max_len);
                 }
+                Op::Drop { topic } => {
+                    topics.remove(&topic);
+                    self.events.get_mut().expect("events lock").remove(&topic);
+                }
             }
         }
         for t in topics.values() {

@@ -71,4 +71,18 @@ impl TopicSettings for MemoryEngine {
         let topics = self.topics.read().unwrap_or_else(PoisonError::into_inner);
         Ok(topics.values().map(|t| t.config()).collect())
     }
+
+    async fn delete_topic(&self, topic: &TopicConfig) -> Result<()> {
+        self.check_writable()?;
+        let mut topics = self.topics.write().unwrap_or_else(PoisonError::into_inner);
+        self.journal(&[Op::Drop {
+            topic: topic.name.clone(),
+        }])?;
+        topics.remove(&topic.name);
+        self.events
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&topic.name);
+        Ok(())
+    }
 }

@@ -13,7 +13,7 @@ use super::scripts::{Layout, TopicPut};
 use super::{RedisEngine, parse_topic};
 use crate::error::{Error, Result};
 use crate::store::engine::TopicSettings;
-use crate::store::keys::TOPICS;
+use crate::store::keys::{SlotKeys, TOPICS};
 use crate::store::topic_policy::{check_update, fresh};
 use crate::topic::TopicConfig;
 
@@ -83,6 +83,30 @@ where
 
     async fn mark_layout(&self, topic: &TopicConfig, slot: u32) -> Result<()> {
         self.run(Layout { topic, slot }).await
+    }
+
+    async fn delete_topic(&self, topic: &TopicConfig) -> Result<()> {
+        // The settings first, so no instance that reads them anew writes to the topic again;
+        // then each slot's keys (one hash tag: one DEL per slot, on its node of a Cluster).
+        let _: i64 = self.write_conn().hdel(TOPICS, &topic.name).await?;
+        self.topics.remove(&topic.name);
+        let slots = topic.slots.max(topic.draining_from.unwrap_or(0));
+        let dels = (0..slots).map(|slot| {
+            let keys = SlotKeys::new(&topic.name, slot).all().to_vec();
+            let mut conn = self.write_conn();
+            async move {
+                let _: i64 = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await?;
+                Ok::<_, Error>(())
+            }
+        });
+        for r in futures_util::future::join_all(dels).await {
+            r?;
+        }
+        self.confirmed().await
+    }
+
+    fn forget_topic(&self, name: &str) {
+        self.topics.remove(name);
     }
 
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
