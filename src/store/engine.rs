@@ -254,6 +254,13 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
         until: Millis,
     ) -> Result<bool>;
 
+    /// Whether `list` looks at every job of the slot whatever its `limit` (the memory
+    /// engine's wheel keeps no order): a listing then asks each slot for a whole page at
+    /// once rather than for its share first.
+    fn list_reads_whole_slots(&self) -> bool {
+        false
+    }
+
     /// `list.lua`: up to `limit` of the slot's jobs in `state` (scheduled or running) whose
     /// score is from `from` to `to`, after `after` in (score, id) order, each with its id.
     #[allow(clippy::too_many_arguments)]

@@ -4,12 +4,20 @@ use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::model::{DeadCursor, DeadPage, JobPage, JobRef, JobState, ListCursor, TopicStats};
 use crate::store::MAX_PAGE;
-use crate::store::engine::DeadEntry;
+use crate::store::engine::{DeadEntry, Stored};
 use crate::store::event_id::EventId;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 use super::Store;
+
+/// One slot's place in a listing's merge: where its next jobs start, and whether it has
+/// no more.
+struct Lane {
+    slot: u32,
+    after: Option<ListCursor>,
+    done: bool,
+}
 
 /// What a listing asks for: the jobs in `state` (scheduled or running) with a score (fire
 /// time; lease deadline for running jobs) from `from` to `to`, after `cursor` (a previous
@@ -66,15 +74,57 @@ impl Store {
             return Ok(JobPage::default());
         }
         let limit = q.limit.clamp(1, MAX_PAGE);
-        let calls = (0..t.slots).map(|slot| {
-            self.engine
-                .list(&t, slot, q.state, q.from, q.to, cursor.as_ref(), limit)
-        });
-        let mut found = Vec::new();
-        for page in futures_util::future::join_all(calls).await {
-            found.extend(page?);
+        // A merge that asks each slot for its share first, and asks again only the slots
+        // whose next jobs may still fall within the page (plus one, to know if there is
+        // more): a page costs about `limit` jobs read, not `limit` per slot.
+        let mut lanes: Vec<Lane> = (0..t.slots)
+            .map(|slot| Lane {
+                slot,
+                after: cursor.clone(),
+                done: false,
+            })
+            .collect();
+        let mut per = if self.engine.list_reads_whole_slots() {
+            limit + 1
+        } else {
+            (limit / lanes.len() + 1).min(limit + 1)
+        };
+        let mut found: Vec<(String, Stored)> = Vec::new();
+        let mut ask: Vec<usize> = (0..lanes.len()).collect();
+        while !ask.is_empty() {
+            let t = &t;
+            let calls = ask.iter().map(|&i| {
+                let (slot, after) = (lanes[i].slot, lanes[i].after.clone());
+                async move {
+                    let page = self
+                        .engine
+                        .list(t, slot, q.state, q.from, q.to, after.as_ref(), per)
+                        .await;
+                    (i, page)
+                }
+            });
+            for (i, page) in futures_util::future::join_all(calls).await {
+                let page = page?;
+                lanes[i].done = page.len() < per;
+                if let Some((id, s)) = page.last() {
+                    lanes[i].after = Some(ListCursor {
+                        score: s.score,
+                        id: id.clone(),
+                    });
+                }
+                found.extend(page);
+            }
+            found.sort_by(|(a, x), (b, y)| (x.score, a).cmp(&(y.score, b)));
+            let bound = found.get(limit).map(|(id, s)| (s.score, id.as_str()));
+            ask = (0..lanes.len())
+                .filter(|&i| {
+                    let lane = &lanes[i];
+                    let last = lane.after.as_ref().map(|c| (c.score, c.id.as_str()));
+                    !lane.done && bound.is_none_or(|b| last.is_none_or(|l| l < b))
+                })
+                .collect();
+            per = (per * 2).min(limit + 1);
         }
-        found.sort_by(|(a, x), (b, y)| (x.score, a).cmp(&(y.score, b)));
         let mut seen = std::collections::HashSet::new();
         found.retain(|(id, _)| seen.insert(id.clone()));
         let more = found.len() > limit;

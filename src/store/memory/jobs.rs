@@ -158,6 +158,10 @@ impl SlotJobs for MemoryEngine {
             .await
     }
 
+    fn list_reads_whole_slots(&self) -> bool {
+        true
+    }
+
     async fn list(
         &self,
         topic: &TopicConfig,
