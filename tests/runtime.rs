@@ -361,6 +361,30 @@ async fn shutdown_gives_back_a_long_runs_lease_and_it_runs_on_the_next_start(e: 
     drop(c2);
 }
 
+/// A runtime on the Redis `server` with short owner leases (so slots move within the test),
+/// running the probe type, and the probe's runs.
+async fn redis_runtime(
+    server: &RedisServer,
+) -> (
+    TimeoutCenter,
+    tokio::sync::mpsc::UnboundedReceiver<common::runtime::Seen>,
+) {
+    let store = Store::redis(&server.url(), StoreOptions::default())
+        .await
+        .unwrap();
+    let (probe, rx) = Probe::done();
+    let c = TimeoutCenter::builder(Arc::new(store))
+        .settings(RuntimeSettings {
+            owner_lease_ms: 300,
+            ..settings(200)
+        })
+        .handler(probe)
+        .start()
+        .await
+        .unwrap();
+    (c, rx)
+}
+
 #[actix_rt::test]
 async fn two_runtimes_on_one_redis_share_the_slots_and_handle_each_job_exactly_once() {
     let server = RedisServer::start();
@@ -368,19 +392,7 @@ async fn two_runtimes_on_one_redis_share_the_slots_and_handle_each_job_exactly_o
     let mut centers = Vec::new();
     let mut receivers = Vec::new();
     for _ in 0..2 {
-        let store = Store::redis(&server.url(), StoreOptions::default())
-            .await
-            .unwrap();
-        let (probe, rx) = Probe::done();
-        let c = TimeoutCenter::builder(Arc::new(store))
-            .settings(RuntimeSettings {
-                owner_lease_ms: 300,
-                ..settings(200)
-            })
-            .handler(probe)
-            .start()
-            .await
-            .unwrap();
+        let (c, rx) = redis_runtime(&server).await;
         centers.push(c);
         receivers.push(rx);
     }
@@ -460,20 +472,7 @@ async fn a_topic_deleted_by_one_runtime_is_no_longer_served_by_the_other() {
     let server = RedisServer::start();
     let mut centers = Vec::new();
     for _ in 0..2 {
-        let store = Store::redis(&server.url(), StoreOptions::default())
-            .await
-            .unwrap();
-        let (probe, _rx) = Probe::done();
-        let c = TimeoutCenter::builder(Arc::new(store))
-            .settings(RuntimeSettings {
-                owner_lease_ms: 300,
-                ..settings(200)
-            })
-            .handler(probe)
-            .start()
-            .await
-            .unwrap();
-        centers.push(c);
+        centers.push(redis_runtime(&server).await.0);
     }
     centers[0].topic("doomed").await.unwrap();
     centers[1].topic("doomed").await.unwrap();
