@@ -118,7 +118,9 @@ impl TimeoutCenterBuilder {
         let waiting = claims.clone();
         actix_rt::spawn(async move {
             while let Some(notice) = rx.recv().await {
-                if notice.slot != WakeNotice::TOPIC {
+                if notice.slot == WakeNotice::TOPIC {
+                    waiting.topic_changed(&notice.topic);
+                } else {
                     waiting.wake(&notice.topic, notice.slot, notice.at);
                 }
                 sup.do_send(WakeSlot(notice));
@@ -226,6 +228,7 @@ impl TimeoutCenter {
     /// Creates or updates a topic, and starts or retunes its slots.
     pub async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
         let topic = self.rt.store.put_topic(config).await?;
+        self.claims.topic_changed(&topic.name);
         self.served
             .lock()
             .expect("served lock")
@@ -532,12 +535,27 @@ impl TimeoutCenter {
     /// notices that wake slots). The consumer reports each job's outcome by its token.
     pub async fn claim(&self, topic: &str, req: ClaimRequest) -> Result<Vec<Leased>> {
         req.check()?;
-        let t = self.pull_topic(topic).await?;
+        let mut t = self.pull_topic(topic).await?;
+        let mut req = req;
         if t.paused {
-            // No claim is served while paused: a long poll waits out its time (without a
-            // look at the store) and answers nothing, so consumers do not spin.
-            tokio::time::sleep(std::time::Duration::from_millis(req.wait_ms)).await;
-            return Ok(Vec::new());
+            // No claim is served while paused: a long poll waits (without a look at the
+            // store) until the topic's settings change or its time is up, so consumers do
+            // not spin; resumed in time, it claims for what is left of its wait.
+            let deadline = std::time::Instant::now() + Duration::from_millis(req.wait_ms);
+            while t.paused {
+                let left = deadline.saturating_duration_since(std::time::Instant::now());
+                if left.is_zero() || !self.claims.until_changed(topic, left).await {
+                    return Ok(Vec::new());
+                }
+                t = self
+                    .rt
+                    .store
+                    .reload_topic(topic)
+                    .await?
+                    .ok_or_else(|| Error::TopicNotFound(topic.to_string()))?;
+            }
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            req.wait_ms = crate::num::duration_ms(left);
         }
         let jobs = self
             .claims

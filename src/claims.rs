@@ -139,6 +139,8 @@ pub(crate) struct Claims {
 #[derive(Default)]
 struct TopicView {
     woken: Notify,
+    /// Wakes claims waiting out a pause when the topic's settings change.
+    changed: Notify,
     slots: Mutex<SlotsView>,
 }
 
@@ -258,6 +260,19 @@ impl Claims {
             topics: Mutex::new(HashMap::new()),
             refresh_ms: crate::num::millis(refresh_ms.max(1)),
         }
+    }
+
+    /// The topic's settings changed (a pause or a resume, here or on another instance):
+    /// claims waiting out a pause look again.
+    pub(crate) fn topic_changed(&self, topic: &str) {
+        self.view(topic).changed.notify_waiters();
+    }
+
+    /// Waits until the topic's settings change or `wait` passes; true when they changed.
+    pub(crate) async fn until_changed(&self, topic: &str, wait: std::time::Duration) -> bool {
+        let view = self.view(topic);
+        let changed = view.changed.notified();
+        tokio::time::timeout(wait, changed).await.is_ok()
     }
 
     fn view(&self, topic: &str) -> Arc<TopicView> {

@@ -138,8 +138,46 @@ async fn a_paused_pull_topic_serves_no_claim(kind: Kind) {
     );
 }
 
+/// A long poll that starts while its pull topic is paused is served when the topic resumes
+/// within its wait, rather than answering nothing at the end of it.
+async fn a_long_poll_waiting_out_a_pause_is_served_on_resume(kind: Kind) {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = (kind == Kind::Redis).then(RedisServer::start);
+    let env = match &redis {
+        Some(r) => common::process::redis_env(r.url()),
+        None => vec![("TOC_STORE", "memory".to_string())],
+    };
+    let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
+    let http = reqwest::Client::new();
+    put_topic(
+        &http,
+        &toc,
+        "work",
+        json!({"default_type": "pull", "slots": 1, "paused": true}),
+    )
+    .await;
+    let now_ms = wall_us() / 1_000;
+    toc.put_job(&http, "work", "w-1", &json!({"fire_at": now_ms}))
+        .await;
+    let poll = http
+        .post(toc.url("/v1/topics/work/claim"))
+        .json(&json!({"max": 10, "wait_ms": 20_000}))
+        .send();
+    let resume = async {
+        tokio::time::sleep(Duration::from_millis(300)).await;
+        put_topic(&http, &toc, "work", json!({"paused": false})).await
+    };
+    let (answer, _) = tokio::join!(poll, resume);
+    let v: Value = answer.unwrap().json().await.unwrap();
+    assert_eq!(
+        v["jobs"][0]["id"], "w-1",
+        "the long poll was not served on resume: {v}"
+    );
+}
+
 engine_matrix!(
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)] crate::common::kind;
     a_paused_topic_fires_nothing_until_resumed,
     a_paused_pull_topic_serves_no_claim,
+    a_long_poll_waiting_out_a_pause_is_served_on_resume,
 );
