@@ -92,9 +92,11 @@ async fn a_paused_topic_fires_nothing_until_resumed(kind: Kind) {
     // backlog is handed out is checked through claims, below.)
 }
 
-/// A pull topic: no claim is served while paused; once resumed the backlog is claimed in
-/// fire-time order (the order a pump hands jobs out in, for slot actors too).
-async fn a_paused_pull_topic_serves_no_claim(kind: Kind) {
+/// One `toc serve` on `kind`'s engine with a paused one-slot pull topic `work`; the
+/// directory and Redis it runs on are kept alive by the caller.
+async fn paused_pull_topic(
+    kind: Kind,
+) -> (tempfile::TempDir, Option<RedisServer>, Toc, reqwest::Client) {
     let dir = tempfile::tempdir().unwrap();
     let redis = (kind == Kind::Redis).then(RedisServer::start);
     let env = match &redis {
@@ -110,6 +112,13 @@ async fn a_paused_pull_topic_serves_no_claim(kind: Kind) {
         json!({"default_type": "pull", "slots": 1, "paused": true}),
     )
     .await;
+    (dir, redis, toc, http)
+}
+
+/// A pull topic: no claim is served while paused; once resumed the backlog is claimed in
+/// fire-time order (the order a pump hands jobs out in, for slot actors too).
+async fn a_paused_pull_topic_serves_no_claim(kind: Kind) {
+    let (_dir, _redis, toc, http) = paused_pull_topic(kind).await;
     let now_ms = wall_us() / 1_000;
     for k in [3, 1, 4, 2] {
         let body = json!({"fire_at": now_ms + 10 * k});
@@ -141,21 +150,7 @@ async fn a_paused_pull_topic_serves_no_claim(kind: Kind) {
 /// A long poll that starts while its pull topic is paused is served when the topic resumes
 /// within its wait, rather than answering nothing at the end of it.
 async fn a_long_poll_waiting_out_a_pause_is_served_on_resume(kind: Kind) {
-    let dir = tempfile::tempdir().unwrap();
-    let redis = (kind == Kind::Redis).then(RedisServer::start);
-    let env = match &redis {
-        Some(r) => common::process::redis_env(r.url()),
-        None => vec![("TOC_STORE", "memory".to_string())],
-    };
-    let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
-    let http = reqwest::Client::new();
-    put_topic(
-        &http,
-        &toc,
-        "work",
-        json!({"default_type": "pull", "slots": 1, "paused": true}),
-    )
-    .await;
+    let (_dir, _redis, toc, http) = paused_pull_topic(kind).await;
     let now_ms = wall_us() / 1_000;
     toc.put_job(&http, "work", "w-1", &json!({"fire_at": now_ms}))
         .await;

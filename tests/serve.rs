@@ -59,41 +59,28 @@ fn one_shell_runs_the_server_and_the_client() {
         );
         std::thread::sleep(Duration::from_millis(50));
     }
-    let out = Command::new(env!("CARGO_BIN_EXE_toc"))
-        .args(["--json", "job", "get", "orders", "o-1"])
-        .envs(shell)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let job: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    // The client's calls, each asserted to succeed: its standard output.
+    let toc = |args: &[&str]| {
+        let out = Command::new(env!("CARGO_BIN_EXE_toc"))
+            .args(args)
+            .envs(shell)
+            .output()
+            .unwrap();
+        assert!(
+            out.status.success(),
+            "{}",
+            String::from_utf8_lossy(&out.stderr)
+        );
+        out.stdout
+    };
+    let job: serde_json::Value =
+        serde_json::from_slice(&toc(&["--json", "job", "get", "orders", "o-1"])).unwrap();
     assert_eq!(job["id"], "o-1");
     assert_eq!(job["state"], "scheduled");
     // `toc job ls`: the topic's upcoming jobs, by fire time.
-    let out = Command::new(env!("CARGO_BIN_EXE_toc"))
-        .args(["job", "put", "orders", "o-0", "--delay-ms", "30000"])
-        .envs(shell)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let out = Command::new(env!("CARGO_BIN_EXE_toc"))
-        .args(["--json", "job", "ls", "orders", "--state", "scheduled"])
-        .envs(shell)
-        .output()
-        .unwrap();
-    assert!(
-        out.status.success(),
-        "{}",
-        String::from_utf8_lossy(&out.stderr)
-    );
-    let page: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    toc(&["job", "put", "orders", "o-0", "--delay-ms", "30000"]);
+    let out = toc(&["--json", "job", "ls", "orders", "--state", "scheduled"]);
+    let page: serde_json::Value = serde_json::from_slice(&out).unwrap();
     let ids: Vec<&str> = page["items"]
         .as_array()
         .unwrap()
