@@ -13,7 +13,7 @@
 --   closing brace; '' to build it here from the run's record, with now as its fired_at),
 --   n, and the n events its handler emitted (JSON).
 -- Returns one result per run, in order: 'done' | 'retrying' | 'repeating' | 'dead' |
---   'released' | 'rescheduled' | 'stale'.
+--   'released' | 'rescheduled' | 'stale' | 'recur'.
 -- 'stale': the job is not running under this token (its lease expired and another run took
 -- it, or it was cancelled); nothing changes and no event is appended.
 -- A reset that arrived during a run wins over its outcome: the job is scheduled again at the
@@ -60,7 +60,7 @@ for k = 1, m do
   local r = 'stale'
   if raw and not taken[id] then
     local outcome = ARGV[b + OUTCOME]
-    if outcome == 'done' and raw == ARGV[b + HANDED] then
+    if outcome == 'done' and raw == ARGV[b + HANDED] and not string.find(raw, '"s":', 1, true) then
       -- The record as this run was handed it (one compare: Lua interns its strings): the
       -- job is running under this run, and no reset or replace came since. The same
       -- answer as the token check below and SlotState::finish's (src/store/memory/slot.rs);
@@ -85,10 +85,14 @@ for k = 1, m do
           elseif outcome == 'release' then r = 'released'
           elseif outcome == 'retry' and (rec.a or 0) < (rec.m or default_max) then r = 'retrying'
           else r = 'dead' end
+          -- A recurring job's run that ended (done, or out of attempts) changes nothing
+          -- here: the caller settles it again as a repeat at its schedule's next instant
+          -- (src/recurrence.rs), which only Rust can compute.
+          if rec.s and (r == 'done' or r == 'dead') then r = 'recur' end
         end
       end
     end
-    if r ~= 'stale' then taken[id] = true end
+    if r ~= 'stale' and r ~= 'recur' then taken[id] = true end
   end
   result[k] = r
 end
@@ -102,7 +106,12 @@ local function outcome_event(k)
   if r == 'retrying' then
     return 'job.retry', '{"error":' .. cjson.encode(err) .. ',"retry_at":' .. ARGV[b + AT] .. '}'
   end
-  if r == 'repeating' then return 'job.repeat', '{"repeat_at":' .. ARGV[b + AT] .. '}' end
+  if r == 'repeating' then
+    if err ~= '' then
+      return 'job.repeat', '{"repeat_at":' .. ARGV[b + AT] .. ',"error":' .. cjson.encode(err) .. '}'
+    end
+    return 'job.repeat', '{"repeat_at":' .. ARGV[b + AT] .. '}'
+  end
   if r == 'dead' then return 'job.dead', '{"error":' .. cjson.encode(err) .. '}' end
   if r == 'rescheduled' then
     local name = RESCHEDULED[ARGV[b + OUTCOME]]
@@ -142,8 +151,9 @@ end
 -- Events, the last one's XADD trimming the stream to its cap (no XTRIM call of its own:
 -- most settles carry one or two runs, and each call of a script costs).
 local evs = {}
+local function changes(k) return result[k] ~= 'stale' and result[k] ~= 'recur' end
 for k = 1, m do
-  if result[k] ~= 'stale' then
+  if changes(k) then
     local b = starts[k]
     for j = 1, tonumber(ARGV[b + N]) do evs[#evs + 1] = ARGV[b + N + j] end
     local name, data = outcome_event(k)
@@ -175,7 +185,7 @@ local function schedule_at(id, rec, at)
 end
 for k = 1, m do
   local id, rec, r = ids[k], recs[k], result[k]
-  if r ~= 'stale' then settled[#settled + 1] = id end
+  if changes(k) then settled[#settled + 1] = id end
   if r == 'done' then
     gone[#gone + 1] = id
   elseif r == 'rescheduled' then
@@ -183,7 +193,8 @@ for k = 1, m do
     rec.a = nil; rec.e = nil
     schedule_at(id, rec, again)
   elseif r == 'repeating' then
-    rec.a = nil; rec.e = nil
+    local err = ARGV[starts[k] + ERR]
+    rec.a = nil; rec.e = err ~= '' and err or nil
     rec.n = (rec.n or 0) + 1
     schedule_at(id, rec, ARGV[starts[k] + AT])
   elseif r == 'released' then

@@ -87,7 +87,8 @@ impl Event {
     /// Every event a settled run appends: the handler's, then the runtime's own for what the
     /// store did with the outcome. A stale run appends none.
     pub fn of_settled(s: &Settlement, finished: Finished) -> Vec<Event> {
-        if finished == Finished::Stale {
+        if matches!(finished, Finished::Stale | Finished::Recur) {
+            // Nothing changed: a recurring run's events come with its settle as a repeat.
             return Vec::new();
         }
         let mut events: Vec<Event> = s
@@ -122,15 +123,21 @@ impl Event {
 fn outcome_event(outcome: &RunOutcome, finished: Finished) -> Option<(&'static str, Value)> {
     let error = match outcome {
         RunOutcome::Retry { error, .. } | RunOutcome::Dead { error } => error.as_str(),
+        RunOutcome::Repeat {
+            error: Some(error), ..
+        } => error.as_str(),
         _ => "",
     };
     let at = match outcome {
-        RunOutcome::Retry { at, .. } | RunOutcome::Repeat { at } => *at,
+        RunOutcome::Retry { at, .. } | RunOutcome::Repeat { at, .. } => *at,
         _ => 0,
     };
     Some(match finished {
         Finished::Done => (kind::DONE, Value::Null),
         Finished::Retrying => (kind::RETRY, json!({"error": error, "retry_at": at})),
+        Finished::Repeating if !error.is_empty() => {
+            (kind::REPEAT, json!({"repeat_at": at, "error": error}))
+        }
         Finished::Repeating => (kind::REPEAT, json!({"repeat_at": at})),
         Finished::Dead => (kind::DEAD, json!({"error": error})),
         Finished::Rescheduled => {
@@ -148,6 +155,6 @@ fn outcome_event(outcome: &RunOutcome, finished: Finished) -> Option<(&'static s
             }
             (name, data)
         }
-        Finished::Released | Finished::Stale => return None,
+        Finished::Released | Finished::Stale | Finished::Recur => return None,
     })
 }

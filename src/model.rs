@@ -99,6 +99,14 @@ pub struct Job {
     /// Times the job fired and repeated since it was last reset (a repeating alarm's count).
     #[serde(default)]
     pub fires: u32,
+    /// A recurring job's schedule: after each fire it is scheduled again at the schedule's
+    /// next instant, until it is cancelled.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub repeat: Option<crate::recurrence::Recurrence>,
+    /// A recurring job's next fire: its `fire_at` while scheduled; while running (or dead),
+    /// the schedule's first instant after this run's fire time.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_fire_at: Option<Millis>,
 }
 
 /// What a caller asks to schedule.
@@ -119,6 +127,8 @@ pub struct NewJob {
     /// Routes the job to a slot; the id when `None`. Give the same key to `get`, `cancel`
     /// and resets.
     pub shard_key: Option<String>,
+    /// A recurring job's schedule (see [`crate::Recurrence`]); `None` fires once.
+    pub repeat: Option<crate::recurrence::Recurrence>,
 }
 
 impl NewJob {
@@ -158,6 +168,12 @@ impl NewJob {
     /// Routes it to a slot in place of its id.
     pub fn shard_key(mut self, key: impl Into<String>) -> Self {
         self.shard_key = Some(key.into());
+        self
+    }
+
+    /// Fires it again on `schedule` after each fire, until it is cancelled.
+    pub fn repeat(mut self, schedule: crate::recurrence::Recurrence) -> Self {
+        self.repeat = Some(schedule);
         self
     }
 }
@@ -457,6 +473,7 @@ impl Outcome {
                 at: fire_at
                     .saturating_add(crate::num::duration_millis(every))
                     .max(now),
+                error: None,
             },
             Outcome::Dead { error } => RunOutcome::Dead { error },
         }
@@ -475,10 +492,13 @@ pub enum RunOutcome {
         /// When to run again.
         at: Millis,
     },
-    /// Run again at `at` with attempts starting again (a repeating alarm).
+    /// Run again at `at` with attempts starting again (a repeating alarm, or a recurring
+    /// job's next instant).
     Repeat {
         /// When to run again.
         at: Millis,
+        /// A recurring job's fire that failed for good: its error, kept as `last_error`.
+        error: Option<String>,
     },
     /// Give up: to the dead letters with `error`.
     Dead {
@@ -579,6 +599,10 @@ pub enum Finished {
     Rescheduled,
     /// The run's lease was taken over (or the job cancelled): nothing changed.
     Stale,
+    /// The run of a recurring job ended (done, or out of attempts) and nothing changed yet:
+    /// the store's own answer to its front, which settles the run again as a repeat at the
+    /// schedule's next instant. Never answered to a caller of `Store`.
+    Recur,
 }
 
 wire_words!(Finished {
@@ -589,6 +613,7 @@ wire_words!(Finished {
     Released => "released",
     Rescheduled => "rescheduled",
     Stale => "stale",
+    Recur => "recur",
 });
 
 /// Per-slot figures.

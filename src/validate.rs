@@ -157,6 +157,9 @@ pub(crate) fn new_job(payload_limit: usize, job: &NewJob) -> Result<()> {
         fire_at("max_fire_at", max)?;
     }
     max_attempts(job.max_attempts)?;
+    if let Some(r) = &job.repeat {
+        r.check()?;
+    }
     payload(payload_limit, &job.payload)
 }
 

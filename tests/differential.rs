@@ -278,7 +278,10 @@ impl Pair {
                                     error: "failed".into(),
                                     at: now + d,
                                 },
-                                Outcome::Repeat(d) => RunOutcome::Repeat { at: now + d },
+                                Outcome::Repeat(d) => RunOutcome::Repeat {
+                                    at: now + d,
+                                    error: None,
+                                },
                                 Outcome::Bury => RunOutcome::Dead {
                                     error: "buried".into(),
                                 },

@@ -332,7 +332,10 @@ async fn a_reset_that_moves_a_fired_job_home_reports_its_rearm(e: Engine) {
         .jobs
         .pop()
         .unwrap();
-    let out = RunOutcome::Repeat { at: T0 + 1_000 };
+    let out = RunOutcome::Repeat {
+        at: T0 + 1_000,
+        error: None,
+    };
     assert_eq!(
         s.finish("a", &run, out, T0 + 11).await.unwrap(),
         Finished::Repeating

@@ -306,6 +306,52 @@ async fn dead_letters_and_events_over_http() {
     );
 }
 
+/// A recurring job over HTTP: with no time given, its first fire is its schedule's first
+/// instant from now, and its view shows the schedule and the next fire.
+#[actix_rt::test]
+async fn a_recurring_job_over_http_starts_at_its_first_instant() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let before = now_ms();
+    let body = json!({"repeat": {"cron": "0 9 * * MON-FRI", "tz": "Europe/Berlin"}});
+    let (st, job) = s
+        .send(Method::PUT, "/v1/topics/t/jobs/standup", Some(body))
+        .await;
+    assert_eq!(st, 201, "{job}");
+    let first = timeout_center::Recurrence::cron("0 9 * * MON-FRI", Some("Europe/Berlin"))
+        .unwrap()
+        .next_after(before)
+        .unwrap();
+    assert_eq!(
+        (
+            job["repeat"].clone(),
+            job["fire_at"].as_i64(),
+            job["next_fire_at"].as_i64()
+        ),
+        (
+            json!({"cron": "0 9 * * MON-FRI", "tz": "Europe/Berlin"}),
+            Some(first),
+            Some(first)
+        ),
+        "{job}"
+    );
+    // A time given wins; every_ms counts from it.
+    let at = now_ms() + 60_000;
+    let body = json!({"fire_at": at, "repeat": {"every_ms": 1_000}});
+    let (st, job) = s.send(Method::POST, "/v1/topics/t/jobs", Some(body)).await;
+    assert_eq!(st, 201, "{job}");
+    assert_eq!(
+        (job["fire_at"].as_i64(), job["repeat"].clone()),
+        (Some(at), json!({"every_ms": 1_000}))
+    );
+    // A replace without `repeat` makes it a one-off.
+    let body = json!({"fire_at": at});
+    let (st, job) = s
+        .send(Method::PUT, "/v1/topics/t/jobs/standup", Some(body))
+        .await;
+    assert_eq!((st, job.get("repeat")), (200, None), "{job}");
+}
+
 #[actix_rt::test]
 async fn meetings_over_http() {
     let redis = RedisServer::start();
@@ -415,6 +461,35 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
         "fire_at",
     );
     check(put(json!({"payload": 1})).await, 400, "fire_at");
+    let cron = |c: &str| json!({"repeat": {"cron": c}});
+    check(put(cron("61 * * * *")).await, 422, "repeat.cron");
+    check(put(cron("0 0 30 2 *")).await, 422, "repeat.cron");
+    check(
+        put(json!({"repeat": {"cron": "0 9 * * *", "tz": "Mars/Olympus"}})).await,
+        422,
+        "repeat.tz",
+    );
+    check(
+        put(json!({"repeat": {"cron": "0 9 * * *", "every_ms": 5}})).await,
+        400,
+        "repeat",
+    );
+    check(put(json!({"repeat": {}})).await, 400, "repeat");
+    check(
+        put(json!({"repeat": {"every_ms": 0}})).await,
+        400,
+        "repeat.every_ms",
+    );
+    check(
+        put(json!({"repeat": {"every_ms": 5, "tz": "UTC"}})).await,
+        400,
+        "repeat.tz",
+    );
+    check(
+        put(json!({"repeat": {"every_ms": 5, "hourly": true}})).await,
+        400,
+        "hourly",
+    );
     check(put(json!({"delay_ms": -5})).await, 400, "delay_ms");
     check(
         put(json!({"delay_ms": 5, "colour": "red"})).await,

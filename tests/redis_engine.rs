@@ -353,7 +353,10 @@ async fn a_record_names_a_run_token_exactly_while_its_job_is_running() {
                             error: "x".into(),
                             at: now + 5,
                         },
-                        2 => RunOutcome::Repeat { at: now + 9 },
+                        2 => RunOutcome::Repeat {
+                            at: now + 9,
+                            error: None,
+                        },
                         3 => RunOutcome::Dead { error: "y".into() },
                         _ => RunOutcome::Release,
                     };

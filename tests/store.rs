@@ -422,7 +422,10 @@ async fn repeat_runs_again_with_attempts_starting_again(e: Engine) {
         .await
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
-    let repeat = RunOutcome::Repeat { at: T0 + 1_000 };
+    let repeat = RunOutcome::Repeat {
+        at: T0 + 1_000,
+        error: None,
+    };
     assert_eq!(
         s.finish("t", &run, repeat, T0).await.unwrap(),
         Finished::Repeating
@@ -449,7 +452,10 @@ async fn a_reset_rearms_a_job_that_had_fired_and_reports_it(e: Engine) {
         let now = T0 + round * 100;
         let run = pump_one(s, "t", "dev", now).await;
         assert_eq!(run.job.fires, round as u32);
-        let repeat = RunOutcome::Repeat { at: now + 100 };
+        let repeat = RunOutcome::Repeat {
+            at: now + 100,
+            error: None,
+        };
         s.finish("t", &run, repeat, now).await.unwrap();
     }
     assert_eq!(s.get("t", &"dev".into()).await.unwrap().unwrap().fires, 2);
@@ -645,9 +651,17 @@ async fn a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order(e: Engine) {
         .await
         .unwrap();
     let run = pump_one(s, "t", "dev", T0).await;
-    s.finish("t", &run, RunOutcome::Repeat { at: T0 + 100 }, T0)
-        .await
-        .unwrap();
+    s.finish(
+        "t",
+        &run,
+        RunOutcome::Repeat {
+            at: T0 + 100,
+            error: None,
+        },
+        T0,
+    )
+    .await
+    .unwrap();
     let twice = [Reset::new("dev", T0 + 500), Reset::new("dev", T0 + 700)];
     let report = s.reset_many("t", &twice, None, T0 + 1).await.unwrap();
     assert_eq!((report.reset, report.rearmed.len()), (2, 1), "{report:?}");
@@ -696,7 +710,10 @@ async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
             error: "late".into(),
             at: T0,
         },
-        RunOutcome::Repeat { at: T0 },
+        RunOutcome::Repeat {
+            at: T0,
+            error: None,
+        },
         RunOutcome::Release,
     ] {
         assert_eq!(
@@ -902,7 +919,13 @@ async fn settle_applies_a_batch_with_its_events_in_one_step(e: Engine) {
                 at: T0 + 100,
             },
         ),
-        settle("repeat", RunOutcome::Repeat { at: T0 + 200 }),
+        settle(
+            "repeat",
+            RunOutcome::Repeat {
+                at: T0 + 200,
+                error: None,
+            },
+        ),
         settle(
             "bury",
             RunOutcome::Dead {
@@ -1527,13 +1550,21 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
         // The row's state; `run` is the live run when there is one.
         let mut run = None;
         if t.from != From::None {
-            s.schedule(&topic, NewJob::new(id, at), ScheduleMode::Upsert, T0)
+            let mut new = NewJob::new(id, at);
+            if t.from == From::RunningRecurring {
+                new = new.repeat(Recurrence::every(std::time::Duration::from_secs(60)).unwrap());
+            }
+            s.schedule(&topic, new, ScheduleMode::Upsert, T0)
                 .await
                 .unwrap();
         }
         if matches!(
             t.from,
-            From::Running | From::RunningReset | From::RunningExpired | From::Dead
+            From::Running
+                | From::RunningReset
+                | From::RunningExpired
+                | From::Dead
+                | From::RunningRecurring
         ) {
             run = Some(pump_one(s, &topic, id, at).await);
         }
@@ -1604,8 +1635,23 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
                 })
                 .await
             }
-            Op::Repeat => settle(RunOutcome::Repeat { at: now + 2_000 }).await,
+            Op::Repeat => {
+                settle(RunOutcome::Repeat {
+                    at: now + 2_000,
+                    error: None,
+                })
+                .await
+            }
             Op::Bury => settle(RunOutcome::Dead { error: "x".into() }).await,
+            Op::Ends => {
+                // Each way a run can end gives the same answer; the series continues.
+                let done = settle(RunOutcome::Done).await;
+                let again = pump_one(s, &topic, id, at + 60_000).await;
+                let dead = RunOutcome::Dead { error: "x".into() };
+                let buried = s.finish(&topic, &again, dead, now).await.unwrap();
+                assert_eq!(buried.as_str(), done, "row {i}: a dead fire");
+                done
+            }
             Op::Release => settle(RunOutcome::Release).await,
             Op::StaleSettle => {
                 let mut lease = run.clone().unwrap();

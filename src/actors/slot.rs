@@ -305,6 +305,11 @@ impl SlotActor {
                             Finished::Stale => tracing::warn!(job = %item.run.job.id, "a run's outcome was stale: another run holds the job"),
                             _ => {}
                         }
+                        if matches!(finished, Finished::Retrying | Finished::Repeating | Finished::Rescheduled | Finished::Released) {
+                            // Scheduled again, perhaps before the slot's timer (armed for
+                            // the run's lease deadline): a pump learns the slot's next time.
+                            act.again = true;
+                        }
                     }
                 }
                 Err(e @ (crate::error::Error::Unavailable(_) | crate::error::Error::StoreFull(_))) => {

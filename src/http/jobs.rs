@@ -13,14 +13,23 @@ use crate::model::{
 };
 
 fn new_job(id: String, body: JobBody, center: &crate::TimeoutCenter) -> ApiResult<NewJob> {
+    let repeat = body.repeat.map(|r| r.recurrence()).transpose()?;
+    let fire_at = match (&repeat, body.fire_at, body.delay_ms) {
+        // A recurring job given no first fire starts at its schedule's first instant.
+        (Some(r), None, None) => r.next_after(center.after(0)).ok_or_else(|| {
+            ApiError::invalid("repeat", "the schedule has no instant the store can hold")
+        })?,
+        _ => when(body.fire_at, body.delay_ms, |d| center.after(d))?,
+    };
     Ok(NewJob {
         id,
         job_type: body.job_type,
         payload: body.payload,
-        fire_at: when(body.fire_at, body.delay_ms, |d| center.after(d))?,
+        fire_at,
         max_fire_at: body.max_fire_at,
         max_attempts: body.max_attempts,
         shard_key: body.shard_key,
+        repeat,
     })
 }
 

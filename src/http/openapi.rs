@@ -144,6 +144,11 @@ fn describe_paths(doc: &mut serde_json::Value) {
                 if path.ends_with("/meetings/{id}") && method == "put" {
                     statuses.push(("422", "Fields valid one by one disagree: the booking ends before it starts, a reminder falls before the epoch, or the body's id is not the path's."));
                 }
+                let job_body = (path.ends_with("/jobs/{id}") && method == "put")
+                    || (path.ends_with("/jobs") && method == "post");
+                if job_body {
+                    statuses.push(("422", "A recurring job's schedule that its schema cannot tell from a good one: repeat.cron does not parse or names no instant that exists, or repeat.tz is not an IANA time zone."));
+                }
                 for (status, what) in statuses {
                     responses.entry(status).or_insert_with(|| serde_json::json!({
                         "description": what,
@@ -155,8 +160,9 @@ fn describe_paths(doc: &mut serde_json::Value) {
     }
 }
 
-/// What no one field of a body says: a topic's default type is a job type, and a job's
-/// time is `fire_at` or `delay_ms`, exactly one.
+/// What no one field of a body says: a topic's default type is a job type, a job's time is
+/// `fire_at` or `delay_ms`, exactly one (or neither for a recurring job), and a schedule is
+/// `cron` or `every_ms`.
 fn describe_bodies(doc: &mut serde_json::Value) {
     // The bounds of fields are the request types' own (`#[schema(schema_with = ...)]`, see
     // `schema.rs`); what remains is what no one field says.
@@ -177,10 +183,32 @@ fn describe_bodies(doc: &mut serde_json::Value) {
             "then": {"properties": {"delay_ms": {"type": "null"}}},
             "else": {"required": ["delay_ms"], "properties": {"delay_ms": {"type": "integer"}}}
         });
+        let one_time = if name == "JobBody" {
+            // Or, for a recurring job, neither: its first fire is its schedule's first instant.
+            serde_json::json!({
+                "if": {"required": ["fire_at"], "properties": {"fire_at": {"type": "integer"}}},
+                "then": {"properties": {"delay_ms": {"type": "null"}}},
+                "else": {"anyOf": [
+                    {"required": ["delay_ms"], "properties": {"delay_ms": {"type": "integer"}}},
+                    {"required": ["repeat"], "properties": {"repeat": {"type": "object"}}}
+                ]}
+            })
+        } else {
+            one_time
+        };
         match schema.get_mut("allOf").and_then(|a| a.as_array_mut()) {
             Some(all) => all.push(one_time),
             None => schema["allOf"] = serde_json::json!([one_time]),
         }
+    }
+    // A schedule is `cron` (with an optional `tz`) or `every_ms`: exactly one.
+    if let Some(schema) = doc.pointer_mut("/components/schemas/RepeatBody") {
+        schema["allOf"] = serde_json::json!([{
+            "if": {"required": ["cron"], "properties": {"cron": {"type": "string"}}},
+            "then": {"properties": {"every_ms": {"type": "null"}}},
+            "else": {"required": ["every_ms"],
+                     "properties": {"every_ms": {"type": "integer"}, "tz": {"type": "null"}}}
+        }]);
     }
 }
 

@@ -17,6 +17,7 @@
 //! | `f` | fire time of the current run, or of the last one for a dead job | the due score |
 //! | `r` | fire time of a reset that arrived during the current run | none |
 //! | `n` | times the job fired and repeated since it was last reset | 0 |
+//! | `s` | a recurring job's schedule (`{"cron":..,"tz":..}` or `{"every_ms":..}`) | fires once |
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -53,6 +54,8 @@ pub(crate) struct Record {
     pub pending_reset: Option<Millis>,
     #[serde(rename = "n", skip_serializing_if = "Option::is_none")]
     pub fires: Option<u32>,
+    #[serde(rename = "s", skip_serializing_if = "Option::is_none")]
+    pub schedule: Option<crate::recurrence::Recurrence>,
 }
 
 impl Record {
@@ -64,8 +67,10 @@ impl Record {
         payload: &Value,
         max_attempts: Option<u32>,
         max_fire_at: Option<Millis>,
+        schedule: Option<&crate::recurrence::Recurrence>,
     ) -> Record {
         Record {
+            schedule: schedule.cloned(),
             job_type: job_type
                 .filter(|t| *t != topic.default_type)
                 .map(str::to_string),
@@ -83,6 +88,7 @@ impl Record {
             spec.job_type.as_deref(),
             &spec.payload,
             spec.max_attempts,
+            None,
             None,
         )
     }
@@ -122,6 +128,10 @@ impl Record {
                 .map_err(|e| Error::Corrupt(format!("payload of job {id:?}: {e}")))?,
             None => Value::Null,
         };
+        let next_fire_at = self.schedule.as_ref().and_then(|s| match state {
+            JobState::Scheduled => Some(score),
+            _ => s.next_after(self.run_fire_at.unwrap_or(score)),
+        });
         let (fire_at, lease_until, dead_at) = match state {
             JobState::Scheduled => (score, None, None),
             JobState::Running => (self.run_fire_at.unwrap_or(score), Some(score), None),
@@ -144,6 +154,8 @@ impl Record {
             dead_at,
             pending_fire_at: self.pending_reset,
             fires: self.fires.unwrap_or(0),
+            repeat: self.schedule,
+            next_fire_at,
         })
     }
 }
@@ -156,7 +168,7 @@ mod tests {
     #[test]
     fn a_plain_job_has_an_empty_record() {
         let topic = TopicConfig::named("t");
-        let spec = Record::spec(&topic, Some("emit"), &Value::Null, Some(16), None);
+        let spec = Record::spec(&topic, Some("emit"), &Value::Null, Some(16), None, None);
         assert!(spec.is_empty());
         assert_eq!(spec.to_arg(), "");
     }
@@ -164,7 +176,14 @@ mod tests {
     #[test]
     fn a_record_keeps_only_what_differs() {
         let topic = TopicConfig::named("t");
-        let spec = Record::spec(&topic, Some("webhook"), &json!({"a": 1}), Some(3), Some(9));
+        let spec = Record::spec(
+            &topic,
+            Some("webhook"),
+            &json!({"a": 1}),
+            Some(3),
+            Some(9),
+            None,
+        );
         assert_eq!(
             spec.to_arg(),
             r#"{"t":"webhook","p":"{\"a\":1}","m":3,"x":9}"#

@@ -8,7 +8,7 @@
 //!
 //! Record fields are named as in `record.rs` (stored as one letter each): `attempts`,
 //! `token` (the run's), `run_fire_at`, `pending_reset` (a reset that arrived during the run),
-//! `last_error`, `fires` (since the last reset).
+//! `last_error`, `fires` (since the last reset), `schedule` (a recurring job's).
 
 use std::fmt::Write as _;
 
@@ -25,6 +25,8 @@ pub enum From {
     Running,
     /// Running, and reset during the run (`pending_reset` set).
     RunningReset,
+    /// Running, a recurring job (its record holds a `schedule`).
+    RunningRecurring,
     /// Running, its lease run out.
     RunningExpired,
     /// In the dead letters.
@@ -39,6 +41,7 @@ impl From {
             From::Due => "scheduled, due",
             From::Running => "running",
             From::RunningReset => "running, reset during the run",
+            From::RunningRecurring => "running, recurring",
             From::RunningExpired => "running, lease ran out",
             From::Dead => "dead",
         }
@@ -66,6 +69,8 @@ pub enum Op {
     Repeat,
     /// `settle` with `RunOutcome::Dead`.
     Bury,
+    /// `settle` with `RunOutcome::Done` or `RunOutcome::Dead` (or a retry out of attempts).
+    Ends,
     /// `settle` with `RunOutcome::Release` (shutdown).
     Release,
     /// `settle` of any outcome with a token that is not the run's.
@@ -92,6 +97,7 @@ impl Op {
             Op::Retry => "`settle` retry, attempts left",
             Op::Repeat => "`settle` repeat",
             Op::Bury => "`settle` dead",
+            Op::Ends => "`settle` done, dead or retry out of attempts",
             Op::Release => "`settle` release (shutdown)",
             Op::StaleSettle => "`settle` with a token that is not the run's",
             Op::Touch => "`touch` with the run's token",
@@ -302,6 +308,15 @@ pub const TRANSITIONS: &[Transition] = &[
         "at `pending_reset` (whatever the outcome)",
         "`attempts`, `last_error` cleared",
         "rescheduled",
+    ),
+    row(
+        From::RunningRecurring,
+        Op::Ends,
+        To::Scheduled,
+        "at the schedule's next instant after the run's fire time and now (the engine \
+         answers `recur` and changes nothing; the store settles the run again as a repeat)",
+        "`attempts` cleared, `fires` + 1, `last_error` the failure's (none when done)",
+        "repeating",
     ),
     row(
         From::Running,

@@ -40,6 +40,7 @@ impl Store {
             &job.payload,
             job.max_attempts,
             job.max_fire_at,
+            job.repeat.as_ref(),
         );
         if mode == ScheduleMode::CreateOnly
             && let Some((at, stored)) = doubling::find_old(&*self.engine, &t, &old, &job.id).await?

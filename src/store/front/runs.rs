@@ -159,13 +159,38 @@ impl Store {
         }
         let t = self.existing_topic(topic).await?;
         Self::check_slot(&t, slot)?;
-        let done = self.engine.settle(&t, slot, batch, now).await?;
+        let mut done = self.engine.settle(&t, slot, batch, now).await?;
         if done.len() != batch.len() {
             return Err(Error::Corrupt(format!(
                 "settle answered {} results for {} runs",
                 done.len(),
                 batch.len()
             )));
+        }
+        let ended = recurring(&done);
+        if !ended.is_empty() {
+            let runs: Vec<(&str, &RunOutcome)> = ended
+                .iter()
+                .map(|&k| (batch[k].run.job.id.as_str(), &batch[k].outcome))
+                .collect();
+            let next = next_instants(&*self.engine, &t, slot, &runs, now).await?;
+            let again: Vec<(usize, Settlement)> = ended
+                .iter()
+                .zip(next)
+                .filter_map(|(&k, outcome)| {
+                    let mut s = batch[k].clone();
+                    s.outcome = outcome?;
+                    Some((k, s))
+                })
+                .collect();
+            for &k in &ended {
+                done[k] = Finished::Stale;
+            }
+            let runs: Vec<Settlement> = again.iter().map(|(_, s)| s.clone()).collect();
+            let results = self.engine.settle(&t, slot, &runs, now).await?;
+            for ((k, _), f) in again.iter().zip(results) {
+                done[*k] = f;
+            }
         }
         Ok(done)
     }
@@ -289,8 +314,78 @@ async fn settle_slot_claims(
         return Ok(done);
     }
     let results = engine.settle_claimed(t, slot, &batch, now).await?;
-    for (k, f) in live.into_iter().zip(results) {
-        done[k] = f;
+    let ended = recurring(&results);
+    for (k, f) in live.iter().zip(results) {
+        done[*k] = f;
+    }
+    if !ended.is_empty() {
+        let runs: Vec<(&str, &RunOutcome)> = ended
+            .iter()
+            .map(|&j| (batch[j].id, &batch[j].outcome))
+            .collect();
+        let next = next_instants(engine, t, slot, &runs, now).await?;
+        let mut again = Vec::new();
+        let mut places = Vec::new();
+        for (&j, outcome) in ended.iter().zip(next) {
+            done[live[j]] = Finished::Stale;
+            if let Some(outcome) = outcome {
+                again.push(ClaimSettlement {
+                    id: batch[j].id,
+                    token: batch[j].token,
+                    outcome,
+                });
+                places.push(live[j]);
+            }
+        }
+        let results = engine.settle_claimed(t, slot, &again, now).await?;
+        for (k, f) in places.into_iter().zip(results) {
+            done[k] = f;
+        }
     }
     Ok(done)
+}
+
+/// The indexes of the runs an engine answered `Finished::Recur` for.
+fn recurring(results: &[Finished]) -> Vec<usize> {
+    results
+        .iter()
+        .enumerate()
+        .filter(|(_, f)| **f == Finished::Recur)
+        .map(|(k, _)| k)
+        .collect()
+}
+
+/// For runs of recurring jobs that ended (`(id, outcome)`, answered `Finished::Recur`): the
+/// repeat at each one's next instant, from its schedule and this run's fire time as stored,
+/// carrying the error of a run that failed for good; `None` for a job that is gone since
+/// (its run is stale). Settling these is the fire's outcome and the next instant in one
+/// atomic step: a reset or a cancel that came in between wins, as the token check sees it.
+async fn next_instants(
+    engine: &dyn Engine,
+    t: &TopicConfig,
+    slot: u32,
+    runs: &[(&str, &RunOutcome)],
+    now: Millis,
+) -> Result<Vec<Option<RunOutcome>>> {
+    let ids: Vec<&str> = runs.iter().map(|(id, _)| *id).collect();
+    let stored = engine.get(t, slot, &ids).await?;
+    Ok(runs
+        .iter()
+        .zip(stored)
+        .map(|((_, outcome), stored)| {
+            let stored = stored?;
+            let schedule = stored.record.schedule.as_ref()?;
+            let fire_at = stored.record.run_fire_at.unwrap_or(now);
+            let error = match outcome {
+                RunOutcome::Retry { error, .. } | RunOutcome::Dead { error } => Some(error.clone()),
+                _ => None,
+            };
+            // A schedule with no instant the store can hold (past the year 5000) parks the
+            // job at the latest one: it never fires again, and stays readable and cancellable.
+            let at = schedule
+                .next_fire(fire_at, now)
+                .unwrap_or(crate::validate::MAX_MILLIS);
+            Some(RunOutcome::Repeat { at, error })
+        })
+        .collect())
 }

@@ -573,14 +573,24 @@ impl SlotState {
             self.reschedule(k, rec, again);
             return Finished::Rescheduled;
         }
+        let attempts_left = rec.attempts.unwrap_or(0) < rec.max_attempts.unwrap_or(default_max);
+        let ends = match outcome {
+            RunOutcome::Done | RunOutcome::Dead { .. } => true,
+            RunOutcome::Retry { .. } => !attempts_left,
+            RunOutcome::Repeat { .. } | RunOutcome::Release => false,
+        };
+        if ends && rec.schedule.is_some() {
+            // A recurring job's run ended: the front settles it again at its next instant.
+            return Finished::Recur;
+        }
         match outcome {
             RunOutcome::Done => {
                 self.remove(k);
                 Finished::Done
             }
-            RunOutcome::Repeat { at } => {
+            RunOutcome::Repeat { at, error } => {
                 rec.attempts = None;
-                rec.last_error = None;
+                rec.last_error = error.clone();
                 rec.fires = Some(rec.fires.unwrap_or(0) + 1);
                 self.reschedule(k, rec, *at);
                 Finished::Repeating
@@ -591,9 +601,7 @@ impl SlotState {
                 self.reschedule(k, rec, now);
                 Finished::Released
             }
-            RunOutcome::Retry { error, at }
-                if rec.attempts.unwrap_or(0) < rec.max_attempts.unwrap_or(default_max) =>
-            {
+            RunOutcome::Retry { error, at } if attempts_left => {
                 rec.last_error = Some(error.to_string());
                 self.reschedule(k, rec, *at);
                 Finished::Retrying

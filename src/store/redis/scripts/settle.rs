@@ -33,7 +33,7 @@ pub(in crate::store::redis) struct Settle<'a> {
 fn outcome_args(outcome: &RunOutcome, now: Millis) -> (&'static str, Millis, &str) {
     let (at, error) = match outcome {
         RunOutcome::Retry { error, at } => (*at, error.as_str()),
-        RunOutcome::Repeat { at } => (*at, ""),
+        RunOutcome::Repeat { at, error } => (*at, error.as_deref().unwrap_or("")),
         RunOutcome::Dead { error } => (now, error.as_str()),
         RunOutcome::Done | RunOutcome::Release => (now, ""),
     };
