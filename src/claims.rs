@@ -315,13 +315,38 @@ impl Claims {
             // Jobs that come due during the pass wait for the next claim, so the first ones
             // taken are not held back while later ones are gathered.
             let now = clock.now();
+            // A rate-limited topic's fires granted for this pass and not yet handed out
+            // (given back at its end), and when its bucket holds more if it ran dry.
+            let mut budget = Budget::default();
             let next_at = loop {
                 // Bound first: a guard in a match's scrutinee lives through the whole match.
                 let look = lock(&view.slots).look(topic.slots, now, self.refresh_ms);
                 match look {
                     Look::Wait(next_at) => break next_at,
                     Look::Take(slot) => {
-                        let want = req.max - jobs.len();
+                        let mut want = req.max - jobs.len();
+                        if topic.max_fires_per_s.is_some() {
+                            if budget.left == 0 {
+                                let asked = crate::num::to_u32(want);
+                                let grant = store.take_fires(&topic.name, asked, now).await;
+                                match grant {
+                                    Ok(g) if g.granted > 0 => budget.left = g.granted,
+                                    Ok(g) => {
+                                        // Dry: the slot stays due, and no other claim
+                                        // is woken for it (the bucket is dry for all).
+                                        lock(&view.slots).release(slot, Some(0), now);
+                                        let wait = crate::num::millis(g.retry_in_ms.max(1));
+                                        budget.dry_until = Some(now.saturating_add(wait));
+                                        break None;
+                                    }
+                                    Err(e) => {
+                                        lock(&view.slots).release(slot, Some(0), now);
+                                        return Err(e);
+                                    }
+                                }
+                            }
+                            want = want.min(usize::try_from(budget.left).unwrap_or(want));
+                        }
                         let claimed = store.claim(&topic.name, slot, now, want, lease_ms).await;
                         let next_at = match &claimed {
                             Ok(p) => p.next_at,
@@ -330,16 +355,28 @@ impl Claims {
                         if lock(&view.slots).release(slot, next_at, clock.now()) {
                             view.woken.notify_waiters();
                         }
-                        jobs.extend(claimed?.jobs);
+                        let claimed = claimed?.jobs;
+                        budget.left = budget
+                            .left
+                            .saturating_sub(crate::num::to_u32(claimed.len()));
+                        jobs.extend(claimed);
                         if jobs.len() >= req.max {
+                            budget.give_back(store, &topic.name, now).await;
                             return Ok(jobs);
                         }
                     }
                 }
             };
+            budget.give_back(store, &topic.name, now).await;
             if !jobs.is_empty() || now >= deadline {
                 return Ok(jobs);
             }
+            // With the bucket dry, nothing is claimed before it holds more.
+            let wake_at = match (next_at, budget.dry_until) {
+                (Some((at, _)), Some(dry)) => Some(at.max(dry)),
+                (None, Some(dry)) => Some(dry),
+                (next, None) => next.map(|(at, _)| at),
+            };
             // The slot this sleeper wakes for is reserved while it sleeps (and released
             // however the sleep ends, a dropped request too).
             let _reserved = {
@@ -350,7 +387,7 @@ impl Claims {
                     Reservation { view: &view, slot }
                 })
             };
-            let until = next_at.map_or(deadline, |(at, _)| at.min(deadline));
+            let until = wake_at.map_or(deadline, |at| at.min(deadline));
             // To the microsecond: `now` is truncated to the ms, and sleeping whole ms from it
             // would wake up to a ms after the job came due.
             let left_us = until.saturating_mul(1_000) - clock.now_us();
@@ -359,6 +396,26 @@ impl Claims {
                 _ = &mut woken => {}
                 _ = crate::actors::timer::sleep(sleep) => {}
             }
+        }
+    }
+}
+
+/// The fires of a rate-limited pull topic one claim pass holds.
+#[derive(Default)]
+struct Budget {
+    /// Granted and not yet handed out.
+    left: u32,
+    /// The bucket ran dry: when it holds more.
+    dry_until: Option<Millis>,
+}
+
+impl Budget {
+    /// Gives back what the pass did not hand out (lost, it would only hold fires back for a
+    /// tenth of a second).
+    async fn give_back(&mut self, store: &SharedStore, topic: &str, now: Millis) {
+        if self.left > 0 {
+            let _ = store.give_back_fires(topic, self.left, now).await;
+            self.left = 0;
         }
     }
 }

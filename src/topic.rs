@@ -56,6 +56,11 @@ pub(crate) mod schemas {
         integer(1, max, true).build()
     }
 
+    /// `max_fires_per_s` in a change of settings: 0 (no limit) to `MAX_FIRES_PER_S`.
+    pub(crate) fn max_fires_per_s() -> Object {
+        integer(0, i64::from(crate::store::rate::MAX_FIRES_PER_S), true).build()
+    }
+
     /// A backoff's `base_ms` and `max_ms`: a delay up to `MAX_DELAY_MS`.
     pub(crate) fn backoff_ms() -> Object {
         integer(0, crate::validate::MAX_DELAY_MS, true).build()
@@ -177,6 +182,9 @@ pub struct TopicConfig {
     /// Paused: no job fires and no claim is served, on any instance, while jobs, resets and
     /// cancels are still accepted; on resume what came due fires, in fire-time order.
     pub paused: bool,
+    /// The most fires per second (pumps for handler topics, claims for pull topics), over
+    /// every instance together; `None`: no limit. Due jobs past it wait, in fire-time order.
+    pub max_fires_per_s: Option<u32>,
 }
 
 impl Default for TopicConfig {
@@ -191,6 +199,7 @@ impl Default for TopicConfig {
             max_payload_bytes: 64 * 1024,
             default_type: "emit".to_string(),
             paused: false,
+            max_fires_per_s: None,
         }
     }
 }
@@ -237,6 +246,17 @@ impl TopicConfig {
                 format!(
                     "must be 1 to {MAX_PAYLOAD_LIMIT}, got {}",
                     self.max_payload_bytes
+                ),
+            ));
+        }
+        if let Some(rate) = self.max_fires_per_s
+            && !(1..=crate::store::rate::MAX_FIRES_PER_S).contains(&rate)
+        {
+            return Err(Error::invalid(
+                "max_fires_per_s",
+                format!(
+                    "must be 1 to {}, got {rate}",
+                    crate::store::rate::MAX_FIRES_PER_S
                 ),
             ));
         }

@@ -1189,6 +1189,18 @@ async fn the_cli_drives_the_api() {
     assert!(out.contains("32") && out.contains("draining_from"), "{out}");
     let (code, out, _) = toc(&["job", "get", "t", "a"]).await;
     assert!(code == 0 && out.contains(&at.to_string()), "{out}");
+    // `topic limit` sets the fire rate limit; 0 removes it.
+    let (code, out, err) = toc(&["topic", "limit", "t", "25", "--json"]).await;
+    assert_eq!(code, 0, "{err}");
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(shown["max_fires_per_s"], 25, "{out}");
+    let (code, out, _) = toc(&["topic", "limit", "t", "0", "--json"]).await;
+    let shown: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(
+        (code, &shown["max_fires_per_s"]),
+        (0, &Value::Null),
+        "{out}"
+    );
     let (code, _, _) = toc(&["job", "cancel", "t", "a"]).await;
     assert_eq!(code, 0);
     let (code, _, err) = toc(&["job", "get", "t", "a"]).await;

@@ -18,7 +18,7 @@ use tokio::sync::watch;
 use super::messages::{Drain, Halt, Pump, Retune, RunJob, RunReport, SlotHealth, Wake};
 use super::runtime::Runtime;
 use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
-use crate::model::{Finished, Leased, RunOutcome, Settlement};
+use crate::model::{Finished, Leased, Pumped, RunOutcome, Settlement};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -168,20 +168,49 @@ impl SlotActor {
         let store = self.rt.store.clone();
         let (topic, slot, fence) = (self.topic.name.clone(), self.slot, self.fence);
         let adopt_above = (self.pump_lost && self.max_token > 0).then_some(self.max_token);
+        let limited = self.topic.max_fires_per_s.is_some();
         let fut = async move {
             let adopted = match adopt_above {
                 Some(above) => store.adopt(&topic, slot, fence, above).await?,
                 None => Vec::new(),
             };
-            let pumped = store
-                .pump_fenced(&topic, slot, fence, now, capacity)
-                .await?;
-            Ok::<_, crate::error::Error>((adopted, pumped))
+            // A rate-limited topic's pump hands out no more than the fires its bucket
+            // grants, and gives back those it did not use.
+            let want = crate::num::to_u32(capacity);
+            let grant = if limited {
+                store.take_fires(&topic, want, now).await?
+            } else {
+                crate::store::Grant::all(want)
+            };
+            if grant.granted == 0 {
+                return Ok((adopted, Pumped::default(), grant));
+            }
+            let limit = usize::try_from(grant.granted).unwrap_or(capacity);
+            let pumped = store.pump_fenced(&topic, slot, fence, now, limit).await?;
+            let unused = grant.granted - crate::num::to_u32(pumped.jobs.len());
+            if limited && unused > 0 {
+                // Lost, it would only hold fires back for a twentieth of a second.
+                let _ = store.give_back_fires(&topic, unused, now).await;
+            }
+            Ok::<_, crate::error::Error>((adopted, pumped, grant))
         };
         ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
             act.pumping = false;
             match result {
-                Ok((adopted, pumped)) => {
+                Ok((adopted, pumped, grant)) if grant.granted < crate::num::to_u32(capacity) && pumped.jobs.len() >= usize::try_from(grant.granted).unwrap_or(0) => {
+                    // Held back by the rate limit: what was granted goes out, and the slot
+                    // sleeps until the bucket holds more (never sooner: no polling).
+                    act.pump_lost = false;
+                    for lease in adopted.into_iter().chain(pumped.jobs) {
+                        if !act.running.contains_key(&lease.job.id) {
+                            act.max_token = act.max_token.max(lease.token);
+                            act.dispatch(lease, ctx);
+                        }
+                    }
+                    let wait = crate::num::millis(grant.retry_in_ms.max(1));
+                    act.arm(Some(act.rt.clock.now().saturating_add(wait)), ctx);
+                }
+                Ok((adopted, pumped, _)) => {
                     act.pump_lost = false;
                     for lease in adopted {
                         if !act.running.contains_key(&lease.job.id) {

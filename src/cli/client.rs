@@ -113,8 +113,12 @@ fn when_body(when: &When) -> Result<Value, Failure> {
 /// Runs a client command; prints its result.
 /// `toc topic pause|resume`: sets the topic's `paused` and answers the topic.
 async fn pause(client: &Client, topic: &str, paused: bool) -> Result<(Value, View), Failure> {
+    change_topic(client, topic, json!({ "paused": paused })).await
+}
+
+/// `PUT`s a change of `topic`'s settings; answers the topic.
+async fn change_topic(client: &Client, topic: &str, body: Value) -> Result<(Value, View), Failure> {
     let path = format!("/v1/topics/{}", enc(topic));
-    let body = json!({ "paused": paused });
     Ok((
         client.call(reqwest::Method::PUT, &path, Some(body)).await?,
         View::Record,
@@ -274,6 +278,13 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
         }
         Command::Topic(TopicCmd::Pause { topic }) => pause(&client, &topic, true).await?,
         Command::Topic(TopicCmd::Resume { topic }) => pause(&client, &topic, false).await?,
+        Command::Topic(TopicCmd::Limit {
+            topic,
+            max_fires_per_s,
+        }) => {
+            let body = json!({ "max_fires_per_s": max_fires_per_s });
+            change_topic(&client, &topic, body).await?
+        }
         Command::Topic(TopicCmd::Rm { topic, force }) => {
             let path = format!("/v1/topics/{}?force={force}", enc(&topic));
             client.call(Method::DELETE, &path, None).await?;

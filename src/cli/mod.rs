@@ -219,6 +219,11 @@ pub(crate) enum TopicCmd {
     Resume {
         topic: String,
     },
+    /// Limits a topic's fires per second over every instance (0 removes the limit).
+    Limit {
+        topic: String,
+        max_fires_per_s: u32,
+    },
     /// Deletes a topic whole: its settings, jobs, dead letters and events.
     Rm {
         topic: String,

@@ -204,6 +204,12 @@ pub(crate) struct TopicSettings {
     /// Pause (`true`) or resume (`false`) the topic: while paused no job fires and no claim
     /// is served, on every instance; jobs, resets and cancels are still accepted.
     pub paused: Option<bool>,
+    /// The most fires per second, over every instance (pumps of a handler topic, claims of
+    /// a pull topic), to spare a fragile downstream; 0 removes the limit. Due jobs past it
+    /// wait in fire-time order; over any second the fires stay within the limit and a twentieth.
+    #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::topic::schemas::max_fires_per_s)]
+    pub max_fires_per_s: Option<u32>,
 }
 
 /// A change of a topic's retry backoff (see `Backoff`).
@@ -266,6 +272,9 @@ impl TopicSettings {
         }
         if let Some(v) = self.paused {
             base.paused = v;
+        }
+        if let Some(v) = self.max_fires_per_s {
+            base.max_fires_per_s = (v > 0).then_some(v);
         }
         base
     }

@@ -100,11 +100,11 @@ pub(crate) struct DeadEntry {
     pub(crate) record: Record,
 }
 
-/// A store engine: the Redis scripts or the memory slots, in four concerns (a topic's
-/// settings, the jobs of one slot, membership and ownership, the wake bus). [`super::Store`]
+/// A store engine: the Redis scripts or the memory slots, in five concerns (a topic's
+/// settings, the jobs of one slot, membership and ownership, the wake bus, the fire rate). [`super::Store`]
 /// holds one as `Arc<dyn Engine>`.
 #[async_trait]
-pub(crate) trait Engine: TopicSettings + SlotJobs + Membership + WakeBus {
+pub(crate) trait Engine: TopicSettings + SlotJobs + Membership + WakeBus + FireRate {
     /// The engine's name, as in the `store` setting.
     fn name(&self) -> &'static str;
 
@@ -363,4 +363,27 @@ pub(crate) trait WakeBus: Send + Sync + 'static {
     async fn listen(&self, _tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
         Ok(())
     }
+}
+
+/// A topic's fire rate limit: its token bucket (see [`super::rate`]), one per topic, shared by
+/// every instance on the store.
+#[async_trait]
+pub(crate) trait FireRate: Send + Sync + 'static {
+    /// Takes up to `want` fires of `topic`'s bucket at `rate` fires/s.
+    async fn take_fires(
+        &self,
+        topic: &TopicConfig,
+        rate: u32,
+        want: u32,
+        now: Millis,
+    ) -> Result<super::rate::Grant>;
+
+    /// Gives back `n` fires taken and not used.
+    async fn give_back_fires(
+        &self,
+        topic: &TopicConfig,
+        rate: u32,
+        n: u32,
+        now: Millis,
+    ) -> Result<()>;
 }

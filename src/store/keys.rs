@@ -65,6 +65,12 @@ impl SlotKeys {
 /// runs out (ms).
 pub(super) const INSTANCES: &str = "toc:instances";
 
+/// Hash of a topic's fire bucket (`rate.lua`): `m` thousandths of a fire held, `at` its last
+/// refill (ms). In the topic's own hash tag, on one node of a Cluster.
+pub(super) fn rate_key(topic: &str) -> String {
+    format!("toc:{{{topic}}}:rate")
+}
+
 /// Hash of topic settings: field topic name, value JSON.
 pub(super) const TOPICS: &str = "toc:topics";
 

@@ -10,6 +10,7 @@ mod event_id;
 mod front;
 mod keys;
 pub(crate) mod memory;
+pub(crate) mod rate;
 mod record;
 mod redis;
 pub mod state_machine;
@@ -21,6 +22,7 @@ use crate::time::Millis;
 
 pub use self::front::{ListQuery, Store};
 pub use self::memory::JournalLen;
+pub use self::rate::Grant;
 pub use self::redis::SentinelConnection;
 pub use self::topic_policy::StoreOptions;
 

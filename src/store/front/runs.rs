@@ -8,6 +8,7 @@ use crate::model::{
     ClaimOutcome, Finished, JobRef, JobState, Leased, Outcome, Pumped, RunOutcome, Settlement,
 };
 use crate::store::engine::{ClaimSettlement, Engine, Handed};
+use crate::store::rate::Grant;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -208,6 +209,27 @@ impl Store {
         done.first()
             .copied()
             .ok_or_else(|| crate::error::Error::Corrupt("settle answered no result".into()))
+    }
+
+    /// Takes up to `want` fires of `topic` from its rate limit (`max_fires_per_s`), shared
+    /// by every instance: all of them when the topic has no limit, with no call to the
+    /// store. A pump or claim asks for what it may hand out and gives back with
+    /// [`Store::give_back_fires`] what it did not.
+    pub async fn take_fires(&self, topic: &str, want: u32, now: Millis) -> Result<Grant> {
+        let t = self.existing_topic(topic).await?;
+        match t.max_fires_per_s {
+            None => Ok(Grant::all(want)),
+            Some(rate) => self.engine.take_fires(&t, rate, want, now).await,
+        }
+    }
+
+    /// Gives back `n` fires taken with [`Store::take_fires`] and not used.
+    pub async fn give_back_fires(&self, topic: &str, n: u32, now: Millis) -> Result<()> {
+        let t = self.existing_topic(topic).await?;
+        match t.max_fires_per_s {
+            Some(rate) if n > 0 => self.engine.give_back_fires(&t, rate, n, now).await,
+            _ => Ok(()),
+        }
     }
 
     /// Extends a live run's lease to `until`; false when the run is stale.

@@ -13,6 +13,7 @@
 mod jobs;
 mod journal;
 mod membership;
+mod rate;
 mod slot;
 mod topics;
 // Public only for the focused benchmark of the wheel (`bench_support`).
@@ -102,6 +103,8 @@ pub(crate) struct MemoryEngine {
     refusal: Mutex<Option<String>>,
     compacting: Mutex<()>,
     durability: &'static str,
+    /// Each rate-limited topic's fire bucket (not journaled: a restart starts it full).
+    rates: Mutex<HashMap<String, crate::store::rate::Bucket>>,
 }
 
 fn new_topic(config: TopicConfig, journaled: bool) -> Arc<TopicSlots> {
@@ -222,6 +225,7 @@ impl MemoryEngine {
             failed: AtomicBool::new(false),
             refusal: Mutex::new(None),
             compacting: Mutex::new(()),
+            rates: Mutex::new(HashMap::new()),
             durability: "memory only: jobs are lost when the process stops (set memory.journal to keep them)",
         };
         let Some((path, policy)) = journal else {

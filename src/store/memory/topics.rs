@@ -83,6 +83,10 @@ impl TopicSettings for MemoryEngine {
             .lock()
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&topic.name);
+        self.rates
+            .lock()
+            .unwrap_or_else(PoisonError::into_inner)
+            .remove(&topic.name);
         Ok(())
     }
 }

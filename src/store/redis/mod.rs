@@ -13,6 +13,7 @@ mod durable;
 mod eviction;
 mod jobs;
 mod membership;
+mod rate;
 mod reply;
 mod scripts;
 mod sentinel;

@@ -102,6 +102,11 @@ where
         for r in futures_util::future::join_all(dels).await {
             r?;
         }
+        let rate = crate::store::keys::rate_key(&topic.name);
+        let _: i64 = redis::cmd("DEL")
+            .arg(rate)
+            .query_async(&mut self.write_conn())
+            .await?;
         self.confirmed().await
     }
 

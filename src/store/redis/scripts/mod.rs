@@ -16,6 +16,7 @@ mod layout;
 mod list;
 mod own;
 mod pump;
+mod rate;
 mod register;
 mod requeue;
 mod reset_many;
@@ -32,7 +33,7 @@ use crate::topic::TopicConfig;
 pub(super) use self::{
     adopt::Adopt, cancel::Cancel, dead_delete::DeadDelete, dead_page::DeadPage, disown::Disown,
     events_page::EventsPage, get::Get, layout::Layout, list::List, own::Own, pump::Pump,
-    register::Register, requeue::Requeue, reset_many::ResetMany, schedule::Schedule,
+    rate::Rate, register::Register, requeue::Requeue, reset_many::ResetMany, schedule::Schedule,
     settle::Settle, topic_put::TopicPut, touch::Touch,
 };
 
@@ -103,6 +104,7 @@ pub(super) struct Scripts {
     pub layout: Script,
     pub list: Script,
     pub adopt: Script,
+    pub rate: Script,
 }
 
 impl Scripts {
@@ -126,6 +128,8 @@ impl Scripts {
             layout: script!("layout.lua"),
             list: script!("list.lua", " flags=no-writes"),
             adopt: script!("adopt.lua", " flags=no-writes"),
+            // A full store still drains: its pumps must get their fires.
+            rate: script!("rate.lua", " flags=allow-oom"),
         }
     }
 }
