@@ -6,6 +6,9 @@ Checks:
 - the page loads with no console errors and shows the service's state;
 - a topic appears once jobs are scheduled in it;
 - a dead job requeued through its button changes state (and one deleted is gone);
+- a topic's upcoming jobs are listed in fire-time order, page by page, and its running ones;
+- the pause button pauses and resumes a topic (the API agrees);
+- the slot table has one row per topic, and fires per second are drawn as a chart;
 - with tokens set, the page shows nothing and changes nothing until given a token.
 """
 
@@ -129,6 +132,63 @@ def check_open_service(browser, svc, shots):
     expect(row).to_have_count(1, timeout=WAIT_MS)
     expect(row.locator("td").nth(2)).to_have_text("3", timeout=WAIT_MS)
 
+    # Upcoming jobs, in fire-time order, page by page (20 a page): 22 more, the first due
+    # soonest, one of them recurring.
+    for i in range(22):
+        body = {"delay_ms": 300_000 + i * 1_000}
+        if i == 0:
+            body = {"delay_ms": 300_000, "repeat": {"cron": "0 9 * * MON-FRI", "tz": "Europe/Berlin"}}
+        status, body = call(svc.base, "PUT", f"/v1/topics/orders/jobs/u{i:02}", body)
+        assert status in (200, 201), (status, body)
+    row.click()
+    upcoming = page.locator("#upcoming tbody tr")
+    expect(upcoming).to_have_count(20, timeout=WAIT_MS)
+    expect(upcoming.first).to_have_attribute("data-job", "u00")
+    expect(upcoming.first).to_contain_text("Europe/Berlin")
+    expect(upcoming.nth(19)).to_have_attribute("data-job", "u19")
+    page.click("#upcoming-next")
+    expect(upcoming).to_have_count(5, timeout=WAIT_MS)
+    expect(upcoming.first).to_have_attribute("data-job", "u20")
+    expect(upcoming.nth(4)).to_have_attribute("data-job", "o2")
+    expect(page.locator("#upcoming-next")).to_be_disabled()
+    page.click("#upcoming-first")
+    expect(upcoming.first).to_have_attribute("data-job", "u00", timeout=WAIT_MS)
+
+    # The pause button pauses the topic on the service, and resumes it.
+    toggle = row.locator("button.pause-toggle")
+    expect(toggle).to_have_text("Pause")
+    toggle.click()
+    expect(toggle).to_have_text("Resume", timeout=WAIT_MS)
+    status, topic = call(svc.base, "GET", "/v1/topics/orders")
+    assert status == 200 and topic["paused"] is True, (status, topic)
+    toggle.click()
+    expect(toggle).to_have_text("Pause", timeout=WAIT_MS)
+    status, topic = call(svc.base, "GET", "/v1/topics/orders")
+    assert status == 200 and topic["paused"] is False, (status, topic)
+
+    # One slot row per topic (orders has 16 slots, listed in its view), and the chart.
+    expect(page.locator('#slots tr[data-topic="orders"]')).to_have_count(1, timeout=WAIT_MS)
+    expect(page.locator('#slots tr[data-topic="orders"] td').nth(1)).to_have_text("16")
+    expect(page.locator("#topic-slots tbody tr")).to_have_count(16, timeout=WAIT_MS)
+    expect(page.locator("#rate-chart polyline.total")).to_have_count(1, timeout=WAIT_MS)
+    expect(page.locator("#rate-chart polyline.topic")).to_have_count(1, timeout=WAIT_MS)
+
+    # A running job: one of the pull topic's, claimed with a long lease.
+    status, body = call(svc.base, "PUT", "/v1/topics/q/jobs/held", {"delay_ms": 0})
+    assert status in (200, 201), (status, body)
+    deadline = time.time() + 10
+    while True:
+        status, body = call(svc.base, "POST", "/v1/topics/q/claim", {"max": 1, "wait_ms": 1000, "lease_ms": 600_000})
+        assert status == 200, (status, body)
+        if body["jobs"]:
+            break
+        assert time.time() < deadline, "the job never came due"
+    page.locator('#topics tr[data-topic="q"]').click()
+    expect(page.locator('#running tr[data-job="held"]')).to_have_count(1, timeout=WAIT_MS)
+    status, body = call(svc.base, "POST", "/v1/topics/q/jobs/held/ack", {"token": body["jobs"][0]["token"]})
+    assert status == 204, (status, body)
+    expect(page.locator('#running tr[data-job="held"]')).to_have_count(0, timeout=WAIT_MS)
+
     # Dead letters: requeue one through its button, delete another.
     bury(svc, "dead-1")
     bury(svc, "dead-2")
@@ -163,7 +223,8 @@ def check_open_service(browser, svc, shots):
         page.screenshot(path=os.path.join(shots, "ui-topics.png"), full_page=True)
     assert not errors, f"console errors: {errors}"
     page.close()
-    print("dashboard: loads with no console errors; a scheduled topic appears; requeue and delete buttons work")
+    print("dashboard: loads with no console errors; a scheduled topic appears; upcoming and running "
+          "jobs page in order; pause and resume; slots per topic; the fires chart; requeue and delete work")
 
 
 def check_tokens(browser, svc):

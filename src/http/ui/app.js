@@ -14,7 +14,15 @@ const state = {
   deadShown: null,      // the cursor of the page on screen
   eventsAfter: null,    // the last event id shown
   locked: false,        // the service answered 401
+  history: [],          // [{at, total, topics: Map topic -> fires/s}], the last minutes
+  slots: [],            // /health's slots, as last read
+  lists: {              // the selected topic's listings: the cursor of the page on screen, and the next
+    upcoming: { shown: null, next: null },
+    running: { shown: null, next: null },
+  },
 };
+
+const HISTORY_MS = 5 * 60 * 1000;
 
 class Unauthorized extends Error {}
 
@@ -63,7 +71,7 @@ function lock(locked) {
   $("#auth-needed").hidden = !locked;
   $("#views").hidden = locked;
   if (locked) {
-    for (const id of ["#topics", "#slots", "#dead", "#events"]) $(id + " tbody").replaceChildren();
+    for (const id of ["#topics", "#slots", "#dead", "#events", "#upcoming", "#running", "#topic-slots"]) $(id + " tbody").replaceChildren();
     $("#lateness").replaceChildren();
     $("#status").textContent = "token needed";
   }
@@ -127,6 +135,41 @@ async function refreshMetrics() {
     state.fired.set(topic, [count, now]);
   }
   drawLateness(buckets);
+  let total = 0;
+  for (const r of state.rates.values()) total += r;
+  state.history.push({ at: now, total, topics: new Map(state.rates) });
+  while (state.history.length && state.history[0].at < now - HISTORY_MS) state.history.shift();
+  drawRates();
+}
+
+// Fires per second over the last minutes: every topic together, and the selected one.
+function drawRates() {
+  const svg = $("#rate-chart");
+  const h = state.history;
+  const W = 600, H = 160;
+  const ns = "http://www.w3.org/2000/svg";
+  const lines = [["total", (p) => p.total]];
+  if (state.topic) lines.push(["topic", (p) => p.topics.get(state.topic) || 0]);
+  const max = Math.max(1, ...h.map((p) => p.total));
+  const now = Date.now();
+  const children = [];
+  for (const [cls, value] of lines) {
+    const points = h.map((p) => {
+      const x = W - ((now - p.at) / HISTORY_MS) * W;
+      const y = H - (value(p) / max) * (H - 10);
+      return x.toFixed(1) + "," + y.toFixed(1);
+    });
+    const line = document.createElementNS(ns, "polyline");
+    line.setAttribute("points", points.join(" "));
+    line.setAttribute("class", cls);
+    children.push(line);
+  }
+  svg.replaceChildren(...children);
+  const last = h.length ? h[h.length - 1] : null;
+  const selected = state.topic && last ? ", " + state.topic + " " + (last.topics.get(state.topic) || 0).toFixed(1) : "";
+  $("#rate-note").textContent = last
+    ? "Last 5 minutes, up to " + max.toFixed(1) + "/s. Now: all topics " + last.total.toFixed(1) + selected + " (this instance's fires)."
+    : "Measured from the second refresh on.";
 }
 
 async function refreshTopics() {
@@ -143,27 +186,115 @@ async function refreshTopics() {
     cell(row, t.next_fire_at ? ago(t.next_fire_at) : "—");
     const rate = state.rates.get(t.name);
     cell(row, rate === undefined ? "—" : rate.toFixed(1));
+    cell(row, t.max_fires_per_s || "—");
+    const firing = row.insertCell();
+    firing.className = t.paused ? "bad" : "";
+    const toggle = document.createElement("button");
+    toggle.className = "pause-toggle";
+    toggle.textContent = t.paused ? "Resume" : "Pause";
+    toggle.title = t.paused ? "Paused: resume firing on every instance" : "Firing: pause it on every instance";
+    toggle.addEventListener("click", (ev) => {
+      ev.stopPropagation();
+      setPaused(t.name, !t.paused);
+    });
+    firing.append(t.paused ? "paused " : "firing ", toggle);
     row.addEventListener("click", () => selectTopic(t.name));
     return row;
   });
   $("#topics tbody").replaceChildren(...rows);
 }
 
+async function setPaused(name, paused) {
+  try {
+    await api("/v1/topics/" + encodeURIComponent(name), { method: "PUT", body: JSON.stringify({ paused }) });
+    await refreshTopics();
+    showError(null);
+  } catch (err) {
+    handle(err);
+  }
+}
+
+function slotRow(row, s) {
+  cell(row, s.alive ? "yes" : "NO", s.alive ? "" : "bad");
+  cell(row, s.in_flight);
+  cell(row, ago(s.last_pump));
+  cell(row, s.restarts, s.restarts > 0 ? "bad" : "");
+  cell(row, s.last_error || "");
+}
+
+// One row per topic: its slots this instance serves, summed.
 async function refreshSlots() {
   const res = await api("/health");
-  const slots = (res.body && res.body.slots) || [];
-  const rows = slots.map((s) => {
+  state.slots = (res.body && res.body.slots) || [];
+  const byTopic = new Map();
+  for (const s of state.slots) {
+    if (!byTopic.has(s.topic)) byTopic.set(s.topic, []);
+    byTopic.get(s.topic).push(s);
+  }
+  const rows = [...byTopic.entries()].sort(([a], [b]) => a.localeCompare(b)).map(([topic, slots]) => {
     const row = document.createElement("tr");
-    cell(row, s.topic);
-    cell(row, s.slot);
-    cell(row, s.alive ? "yes" : "NO", s.alive ? "" : "bad");
-    cell(row, s.in_flight);
-    cell(row, ago(s.last_pump));
-    cell(row, s.restarts, s.restarts > 0 ? "bad" : "");
-    cell(row, s.last_error || "");
+    row.dataset.topic = topic;
+    const alive = slots.filter((s) => s.alive).length;
+    const pumps = slots.map((s) => s.last_pump).filter((p) => p !== null && p !== undefined);
+    const restarts = slots.reduce((n, s) => n + s.restarts, 0);
+    const errors = slots.filter((s) => s.last_error);
+    cell(row, topic);
+    cell(row, slots.length);
+    cell(row, alive + " / " + slots.length, alive < slots.length ? "bad" : "");
+    cell(row, slots.reduce((n, s) => n + s.in_flight, 0));
+    cell(row, pumps.length ? ago(Math.min(...pumps)) : "never");
+    cell(row, restarts, restarts > 0 ? "bad" : "");
+    cell(row, errors.length ? errors.length + " slot(s): " + errors[0].last_error : "", errors.length ? "bad" : "");
     return row;
   });
   $("#slots tbody").replaceChildren(...rows);
+  if (state.topic) {
+    const own = state.slots.filter((s) => s.topic === state.topic).map((s) => {
+      const row = document.createElement("tr");
+      cell(row, s.slot);
+      slotRow(row, s);
+      return row;
+    });
+    $("#topic-slots tbody").replaceChildren(...own);
+  }
+}
+
+// A page of the selected topic's scheduled (upcoming) or running jobs, from `cursor`.
+async function showList(which, cursor) {
+  if (!state.topic) return;
+  const kind = which === "upcoming" ? "scheduled" : "running";
+  const query = "?state=" + kind + "&limit=20" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "");
+  const { body } = await api(topicPath("/jobs" + query));
+  const list = state.lists[which];
+  list.shown = cursor;
+  list.next = (body && body.next) || null;
+  $("#" + which + "-next").disabled = !list.next;
+  const rows = ((body && body.items) || []).map((j) => {
+    const row = document.createElement("tr");
+    row.dataset.job = j.id;
+    cell(row, j.id);
+    cell(row, j.type);
+    if (which === "upcoming") {
+      cell(row, ago(j.fire_at));
+      cell(row, new Date(j.fire_at).toISOString());
+      cell(row, j.attempts + " / " + j.max_attempts);
+      cell(row, j.repeat ? (j.repeat.cron ? j.repeat.cron + " " + (j.repeat.tz || "UTC") : "every " + j.repeat.every_ms + " ms") : "");
+    } else {
+      cell(row, new Date(j.fire_at).toISOString());
+      cell(row, ago(j.lease_until));
+      cell(row, j.attempts + " / " + j.max_attempts);
+      cell(row, j.next_fire_at ? new Date(j.next_fire_at).toISOString() : "");
+    }
+    return row;
+  });
+  $("#" + which + " tbody").replaceChildren(...rows);
+}
+
+function showLists() {
+  return Promise.all([
+    showList("upcoming", state.lists.upcoming.shown),
+    showList("running", state.lists.running.shown),
+  ]);
 }
 
 function topicPath(rest) {
@@ -243,12 +374,16 @@ async function selectTopic(name) {
   $("#topic-name").textContent = name;
   $("#topic-view").hidden = false;
   $("#events tbody").replaceChildren();
+  $("#topic-slots tbody").replaceChildren();
   $("#lookup-result").textContent = "";
+  state.lists.upcoming = { shown: null, next: null };
+  state.lists.running = { shown: null, next: null };
   for (const row of document.querySelectorAll("#topics tbody tr")) {
     row.classList.toggle("selected", row.dataset.topic === name);
   }
   try {
-    await Promise.all([showDead(null), tailEvents()]);
+    await Promise.all([showDead(null), tailEvents(), showLists(), refreshSlots()]);
+    drawRates();
   } catch (err) {
     handle(err);
   }
@@ -269,7 +404,7 @@ async function refresh() {
   try {
     await refreshMetrics();
     await Promise.all([refreshTopics(), refreshSlots()]);
-    if (state.topic) await Promise.all([showDead(state.deadShown), tailEvents()]);
+    if (state.topic) await Promise.all([showDead(state.deadShown), tailEvents(), showLists()]);
     lock(false);
     showError(null);
     $("#status").textContent = "updated " + new Date().toLocaleTimeString();
@@ -301,6 +436,10 @@ $("#lookup").addEventListener("submit", async (ev) => {
   }
 });
 
+for (const which of ["upcoming", "running"]) {
+  $("#" + which + "-first").addEventListener("click", () => showList(which, null).catch(handle));
+  $("#" + which + "-next").addEventListener("click", () => showList(which, state.lists[which].next).catch(handle));
+}
 $("#dead-first").addEventListener("click", () => showDead(null).catch(handle));
 $("#dead-next").addEventListener("click", () => showDead(state.deadCursor).catch(handle));
 
