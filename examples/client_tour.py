@@ -31,6 +31,7 @@ from timeout_center_client.models import (
     Job,
     JobBody,
     JobType,
+    RepeatBody,
     ResetBody,
     ResetReport,
     TokenBody,
@@ -67,6 +68,14 @@ def main(base_url):
     assert moved.fire_at > job.fire_at, (moved.fire_at, job.fire_at)
     ok("get_job", get_job.sync_detailed("orders", "o-1", client=client), 200, Job)
 
+    # A recurring job: weekdays at 09:00 in Berlin, first at the schedule's next instant.
+    standup = ok("put_job", put_job.sync_detailed("reports", "standup", client=client,
+                 body=JobBody(repeat=RepeatBody(cron="0 9 * * MON-FRI", tz="Europe/Berlin"))),
+                 201, Job)
+    assert standup.next_fire_at == standup.fire_at > moved.fire_at, standup
+    assert standup.repeat is not None and standup.repeat.to_dict() == {
+        "cron": "0 9 * * MON-FRI", "tz": "Europe/Berlin"}, standup.repeat
+
     # Heartbeats, creating the alarm of a device not seen before; one fires at once.
     beats = BatchBody(
         resets=[BatchReset(id="dev-1", delay_ms=0), BatchReset(id="dev-2", delay_ms=60_000)],
@@ -89,9 +98,9 @@ def main(base_url):
 
     # A pull topic: created, read, listed.
     ok("put_topic", put_topic.sync_detailed("work", client=client,
-       body=TopicSettings(default_type=JobType.PULL)), 201, TopicView)
+       body=TopicSettings(default_type=JobType.PULL, max_fires_per_s=100)), 201, TopicView)
     topic = ok("get_topic", get_topic.sync_detailed("work", client=client), 200, TopicView)
-    assert topic.default_type == "pull", topic
+    assert topic.default_type == "pull" and topic.max_fires_per_s == 100, topic
     topics = ok("list_topics", list_topics.sync_detailed(client=client), 200, TopicList)
     assert any(t.name == "work" for t in topics.items), topics
 
