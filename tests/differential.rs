@@ -33,6 +33,8 @@ enum Kind {
     Capped(Millis),
     /// One attempt only.
     OneAttempt,
+    /// Recurring, every this many ms, with one attempt (so a retry ends the fire too).
+    Every(u64),
 }
 
 #[derive(Debug, Clone)]
@@ -130,6 +132,7 @@ fn op() -> impl Strategy<Value = Op> {
         Just(Kind::Typed),
         (0..500i64).prop_map(Kind::Capped),
         Just(Kind::OneAttempt),
+        (1..400u64).prop_map(Kind::Every),
     ];
     prop_oneof![
         4 => (id(), mode, 0..600i64, kind)
@@ -165,6 +168,9 @@ fn new_job(i: u8, fire_at: Millis, kind: &Kind, now: Millis) -> NewJob {
         Kind::Typed => job.job_type("webhook").payload(json!({"n": i})),
         Kind::Capped(after) => job.max_fire_at(now + after),
         Kind::OneAttempt => job.max_attempts(1),
+        Kind::Every(ms) => job
+            .repeat(Recurrence::every(std::time::Duration::from_millis(*ms)).unwrap())
+            .max_attempts(1),
     }
 }
 
