@@ -38,7 +38,10 @@ pub(crate) struct Dirty {
 }
 
 pub(crate) struct SlotState {
-    ids: HashMap<Id, u32>,
+    /// Job ids to their entries, hashed with foldhash (seeded at random per map, so ids a
+    /// client picks cannot be aimed at one bucket without the seed) in place of SipHash:
+    /// resets of 2M resident devices went from 2.5M to 3.5M a second (`toc bench reset`).
+    ids: HashMap<Id, u32, foldhash::fast::RandomState>,
     entries: Vec<Option<Entry>>,
     free: Vec<u32>,
     wheel: Wheel,
@@ -78,7 +81,7 @@ fn capped(rec: &Record, at: Millis) -> Millis {
 impl SlotState {
     pub(super) fn new(now: Millis, track: bool) -> Self {
         SlotState {
-            ids: HashMap::new(),
+            ids: HashMap::default(),
             entries: Vec::new(),
             free: Vec::new(),
             wheel: Wheel::new(crate::num::unsigned(now)),
