@@ -31,7 +31,7 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
                 && f["value"].as_f64().is_some_and(f64::is_finite)
         })
     };
-    for scenario in ["schedule", "reset", "latency", "burst", "pull"] {
+    for scenario in ["schedule", "reset", "latency", "burst", "pull", "scale"] {
         for engine in ["memory", "redis"] {
             assert!(has(scenario, engine), "no {scenario} figure for {engine}");
         }
@@ -50,6 +50,9 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "webhook end-to-end lateness p99",
         "burst drain rate",
         "resets/s, HTTP batch endpoint",
+        "resets/s, HTTP, 50k resident",
+        "bytes per job, 50k resident",
+        "restart to healthy, 50k resident",
     ] {
         assert!(names.contains(&name), "no {name:?} figure");
     }
@@ -66,6 +69,7 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "## Headline ratios",
         "## reset",
         "## burst",
+        "## scale",
         "## Commands",
         "docs/bench/lateness.svg",
     ] {

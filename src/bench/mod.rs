@@ -21,6 +21,7 @@ mod pull;
 #[allow(dead_code, unreachable_pub)]
 mod redis_server;
 mod report;
+mod scale;
 mod scenarios;
 
 use std::path::PathBuf;
@@ -41,6 +42,7 @@ pub enum Scenario {
     Burst,
     Memory,
     Pull,
+    Scale,
     All,
 }
 
@@ -74,6 +76,10 @@ pub struct BenchArgs {
     /// Seconds of the latency scenario.
     #[arg(long)]
     pub seconds: Option<u64>,
+    /// Resident job counts for the scale scenario, comma separated (default 100000,1000000;
+    /// with --quick 10000,50000): 10000000 for the 10M figures.
+    #[arg(long, value_delimiter = ',')]
+    pub scale_sizes: Option<Vec<usize>>,
 }
 
 /// One measured figure.
@@ -112,6 +118,8 @@ pub struct Sizes {
     pub burst_jobs: usize,
     pub memory_jobs: usize,
     pub zadd_requests: u64,
+    /// Resident job counts of the scale scenario.
+    pub scale: Vec<usize>,
 }
 
 impl Sizes {
@@ -130,6 +138,11 @@ impl Sizes {
                 .unwrap_or(if q { 20_000 } else { 1_000_000 }),
             memory_jobs: if q { 20_000 } else { 1_000_000 },
             zadd_requests: if q { 200_000 } else { 2_000_000 },
+            scale: args.scale_sizes.clone().unwrap_or(if q {
+                vec![10_000, 50_000]
+            } else {
+                vec![100_000, 1_000_000]
+            }),
         }
     }
 }
@@ -324,13 +337,14 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
             .to_string();
     }
     let all = scenario == Scenario::All;
-    let steps: [(Scenario, Step); 6] = [
+    let steps: [(Scenario, Step); 7] = [
         (Scenario::Schedule, |c| Box::pin(scenarios::schedule(c))),
         (Scenario::Reset, |c| Box::pin(scenarios::reset(c))),
         (Scenario::Latency, |c| Box::pin(scenarios::latency(c))),
         (Scenario::Burst, |c| Box::pin(scenarios::burst(c))),
         (Scenario::Memory, |c| Box::pin(scenarios::memory(c))),
         (Scenario::Pull, |c| Box::pin(pull::pull(c))),
+        (Scenario::Scale, |c| Box::pin(scale::scale(c))),
     ];
     for (s, step) in steps {
         if (all || s == scenario) && !ctx.stopped() {

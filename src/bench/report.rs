@@ -296,7 +296,9 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
         };
         let _ = writeln!(m, "| {name} | {v} | {target} | {met} |");
     }
-    for scenario in ["schedule", "reset", "latency", "burst", "memory", "pull"] {
+    for scenario in [
+        "schedule", "reset", "latency", "burst", "memory", "pull", "scale",
+    ] {
         let rows: Vec<_> = ctx
             .figures
             .iter()

@@ -1,6 +1,6 @@
 //! The scenarios of `toc bench`, each on the embedded engine and on Redis.
 
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
@@ -16,7 +16,7 @@ use crate::time::now_ms;
 use crate::*;
 
 const NOOP: &str = "bench_noop";
-const ENGINES: [&str; 2] = ["memory", "redis"];
+pub(super) const ENGINES: [&str; 2] = ["memory", "redis"];
 
 /// A job type that does nothing but record how late it ran (µs) and count.
 struct Noop {
@@ -98,7 +98,7 @@ pub(super) async fn open(ctx: &Ctx, engine: &str) -> Result<SharedStore, String>
 pub(super) struct Service {
     /// The served server (an actix server does nothing until it is polled).
     task: actix_rt::task::JoinHandle<()>,
-    center: TimeoutCenter,
+    pub(super) center: TimeoutCenter,
     pub(super) base: String,
     handle: actix_web::dev::ServerHandle,
 }
@@ -288,6 +288,103 @@ async fn journaled_schedules(ctx: &mut Ctx) -> Result<(), String> {
     Ok(())
 }
 
+/// `n` devices' resets to `at`, in batches of 1,000.
+pub(super) fn device_batches(n: usize, at: Millis) -> Vec<Vec<Reset>> {
+    (0..n)
+        .collect::<Vec<_>>()
+        .chunks(1_000)
+        .map(|ch| {
+            ch.iter()
+                .map(|i| Reset::new(format!("dev-{i}"), at))
+                .collect()
+        })
+        .collect()
+}
+
+/// Library resets of `batches` (1,000 each), 4 in flight, for `secs` seconds, each round of
+/// a batch 1 ms later than the last (heartbeats move on): resets per second.
+pub(super) async fn library_resets(
+    c: &TimeoutCenter,
+    t: &str,
+    batches: &[Vec<Reset>],
+    secs: u64,
+    stop: &AtomicBool,
+) -> f64 {
+    let done = AtomicU64::new(0);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let started = Instant::now();
+    let shares: Vec<Vec<Vec<Reset>>> = (0..4)
+        .map(|w| batches.iter().skip(w).step_by(4).cloned().collect())
+        .collect();
+    join_all(shares.into_iter().map(|mut share| {
+        let done = &done;
+        async move {
+            let mut round = 0;
+            while Instant::now() < deadline && !stop.load(Ordering::Relaxed) && !share.is_empty() {
+                let len = share.len();
+                let b = &mut share[round % len];
+                b.iter_mut().for_each(|r| r.fire_at += 1);
+                if let Ok(r) = c.reset_many(t, b, None).await {
+                    done.fetch_add(r.reset, Ordering::Relaxed);
+                }
+                round += 1;
+            }
+        }
+    }))
+    .await;
+    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// The batch endpoint's bodies of `batches`, each reset an hour from now, serialised once:
+/// serialising a cold JSON tree per request cost the client more the more devices there
+/// were (a cache miss per node), which the figure then charged to the service.
+pub(super) fn http_bodies(batches: &[Vec<Reset>]) -> Vec<bytes::Bytes> {
+    batches
+        .iter()
+        .map(|b| {
+            let v = json!({"resets": b.iter().map(|r| json!({"id": r.job.id, "delay_ms": 3_600_000})).collect::<Vec<_>>()});
+            bytes::Bytes::from(serde_json::to_vec(&v).expect("a body serialises"))
+        })
+        .collect()
+}
+
+/// `bodies` sent to the batch endpoint of `t` at `base`, 4 in flight, for `secs` seconds:
+/// resets per second.
+pub(super) async fn http_resets(
+    http: &reqwest::Client,
+    base: &str,
+    t: &str,
+    bodies: &[bytes::Bytes],
+    secs: u64,
+    stop: &AtomicBool,
+) -> f64 {
+    let done = AtomicU64::new(0);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let started = Instant::now();
+    join_all((0..4).map(|w| {
+        let done = &done;
+        async move {
+            let mut i = w;
+            while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+                let res = http
+                    .post(format!("{base}/v1/topics/{t}/resets"))
+                    .header("content-type", "application/json")
+                    .body(bodies[i % bodies.len()].clone())
+                    .send()
+                    .await;
+                if let Ok(r) = res
+                    && let Ok(v) = r.json::<Value>().await
+                {
+                    done.fetch_add(v["reset"].as_u64().unwrap_or(0), Ordering::Relaxed);
+                }
+                i += 4;
+            }
+        }
+    }))
+    .await;
+    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
+
 pub(super) async fn reset(ctx: &mut Ctx) -> Result<(), String> {
     let (n, secs) = (ctx.sizes.devices, ctx.sizes.reset_seconds);
     let http = reqwest::Client::new();
@@ -295,50 +392,14 @@ pub(super) async fn reset(ctx: &mut Ctx) -> Result<(), String> {
         let store = open(ctx, engine).await?;
         let svc = service(store, engine).await?;
         let (c, t) = (&svc.center, topic("reset", engine));
-        let base_at = now_ms() + 3_600_000;
-        let mut batches: Vec<Vec<Reset>> = (0..n)
-            .collect::<Vec<_>>()
-            .chunks(1_000)
-            .map(|ch| {
-                ch.iter()
-                    .map(|i| Reset::new(format!("dev-{i}"), base_at))
-                    .collect()
-            })
-            .collect();
+        let batches = device_batches(n, now_ms() + 3_600_000);
         for b in &batches {
             c.reset_many(&t, b, Some(&CreateSpec::default()))
                 .await
                 .map_err(|e| e.to_string())?;
         }
         // Library: batches of 1,000, 4 in flight, each round 1 ms later (heartbeats move on).
-        let done = AtomicU64::new(0);
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        let started = Instant::now();
-        let shares: Vec<Vec<Vec<Reset>>> = (0..4)
-            .map(|w| batches.iter().skip(w).step_by(4).cloned().collect())
-            .collect();
-        let stop_flag = ctx.stop.clone();
-        let stop = &stop_flag;
-        join_all(shares.into_iter().map(|mut share| {
-            let (done, t) = (&done, &t);
-            async move {
-                let mut round = 0;
-                while Instant::now() < deadline
-                    && !stop.load(Ordering::Relaxed)
-                    && !share.is_empty()
-                {
-                    let len = share.len();
-                    let b = &mut share[round % len];
-                    b.iter_mut().for_each(|r| r.fire_at += 1);
-                    if let Ok(r) = c.reset_many(t, b, None).await {
-                        done.fetch_add(r.reset, Ordering::Relaxed);
-                    }
-                    round += 1;
-                }
-            }
-        }))
-        .await;
-        let lib = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+        let lib = library_resets(c, &t, &batches, secs, &ctx.stop).await;
         ctx.add(
             "reset",
             engine,
@@ -348,41 +409,8 @@ pub(super) async fn reset(ctx: &mut Ctx) -> Result<(), String> {
             &format!("{n} devices, batches of 1,000, 4 in flight"),
         );
         // HTTP: the batch endpoint, 1,000 per request, 4 in flight.
-        let done = AtomicU64::new(0);
-        let deadline = Instant::now() + Duration::from_secs(secs);
-        let started = Instant::now();
-        // Bodies serialised once, before the clock starts: serialising a cold JSON tree per
-        // request cost the client more the more devices there were (a cache miss per
-        // node), which the figure then charged to the service.
-        let bodies: Vec<bytes::Bytes> = batches
-            .iter_mut()
-            .map(|b| {
-                let v = json!({"resets": b.iter().map(|r| json!({"id": r.job.id, "delay_ms": 3_600_000})).collect::<Vec<_>>()});
-                bytes::Bytes::from(serde_json::to_vec(&v).expect("a body serialises"))
-            })
-            .collect();
-        join_all((0..4).map(|w| {
-            let (done, http, base, t, bodies) = (&done, &http, &svc.base, &t, &bodies);
-            async move {
-                let mut i = w;
-                while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
-                    let res = http
-                        .post(format!("{base}/v1/topics/{t}/resets"))
-                        .header("content-type", "application/json")
-                        .body(bodies[i % bodies.len()].clone())
-                        .send()
-                        .await;
-                    if let Ok(r) = res
-                        && let Ok(v) = r.json::<Value>().await
-                    {
-                        done.fetch_add(v["reset"].as_u64().unwrap_or(0), Ordering::Relaxed);
-                    }
-                    i += 4;
-                }
-            }
-        }))
-        .await;
-        let via_http = done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64();
+        let bodies = http_bodies(&batches);
+        let via_http = http_resets(&http, &svc.base, &t, &bodies, secs, &ctx.stop).await;
         ctx.add(
             "reset",
             engine,
@@ -670,7 +698,7 @@ async fn info_field(
         .ok_or_else(|| format!("no {field} in INFO {section}"))
 }
 
-async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> Result<i64, String> {
+pub(super) async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> Result<i64, String> {
     Ok(info_field(c, "memory", "used_memory").await? as i64)
 }
 
@@ -718,7 +746,9 @@ async fn redis_cpu(c: &mut redis::aio::MultiplexedConnection) -> Result<f64, Str
 
 /// Waits until Redis has freed what UNLINK handed to its background thread, so the next
 /// before-and-after measurement is not disturbed.
-async fn settle_lazyfree(c: &mut redis::aio::MultiplexedConnection) -> Result<(), String> {
+pub(super) async fn settle_lazyfree(
+    c: &mut redis::aio::MultiplexedConnection,
+) -> Result<(), String> {
     for _ in 0..600 {
         let info: String = redis::cmd("INFO")
             .arg("memory")
@@ -738,7 +768,7 @@ async fn settle_lazyfree(c: &mut redis::aio::MultiplexedConnection) -> Result<()
     Err("Redis did not finish freeing memory within 30 s".into())
 }
 
-async fn redis_conn(ctx: &Ctx) -> Result<redis::aio::MultiplexedConnection, String> {
+pub(super) async fn redis_conn(ctx: &Ctx) -> Result<redis::aio::MultiplexedConnection, String> {
     let client = redis::Client::open(ctx.redis_url.as_str()).map_err(|e| e.to_string())?;
     client
         .get_multiplexed_async_connection()

@@ -1,0 +1,283 @@
+//! `toc bench scale`: what a job costs as the resident count grows. For each size (100,000
+//! and 1M; 10M and more with `--scale-sizes`) and engine, a fresh store holding that many
+//! plain jobs (devices, an hour out) measures: library resets/s and HTTP batch resets/s (the
+//! reset scenario's loops), creates/s while filling it (batches of 1,000 with `create`),
+//! bytes per job (Redis' `used_memory`; for the memory engine the resident memory of a real
+//! `toc serve` filled through `POST /resets`), and for that `toc serve`'s journal its size and
+//! the time a restart takes to be healthy (the replay). A size the machine cannot hold is skipped, said so.
+
+use std::time::Instant;
+
+use super::Ctx;
+use super::scenarios::{
+    ENGINES, device_batches, http_bodies, http_resets, library_resets, open, redis_conn, service,
+    settle_lazyfree, topic, used_memory,
+};
+use serde_json::json;
+
+use crate::model::{CreateSpec, Reset};
+use crate::time::now_ms;
+
+/// Memory the machine has available, in bytes (Linux: `MemAvailable`).
+fn available() -> Option<u64> {
+    let info = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let kb: u64 = info
+        .lines()
+        .find_map(|l| l.strip_prefix("MemAvailable:"))?
+        .trim()
+        .trim_end_matches("kB")
+        .trim()
+        .parse()
+        .ok()?;
+    Some(kb * 1024)
+}
+
+/// A size's label: `100k`, `1M`, `10M`.
+fn label(n: usize) -> String {
+    match n {
+        n if n >= 1_000_000 && n % 1_000_000 == 0 => format!("{}M", n / 1_000_000),
+        n if n >= 1_000 && n % 1_000 == 0 => format!("{}k", n / 1_000),
+        n => n.to_string(),
+    }
+}
+
+pub(super) async fn scale(ctx: &mut Ctx) -> Result<(), String> {
+    let sizes = ctx.sizes.scale.clone();
+    for engine in ENGINES {
+        for &n in &sizes {
+            // About 1 kB a job on memory (the engine and the bench's own ids), 0.5 kB on
+            // Redis (its keys and this process's ids): refused before it swaps.
+            let need = n as u64 * if engine == "memory" { 1_000 } else { 500 };
+            if available().is_some_and(|a| need > a / 10 * 8) {
+                println!("  {engine}: {n} resident jobs would not fit in memory here: skipped");
+                continue;
+            }
+            if ctx.stopped() {
+                return Ok(());
+            }
+            at_size(ctx, engine, n).await?;
+            super::scenarios::clear_bench_topics(ctx).await?;
+        }
+    }
+    Ok(())
+}
+
+async fn at_size(ctx: &mut Ctx, engine: &str, n: usize) -> Result<(), String> {
+    let secs = ctx.sizes.reset_seconds;
+    let size = label(n);
+    let batches = device_batches(n, now_ms() + 3_600_000);
+    let mut redis = match engine {
+        "redis" => {
+            let mut c = redis_conn(ctx).await?;
+            settle_lazyfree(&mut c).await?;
+            Some(c)
+        }
+        _ => None,
+    };
+    let before = match &mut redis {
+        Some(c) => Some(used_memory(c).await? as f64),
+        None => None,
+    };
+    let store = open(ctx, engine).await?;
+    let svc = service(store, engine).await?;
+    let (c, t) = (&svc.center, topic("scale", engine));
+    let started = Instant::now();
+    let bar = ctx.bar(n as u64, &format!("scale {size}, {engine}: filling"));
+    let create = CreateSpec::default();
+    for chunk in batches.chunks(4) {
+        let calls = chunk.iter().map(|b| c.reset_many(&t, b, Some(&create)));
+        for r in futures_util::future::join_all(calls).await {
+            r.map_err(|e| e.to_string())?;
+        }
+        bar.inc(chunk.iter().map(Vec::len).sum::<usize>() as u64);
+    }
+    bar.finish_and_clear();
+    let fill = n as f64 / started.elapsed().as_secs_f64();
+    let note = format!("{n} plain jobs resident, 16 slots");
+    if let (Some(c), Some(before)) = (&mut redis, before) {
+        let after = used_memory(c).await? as f64;
+        ctx.add(
+            "scale",
+            engine,
+            &format!("bytes per job, {size} resident"),
+            (after - before) / n as f64,
+            "B",
+            &format!("{note}; INFO used_memory before and after"),
+        );
+    }
+    ctx.add(
+        "scale",
+        engine,
+        &format!("creates/s, {size} resident"),
+        fill,
+        "jobs/s",
+        &format!("{note}; batches of 1,000 with create, 4 in flight"),
+    );
+    let lib = library_resets(c, &t, &batches, secs, &ctx.stop).await;
+    ctx.add(
+        "scale",
+        engine,
+        &format!("resets/s, library, {size} resident"),
+        lib,
+        "resets/s",
+        &format!("{note}; batches of 1,000, 4 in flight"),
+    );
+    let bodies = http_bodies(&batches);
+    let http = reqwest::Client::new();
+    let via_http = http_resets(&http, &svc.base, &t, &bodies, secs, &ctx.stop).await;
+    ctx.add(
+        "scale",
+        engine,
+        &format!("resets/s, HTTP, {size} resident"),
+        via_http,
+        "resets/s",
+        &format!("{note}; 1,000 per request, 4 in flight"),
+    );
+    svc.stop().await;
+    if engine == "memory" {
+        served(ctx, n, &batches).await?;
+    }
+    Ok(())
+}
+
+/// A real `toc serve` on the memory engine with a journal (this binary, a child process):
+/// `n` plain jobs created through `POST /resets`, its resident memory before and after, the
+/// journal's size, and the time a restart takes to be healthy again (the replay).
+async fn served(ctx: &mut Ctx, n: usize, batches: &[Vec<Reset>]) -> Result<(), String> {
+    let size = label(n);
+    let dir = tempfile::tempdir().map_err(|e| e.to_string())?;
+    let journal = dir.path().join("toc.journal");
+    let bodies: Vec<bytes::Bytes> = batches
+        .iter()
+        .map(|b| {
+            let v = json!({"resets": b.iter().map(|r| json!({"id": r.job.id, "delay_ms": 3_600_000})).collect::<Vec<_>>(), "create": {}});
+            bytes::Bytes::from(serde_json::to_vec(&v).expect("a body serialises"))
+        })
+        .collect();
+    let http = reqwest::Client::new();
+    let mut toc = Child::start(&journal).await?;
+    let before = toc.rss()?;
+    for chunk in bodies.chunks(4) {
+        let calls = chunk.iter().map(|b| {
+            http.post(format!("{}/v1/topics/devices/resets", toc.base))
+                .header("content-type", "application/json")
+                .body(b.clone())
+                .send()
+        });
+        for r in futures_util::future::join_all(calls).await {
+            let r = r.map_err(|e| e.to_string())?;
+            if !r.status().is_success() {
+                return Err(format!("POST /resets answered {}", r.status()));
+            }
+        }
+    }
+    let after = toc.rss()?;
+    toc.stop();
+    let bytes = std::fs::metadata(&journal)
+        .map_err(|e| e.to_string())?
+        .len();
+    let started = Instant::now();
+    let again = Child::start(&journal).await?;
+    let secs = started.elapsed().as_secs_f64();
+    drop(again);
+    let note = format!("toc serve, {n} plain jobs created through POST /resets");
+    ctx.add(
+        "scale",
+        "memory",
+        &format!("bytes per job, {size} resident"),
+        (after - before) as f64 / n as f64,
+        "B",
+        &format!("{note}; its resident memory (/proc/PID/statm) before and after"),
+    );
+    ctx.add(
+        "scale",
+        "memory+journal",
+        &format!("journal bytes per job, {size} resident"),
+        bytes as f64 / n as f64,
+        "B",
+        &format!("{note}, fsync = every second"),
+    );
+    ctx.add(
+        "scale",
+        "memory+journal",
+        &format!("restart to healthy, {size} resident"),
+        secs * 1_000.0,
+        "ms",
+        &format!("{note}; {:.0} jobs/s replayed", n as f64 / secs),
+    );
+    Ok(())
+}
+
+/// `toc serve` (this binary) on the memory engine with a journal, on a free port.
+struct Child {
+    child: std::process::Child,
+    base: String,
+}
+
+impl Child {
+    async fn start(journal: &std::path::Path) -> Result<Child, String> {
+        let port = super::redis_server::free_port();
+        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
+        let child = std::process::Command::new(exe)
+            .arg("serve")
+            .env_clear()
+            .env("PATH", std::env::var("PATH").unwrap_or_default())
+            .env("TOC_STORE", "memory")
+            .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
+            .env("TOC_MEMORY_JOURNAL", journal)
+            .env("TOC_MEMORY_FSYNC", "every_second")
+            .env("TOC_HTTP_MAX_BATCH_RESETS", "10000")
+            .env("RUST_LOG", "warn")
+            .stdout(std::process::Stdio::null())
+            .stderr(std::process::Stdio::null())
+            .spawn()
+            .map_err(|e| e.to_string())?;
+        let mut c = Child {
+            child,
+            base: format!("http://127.0.0.1:{port}"),
+        };
+        let http = reqwest::Client::new();
+        let deadline = Instant::now() + std::time::Duration::from_secs(600);
+        loop {
+            if let Ok(r) = http.get(format!("{}/health", c.base)).send().await
+                && r.status().is_success()
+            {
+                return Ok(c);
+            }
+            if let Ok(Some(status)) = c.child.try_wait() {
+                return Err(format!("toc serve stopped: {status}"));
+            }
+            if Instant::now() > deadline {
+                c.stop();
+                return Err("toc serve was not healthy within 10 minutes".into());
+            }
+            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
+        }
+    }
+
+    fn rss(&self) -> Result<u64, String> {
+        let statm = std::fs::read_to_string(format!("/proc/{}/statm", self.child.id()))
+            .map_err(|e| e.to_string())?;
+        let pages: u64 = statm
+            .split_whitespace()
+            .nth(1)
+            .and_then(|p| p.parse().ok())
+            .ok_or("cannot read statm")?;
+        Ok(pages * 4096)
+    }
+
+    fn stop(&mut self) {
+        let _ = std::process::Command::new("kill")
+            .arg("-TERM")
+            .arg(self.child.id().to_string())
+            .status();
+        let _ = self.child.wait();
+    }
+}
+
+impl Drop for Child {
+    fn drop(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
