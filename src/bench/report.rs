@@ -198,6 +198,84 @@ fn plot(ctx: &Ctx, path: &Path) -> Result<(), String> {
     root.present().map_err(|e| e.to_string())
 }
 
+/// A scale figure's resident count, from its name's size label (`..., 1M resident`).
+fn resident(name: &str) -> Option<f64> {
+    let label = name.strip_suffix(" resident")?.rsplit(", ").next()?;
+    let (digits, unit) = match label.strip_suffix('M') {
+        Some(d) => (d, 1e6),
+        None => match label.strip_suffix('k') {
+            Some(d) => (d, 1e3),
+            None => (label, 1.0),
+        },
+    };
+    digits.parse::<f64>().ok().map(|d| d * unit)
+}
+
+/// The scale scenario's resets per second against the resident count, both log scale.
+fn plot_scale(ctx: &Ctx, path: &Path) -> Result<(), String> {
+    let lines: Vec<(String, Vec<(f64, f64)>)> = ["memory", "redis"]
+        .iter()
+        .flat_map(|engine| {
+            ["library", "HTTP"].iter().map(move |via| {
+                let prefix = format!("resets/s, {via}, ");
+                let mut points: Vec<(f64, f64)> = ctx
+                    .figures
+                    .iter()
+                    .filter(|f| f.scenario == "scale" && f.system == *engine)
+                    .filter(|f| f.name.starts_with(&prefix))
+                    .filter_map(|f| Some((resident(&f.name)?, f.value.max(1.0))))
+                    .collect();
+                points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                (format!("{engine}, {via}"), points)
+            })
+        })
+        .filter(|(_, p)| !p.is_empty())
+        .collect();
+    let all = lines.iter().flat_map(|(_, p)| p.iter());
+    let (mut x0, mut x1, mut y0, mut y1) = (f64::MAX, 1.0f64, f64::MAX, 1.0f64);
+    for (x, y) in all {
+        (x0, x1, y0, y1) = (x0.min(*x), x1.max(*x), y0.min(*y), y1.max(*y));
+    }
+    let root = SVGBackend::new(path, (800, 480)).into_drawing_area();
+    root.fill(&WHITE).map_err(|e| e.to_string())?;
+    let mut chart = ChartBuilder::on(&root)
+        .caption(
+            "resets per second against resident jobs (log scales)",
+            ("sans-serif", 20),
+        )
+        .margin(12)
+        .x_label_area_size(36)
+        .y_label_area_size(72)
+        .build_cartesian_2d(
+            (x0 / 2.0..x1 * 2.0).log_scale(),
+            (y0 / 2.0..y1 * 2.0).log_scale(),
+        )
+        .map_err(|e| e.to_string())?;
+    chart
+        .configure_mesh()
+        .x_desc("resident jobs")
+        .y_desc("resets/s")
+        .draw()
+        .map_err(|e| e.to_string())?;
+    let colours = [BLUE, CYAN, RED, MAGENTA];
+    for (i, (label, points)) in lines.into_iter().enumerate() {
+        let colour = colours[i % colours.len()];
+        chart
+            .draw_series(LineSeries::new(points, colour.stroke_width(2)))
+            .map_err(|e| e.to_string())?
+            .label(label)
+            .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 20, y)], colour));
+    }
+    chart
+        .configure_series_labels()
+        .background_style(WHITE.mix(0.8))
+        .border_style(BLACK)
+        .position(SeriesLabelPosition::LowerLeft)
+        .draw()
+        .map_err(|e| e.to_string())?;
+    root.present().map_err(|e| e.to_string())
+}
+
 /// The commands a run executes, for BENCHMARKS.md.
 pub(super) fn commands(command: &str, s: &super::Sizes) -> String {
     let bullmq_rate = s.rate.min(2_000);
@@ -237,6 +315,11 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
     );
     if !ctx.lateness.is_empty() {
         plot(ctx, &svg)?;
+    }
+    let scale_svg = data.join("scale.svg");
+    let scaled = ctx.figures.iter().any(|f| f.scenario == "scale");
+    if scaled {
+        plot_scale(ctx, &scale_svg)?;
     }
     let command: Vec<String> = std::env::args().collect();
     let json = json!({
@@ -323,6 +406,12 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
         let _ = writeln!(
             m,
             "\n![firing lateness by percentile]({DATA_DIR}/lateness.svg)"
+        );
+    }
+    if scaled {
+        let _ = writeln!(
+            m,
+            "\n![resets per second against resident jobs]({DATA_DIR}/scale.svg)"
         );
     }
     let shown = command.join(" ").replace(env!("CARGO_MANIFEST_DIR"), ".");

@@ -10,7 +10,7 @@ use std::time::Instant;
 
 use super::Ctx;
 use super::scenarios::{
-    ENGINES, device_batches, http_bodies, http_resets, library_resets, open, redis_conn, service,
+    ENGINES, device_batches, heartbeats, http_bodies, http_resets, open, redis_conn, service,
     settle_lazyfree, topic, used_memory,
 };
 use serde_json::json;
@@ -65,7 +65,10 @@ pub(super) async fn scale(ctx: &mut Ctx) -> Result<(), String> {
 async fn at_size(ctx: &mut Ctx, engine: &str, n: usize) -> Result<(), String> {
     let secs = ctx.sizes.reset_seconds;
     let size = label(n);
-    let batches = device_batches(n, now_ms() + 3_600_000);
+    // A fleet's alarms spread over its timeout (here an hour), as its heartbeats do: with
+    // every device due at one instant, each reset on Redis compared its id with millions
+    // of others' of the same score (a skiplist orders ties by member), a cost no fleet has.
+    let batches = device_batches(n, now_ms() + 3_600_000, 3_600_000);
     let mut redis = match engine {
         "redis" => {
             let mut c = redis_conn(ctx).await?;
@@ -113,14 +116,16 @@ async fn at_size(ctx: &mut Ctx, engine: &str, n: usize) -> Result<(), String> {
         "jobs/s",
         &format!("{note}; batches of 1,000 with create, 4 in flight"),
     );
-    let lib = library_resets(c, &t, &batches, secs, &ctx.stop).await;
+    // Heartbeats: each pushes its device's alarm to an hour from now, as the HTTP loop's
+    // `delay_ms` does.
+    let lib = heartbeats(c, &t, n, secs, &ctx.stop).await;
     ctx.add(
         "scale",
         engine,
         &format!("resets/s, library, {size} resident"),
         lib,
         "resets/s",
-        &format!("{note}; batches of 1,000, 4 in flight"),
+        &format!("{note}; batches of 1,000 to an hour from now, 4 in flight"),
     );
     let bodies = http_bodies(&batches);
     let http = reqwest::Client::new();
@@ -131,7 +136,7 @@ async fn at_size(ctx: &mut Ctx, engine: &str, n: usize) -> Result<(), String> {
         &format!("resets/s, HTTP, {size} resident"),
         via_http,
         "resets/s",
-        &format!("{note}; 1,000 per request, 4 in flight"),
+        &format!("{note}; 1,000 per request (delay_ms an hour), 4 in flight"),
     );
     svc.stop().await;
     if engine == "memory" {
@@ -156,6 +161,8 @@ async fn served(ctx: &mut Ctx, n: usize, batches: &[Vec<Reset>]) -> Result<(), S
         .collect();
     let http = reqwest::Client::new();
     let mut toc = Child::start(&journal).await?;
+    // The allocator gives freed memory back after a moment: each reading waits for it.
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let before = toc.rss()?;
     for chunk in bodies.chunks(4) {
         let calls = chunk.iter().map(|b| {
@@ -165,12 +172,13 @@ async fn served(ctx: &mut Ctx, n: usize, batches: &[Vec<Reset>]) -> Result<(), S
                 .send()
         });
         for r in futures_util::future::join_all(calls).await {
-            let r = r.map_err(|e| e.to_string())?;
+            let r = r.map_err(|e| format!("POST /resets: {e}; toc serve said: {}", toc.log()))?;
             if !r.status().is_success() {
                 return Err(format!("POST /resets answered {}", r.status()));
             }
         }
     }
+    tokio::time::sleep(std::time::Duration::from_secs(2)).await;
     let after = toc.rss()?;
     toc.stop();
     let bytes = std::fs::metadata(&journal)
@@ -212,11 +220,13 @@ async fn served(ctx: &mut Ctx, n: usize, batches: &[Vec<Reset>]) -> Result<(), S
 struct Child {
     child: std::process::Child,
     base: String,
+    log: std::path::PathBuf,
 }
 
 impl Child {
     async fn start(journal: &std::path::Path) -> Result<Child, String> {
         let port = super::redis_server::free_port();
+        let log = journal.with_extension(format!("{port}.log"));
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let child = std::process::Command::new(exe)
             .arg("serve")
@@ -229,12 +239,13 @@ impl Child {
             .env("TOC_HTTP_MAX_BATCH_RESETS", "10000")
             .env("RUST_LOG", "warn")
             .stdout(std::process::Stdio::null())
-            .stderr(std::process::Stdio::null())
+            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
             .spawn()
             .map_err(|e| e.to_string())?;
         let mut c = Child {
             child,
             base: format!("http://127.0.0.1:{port}"),
+            log,
         };
         let http = reqwest::Client::new();
         let deadline = Instant::now() + std::time::Duration::from_secs(600);
@@ -245,7 +256,7 @@ impl Child {
                 return Ok(c);
             }
             if let Ok(Some(status)) = c.child.try_wait() {
-                return Err(format!("toc serve stopped: {status}"));
+                return Err(format!("toc serve stopped ({status}): {}", c.log()));
             }
             if Instant::now() > deadline {
                 c.stop();
@@ -253,6 +264,13 @@ impl Child {
             }
             tokio::time::sleep(std::time::Duration::from_millis(10)).await;
         }
+    }
+
+    /// The end of what the child logged.
+    fn log(&self) -> String {
+        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
+        let tail: Vec<&str> = text.lines().rev().take(5).collect();
+        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
     }
 
     fn rss(&self) -> Result<u64, String> {

@@ -288,14 +288,18 @@ async fn journaled_schedules(ctx: &mut Ctx) -> Result<(), String> {
     Ok(())
 }
 
-/// `n` devices' resets to `at`, in batches of 1,000.
-pub(super) fn device_batches(n: usize, at: Millis) -> Vec<Vec<Reset>> {
+/// `n` devices' resets, in batches of 1,000: device `i` to `at` plus `i` modulo `spread_ms`
+/// (0: every one at `at`).
+pub(super) fn device_batches(n: usize, at: Millis, spread_ms: usize) -> Vec<Vec<Reset>> {
     (0..n)
         .collect::<Vec<_>>()
         .chunks(1_000)
         .map(|ch| {
             ch.iter()
-                .map(|i| Reset::new(format!("dev-{i}"), at))
+                .map(|&i| {
+                    let offset = if spread_ms == 0 { 0 } else { i % spread_ms };
+                    Reset::new(format!("dev-{i}"), at + offset as Millis)
+                })
                 .collect()
         })
         .collect()
@@ -310,12 +314,12 @@ pub(super) async fn library_resets(
     secs: u64,
     stop: &AtomicBool,
 ) -> f64 {
-    let done = AtomicU64::new(0);
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let started = Instant::now();
     let shares: Vec<Vec<Vec<Reset>>> = (0..4)
         .map(|w| batches.iter().skip(w).step_by(4).cloned().collect())
         .collect();
+    let done = AtomicU64::new(0);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let started = Instant::now();
     join_all(shares.into_iter().map(|mut share| {
         let done = &done;
         async move {
@@ -328,6 +332,43 @@ pub(super) async fn library_resets(
                     done.fetch_add(r.reset, Ordering::Relaxed);
                 }
                 round += 1;
+            }
+        }
+    }))
+    .await;
+    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+}
+
+/// Heartbeats through the library for `secs` seconds: batches of 1,000 of the `n` devices
+/// (`dev-0` ...) in turn, 4 in flight, each pushing its devices' alarms to an hour from now.
+/// Each batch is made as it is sent, as heartbeats arrive: replaying batches kept for
+/// millions of devices read cold memory for every reset, a cost of the bench that grew with
+/// the device count and that no service pays for the heartbeats it just received.
+pub(super) async fn heartbeats(
+    c: &TimeoutCenter,
+    t: &str,
+    n: usize,
+    secs: u64,
+    stop: &AtomicBool,
+) -> f64 {
+    let batches = n.div_ceil(1_000).max(1);
+    let done = AtomicU64::new(0);
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    let started = Instant::now();
+    join_all((0..4).map(|w| {
+        let done = &done;
+        async move {
+            let mut k = w;
+            while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+                let first = (k % batches) * 1_000;
+                let at = now_ms() + 3_600_000;
+                let b: Vec<Reset> = (first..n.min(first + 1_000))
+                    .map(|i| Reset::new(format!("dev-{i}"), at))
+                    .collect();
+                if let Ok(r) = c.reset_many(t, &b, None).await {
+                    done.fetch_add(r.reset, Ordering::Relaxed);
+                }
+                k += 4;
             }
         }
     }))
@@ -392,7 +433,7 @@ pub(super) async fn reset(ctx: &mut Ctx) -> Result<(), String> {
         let store = open(ctx, engine).await?;
         let svc = service(store, engine).await?;
         let (c, t) = (&svc.center, topic("reset", engine));
-        let batches = device_batches(n, now_ms() + 3_600_000);
+        let batches = device_batches(n, now_ms() + 3_600_000, 0);
         for b in &batches {
             c.reset_many(&t, b, Some(&CreateSpec::default()))
                 .await

@@ -176,6 +176,17 @@ fn corrupt(path: &Path, offset: usize, why: impl std::fmt::Display) -> Error {
 /// Reads every record of the journal at `path` (none if it does not exist), dropping a torn
 /// last record and cutting the file back to the records that read.
 pub(super) fn read(path: &Path) -> Result<Vec<Op>> {
+    let mut ops = Vec::new();
+    read_each(path, |op| {
+        ops.push(op);
+        Ok(())
+    })?;
+    Ok(ops)
+}
+
+/// `read`, handing each record to `apply` as it is read; how many there were. A record
+/// that does not read stops it with the error, after the records before it were applied.
+pub(super) fn read_each(path: &Path, mut apply: impl FnMut(Op) -> Result<()>) -> Result<usize> {
     let mut bytes = Vec::new();
     match File::open(path) {
         Ok(mut f) => {
@@ -183,7 +194,7 @@ pub(super) fn read(path: &Path) -> Result<Vec<Op>> {
                 Error::Unavailable(format!("reading journal {}: {e}", path.display()))
             })?;
         }
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(Vec::new()),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) => {
             return Err(Error::Unavailable(format!(
                 "opening journal {}: {e}",
@@ -191,7 +202,7 @@ pub(super) fn read(path: &Path) -> Result<Vec<Op>> {
             )));
         }
     }
-    let mut ops = Vec::new();
+    let mut count = 0;
     let mut at = 0;
     while at < bytes.len() {
         let rest = bytes.len() - at;
@@ -221,7 +232,8 @@ pub(super) fn read(path: &Path) -> Result<Vec<Op>> {
             return Err(corrupt(path, at, "checksum mismatch"));
         }
         let op: Op = serde_json::from_slice(body).map_err(|e| corrupt(path, at, e))?;
-        ops.push(op);
+        apply(op)?;
+        count += 1;
         at = end;
     }
     if at < bytes.len() {
@@ -232,7 +244,7 @@ pub(super) fn read(path: &Path) -> Result<Vec<Op>> {
             .and_then(|f| f.sync_all());
         f.map_err(|e| Error::Unavailable(format!("cutting journal {}: {e}", path.display())))?;
     }
-    Ok(ops)
+    Ok(count)
 }
 
 /// A failed append: the change was refused and is not in the journal. A full disk is

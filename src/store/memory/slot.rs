@@ -733,6 +733,11 @@ impl SlotState {
     }
 
     /// The slot's figures; `slot` is its number.
+    /// How many jobs the slot holds, in any state.
+    pub(crate) fn len(&self) -> usize {
+        self.ids.len()
+    }
+
     pub(crate) fn stats(&self, slot: u32) -> SlotStats {
         SlotStats {
             slot,
