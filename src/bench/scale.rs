@@ -139,8 +139,11 @@ async fn at_size(ctx: &mut Ctx, engine: &str, n: usize) -> Result<(), String> {
         &format!("{note}; 1,000 per request (delay_ms an hour), 4 in flight"),
     );
     svc.stop().await;
-    if engine == "memory" {
-        served(ctx, n, &batches).await?;
+    if engine == "memory"
+        && let Err(e) = served(ctx, n, &batches).await
+    {
+        // The other figures stand: say what was not measured, and why.
+        println!("  memory: toc serve with {n} jobs not measured: {e}");
     }
     Ok(())
 }
