@@ -17,17 +17,6 @@ use serde_json::{Value, json};
 use common::process::{Receiver, Skew, Toc, wall_us};
 use common::{Kind, RedisServer};
 
-async fn put_topic(http: &reqwest::Client, toc: &Toc, topic: &str, body: Value) -> Value {
-    let r = http
-        .put(toc.url(&format!("/v1/topics/{topic}")))
-        .json(&body)
-        .send()
-        .await
-        .unwrap();
-    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-    r.json().await.unwrap()
-}
-
 /// One instance (`Kind::Memory`) or two sharing one Redis (`Kind::Redis`): the pause is set
 /// through the first, jobs are written and the resume is sent through the last.
 async fn a_paused_topic_fires_nothing_until_resumed(kind: Kind) {
@@ -46,7 +35,9 @@ async fn a_paused_topic_fires_nothing_until_resumed(kind: Kind) {
     let http = reqwest::Client::new();
     let hook = Receiver::start();
     // One slot, so the order of the backlog is one slot's fire-time order.
-    let topic = put_topic(&http, &first, "hooks", json!({"slots": 1, "paused": true})).await;
+    let topic = first
+        .put_topic(&http, "hooks", json!({"slots": 1, "paused": true}))
+        .await;
     assert_eq!(topic["paused"], true, "{topic}");
     // Every instance hears of the pause within a second.
     tokio::time::sleep(Duration::from_secs(1)).await;
@@ -78,7 +69,9 @@ async fn a_paused_topic_fires_nothing_until_resumed(kind: Kind) {
         hook.seen()
     );
     let resumed_us = wall_us();
-    let topic = put_topic(&http, last, "hooks", json!({"paused": false})).await;
+    let topic = last
+        .put_topic(&http, "hooks", json!({"paused": false}))
+        .await;
     assert_eq!(topic["paused"], false, "{topic}");
     let seen = hook.wait_for(19, Duration::from_secs(10)).await;
     assert_eq!(seen.len(), 19, "the backlog fired on resume: {seen:?}");
@@ -105,9 +98,8 @@ async fn paused_pull_topic(
     };
     let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
     let http = reqwest::Client::new();
-    put_topic(
+    toc.put_topic(
         &http,
-        &toc,
         "work",
         json!({"default_type": "pull", "slots": 1, "paused": true}),
     )
@@ -132,7 +124,7 @@ async fn a_paused_pull_topic_serves_no_claim(kind: Kind) {
     };
     let v: Value = claim(300).await.unwrap().json().await.unwrap();
     assert_eq!(v["jobs"], json!([]), "a paused topic served a claim: {v}");
-    put_topic(&http, &toc, "work", json!({"paused": false})).await;
+    toc.put_topic(&http, "work", json!({"paused": false})).await;
     let v: Value = claim(1_000).await.unwrap().json().await.unwrap();
     let ids: Vec<&str> = v["jobs"]
         .as_array()
@@ -160,7 +152,7 @@ async fn a_long_poll_waiting_out_a_pause_is_served_on_resume(kind: Kind) {
         .send();
     let resume = async {
         tokio::time::sleep(Duration::from_millis(300)).await;
-        put_topic(&http, &toc, "work", json!({"paused": false})).await
+        toc.put_topic(&http, "work", json!({"paused": false})).await
     };
     let (answer, _) = tokio::join!(poll, resume);
     let v: Value = answer.unwrap().json().await.unwrap();

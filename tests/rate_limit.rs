@@ -90,17 +90,6 @@ mod processes {
     const LIMIT: usize = 40;
     const JOBS: usize = 240;
 
-    async fn put_topic(http: &reqwest::Client, toc: &Toc, topic: &str, body: Value) -> Value {
-        let r = http
-            .put(toc.url(&format!("/v1/topics/{topic}")))
-            .json(&body)
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
-        r.json().await.unwrap()
-    }
-
     /// `count` instances on `kind`'s engine (memory: one), their directory and Redis.
     async fn instances(
         kind: Kind,
@@ -126,7 +115,9 @@ mod processes {
         let (_dir, _redis, all) = instances(kind, count).await;
         let http = reqwest::Client::new();
         let hook = Receiver::start();
-        let topic = put_topic(&http, &all[0], "hooks", json!({"max_fires_per_s": LIMIT})).await;
+        let topic = all[0]
+            .put_topic(&http, "hooks", json!({"max_fires_per_s": LIMIT}))
+            .await;
         assert_eq!(topic["max_fires_per_s"], LIMIT, "{topic}");
         // Every instance hears of the setting (and serves some of the topic's slots).
         tokio::time::sleep(Duration::from_secs(1)).await;
@@ -161,13 +152,8 @@ mod processes {
         let (_dir, _redis, all) = instances(kind, 1).await;
         let toc = &all[0];
         let http = reqwest::Client::new();
-        put_topic(
-            &http,
-            toc,
-            "work",
-            json!({"default_type": "pull", "max_fires_per_s": LIMIT}),
-        )
-        .await;
+        let pull = json!({"default_type": "pull", "max_fires_per_s": LIMIT});
+        toc.put_topic(&http, "work", pull).await;
         let due = wall_us() / 1_000;
         for k in 0..JOBS / 2 {
             toc.put_job(&http, "work", &format!("w-{k}"), &json!({"fire_at": due}))

@@ -272,25 +272,12 @@ mod processes {
         let http = reqwest::Client::new();
         let hook = Receiver::start();
         // One slot, so one instance runs the whole series.
-        let r = http
-            .put(a.url("/v1/topics/hooks"))
-            .json(&json!({"slots": 1}))
-            .send()
-            .await
-            .unwrap();
-        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        a.put_topic(&http, "hooks", json!({"slots": 1})).await;
         let start = wall_us() / 1_000 + 200;
         let body = json!({"type": "webhook", "fire_at": start, "repeat": {"every_ms": 300},
                           "payload": {"url": hook.url(), "body": {"id": "tick"}}});
         a.put_job(&http, "hooks", "tick", &body).await;
-        let view: serde_json::Value = http
-            .get(b.url("/v1/topics/hooks/jobs/tick"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let view = b.get_json(&http, "/v1/topics/hooks/jobs/tick").await;
         assert_eq!(view["repeat"], json!({"every_ms": 300}), "{view}");
         tokio::time::sleep(Duration::from_millis(1_400)).await;
         let before = hook.seen().get("tick").cloned().unwrap_or_default();
@@ -340,14 +327,7 @@ mod processes {
 
 /// Whether `toc` serves slot 0 of `hooks` (its health lists the slot alive).
 async fn serves(http: &reqwest::Client, toc: &common::process::Toc) -> bool {
-    let health: serde_json::Value = http
-        .get(toc.url("/health"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let health = toc.get_json(http, "/health").await;
     health["slots"].as_array().is_some_and(|slots| {
         slots
             .iter()

@@ -146,6 +146,34 @@ impl Toc {
         assert_eq!(r.status().as_u16(), 201, "{}", r.text().await.unwrap());
     }
 
+    /// The JSON `GET path` answers on this instance (a harness step: it must answer).
+    pub async fn get_json(&self, http: &reqwest::Client, path: &str) -> serde_json::Value {
+        http.get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap()
+    }
+
+    /// `PUT`s `topic`'s settings through this instance, which must take them; the topic.
+    pub async fn put_topic(
+        &self,
+        http: &reqwest::Client,
+        topic: &str,
+        body: serde_json::Value,
+    ) -> serde_json::Value {
+        let r = http
+            .put(self.url(&format!("/v1/topics/{topic}")))
+            .json(&body)
+            .send()
+            .await
+            .unwrap();
+        assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        r.json().await.unwrap()
+    }
+
     /// The process id, for signals.
     pub fn pid(&self) -> u32 {
         self.child.id()
