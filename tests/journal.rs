@@ -391,3 +391,48 @@ async fn concurrent_changes_share_fsyncs_and_all_are_on_disk() {
         );
     }
 }
+
+/// A settle is one append of several records (the jobs' new states and their events), and a
+/// SIGKILL may leave only a prefix of that write on disk. Cut at every byte of the last
+/// append, the journal must never replay a job acknowledged (gone) whose events are not
+/// there: at worst the run is still running and fires again (at least once). Found by the
+/// fire-path test under CI's load: 128 jobs (one pump's batch) were gone with no event.
+#[tokio::test]
+async fn a_settle_torn_at_any_byte_never_keeps_an_ack_without_its_events() {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().join("toc.journal");
+    let slot = timeout_center::slot_of("j0", 16);
+    let before_settle = {
+        let s = open(&path).unwrap();
+        fill(&s, 1).await;
+        let run = s.pump("t", slot, T0 + 1_000, 10).await.unwrap().jobs;
+        assert_eq!(run.len(), 1);
+        let before = std::fs::metadata(&path).unwrap().len();
+        let mut settled = Settlement::new(run[0].clone(), RunOutcome::Done, T0 + 1_000);
+        settled.emitted = vec![Emitted::new("job.fired", json!({"n": 0}))];
+        s.settle("t", slot, &[settled], T0 + 1_001).await.unwrap();
+        before
+    };
+    let whole = std::fs::read(&path).unwrap();
+    assert!(
+        whole.len() as u64 > before_settle,
+        "the settle wrote nothing"
+    );
+    for cut in before_settle..=whole.len() as u64 {
+        let torn = dir.path().join(format!("torn-{cut}.journal"));
+        std::fs::write(&torn, &whole[..cut as usize]).unwrap();
+        let s = open(&torn).unwrap();
+        let job = s.get("t", &"j0".into()).await.unwrap();
+        let fired = s
+            .read_events("t", None, 100)
+            .await
+            .unwrap()
+            .items
+            .iter()
+            .any(|e| e.event == "job.fired");
+        assert!(
+            job.is_some() || fired,
+            "cut at byte {cut}: the job is acknowledged but its event is lost"
+        );
+    }
+}

@@ -583,10 +583,17 @@ impl MemoryEngine {
                     });
                 }
                 if !added.is_empty() {
-                    ops.push(Op::Events {
-                        topic: name.clone(),
-                        events: added.clone(),
-                    });
+                    // The events first: the append is one write of several records, and a
+                    // SIGKILL may leave only a prefix of it, which replay keeps. Behind the
+                    // events, a torn tail can drop a run's outcome (it fires again, at least
+                    // once) but never keep an acknowledgement whose events are lost.
+                    ops.insert(
+                        0,
+                        Op::Events {
+                            topic: name.clone(),
+                            events: added.clone(),
+                        },
+                    );
                 }
                 // Write-ahead: readers wait on the slot's lock, so they see the change only
                 // once its record is written; one that cannot be written is undone.
