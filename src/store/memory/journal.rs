@@ -186,14 +186,14 @@ pub(super) fn read(path: &Path) -> Result<Vec<Op>> {
 
 /// `read`, handing each record to `apply` as it is read; how many there were. A record
 /// that does not read stops it with the error, after the records before it were applied.
+/// The file is read through a buffer, a record at a time: reading it whole first cost its
+/// size again in memory (1.2 GB at 10M jobs) and a third of a restart's time in zeroing
+/// the pages of the growing copy.
 pub(super) fn read_each(path: &Path, mut apply: impl FnMut(Op) -> Result<()>) -> Result<usize> {
-    let mut bytes = Vec::new();
-    match File::open(path) {
-        Ok(mut f) => {
-            f.read_to_end(&mut bytes).map_err(|e| {
-                Error::Unavailable(format!("reading journal {}: {e}", path.display()))
-            })?;
-        }
+    let reading =
+        |e: std::io::Error| Error::Unavailable(format!("reading journal {}: {e}", path.display()));
+    let file = match File::open(path) {
+        Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
         Err(e) => {
             return Err(Error::Unavailable(format!(
@@ -201,11 +201,14 @@ pub(super) fn read_each(path: &Path, mut apply: impl FnMut(Op) -> Result<()>) ->
                 path.display()
             )));
         }
-    }
-    let mut count = 0;
-    let mut at = 0;
-    while at < bytes.len() {
-        let rest = bytes.len() - at;
+    };
+    let size = usize::try_from(file.metadata().map_err(reading)?.len())
+        .map_err(|_| corrupt(path, 0, "larger than this machine can address"))?;
+    let mut input = std::io::BufReader::with_capacity(1 << 20, file);
+    let (mut count, mut at) = (0, 0);
+    let mut body = Vec::new();
+    while at < size {
+        let rest = size - at;
         let torn = |why: &str| {
             tracing::warn!(journal = %path.display(), offset = at, "dropping a torn last record ({why})");
         };
@@ -213,30 +216,33 @@ pub(super) fn read_each(path: &Path, mut apply: impl FnMut(Op) -> Result<()>) ->
             torn("partial header");
             break;
         }
-        let len = u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(bytes[at + 4..at + 8].try_into().expect("4 bytes"));
+        let mut header = [0u8; HEADER];
+        input.read_exact(&mut header).map_err(reading)?;
+        let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
+        let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
         if len > MAX_RECORD {
             return Err(corrupt(path, at, format!("a record claims {len} bytes")));
         }
         let end = at + HEADER + len;
-        if end > bytes.len() {
+        if end > size {
             torn("partial body");
             break;
         }
-        let body = &bytes[at + HEADER..end];
-        if crc32fast::hash(body) != crc {
-            if end == bytes.len() {
+        body.resize(len, 0);
+        input.read_exact(&mut body).map_err(reading)?;
+        if crc32fast::hash(&body) != crc {
+            if end == size {
                 torn("checksum of the last record");
                 break;
             }
             return Err(corrupt(path, at, "checksum mismatch"));
         }
-        let op: Op = serde_json::from_slice(body).map_err(|e| corrupt(path, at, e))?;
+        let op: Op = serde_json::from_slice(&body).map_err(|e| corrupt(path, at, e))?;
         apply(op)?;
         count += 1;
         at = end;
     }
-    if at < bytes.len() {
+    if at < size {
         let f = OpenOptions::new()
             .write(true)
             .open(path)
@@ -441,18 +447,31 @@ impl Journal {
         inner.bytes > (inner.compacted_bytes * 4).max(4 * 1024 * 1024)
     }
 
-    /// Replaces the journal with `live` (the whole live state), atomically.
-    pub(super) fn compact(&self, live: &[Op]) -> Result<()> {
-        let mut buf = Vec::with_capacity(live.len() * 96);
-        for op in live {
-            encode(op, &mut buf);
-        }
+    /// Replaces the journal with the whole live state, atomically: `live` hands each record
+    /// to the writer as it makes it, so no copy of the state is held.
+    pub(super) fn compact(&self, live: impl FnOnce(&mut dyn FnMut(Op))) -> Result<()> {
         let tmp = self.path.with_extension("compacting");
-        {
-            let mut f = File::create(&tmp).map_err(io(&tmp, "creating"))?;
-            f.write_all(&buf).map_err(io(&tmp, "writing"))?;
+        let written = {
+            let f = File::create(&tmp).map_err(io(&tmp, "creating"))?;
+            let mut out = BufWriter::with_capacity(1 << 20, f);
+            let (mut buf, mut written, mut failed) = (Vec::new(), 0u64, None);
+            live(&mut |op| {
+                if failed.is_none() {
+                    buf.clear();
+                    encode(&op, &mut buf);
+                    written += buf.len() as u64;
+                    failed = out.write_all(&buf).err();
+                }
+            });
+            if let Some(e) = failed {
+                return Err(io(&tmp, "writing")(e));
+            }
+            let f = out
+                .into_inner()
+                .map_err(|e| io(&tmp, "writing")(e.into_error()))?;
             f.sync_all().map_err(io(&tmp, "fsync"))?;
-        }
+            written
+        };
         let mut inner = self
             .inner
             .lock()
@@ -470,8 +489,8 @@ impl Journal {
         let handle = file.try_clone().map_err(io(&self.path, "reopening"))?;
         self.commit.state().file = Arc::new(handle);
         inner.file = BufWriter::new(file);
-        inner.bytes = buf.len() as u64;
-        inner.compacted_bytes = buf.len() as u64;
+        inner.bytes = written;
+        inner.compacted_bytes = written;
         inner.unsynced = false;
         Ok(())
     }
