@@ -440,8 +440,29 @@ impl SlotState {
         items: &[(&str, Millis)],
     ) -> SlotReset {
         let mut out = SlotReset::default();
-        for (id, at) in items {
-            let k = self.locate(id);
+        // Every id is looked up first, in a loop of lookups only: a large slot's lookups
+        // miss the cache, and independent ones wait for memory together where, one per
+        // reset, each waited alone (library resets of 10M resident jobs, one thread: see
+        // BENCHMARKS.md, Scale). A hint is checked before use: an earlier item of the batch
+        // may have created, replaced or removed its job.
+        let hints: Vec<Option<u32>> = items
+            .iter()
+            .map(|(id, _)| {
+                let k = self.locate(id);
+                if let Some(k) = k {
+                    std::hint::black_box(self.wheel.touch(k));
+                }
+                k
+            })
+            .collect();
+        for ((id, at), hint) in items.iter().zip(hints) {
+            let k = hint
+                .filter(|&k| {
+                    self.entries[k as usize]
+                        .as_ref()
+                        .is_some_and(|e| e.id == *id)
+                })
+                .or_else(|| self.locate(id));
             match k.map(|k| (k, self.entry(k).state)) {
                 Some((k, st @ (JobState::Scheduled | JobState::Running))) => {
                     let plain = self.entry(k).rec.is_none();
@@ -860,5 +881,29 @@ mod tests {
             assert_eq!(got, (!gone).then_some(10 + i), "job j{i}");
         }
         assert_eq!(s.len(), 1_200 - 334);
+    }
+
+    /// A batch looks its ids up before it changes anything: an id created, or dead and
+    /// replaced, by an earlier item of the same batch is found by the later ones.
+    #[test]
+    fn a_batch_sees_the_changes_of_its_own_earlier_items() {
+        let mut s = SlotState::new(0, false);
+        s.create("dead", Record::default(), JobState::Dead, 1);
+        let spec = Record::default();
+        let items = [
+            ("a", 10),
+            ("a", 20),
+            ("dead", 5),
+            ("b", 7),
+            ("dead", 6),
+            ("a", 30),
+        ];
+        let out = s.reset_many(0, Some(&spec), &items);
+        assert_eq!((out.created, out.reset), (3, 3));
+        let at = |s: &SlotState, id: &str| s.get(id).map(|j| (j.state, j.score));
+        assert_eq!(at(&s, "a"), Some((JobState::Scheduled, 30)));
+        assert_eq!(at(&s, "dead"), Some((JobState::Scheduled, 6)));
+        assert_eq!(at(&s, "b"), Some((JobState::Scheduled, 7)));
+        assert_eq!(s.len(), 3);
     }
 }

@@ -36,6 +36,12 @@ enum Loc {
     Ready(u32),
 }
 
+#[derive(Debug, Clone, Copy)]
+struct Key {
+    loc: Loc,
+    when: u64,
+}
+
 struct Level {
     occupied: u64,
     slots: Vec<Vec<u32>>,
@@ -57,9 +63,12 @@ pub struct Wheel {
     levels: Vec<Level>,
     overflow: BTreeSet<(u64, u32)>,
     ready: VecDeque<(u32, u32)>,
-    locs: Vec<Loc>,
-    whens: Vec<u64>,
-    ready_gen: Vec<u32>,
+    /// Each key's place and fire time, side by side: a reset reads both, one cache line.
+    keys: Vec<Key>,
+    /// The generation the next key to enter the ready queue gets (queue entries of a key
+    /// that left it since are stale). One counter for the wheel: a stale entry could only
+    /// be taken for a live one after 2^32 entries while it still waited in the queue.
+    next_gen: u32,
     len: usize,
     /// The exact earliest fire time, when known. An insert lowers it; removing the key that
     /// held it, or advancing, forgets it until `next_at` scans again. Heartbeats rarely move
@@ -88,9 +97,8 @@ impl Wheel {
                 .collect(),
             overflow: BTreeSet::new(),
             ready: VecDeque::new(),
-            locs: Vec::new(),
-            whens: Vec::new(),
-            ready_gen: Vec::new(),
+            keys: Vec::new(),
+            next_gen: 0,
             len: 0,
             head: std::cell::Cell::new(Some(None)),
         }
@@ -103,17 +111,21 @@ impl Wheel {
 
     fn grow(&mut self, key: u32) {
         let need = key as usize + 1;
-        if self.locs.len() < need {
-            self.locs.resize(need, Loc::None);
-            self.whens.resize(need, 0);
-            self.ready_gen.resize(need, 0);
+        if self.keys.len() < need {
+            self.keys.resize(
+                need,
+                Key {
+                    loc: Loc::None,
+                    when: 0,
+                },
+            );
         }
     }
 
     /// Adds `key` due at `when` (a key already in the wheel is moved).
     pub fn insert(&mut self, key: u32, when: u64) {
         self.grow(key);
-        if self.locs[key as usize] != Loc::None {
+        if self.keys[key as usize].loc != Loc::None {
             self.remove(key);
         }
         self.len += 1;
@@ -126,22 +138,22 @@ impl Wheel {
 
     fn place(&mut self, key: u32, when: u64) {
         let k = key as usize;
-        self.whens[k] = when;
+        self.keys[k].when = when;
         if when <= self.elapsed {
-            let generation = self.ready_gen[k].wrapping_add(1);
-            self.ready_gen[k] = generation;
+            let generation = self.next_gen;
+            self.next_gen = generation.wrapping_add(1);
             self.ready.push_back((key, generation));
-            self.locs[k] = Loc::Ready(generation);
+            self.keys[k].loc = Loc::Ready(generation);
         } else if when - self.elapsed >= MAX_RANGE {
             self.overflow.insert((when, key));
-            self.locs[k] = Loc::Overflow;
+            self.keys[k].loc = Loc::Overflow;
         } else {
             let level = self.level_for(when);
             let slot = ((when >> (level as u32 * SLOT_BITS)) as usize) & (SLOTS - 1);
             let lv = &mut self.levels[level];
             lv.slots[slot].push(key);
             lv.occupied |= 1 << slot;
-            self.locs[k] = Loc::Slot {
+            self.keys[k].loc = Loc::Slot {
                 level: level as u8,
                 slot: slot as u8,
                 pos: (lv.slots[slot].len() - 1) as u32,
@@ -158,10 +170,28 @@ impl Wheel {
         significant / SLOT_BITS as usize
     }
 
+    /// Reads where `key` is (its place, and in a slot the slot's entry for it) and changes
+    /// nothing, so that a batch can look all its keys up before it moves them: the reads of
+    /// one key then need not wait for the changes of the one before (a reset of a large
+    /// slot waits on memory, not on work). What it read, for `std::hint::black_box`.
+    pub fn touch(&self, key: u32) -> u64 {
+        match self.keys.get(key as usize) {
+            Some(Key {
+                loc: Loc::Slot { level, slot, pos },
+                when,
+            }) => {
+                let bucket = &self.levels[*level as usize].slots[*slot as usize];
+                when ^ u64::from(bucket.get(*pos as usize).copied().unwrap_or(0))
+            }
+            Some(k) => k.when,
+            None => 0,
+        }
+    }
+
     /// Removes `key`; false if it was not in the wheel.
     pub fn remove(&mut self, key: u32) -> bool {
         let k = key as usize;
-        let Some(loc) = self.locs.get(k).copied() else {
+        let Some(loc) = self.keys.get(k).map(|x| x.loc) else {
             return false;
         };
         match loc {
@@ -171,21 +201,21 @@ impl Wheel {
                 let bucket = &mut lv.slots[slot as usize];
                 bucket.swap_remove(pos as usize);
                 if let Some(&moved) = bucket.get(pos as usize) {
-                    self.locs[moved as usize] = Loc::Slot { level, slot, pos };
+                    self.keys[moved as usize].loc = Loc::Slot { level, slot, pos };
                 }
                 if bucket.is_empty() {
                     lv.occupied &= !(1 << slot);
                 }
             }
             Loc::Overflow => {
-                self.overflow.remove(&(self.whens[k], key));
+                self.overflow.remove(&(self.keys[k].when, key));
             }
             // The queue entry goes stale and is skipped when it comes up.
             Loc::Ready(_) => {}
         }
-        self.locs[k] = Loc::None;
+        self.keys[k].loc = Loc::None;
         self.len -= 1;
-        if self.head.get() == Some(Some(self.whens[k])) {
+        if self.head.get() == Some(Some(self.keys[k].when)) {
             self.head.set(None);
         }
         true
@@ -225,7 +255,7 @@ impl Wheel {
             lv.occupied &= !(1 << slot);
             let keys = std::mem::take(&mut lv.slots[slot]);
             for key in keys {
-                let when = self.whens[key as usize];
+                let when = self.keys[key as usize].when;
                 self.place(key, when);
             }
         }
@@ -247,18 +277,18 @@ impl Wheel {
         let mut skipped = Vec::new();
         let mut found = None;
         while let Some((key, generation)) = self.ready.pop_front() {
-            if self.locs[key as usize] != Loc::Ready(generation) {
+            if self.keys[key as usize].loc != Loc::Ready(generation) {
                 continue;
             }
-            if self.whens[key as usize] > now {
+            if self.keys[key as usize].when > now {
                 skipped.push((key, generation));
                 continue;
             }
-            self.locs[key as usize] = Loc::None;
+            self.keys[key as usize].loc = Loc::None;
             self.len -= 1;
             found = Some(Due {
                 key,
-                when: self.whens[key as usize],
+                when: self.keys[key as usize].when,
             });
             self.head.set(None);
             break;
@@ -283,8 +313,8 @@ impl Wheel {
         let ready = self
             .ready
             .iter()
-            .filter(|(k, g)| self.locs[*k as usize] == Loc::Ready(*g))
-            .map(|(k, _)| self.whens[*k as usize])
+            .filter(|(k, g)| self.keys[*k as usize].loc == Loc::Ready(*g))
+            .map(|(k, _)| self.keys[*k as usize].when)
             .min();
         if ready.is_some() {
             return ready;
@@ -298,7 +328,7 @@ impl Wheel {
             }
             self.levels[level].slots[slot]
                 .iter()
-                .map(|k| self.whens[*k as usize])
+                .map(|k| self.keys[*k as usize].when)
                 .min()
         });
         let overflow = self.overflow.first().map(|(w, _)| *w);
