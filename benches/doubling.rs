@@ -13,7 +13,7 @@
 mod redis_server;
 
 #[allow(dead_code)]
-#[path = "../tests/common/redis_cluster.rs"]
+#[path = "../src/bench/redis_cluster.rs"]
 mod redis_cluster;
 
 use std::sync::Arc;

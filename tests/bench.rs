@@ -37,6 +37,10 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         }
     }
     assert!(
+        has("cluster", "redis cluster"),
+        "no burst figure on the three-primary cluster"
+    );
+    assert!(
         has("reset", "redis-benchmark"),
         "no redis-benchmark baseline"
     );
@@ -53,6 +57,7 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "resets/s, HTTP, 50k resident",
         "bytes per job, 50k resident",
         "restart to healthy, 50k resident",
+        "burst drain rate, 3 primaries, 3 instance(s)",
     ] {
         assert!(names.contains(&name), "no {name:?} figure");
     }
@@ -70,6 +75,7 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "## reset",
         "## burst",
         "## scale",
+        "## cluster",
         "## Commands",
         "docs/bench/lateness.svg",
     ] {

@@ -14,10 +14,13 @@
     clippy::cast_lossless
 )]
 
+mod cluster;
 mod peer;
 mod pull;
-// The Redis harness `toc bench` starts its servers with; `tests/` and `benches/` include
-// this file too.
+// The Redis harness `toc bench` starts its servers and its cluster with; `tests/` (and
+// `benches/`, for the server) include these files too.
+#[allow(dead_code, unreachable_pub)]
+mod redis_cluster;
 #[allow(dead_code, unreachable_pub)]
 mod redis_server;
 mod report;
@@ -43,6 +46,7 @@ pub enum Scenario {
     Memory,
     Pull,
     Scale,
+    Cluster,
     All,
 }
 
@@ -337,7 +341,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
             .to_string();
     }
     let all = scenario == Scenario::All;
-    let steps: [(Scenario, Step); 7] = [
+    let steps: [(Scenario, Step); 8] = [
         (Scenario::Schedule, |c| Box::pin(scenarios::schedule(c))),
         (Scenario::Reset, |c| Box::pin(scenarios::reset(c))),
         (Scenario::Latency, |c| Box::pin(scenarios::latency(c))),
@@ -345,6 +349,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
         (Scenario::Memory, |c| Box::pin(scenarios::memory(c))),
         (Scenario::Pull, |c| Box::pin(pull::pull(c))),
         (Scenario::Scale, |c| Box::pin(scale::scale(c))),
+        (Scenario::Cluster, |c| Box::pin(cluster::cluster(c))),
     ];
     for (s, step) in steps {
         if (all || s == scenario) && !ctx.stopped() {

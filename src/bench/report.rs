@@ -380,7 +380,7 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
         let _ = writeln!(m, "| {name} | {v} | {target} | {met} |");
     }
     for scenario in [
-        "schedule", "reset", "latency", "burst", "memory", "pull", "scale",
+        "schedule", "reset", "latency", "burst", "memory", "pull", "scale", "cluster",
     ] {
         let rows: Vec<_> = ctx
             .figures

@@ -15,13 +15,13 @@ use crate::store::{SharedStore, Store};
 use crate::time::now_ms;
 use crate::*;
 
-const NOOP: &str = "bench_noop";
+pub(super) const NOOP: &str = "bench_noop";
 pub(super) const ENGINES: [&str; 2] = ["memory", "redis"];
 
 /// A job type that does nothing but record how late it ran (µs) and count.
-struct Noop {
-    hist: Arc<Mutex<Histogram<u64>>>,
-    done: Arc<AtomicU64>,
+pub(super) struct Noop {
+    pub(super) hist: Arc<Mutex<Histogram<u64>>>,
+    pub(super) done: Arc<AtomicU64>,
 }
 
 #[async_trait]

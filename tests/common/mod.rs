@@ -2,6 +2,7 @@
 #![allow(dead_code, unused_imports, unused_macros)]
 
 pub mod process;
+#[path = "../../src/bench/redis_cluster.rs"]
 pub mod redis_cluster;
 // The Redis harness is the product's own (`toc bench` starts redis-server with it); the
 // tests include it rather than the product including a test file.

@@ -1,5 +1,5 @@
 //! A real local Redis Cluster of three primaries on free ports, for the tests of cluster
-//! behaviour. Stopped when dropped.
+//! behaviour and `toc bench cluster` (the tests include this file). Stopped when dropped.
 
 use std::process::Command;
 use std::time::{Duration, Instant};
