@@ -12,10 +12,8 @@ use std::time::{Duration, Instant};
 
 use super::Ctx;
 use super::redis_cluster::RedisCluster;
-use super::scenarios::{Noop, histogram, topic};
-use crate::model::{CreateSpec, Reset};
+use super::scenarios::{Noop, histogram, schedule_burst, topic, wait_drained};
 use crate::store::{Store, StoreOptions};
-use crate::time::now_ms;
 use crate::topic::TopicConfig;
 use crate::{SharedStore, TimeoutCenter};
 
@@ -75,20 +73,8 @@ async fn drain(
     let n = ctx.sizes.burst_jobs;
     let store = open(urls).await?;
     let t = topic("cluster", "redis");
-    let due = now_ms();
-    let resets: Vec<Reset> = (0..n).map(|i| Reset::new(format!("b{i}"), due)).collect();
-    let bar = ctx.bar(
-        n as u64,
-        &format!("cluster burst, {instances} instance(s): scheduling"),
-    );
-    for chunk in resets.chunks(1_000) {
-        store
-            .reset_many(&t, chunk, Some(&CreateSpec::default()), due)
-            .await
-            .map_err(|e| e.to_string())?;
-        bar.inc(chunk.len() as u64);
-    }
-    bar.finish_and_clear();
+    let what = format!("cluster burst, {instances} instance(s)");
+    schedule_burst(ctx, &store, &t, n, &what).await?;
     let done = Arc::new(AtomicU64::new(0));
     let before = cpu(cluster);
     let started = Instant::now();
@@ -110,15 +96,7 @@ async fn drain(
         center.topic(&t).await.map_err(|e| e.to_string())?;
         centers.push(center);
     }
-    let bar = ctx.bar(
-        n as u64,
-        &format!("cluster burst, {instances} instance(s): draining"),
-    );
-    while (done.load(Ordering::Relaxed) as usize) < n && !ctx.stopped() {
-        bar.set_position(done.load(Ordering::Relaxed));
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-    bar.finish_and_clear();
+    wait_drained(ctx, &done, n, &what).await;
     let secs = started.elapsed().as_secs_f64();
     let handled = done.load(Ordering::Relaxed);
     let used: Vec<f64> = cpu(cluster)

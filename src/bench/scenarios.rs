@@ -664,18 +664,7 @@ pub(super) async fn burst(ctx: &mut Ctx) -> Result<(), String> {
     for engine in ENGINES {
         let store = open(ctx, engine).await?;
         let t = topic("burst", engine);
-        // All due now, scheduled before any runtime serves the topic.
-        let due = now_ms();
-        let resets: Vec<Reset> = (0..n).map(|i| Reset::new(format!("b{i}"), due)).collect();
-        let bar = ctx.bar(n as u64, &format!("burst, {engine}: scheduling"));
-        for chunk in resets.chunks(1_000) {
-            store
-                .reset_many(&t, chunk, Some(&CreateSpec::default()), due)
-                .await
-                .map_err(|e| e.to_string())?;
-            bar.inc(chunk.len() as u64);
-        }
-        bar.finish_and_clear();
+        schedule_burst(ctx, &store, &t, n, &format!("burst, {engine}")).await?;
         let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
         let cpu = RedisCpu::start(ctx, engine).await?;
         let started = Instant::now();
@@ -688,12 +677,7 @@ pub(super) async fn burst(ctx: &mut Ctx) -> Result<(), String> {
             .await
             .map_err(|e| e.to_string())?;
         center.topic(&t).await.map_err(|e| e.to_string())?;
-        let bar = ctx.bar(n as u64, &format!("burst, {engine}: draining"));
-        while (done.load(Ordering::Relaxed) as usize) < n && !ctx.stopped() {
-            bar.set_position(done.load(Ordering::Relaxed));
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
-        bar.finish_and_clear();
+        wait_drained(ctx, &done, n, &format!("burst, {engine}")).await;
         let secs = started.elapsed().as_secs_f64();
         let handled = done.load(Ordering::Relaxed);
         center.shutdown(Duration::from_secs(1)).await;
@@ -720,6 +704,39 @@ pub(super) async fn burst(ctx: &mut Ctx) -> Result<(), String> {
         }
     }
     Ok(())
+}
+
+/// Schedules `n` jobs of the topic's default type, all due now, on `t` (before any runtime
+/// serves it: a burst), in batches of 1,000.
+pub(super) async fn schedule_burst(
+    ctx: &Ctx,
+    store: &SharedStore,
+    t: &str,
+    n: usize,
+    what: &str,
+) -> Result<(), String> {
+    let due = now_ms();
+    let resets: Vec<Reset> = (0..n).map(|i| Reset::new(format!("b{i}"), due)).collect();
+    let bar = ctx.bar(n as u64, &format!("{what}: scheduling"));
+    for chunk in resets.chunks(1_000) {
+        store
+            .reset_many(t, chunk, Some(&CreateSpec::default()), due)
+            .await
+            .map_err(|e| e.to_string())?;
+        bar.inc(chunk.len() as u64);
+    }
+    bar.finish_and_clear();
+    Ok(())
+}
+
+/// Waits until `done` reaches `n`, or the run is stopped.
+pub(super) async fn wait_drained(ctx: &Ctx, done: &AtomicU64, n: usize, what: &str) {
+    let bar = ctx.bar(n as u64, &format!("{what}: draining"));
+    while (done.load(Ordering::Relaxed) as usize) < n && !ctx.stopped() {
+        bar.set_position(done.load(Ordering::Relaxed));
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    bar.finish_and_clear();
 }
 
 /// A numeric field of Redis's `INFO section`.
