@@ -540,8 +540,8 @@ impl Journal {
     }
 
     /// Replaces the journal with the whole live state, atomically: `live` hands each record
-    /// to the writer as it makes it, so no copy of the state is held.
-    pub(super) fn compact(&self, live: impl FnOnce(&mut dyn FnMut(Op))) -> Result<()> {
+    /// to the writer as it makes it, so no copy of the state is held. The new file's bytes.
+    pub(super) fn compact(&self, live: impl FnOnce(&mut dyn FnMut(Op))) -> Result<u64> {
         let tmp = self.path.with_extension("compacting");
         let written = {
             let f = File::create(&tmp).map_err(io(&tmp, "creating"))?;
@@ -584,7 +584,7 @@ impl Journal {
         inner.bytes = written;
         inner.compacted_bytes = written;
         inner.unsynced = false;
-        Ok(())
+        Ok(written)
     }
 }
 

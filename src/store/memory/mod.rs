@@ -455,7 +455,17 @@ impl MemoryEngine {
         // The topic map's write lock keeps topic changes out; live_ops holds every slot, and
         // the events lock keeps appends out (taken after the slots, as everywhere).
         let topics = self.topics.write().unwrap_or_else(PoisonError::into_inner);
-        journal.compact(|emit| Self::each_live_op(&topics, &self.events, emit))
+        let started = std::time::Instant::now();
+        let bytes = journal.compact(|emit| Self::each_live_op(&topics, &self.events, emit))?;
+        // Every change waited for this (the slots are held through the write and its
+        // fsync): the pause is the operator's to see.
+        tracing::info!(
+            journal = %journal.path().display(),
+            bytes,
+            paused_ms = started.elapsed().as_millis(),
+            "journal compacted; changes waited for it"
+        );
+        Ok(())
     }
 
     fn check_writable(&self) -> Result<()> {
