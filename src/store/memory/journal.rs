@@ -158,23 +158,120 @@ struct Inner {
     broken: bool,
 }
 
+/// A record of the live state as a compaction writes it: a job's state borrowed from its
+/// slot, so that no copy of the job is made (building an owned record per job was most of
+/// a compaction's pause), or any other record.
+// One at a time, handed on and dropped: never held in bulk, so its size does not matter.
+#[allow(clippy::large_enum_variant)]
+pub(super) enum Live<'a> {
+    Put {
+        topic: &'a str,
+        slot: u32,
+        id: &'a str,
+        state: JobState,
+        score: Millis,
+        /// `None` for a plain job.
+        rec: Option<&'a Record>,
+    },
+    Op(Op),
+}
+
+impl Live<'_> {
+    /// The record as an owned `Op` (for a dump of the state).
+    pub(super) fn into_op(self) -> Op {
+        match self {
+            Live::Put {
+                topic,
+                slot,
+                id,
+                state,
+                score,
+                rec,
+            } => Op::Put {
+                topic: topic.to_string(),
+                slot,
+                id: id.to_string(),
+                state,
+                score,
+                rec: rec.cloned().unwrap_or_default(),
+            },
+            Live::Op(op) => op,
+        }
+    }
+}
+
+/// Appends one record to `out`: its length and crc32, then the body `write` puts there.
+fn framed(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
+    let start = out.len();
+    out.extend_from_slice(&[0; HEADER]);
+    write(out);
+    let body = &out[start + HEADER..];
+    // Records are far below MAX_RECORD (64 MiB), so the length fits.
+    let (len, crc) = (crate::num::to_u32(body.len()), crc32fast::hash(body));
+    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
+    out[start + 4..start + HEADER].copy_from_slice(&crc.to_le_bytes());
+}
+
 fn encode(op: &Op, out: &mut Vec<u8>) {
-    let body = match op {
-        Op::Put {
+    if let Op::Put {
+        topic,
+        slot,
+        id,
+        state,
+        score,
+        rec,
+    } = op
+    {
+        let rec = (!rec.is_empty()).then_some(rec);
+        encode_live(
+            &Live::Put {
+                topic,
+                slot: *slot,
+                id,
+                state: *state,
+                score: *score,
+                rec,
+            },
+            out,
+        );
+    } else {
+        framed(out, |b| {
+            serde_json::to_writer(b, op).expect("a journal record serialises")
+        });
+    }
+}
+
+/// Appends a live record to `out`, a job's state in binary when its names fit.
+pub(super) fn encode_live(live: &Live<'_>, out: &mut Vec<u8>) {
+    match live {
+        Live::Put {
             topic,
             slot,
             id,
             state,
             score,
             rec,
-        } => put_body(topic, *slot, id, *state, *score, rec),
-        _ => None,
+        } => match (u16::try_from(topic.len()), u16::try_from(id.len())) {
+            (Ok(t), Ok(i)) => framed(out, |b| {
+                put_body(b, (topic, t), *slot, (id, i), *state, *score, *rec);
+            }),
+            _ => {
+                let op = Live::Put {
+                    topic,
+                    slot: *slot,
+                    id,
+                    state: *state,
+                    score: *score,
+                    rec: *rec,
+                }
+                .into_op();
+                framed(out, |b| {
+                    serde_json::to_writer(b, &op).expect("a journal record serialises")
+                });
+            }
+        },
+        Live::Op(op) => encode(op, out),
     }
-    .unwrap_or_else(|| serde_json::to_vec(op).expect("a journal record serialises"));
-    // Records are far below MAX_RECORD (64 MiB), so the length fits.
-    out.extend_from_slice(&crate::num::to_u32(body.len()).to_le_bytes());
-    out.extend_from_slice(&crc32fast::hash(&body).to_le_bytes());
-    out.extend_from_slice(&body);
 }
 
 /// The first byte of a job's state written in binary (every JSON record starts with `{`).
@@ -182,22 +279,18 @@ const PUT: u8 = 1;
 
 /// A job's new state, the record most of a journal is made of, in binary: `PUT`, the slot
 /// (u32), the state (u8), the score (i64), the topic and the id (each a u16 length and its
-/// bytes), then the record's JSON, left out when it is empty (a plain job). A plain device's
-/// put (`dev-1014` of topic `devices`) is 33 bytes where its JSON was 107, so a restart reads and parses far less. `None`
-/// when a name is too long for its length field: the record is written as JSON then.
+/// bytes), then the record's JSON, left out for a plain job. A plain device's put
+/// (`dev-1014` of topic `devices`) is 33 bytes where its JSON was 107, so a restart reads
+/// and parses far less. A name too long for its length field is written as JSON instead.
 fn put_body(
-    topic: &str,
+    body: &mut Vec<u8>,
+    (topic, t): (&str, u16),
     slot: u32,
-    id: &str,
+    (id, i): (&str, u16),
     state: JobState,
     score: Millis,
-    rec: &Record,
-) -> Option<Vec<u8>> {
-    let (t, i) = (
-        u16::try_from(topic.len()).ok()?,
-        u16::try_from(id.len()).ok()?,
-    );
-    let mut body = Vec::with_capacity(18 + topic.len() + id.len());
+    rec: Option<&Record>,
+) {
     body.push(PUT);
     body.extend_from_slice(&slot.to_le_bytes());
     body.push(match state {
@@ -210,10 +303,9 @@ fn put_body(
     body.extend_from_slice(topic.as_bytes());
     body.extend_from_slice(&i.to_le_bytes());
     body.extend_from_slice(id.as_bytes());
-    if !rec.is_empty() {
-        serde_json::to_writer(&mut body, rec).expect("a record serialises");
+    if let Some(rec) = rec {
+        serde_json::to_writer(body, rec).expect("a record serialises");
     }
-    Some(body)
 }
 
 /// Reads a record's body: a binary put, or JSON.
@@ -541,16 +633,16 @@ impl Journal {
 
     /// Replaces the journal with the whole live state, atomically: `live` hands each record
     /// to the writer as it makes it, so no copy of the state is held. The new file's bytes.
-    pub(super) fn compact(&self, live: impl FnOnce(&mut dyn FnMut(Op))) -> Result<u64> {
+    pub(super) fn compact(&self, live: impl FnOnce(&mut dyn FnMut(Live<'_>))) -> Result<u64> {
         let tmp = self.path.with_extension("compacting");
         let written = {
             let f = File::create(&tmp).map_err(io(&tmp, "creating"))?;
             let mut out = BufWriter::with_capacity(1 << 20, f);
             let (mut buf, mut written, mut failed) = (Vec::new(), 0u64, None);
-            live(&mut |op| {
+            live(&mut |record| {
                 if failed.is_none() {
                     buf.clear();
-                    encode(&op, &mut buf);
+                    encode_live(&record, &mut buf);
                     written += buf.len() as u64;
                     failed = out.write_all(&buf).err();
                 }

@@ -28,7 +28,7 @@ use std::time::Duration;
 
 use async_trait::async_trait;
 
-use self::journal::{Journal, Op};
+use self::journal::{Journal, Live, Op};
 use self::slot::SlotState;
 use super::engine::{Engine, WakeBus};
 use super::event_id::EventId;
@@ -183,7 +183,8 @@ impl Store {
         };
         let topics = engine.topics.read().unwrap_or_else(PoisonError::into_inner);
         let mut lines = Vec::new();
-        MemoryEngine::each_live_op(&topics, &engine.events, &mut |op| {
+        MemoryEngine::each_live_op(&topics, &engine.events, &mut |record| {
+            let op = record.into_op();
             lines.push(serde_json::to_string(&op).expect("a record serialises"));
         });
         lines
@@ -369,7 +370,7 @@ impl MemoryEngine {
     fn each_live_op(
         topics: &HashMap<String, Arc<TopicSlots>>,
         events: &Mutex<HashMap<String, EventRing>>,
-        emit: &mut dyn FnMut(Op),
+        emit: &mut dyn FnMut(Live<'_>),
     ) {
         let mut names: Vec<&String> = topics.keys().collect();
         names.sort();
@@ -393,23 +394,23 @@ impl MemoryEngine {
             .collect();
         for (name, t, slots) in &guards {
             let config = t.config.read().expect("topic lock").as_ref().clone();
-            emit(Op::Topic { config });
+            emit(Live::Op(Op::Topic { config }));
             for (i, s) in slots.iter().enumerate() {
                 if s.seq > 0 {
-                    emit(Op::Seq {
+                    emit(Live::Op(Op::Seq {
                         topic: name.to_string(),
                         slot: crate::num::to_u32(i),
                         seq: s.seq,
-                    });
+                    }));
                 }
                 for e in s.all() {
-                    emit(Op::Put {
-                        topic: name.to_string(),
+                    emit(Live::Put {
+                        topic: name,
                         slot: crate::num::to_u32(i),
-                        id: e.id.to_string(),
+                        id: &e.id,
                         state: e.state,
                         score: e.score,
-                        rec: e.rec.as_deref().cloned().unwrap_or_default(),
+                        rec: e.rec.as_deref(),
                     });
                 }
             }
@@ -419,10 +420,10 @@ impl MemoryEngine {
         let mut names: Vec<&String> = events.keys().collect();
         names.sort();
         for name in names {
-            emit(Op::Events {
+            emit(Live::Op(Op::Events {
                 topic: name.clone(),
                 events: events[name].buf.iter().cloned().collect(),
-            });
+            }));
         }
     }
 
