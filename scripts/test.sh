@@ -58,6 +58,8 @@ if [ $# -eq 0 ]; then
   if [ "$ui" -ne 0 ]; then echo "dashboard: failures (see above)"; else echo "dashboard: passed in Chromium"; fi
   if [ "$hygiene" -ne 0 ]; then echo "hygiene: failures (see above)"; else echo "hygiene: fmt, clippy and doc clean"; fi
 fi
+# What the run left on disk (CI machines share a disk; a run once ran out of it).
+echo "disk: target/ holds $(du -sh target 2>/dev/null | cut -f1), $(df -h --output=avail . | tail -1 | tr -d ' ') left"
 if [ "$status" -eq 0 ]; then status=$hygiene; fi
 if [ "$status" -eq 0 ]; then status=$client; fi
 if [ "$status" -eq 0 ]; then status=$api; fi
