@@ -1,4 +1,4 @@
--- lib.lua: helpers prepended to every script (not a script of its own). The scripts
+-- lib.lua: the helpers every script runs with (not a script of its own). The scripts
 -- implement the slot state machine of src/store/state_machine.rs (its table is in
 -- docs/architecture.md); each script's call is in src/store/redis/scripts/NAME.rs.
 -- Every script takes the same KEYS, the seven keys of one slot:
@@ -16,8 +16,13 @@
 -- exactly while its job is in the run set: pump.lua writes both, and every script that
 -- takes a job out of the run set drops k or the record in the same step. settle.lua relies
 -- on it (tests/redis_engine.rs checks it after a mixed workload).
-local DUE, RUN, DEAD, JOB, SEQ, EVENTS = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
-local OWNER = KEYS[7]
+-- The helpers run once per library (src/store/redis/scripts/library.rs): each script, as a
+-- function or as an EVAL script, starts by binding them to its call's keys.
+local DUE, RUN, DEAD, JOB, SEQ, EVENTS, OWNER
+local function bind(keys)
+  DUE, RUN, DEAD, JOB, SEQ, EVENTS = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
+  OWNER = keys[7]
+end
 
 local function load(id)
   local raw = redis.call('HGET', JOB, id)

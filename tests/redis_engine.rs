@@ -1,4 +1,5 @@
-//! What only the Redis engine has: scripts called by SHA and reloaded after NOSCRIPT, the
+//! What only the Redis engine has: scripts that are functions of one library (or called by
+//! SHA where Redis has no functions), the
 //! record encoding that keeps plain jobs to their sorted-set entry, and a topic sharded
 //! across a real Redis Cluster.
 
@@ -14,14 +15,121 @@ use common::{Engine, RedisCluster};
 
 const T0: Millis = 1_700_000_000_000;
 
+/// Calls of each command in Redis' `INFO commandstats` (0 when never called).
+fn command_calls(conn: &mut redis::Connection, command: &str) -> u64 {
+    let info: String = redis::cmd("INFO").arg("commandstats").query(conn).unwrap();
+    info.lines()
+        .find_map(|l| l.strip_prefix(&format!("cmdstat_{command}:calls=")))
+        .map_or(0, |rest| rest.split(',').next().unwrap().parse().unwrap())
+}
+
+/// The names of the function libraries Redis holds, with their functions.
+fn libraries(conn: &mut redis::Connection) -> Vec<(String, Vec<String>)> {
+    let list: Vec<redis::Value> = redis::cmd("FUNCTION").arg("LIST").query(conn).unwrap();
+    list.iter()
+        .map(|library| {
+            let fields: std::collections::HashMap<String, redis::Value> =
+                redis::FromRedisValue::from_redis_value(library.clone()).unwrap();
+            let name: String =
+                redis::FromRedisValue::from_redis_value(fields["library_name"].clone()).unwrap();
+            let functions: Vec<std::collections::HashMap<String, redis::Value>> =
+                redis::FromRedisValue::from_redis_value(fields["functions"].clone()).unwrap();
+            let functions = functions
+                .iter()
+                .map(|f| redis::FromRedisValue::from_redis_value(f["name"].clone()).unwrap())
+                .collect();
+            (name, functions)
+        })
+        .collect()
+}
+
+/// Each call is an FCALL of one function library, which the first call loads: no script
+/// is sent or run by SHA. (What this cannot show: that FCALL costs Redis less; `toc bench`
+/// measures that.)
 #[tokio::test]
-async fn scripts_are_reloaded_after_a_script_flush() {
+async fn the_scripts_are_functions_of_one_library_that_the_first_call_loads() {
     let e = Engine::redis().await;
     let s = &*e.store;
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    assert!(libraries(&mut conn).is_empty());
     s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
         .await
         .unwrap();
+    s.reset_many("t", &[Reset::new("a", T0 + 5)], None, T0)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.get("t", &"a".into()).await.unwrap().unwrap().fire_at,
+        T0 + 5
+    );
+    let libraries = libraries(&mut conn);
+    assert_eq!(libraries.len(), 1, "{libraries:?}");
+    let (name, functions) = &libraries[0];
+    assert!(name.starts_with("toc_"), "{name}");
+    for script in ["schedule", "reset_many", "get", "pump", "settle"] {
+        assert!(
+            functions.contains(&format!("{name}_{script}")),
+            "{functions:?}"
+        );
+    }
+    assert!(command_calls(&mut conn, "fcall") >= 3);
+    assert_eq!(command_calls(&mut conn, "evalsha"), 0);
+    assert_eq!(command_calls(&mut conn, "eval"), 0);
+}
+
+/// A node without the library (here after FUNCTION FLUSH; in production a new Cluster
+/// primary, or a replica promoted before the load reached it) answers "Function not
+/// found", and the call loads the library and goes on.
+#[tokio::test]
+async fn a_flushed_function_library_is_loaded_again_by_the_next_call() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
     let mut conn = e.redis.as_ref().unwrap().conn();
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut conn)
+        .unwrap();
+    s.schedule("t", NewJob::new("b", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let report = s
+        .reset_many("t", &[Reset::new("a", T0 + 5)], None, T0)
+        .await
+        .unwrap();
+    assert_eq!(report.reset, 1);
+    let _: () = redis::cmd("FUNCTION")
+        .arg("FLUSH")
+        .query(&mut conn)
+        .unwrap();
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(got.fire_at, T0 + 5);
+    assert_eq!(s.stats("t").await.unwrap().scheduled, 2);
+    assert_eq!(libraries(&mut conn).len(), 1);
+    assert_eq!(command_calls(&mut conn, "evalsha"), 0);
+}
+
+/// On a Redis without FCALL (before 7.0; here FCALL renamed away) every call runs its
+/// script by SHA, loaded again after NOSCRIPT (a flushed script cache or a failed-over
+/// node), and the jobs fire as on functions.
+#[tokio::test]
+async fn without_fcall_the_scripts_run_by_sha_and_are_reloaded_after_a_script_flush() {
+    let server = common::RedisServer::start_with(&["--rename-command", "FCALL", ""]);
+    let s = Store::redis(&server.url(), StoreOptions::default())
+        .await
+        .unwrap();
+    s.put_topic(TopicConfig {
+        slots: 1,
+        ..TopicConfig::named("t")
+    })
+    .await
+    .unwrap();
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let mut conn = server.conn();
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
     // Every script is gone; each call loads its script again and goes on.
     s.schedule("t", NewJob::new("b", T0), ScheduleMode::Upsert, T0)
@@ -35,8 +143,18 @@ async fn scripts_are_reloaded_after_a_script_flush() {
     let _: () = redis::cmd("SCRIPT").arg("FLUSH").query(&mut conn).unwrap();
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
     assert_eq!(got.fire_at, T0 + 5);
-    let stats = s.stats("t").await.unwrap();
-    assert_eq!(stats.scheduled, 2);
+    assert_eq!(s.stats("t").await.unwrap().scheduled, 2);
+    let runs = s.pump("t", 0, T0 + 10, 10).await.unwrap().jobs;
+    assert_eq!(runs.len(), 2);
+    let done: Vec<Settlement> = runs
+        .into_iter()
+        .map(|run| Settlement::new(run, RunOutcome::Done, T0 + 11))
+        .collect();
+    s.settle("t", 0, &done, T0 + 11).await.unwrap();
+    assert_eq!(s.stats("t").await.unwrap().running, 0);
+    assert!(s.get("t", &"a".into()).await.unwrap().is_none());
+    assert!(command_calls(&mut conn, "evalsha") >= 5);
+    assert!(libraries(&mut conn).is_empty());
 }
 
 /// The outcome and its events are one step: when the event append fails, the job is not

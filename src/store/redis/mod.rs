@@ -29,7 +29,7 @@ use redis::Value;
 use redis::aio::ConnectionLike;
 
 use self::reply::{int, text};
-use self::scripts::{Call, Scripts};
+use self::scripts::{Call, Invocation, Scripts};
 use self::wake::Wakes;
 use super::engine::{Engine, Refired};
 use super::keys::TOPICS;
@@ -149,14 +149,17 @@ where
     /// is a write answered to a caller (then confirmed before it is answered), else over
     /// the shared one; a slot's refusal comes back as the crate's error that names it.
     async fn run<K: Call>(&self, call: K) -> Result<K::Out> {
-        let script = K::script(&self.scripts);
-        let mut invocation = script.prepare_invoke();
+        let lua = K::script(&self.scripts);
+        let mut invocation = Invocation::default();
         call.build(&mut invocation);
         let answered = call.answered();
+        let library = &self.scripts.library;
         let reply = if answered {
-            invocation.invoke_async(&mut self.write_conn()).await
+            library
+                .invoke(&mut self.write_conn(), lua, &invocation)
+                .await
         } else {
-            invocation.invoke_async(&mut self.conn()).await
+            library.invoke(&mut self.conn(), lua, &invocation).await
         };
         let reply: K::Reply = reply.map_err(|e| match call.place() {
             Some((topic, slot)) => refused(e, topic, slot),

@@ -1,11 +1,11 @@
 //! `lua/adopt.lua`: a slot's runs handed out by pumps whose answer was lost
 //! (`SlotJobs::adopt`).
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
 use super::super::reply::{Reply, int};
 use super::pump::handed;
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::engine::Handed;
 use crate::store::keys::SlotKeys;
@@ -23,7 +23,7 @@ impl Call for Adopt<'_> {
     type Reply = Vec<Value>;
     type Out = Vec<(Handed, Millis)>;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.adopt
     }
 
@@ -35,7 +35,7 @@ impl Call for Adopt<'_> {
         Some((self.topic, self.slot))
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.fence)
             .arg(self.above);

@@ -1,9 +1,7 @@
 //! `lua/cancel.lua`: removes a job in any state (`SlotJobs::cancel`).
 
-use redis::{Script, ScriptInvocation};
-
 use super::super::parse_state;
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::model::JobState;
 use crate::store::keys::SlotKeys;
@@ -19,7 +17,7 @@ impl Call for Cancel<'_> {
     type Reply = String;
     type Out = Option<JobState>;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.cancel
     }
 
@@ -27,7 +25,7 @@ impl Call for Cancel<'_> {
         true
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.id);
     }

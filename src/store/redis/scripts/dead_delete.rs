@@ -1,8 +1,6 @@
 //! `lua/dead_delete.lua`: drops a dead letter (`SlotJobs::dead_delete`).
 
-use redis::{Script, ScriptInvocation};
-
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::keys::SlotKeys;
 use crate::topic::TopicConfig;
@@ -17,7 +15,7 @@ impl Call for DeadDelete<'_> {
     type Reply = i64;
     type Out = bool;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.dead_delete
     }
 
@@ -25,7 +23,7 @@ impl Call for DeadDelete<'_> {
         true
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.id);
     }

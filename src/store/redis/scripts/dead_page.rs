@@ -1,10 +1,10 @@
 //! `lua/dead_page.lua`: up to `limit` of a slot's dead letters after a cursor, oldest first
 //! (`SlotJobs::dead_page`).
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
 use super::super::reply::{Reply, int, text};
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::model::DeadCursor;
 use crate::store::engine::DeadEntry;
@@ -23,7 +23,7 @@ impl Call for DeadPage<'_> {
     type Reply = Vec<Value>;
     type Out = Vec<DeadEntry>;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.dead_page
     }
 
@@ -31,7 +31,7 @@ impl Call for DeadPage<'_> {
         false
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         let (at, id) = match self.after {
             Some(c) => (c.dead_at.to_string(), c.id.as_str()),
             None => ("-inf".to_string(), ""),

@@ -1,8 +1,6 @@
 //! `lua/disown.lua`: gives up an instance's owner lease of a slot (`Membership::disown`).
 
-use redis::{Script, ScriptInvocation};
-
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::keys::SlotKeys;
 use crate::topic::TopicConfig;
@@ -17,7 +15,7 @@ impl Call for Disown<'_> {
     type Reply = i64;
     type Out = bool;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.disown
     }
 
@@ -25,7 +23,7 @@ impl Call for Disown<'_> {
         false
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.instance);
     }

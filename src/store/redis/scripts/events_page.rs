@@ -1,10 +1,10 @@
 //! `lua/events_page.lua`: a slot's share of a topic's events after a stream id, with the
 //! slot's clock (`SlotJobs::read_events` merges the slots' pages).
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
 use super::super::reply::{Reply, text};
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::{Error, Result};
 use crate::store::event_id::EventId;
 use crate::store::keys::SlotKeys;
@@ -29,7 +29,7 @@ impl Call for EventsPage<'_> {
     type Reply = Vec<Value>;
     type Out = SlotEvents;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.events_page
     }
 
@@ -37,7 +37,7 @@ impl Call for EventsPage<'_> {
         false
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(&self.start)
             .arg(self.limit);

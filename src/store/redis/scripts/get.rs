@@ -1,11 +1,11 @@
 //! `lua/get.lua`: the jobs `ids` of one slot, in order, read in one consistent step
 //! (`SlotJobs::get`).
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
 use super::super::parse_state;
 use super::super::reply::Reply;
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::engine::Stored;
 use crate::store::keys::SlotKeys;
@@ -22,7 +22,7 @@ impl Call for Get<'_> {
     type Reply = Vec<Value>;
     type Out = Vec<Option<Stored>>;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.get
     }
 
@@ -30,7 +30,7 @@ impl Call for Get<'_> {
         false
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.ids);
     }

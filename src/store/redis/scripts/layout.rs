@@ -1,9 +1,7 @@
 //! `lua/layout.lua`: marks an old slot with the topic's slot count after a doubling
 //! (`TopicSettings::mark_layout`).
 
-use redis::{Script, ScriptInvocation};
-
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::keys::SlotKeys;
 use crate::topic::TopicConfig;
@@ -17,7 +15,7 @@ impl Call for Layout<'_> {
     type Reply = i64;
     type Out = ();
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.layout
     }
 
@@ -25,7 +23,7 @@ impl Call for Layout<'_> {
         false
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.topic.slots);
     }

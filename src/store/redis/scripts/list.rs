@@ -1,10 +1,10 @@
 //! `lua/list.lua`: a page of one slot's scheduled or running jobs in score order, after a
 //! cursor (`SlotJobs::list`).
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
 use super::super::reply::{Reply, int, text};
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::model::{JobState, ListCursor};
 use crate::store::engine::Stored;
@@ -27,7 +27,7 @@ impl Call for List<'_> {
     type Reply = Vec<Value>;
     type Out = Vec<(String, Stored)>;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.list
     }
 
@@ -35,7 +35,7 @@ impl Call for List<'_> {
         false
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         let (score, id) = match self.after {
             Some(c) => (c.score.to_string(), c.id.as_str()),
             None => (String::new(), ""),

@@ -1,9 +1,9 @@
 //! `lua/own.lua`: takes or renews an instance's owner lease of a slot (`Membership::own`).
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
 use super::super::reply::Reply;
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::Ownership;
 use crate::store::keys::SlotKeys;
@@ -22,7 +22,7 @@ impl Call for Own<'_> {
     type Reply = Vec<Value>;
     type Out = Ownership;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.own
     }
 
@@ -30,7 +30,7 @@ impl Call for Own<'_> {
         false
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.instance)
             .arg(self.now)

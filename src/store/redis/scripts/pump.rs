@@ -1,10 +1,10 @@
 //! `lua/pump.lua`: takes back expired leases, then leases out a slot's due jobs
 //! (`SlotJobs::pump`).
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
 use super::super::reply::{Reply, text};
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::{Error, Result};
 use crate::model::HandedRecord;
 use crate::store::engine::{Handed, SlotPumped};
@@ -44,7 +44,7 @@ impl Call for Pump<'_> {
     type Reply = Vec<Value>;
     type Out = SlotPumped;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.pump
     }
 
@@ -56,7 +56,7 @@ impl Call for Pump<'_> {
         Some((self.topic, self.slot))
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.now)
             .arg(self.limit)

@@ -1,9 +1,7 @@
 //! `lua/rate.lua`: takes fires from a topic's bucket, or gives back those not used
 //! (`FireRate`).
 
-use redis::{Script, ScriptInvocation};
-
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::rate::Grant;
 use crate::topic::TopicConfig;
@@ -20,7 +18,7 @@ impl Call for Rate<'_> {
     type Reply = (u32, u64);
     type Out = Grant;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.rate
     }
 
@@ -29,7 +27,7 @@ impl Call for Rate<'_> {
         false
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(crate::store::keys::rate_key(&self.topic.name))
             .arg(if self.take { "take" } else { "give" })
             .arg(self.rate)

@@ -1,8 +1,6 @@
 //! `lua/register.lua`: an instance's heartbeat in the registry (`Membership::register`).
 
-use redis::{Script, ScriptInvocation};
-
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::keys::INSTANCES;
 use crate::time::Millis;
@@ -17,7 +15,7 @@ impl Call for Register<'_> {
     type Reply = Vec<String>;
     type Out = Vec<String>;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.register
     }
 
@@ -25,7 +23,7 @@ impl Call for Register<'_> {
         false
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(INSTANCES)
             .arg(self.instance)
             .arg(self.now)

@@ -1,8 +1,6 @@
 //! `lua/requeue.lua`: schedules a dead job again, due now (`SlotJobs::requeue`).
 
-use redis::{Script, ScriptInvocation};
-
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::keys::SlotKeys;
 use crate::time::Millis;
@@ -19,7 +17,7 @@ impl Call for Requeue<'_> {
     type Reply = i64;
     type Out = bool;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.requeue
     }
 
@@ -27,7 +25,7 @@ impl Call for Requeue<'_> {
         true
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.id)
             .arg(self.now);

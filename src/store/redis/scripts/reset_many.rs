@@ -1,11 +1,11 @@
 //! `lua/reset_many.lua`: moves many jobs of one slot, creating missing ones with `create`
 //! (`SlotJobs::reset_many`).
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
 use super::super::refired;
 use super::super::reply::{Reply, text};
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::engine::SlotReset;
 use crate::store::keys::SlotKeys;
@@ -25,7 +25,7 @@ impl Call for ResetMany<'_> {
     type Reply = Vec<Value>;
     type Out = SlotReset;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.reset_many
     }
 
@@ -37,7 +37,7 @@ impl Call for ResetMany<'_> {
         Some((self.topic, self.slot))
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         let create = self.create.map(Record::to_arg);
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.now)

@@ -1,10 +1,10 @@
 //! `lua/schedule.lua`: creates, replaces or moves one job (`SlotJobs::schedule`).
 
-use redis::{Script, ScriptInvocation, Value};
+use redis::Value;
 
 use super::super::reply::Reply;
 use super::super::{parse_state, refired};
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::model::{ScheduleMode, ScheduleOutcome};
 use crate::store::engine::{SlotScheduled, Stored};
@@ -27,7 +27,7 @@ impl Call for Schedule<'_> {
     type Reply = Vec<Value>;
     type Out = SlotScheduled;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.schedule
     }
 
@@ -39,7 +39,7 @@ impl Call for Schedule<'_> {
         Some((self.topic, self.slot))
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.id)
             .arg(self.mode.as_str())

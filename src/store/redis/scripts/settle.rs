@@ -1,9 +1,7 @@
 //! `lua/settle.lua`: applies runs' outcomes with their events, one atomic step
 //! (`SlotJobs::settle` for the runtime's runs, `SlotJobs::settle_claimed` for consumers').
 
-use redis::{Script, ScriptInvocation};
-
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::model::{Finished, RunOutcome, Settlement};
@@ -44,7 +42,7 @@ impl Call for Settle<'_> {
     type Reply = Vec<String>;
     type Out = Vec<Finished>;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.settle
     }
 
@@ -54,7 +52,7 @@ impl Call for Settle<'_> {
         matches!(self.runs, Runs::Claimed(_))
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         let (t, now) = (self.topic, self.now);
         call.key(SlotKeys::new(&t.name, self.slot).all())
             .arg(now)

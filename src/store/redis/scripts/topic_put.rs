@@ -1,9 +1,7 @@
 //! `lua/topic_put.lua`: a topic's settings written with a compare-and-set
 //! (`TopicSettings::put_topic`).
 
-use redis::{Script, ScriptInvocation};
-
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::keys::TOPICS;
 
@@ -19,7 +17,7 @@ impl Call for TopicPut<'_> {
     /// Whether the settings were still `old`, and are `new` now.
     type Out = bool;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.topic_put
     }
 
@@ -27,7 +25,7 @@ impl Call for TopicPut<'_> {
         true
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(TOPICS).arg(self.name).arg(self.old).arg(self.new);
     }
 

@@ -1,9 +1,7 @@
 //! `lua/touch.lua`: moves a live run's lease deadline; false when the token is stale
 //! (`SlotJobs::touch`).
 
-use redis::{Script, ScriptInvocation};
-
-use super::{Call, Scripts};
+use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
 use crate::store::keys::SlotKeys;
 use crate::time::Millis;
@@ -21,7 +19,7 @@ impl Call for Touch<'_> {
     type Reply = i64;
     type Out = bool;
 
-    fn script(scripts: &Scripts) -> &Script {
+    fn script(scripts: &Scripts) -> &Lua {
         &scripts.touch
     }
 
@@ -29,7 +27,7 @@ impl Call for Touch<'_> {
         true
     }
 
-    fn build(&self, call: &mut ScriptInvocation<'_>) {
+    fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(self.id)
             .arg(self.token)
