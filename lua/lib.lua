@@ -91,3 +91,48 @@ local function stale_layout(slots)
   end
   return nil
 end
+
+-- Appends events (their JSON texts, in order) to the slot's stream: one entry holds up to
+-- EVENTS_PER_ENTRY of them, one field 'e' each (an event's id is its entry's and its place
+-- in it: src/store/event_id.rs), so a settle of a hundred runs is one XADD, not a hundred.
+-- The owner hash's field 'events' counts the events the stream holds; past cap and an eighth,
+-- the oldest entries go while the stream keeps at least cap events without them (an entry
+-- is read to count its events). The entries just added never go. Returns nothing.
+local EVENTS_PER_ENTRY = 1000
+local function append_events(evs, cap)
+  if #evs == 0 then return end
+  local newest
+  local first = 1
+  while first <= #evs do
+    local last = math.min(first + EVENTS_PER_ENTRY - 1, #evs)
+    local fields = {}
+    for j = first, last do
+      fields[#fields + 1] = 'e'
+      fields[#fields + 1] = evs[j]
+    end
+    local id = redis.call('XADD', EVENTS, '*', unpack(fields))
+    newest = newest or id
+    first = last + 1
+  end
+  local held = redis.call('HINCRBY', OWNER, 'events', #evs)
+  if held <= cap + math.ceil(cap / 8) then return end
+  local excess, removed, cut, from = held - cap, 0, nil, '-'
+  while true do
+    local entries = redis.call('XRANGE', EVENTS, from, '+', 'COUNT', 16)
+    local stop = #entries == 0
+    for _, entry in ipairs(entries) do
+      local n = #entry[2] / 2
+      if entry[1] == newest or removed + n > excess then stop = true; break end
+      removed = removed + n
+      cut = entry[1]
+    end
+    if stop then break end
+    from = '(' .. cut
+  end
+  if cut then
+    local ms, seq = string.match(cut, '^(%d+)-(%d+)$')
+    redis.call('XTRIM', EVENTS, 'MINID', ms .. '-' .. string.format('%d', tonumber(seq) + 1))
+    redis.call('HINCRBY', OWNER, 'events', -removed)
+  end
+end
+

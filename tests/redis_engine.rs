@@ -223,14 +223,95 @@ async fn settling_keeps_the_event_stream_near_its_cap() {
         s.settle("t", 0, &batch, T0 + 1).await.unwrap();
     }
     let mut conn = e.redis.as_ref().unwrap().conn();
-    let len: u64 = redis::cmd("XLEN")
+    let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
         .arg("toc:{t:0}:events")
+        .arg("-")
+        .arg("+")
         .query(&mut conn)
         .unwrap();
+    // One entry per settle of 7 runs, with their 7 events (the last settle had 2,000 % 7).
+    let (last, full) = entries.split_last().unwrap();
+    assert!(full.iter().all(|(_, fields)| fields.len() == 2 * 7));
+    assert_eq!(last.1.len(), 2 * (2_000 % 7));
+    let kept: usize = entries.iter().map(|(_, fields)| fields.len() / 2).sum();
+    // At least the cap, and at most an eighth and one settle's events more.
     assert!(
-        (50..=150).contains(&len),
-        "2,000 job.done events, cap 50: {len} kept"
+        (50..=50 + 7 + 7).contains(&kept),
+        "2,000 job.done events, cap 50: {kept} kept in {} entries",
+        entries.len()
     );
+    // The slot's owner hash counts what the stream holds.
+    let counted: usize = redis::cmd("HGET")
+        .arg("toc:{t:0}:owner")
+        .arg("events")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(counted, kept);
+}
+
+/// A stream entry holds a settle's events, and an event's id names its entry and its place
+/// in it: pages of any size, over several slots, give every event once, in the order of one
+/// read of them all.
+#[tokio::test]
+async fn event_pages_of_any_size_go_through_settles_of_many_events_each_once() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    s.put_topic(TopicConfig {
+        slots: 4,
+        ..TopicConfig::named("t")
+    })
+    .await
+    .unwrap();
+    let resets: Vec<Reset> = (0..200)
+        .map(|i| Reset::new(format!("dev-{i}"), T0))
+        .collect();
+    s.reset_many("t", &resets, Some(&CreateSpec::default()), T0)
+        .await
+        .unwrap();
+    for slot in 0..4 {
+        let runs = s.pump("t", slot, T0, 1_000).await.unwrap().jobs;
+        let batch: Vec<Settlement> = runs
+            .into_iter()
+            .map(|r| Settlement::new(r, RunOutcome::Done, T0))
+            .collect();
+        s.settle("t", slot, &batch, T0 + 1).await.unwrap();
+    }
+    // A page holds back the events of the millisecond its slots' clocks are in (more may
+    // still come in it): wait until Redis' clock has passed the settles.
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    let redis_ms = |conn: &mut redis::Connection| {
+        let (s, us): (u64, u64) = redis::cmd("TIME").query(conn).unwrap();
+        s * 1_000 + us / 1_000
+    };
+    let settled_at = redis_ms(&mut conn);
+    while redis_ms(&mut conn) <= settled_at {
+        tokio::task::yield_now().await;
+    }
+    let all: Vec<(String, String)> = s
+        .read_events("t", None, 1_000)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|ev| (ev.id, ev.job_id))
+        .collect();
+    assert_eq!(all.len(), 200);
+    let distinct: HashSet<&String> = all.iter().map(|(_, job)| job).collect();
+    assert_eq!(distinct.len(), 200, "each job's job.done once");
+    for limit in [1, 7, 64] {
+        let mut paged = Vec::new();
+        let mut after: Option<String> = None;
+        loop {
+            let page = s.read_events("t", after.as_deref(), limit).await.unwrap();
+            if page.items.is_empty() {
+                break;
+            }
+            assert!(page.items.len() <= limit);
+            paged.extend(page.items.into_iter().map(|ev| (ev.id, ev.job_id)));
+            after = page.next;
+        }
+        assert_eq!(paged, all, "pages of {limit}");
+    }
 }
 
 /// Topic `t` with one slot, holding `n` plain jobs `dev-0`, `dev-1`, ... due at `T0`.

@@ -8,8 +8,8 @@ use redis::aio::ConnectionLike;
 use super::RedisEngine;
 use super::scripts::settle::Runs;
 use super::scripts::{
-    Adopt, Cancel, DeadDelete, DeadPage, EventsPage, Get, List, Pump, Requeue, ResetMany, Schedule,
-    Settle, Touch,
+    Adopt, Append, Cancel, DeadDelete, DeadPage, EventsPage, Get, List, Pump, Requeue, ResetMany,
+    Schedule, Settle, Touch,
 };
 use crate::error::{Error, Result};
 use crate::events::Event;
@@ -21,6 +21,7 @@ use crate::store::engine::{
     ClaimSettlement, DeadEntry, Handed, SlotJobs, SlotPumped, SlotReset, SlotScheduled, Stored,
 };
 use crate::store::event_id::EventId;
+
 use crate::store::keys::SlotKeys;
 use crate::store::record::Record;
 use crate::time::Millis;
@@ -278,23 +279,27 @@ where
     }
 
     async fn append_events(&self, topic: &TopicConfig, events: &[Event]) -> Result<()> {
+        // One call per slot, appending as settle.lua does (one entry, trimmed alike).
         let cap = self.slot_stream_cap(topic);
-        let mut pipe = redis::pipe();
+        let mut by_slot: std::collections::BTreeMap<u32, Vec<String>> = Default::default();
         for e in events {
-            let key = SlotKeys::new(&topic.name, slot_of(&e.job_id, topic.slots)).events;
             let json = serde_json::to_string(e).expect("an event serialises");
-            pipe.cmd("XADD")
-                .arg(key)
-                .arg("MAXLEN")
-                .arg("~")
-                .arg(cap)
-                .arg("*")
-                .arg("e")
-                .arg(json)
-                .ignore();
+            by_slot
+                .entry(slot_of(&e.job_id, topic.slots))
+                .or_default()
+                .push(json);
         }
-        // A pipeline rather than a transaction: on a cluster its commands go to many nodes.
-        let _: () = pipe.query_async(&mut self.conn()).await?;
+        let calls = by_slot.into_iter().map(|(slot, events)| {
+            self.run(Append {
+                topic,
+                slot,
+                cap,
+                events,
+            })
+        });
+        for done in futures_util::future::join_all(calls).await {
+            done?;
+        }
         Ok(())
     }
 
@@ -307,15 +312,15 @@ where
         // Each slot's oldest `limit` after the cursor; then, of those older than every
         // slot's clock (nothing can still be appended before that), the oldest `limit`.
         let calls = (0..topic.slots).map(|slot| {
-            let start = match &after {
-                None => "-".to_string(),
-                Some(c) if slot > c.slot => format!("{}-{}", c.ms, c.seq),
-                Some(c) => format!("({}-{}", c.ms, c.seq),
+            let (start, skip) = match &after {
+                None => ("-".to_string(), 0),
+                Some(c) => c.stream_start(slot),
             };
             self.run(EventsPage {
                 topic,
                 slot,
                 start,
+                skip,
                 limit,
             })
         });

@@ -3,7 +3,7 @@
 
 use redis::Value;
 
-use super::super::reply::{Reply, text};
+use super::super::reply::{Reply, int, text};
 use super::{Call, Invocation, Lua, Scripts};
 use crate::error::{Error, Result};
 use crate::store::event_id::EventId;
@@ -13,8 +13,10 @@ use crate::topic::TopicConfig;
 pub(in crate::store::redis) struct EventsPage<'a> {
     pub(in crate::store::redis) topic: &'a TopicConfig,
     pub(in crate::store::redis) slot: u32,
-    /// The first stream id to read, `-` for the oldest, `(id` for after `id`.
+    /// The first entry to read (inclusive), `-` for the oldest.
     pub(in crate::store::redis) start: String,
+    /// Events to skip at the start of that entry.
+    pub(in crate::store::redis) skip: u64,
     pub(in crate::store::redis) limit: usize,
 }
 
@@ -40,17 +42,19 @@ impl Call for EventsPage<'_> {
     fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
             .arg(&self.start)
+            .arg(self.skip)
             .arg(self.limit);
     }
 
     fn read(self, reply: Vec<Value>) -> Result<SlotEvents> {
         let reply = Reply::new("events_page", &reply);
         let mut entries = Vec::new();
-        for pair in reply.records(1, 2)? {
-            let id = text(&pair[0])?;
-            let id = EventId::of_stream(&id, self.slot)
-                .ok_or_else(|| Error::Corrupt(format!("stream id {id:?}")))?;
-            entries.push((id, text(&pair[1])?));
+        for event in reply.records(1, 3)? {
+            let id = text(&event[0])?;
+            let place = crate::num::unsigned(int(&event[1])?);
+            let id = EventId::of_stream(&id, self.slot, place)
+                .ok_or_else(|| Error::Corrupt(format!("stream id {id:?}, place {place}")))?;
+            entries.push((id, text(&event[2])?));
         }
         Ok(SlotEvents {
             horizon: reply.int(0)?,

@@ -219,13 +219,18 @@ mod tests {
         assert_eq!(hex.len(), 8);
         assert!(hex.bytes().all(|b| b.is_ascii_hexdigit()), "{name}");
         assert_eq!(scripts.pump.function, format!("{name}_pump"));
-        assert!(scripts.library.code.starts_with(&format!("#!lua name={name}\n")));
         assert!(
             scripts
                 .library
                 .code
-                .contains(&format!("function_name='{name}_settle', flags={{'allow-oom'}}"))
+                .starts_with(&format!("#!lua name={name}\n"))
         );
-        assert!(!scripts.library.code.contains("'@_"), "every placeholder replaced");
+        assert!(scripts.library.code.contains(&format!(
+            "function_name='{name}_settle', flags={{'allow-oom'}}"
+        )));
+        assert!(
+            !scripts.library.code.contains("'@_"),
+            "every placeholder replaced"
+        );
     }
 }

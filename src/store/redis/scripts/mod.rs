@@ -6,6 +6,7 @@
 //! connection and confirms a write answered to a caller.
 
 mod adopt;
+mod append;
 mod cancel;
 mod dead_delete;
 mod dead_page;
@@ -35,10 +36,10 @@ use crate::error::Result;
 use crate::topic::TopicConfig;
 
 pub(super) use self::{
-    adopt::Adopt, cancel::Cancel, dead_delete::DeadDelete, dead_page::DeadPage, disown::Disown,
-    events_page::EventsPage, get::Get, layout::Layout, list::List, own::Own, pump::Pump,
-    rate::Rate, register::Register, requeue::Requeue, reset_many::ResetMany, schedule::Schedule,
-    settle::Settle, topic_put::TopicPut, touch::Touch,
+    adopt::Adopt, append::Append, cancel::Cancel, dead_delete::DeadDelete, dead_page::DeadPage,
+    disown::Disown, events_page::EventsPage, get::Get, layout::Layout, list::List, own::Own,
+    pump::Pump, rate::Rate, register::Register, requeue::Requeue, reset_many::ResetMany,
+    schedule::Schedule, settle::Settle, topic_put::TopicPut, touch::Touch,
 };
 
 /// One call of one script: its keys and arguments, and how its reply reads.
@@ -118,6 +119,7 @@ scripts! {
     layout;
     list: "no-writes";
     adopt: "no-writes";
+    append;
     // A full store still drains: its pumps must get their fires.
     rate: "allow-oom";
 }
