@@ -1,7 +1,7 @@
 -- adopt.lua: the slot's runs that a pump handed out but whose answer its owner never got
 -- (the connection dropped between the script and its reply), so that the owner runs them
 -- now rather than when their leases run out.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV[1] the owner lease's fence (see own.lua): any other is refused with FENCED
 -- ARGV[2] the highest run token the owner has seen handed out: runs with a higher token
 --         were handed to it by the pumps it did not hear back from (tokens only grow, and

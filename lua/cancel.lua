@@ -1,5 +1,5 @@
 -- cancel.lua: remove a job, whatever its state.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV[1] id
 -- Returns the state the job was in ('scheduled' | 'running' | 'dead'), or '' if there was
 -- none. A run of a cancelled job finds its token gone and its outcome is reported stale.

@@ -1,5 +1,5 @@
 -- dead_delete.lua: drop a dead letter.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV[1] id
 -- Returns 1 when deleted, 0 when there is no such dead job (a live job is left alone).
 local id = ARGV[1]

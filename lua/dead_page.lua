@@ -1,5 +1,5 @@
 -- dead_page.lua: one slot's dead letters after a cursor, oldest first.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV[1] cursor time of death (ms), or '-inf' for the first page
 -- ARGV[2] cursor id ('' for the first page): entries at the cursor's time sort by id
 -- ARGV[3] limit

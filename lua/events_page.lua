@@ -1,5 +1,5 @@
 -- events_page.lua: one slot's share of a page of the topic's event stream.
--- KEYS: the slot's seven keys (see lib.lua); only KEYS[6], the slot's stream, is read.
+-- KEYS: the slot's eight keys (see lib.lua); only KEYS[6], the slot's stream, is read.
 -- An entry holds the events of one settle (one field 'e' each, in order); an event is
 -- named by its entry's id and its place in the entry (src/store/event_id.rs).
 -- ARGV[1] the first entry to read ('-' for the oldest, or an entry id, inclusive)

@@ -1,5 +1,5 @@
 -- get.lua: read jobs of one slot in one consistent step.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV: the ids.
 -- Returns {state, score, record} per id, in order: state '' when there is no such job;
 -- score is the fire time (scheduled), lease deadline (running) or time of death (dead);

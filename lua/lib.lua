@@ -1,11 +1,13 @@
 -- lib.lua: the helpers every script runs with (not a script of its own). The scripts
 -- implement the slot state machine of src/store/state_machine.rs (its table is in
 -- docs/architecture.md); each script's call is in src/store/redis/scripts/NAME.rs.
--- Every script takes the same KEYS, the seven keys of one slot:
+-- Every script takes the same KEYS, the eight keys of one slot:
 --   KEYS[1] due  (zset: id -> fire time)     KEYS[2] run (zset: id -> lease deadline)
 --   KEYS[3] dead (zset: id -> time of death) KEYS[4] job (hash: id -> record JSON)
 --   KEYS[5] seq  (counter of run tokens)     KEYS[6] events (stream: the slot's events)
---   KEYS[7] owner (hash: id, until, fence: the slot's owner lease, see own.lua)
+--   KEYS[7] owner (hash: id, until, fence: the slot's owner lease, see own.lua; events: the
+--           events the stream holds)
+--   KEYS[8] sizes (list: the stream's entries, oldest first, as 'count id')
 -- The job hash and the run set each hold one member that is no job, set by pump.lua to keep
 -- them a hash table and a skiplist: the empty id in the hash, and in the run set a member
 -- longer than any id at score +inf (no lookup by id meets either; readers of the whole run
@@ -18,10 +20,10 @@
 -- on it (tests/redis_engine.rs checks it after a mixed workload).
 -- The helpers run once per library (src/store/redis/scripts/library.rs): each script, as a
 -- function or as an EVAL script, starts by binding them to its call's keys.
-local DUE, RUN, DEAD, JOB, SEQ, EVENTS, OWNER
+local DUE, RUN, DEAD, JOB, SEQ, EVENTS, OWNER, SIZES
 local function bind(keys)
   DUE, RUN, DEAD, JOB, SEQ, EVENTS = keys[1], keys[2], keys[3], keys[4], keys[5], keys[6]
-  OWNER = keys[7]
+  OWNER, SIZES = keys[7], keys[8]
 end
 
 local function load(id)
@@ -95,14 +97,24 @@ end
 -- Appends events (their JSON texts, in order) to the slot's stream: one entry holds up to
 -- EVENTS_PER_ENTRY of them, one field 'e' each (an event's id is its entry's and its place
 -- in it: src/store/event_id.rs), so a settle of a hundred runs is one XADD, not a hundred.
--- The owner hash's field 'events' counts the events the stream holds; past cap and an eighth,
--- the oldest entries go while the stream keeps at least cap events without them (an entry
--- is read to count its events). The entries just added never go. Returns nothing.
+-- The owner hash's field 'events' counts the events the stream holds, and the sizes list
+-- each entry's; past cap and a 64th, the oldest entries go while the stream keeps at least
+-- cap events without them (the sizes list says which, without reading the events). The
+-- entries just added never go. Returns nothing.
 local EVENTS_PER_ENTRY = 1000
 local function append_events(evs, cap)
   if #evs == 0 then return end
-  local newest
-  local first = 1
+  -- A stream appended to before the sizes list (one event an entry, uncounted) joins it as
+  -- one block of its entries, so trimming reaches it too.
+  if redis.call('HEXISTS', OWNER, 'events') == 0 then
+    local old = redis.call('XLEN', EVENTS)
+    if old > 0 then
+      local newest = redis.call('XREVRANGE', EVENTS, '+', '-', 'COUNT', 1)[1][1]
+      redis.call('RPUSH', SIZES, old .. ' ' .. newest)
+      redis.call('HSET', OWNER, 'events', old)
+    end
+  end
+  local first, sizes = 1, {}
   while first <= #evs do
     local last = math.min(first + EVENTS_PER_ENTRY - 1, #evs)
     local fields = {}
@@ -111,28 +123,28 @@ local function append_events(evs, cap)
       fields[#fields + 1] = evs[j]
     end
     local id = redis.call('XADD', EVENTS, '*', unpack(fields))
-    newest = newest or id
+    sizes[#sizes + 1] = (last - first + 1) .. ' ' .. id
     first = last + 1
   end
+  redis.call('RPUSH', SIZES, unpack(sizes))
   local held = redis.call('HINCRBY', OWNER, 'events', #evs)
-  if held <= cap + math.ceil(cap / 8) then return end
-  local excess, removed, cut, from = held - cap, 0, nil, '-'
+  if held <= cap + math.ceil(cap / 64) then return end
+  local excess, removed, entries, cut = held - cap, 0, 0, nil
   while true do
-    local entries = redis.call('XRANGE', EVENTS, from, '+', 'COUNT', 16)
-    local stop = #entries == 0
-    for _, entry in ipairs(entries) do
-      local n = #entry[2] / 2
-      if entry[1] == newest or removed + n > excess then stop = true; break end
-      removed = removed + n
-      cut = entry[1]
+    local oldest = redis.call('LRANGE', SIZES, entries, entries + 63)
+    local stop = #oldest == 0
+    for _, size in ipairs(oldest) do
+      local n, id = string.match(size, '^(%d+) (.+)$')
+      n = tonumber(n)
+      if removed + n > excess then stop = true; break end
+      removed, entries, cut = removed + n, entries + 1, id
     end
     if stop then break end
-    from = '(' .. cut
   end
   if cut then
     local ms, seq = string.match(cut, '^(%d+)-(%d+)$')
     redis.call('XTRIM', EVENTS, 'MINID', ms .. '-' .. string.format('%d', tonumber(seq) + 1))
+    redis.call('LTRIM', SIZES, entries, -1)
     redis.call('HINCRBY', OWNER, 'events', -removed)
   end
 end
-

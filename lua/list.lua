@@ -1,6 +1,6 @@
 -- list.lua: a page of one slot's scheduled or running jobs in score order (fire time, or
 -- lease deadline), after a cursor: what Store::list merges across a topic's slots.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV[1] which set: 'scheduled' | 'running'
 -- ARGV[2] from, ARGV[3] to: the scores to list (ms, both inclusive)
 -- ARGV[4] the cursor's score ('' for the first page), ARGV[5] its id

@@ -1,5 +1,5 @@
 -- pump.lua: hand out a slot's due jobs, and take back runs whose lease expired.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV[1] now (ms)
 -- ARGV[2] limit: most jobs to hand out (and most expired leases to take back)
 -- ARGV[3] lease length (ms): a run must report by now + this

@@ -1,5 +1,5 @@
 -- requeue.lua: schedule a dead job again, due now, with attempts starting again.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV[1] id
 -- ARGV[2] now (ms)
 -- Returns 1 when requeued, 0 when there is no such dead job.

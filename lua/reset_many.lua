@@ -1,5 +1,5 @@
 -- reset_many.lua: move many jobs of one slot (heartbeats), optionally creating missing ones.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV[1] now (ms)
 -- ARGV[2] create: '-' to create nothing; otherwise the record spec of a created job, JSON
 --         ('' for a plain job)

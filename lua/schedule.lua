@@ -1,5 +1,5 @@
 -- schedule.lua: create, replace, or move one job.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV[1] id
 -- ARGV[2] mode: 'upsert' | 'create' | 'reset'
 -- ARGV[3] fire time (ms)

@@ -1,6 +1,6 @@
 -- settle.lua: apply the outcomes of a batch of runs of one slot and append their events to
 -- the slot's event stream, in one atomic step: no run is acknowledged without its events.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV[1] now (ms)
 -- ARGV[2] the topic's max attempts (for records that do not name their own)
 -- ARGV[3] the slot stream's cap in events (about; see the XADD below)

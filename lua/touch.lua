@@ -1,5 +1,5 @@
 -- touch.lua: extend the lease of a run that is still working.
--- KEYS: the slot's seven keys (see lib.lua).
+-- KEYS: the slot's eight keys (see lib.lua).
 -- ARGV[1] id
 -- ARGV[2] the run's token
 -- ARGV[3] the new lease deadline (ms)

@@ -234,9 +234,9 @@ async fn settling_keeps_the_event_stream_near_its_cap() {
     assert!(full.iter().all(|(_, fields)| fields.len() == 2 * 7));
     assert_eq!(last.1.len(), 2 * (2_000 % 7));
     let kept: usize = entries.iter().map(|(_, fields)| fields.len() / 2).sum();
-    // At least the cap, and at most an eighth and one settle's events more.
+    // At least the cap, and at most a 64th of it (rounded up) and one settle's events more.
     assert!(
-        (50..=50 + 7 + 7).contains(&kept),
+        (50..=50 + 1 + 7).contains(&kept),
         "2,000 job.done events, cap 50: {kept} kept in {} entries",
         entries.len()
     );
@@ -247,6 +247,63 @@ async fn settling_keeps_the_event_stream_near_its_cap() {
         .query(&mut conn)
         .unwrap();
     assert_eq!(counted, kept);
+    // And its sizes list each entry's, oldest first.
+    let sizes: Vec<String> = redis::cmd("LRANGE")
+        .arg("toc:{t:0}:sizes")
+        .arg(0)
+        .arg(-1)
+        .query(&mut conn)
+        .unwrap();
+    let listed: Vec<String> = entries
+        .iter()
+        .map(|(id, fields)| format!("{} {id}", fields.len() / 2))
+        .collect();
+    assert_eq!(sizes, listed);
+}
+
+/// A slot stream appended to by an earlier version (one event an entry, no count of them)
+/// joins the count at the first append: trimming takes its entries too.
+#[tokio::test]
+async fn a_stream_from_before_the_count_of_its_events_is_trimmed_too() {
+    let e = Engine::redis_with(StoreOptions {
+        events_max_len: 50,
+        ..StoreOptions::default()
+    })
+    .await;
+    let s = &*e.store;
+    plain_jobs_in_one_slot(s, 500).await;
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    for i in 0..40 {
+        let _: String = redis::cmd("XADD")
+            .arg("toc:{t:0}:events")
+            .arg("*")
+            .arg("e")
+            .arg(format!("{{\"old\":{i}}}"))
+            .query(&mut conn)
+            .unwrap();
+    }
+    let mut settled = 0;
+    while settled < 500 {
+        let runs = s.pump("t", 0, T0, 7).await.unwrap().jobs;
+        let batch: Vec<Settlement> = runs
+            .into_iter()
+            .map(|r| Settlement::new(r, RunOutcome::Done, T0))
+            .collect();
+        settled += batch.len();
+        s.settle("t", 0, &batch, T0 + 1).await.unwrap();
+    }
+    let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
+        .arg("toc:{t:0}:events")
+        .arg("-")
+        .arg("+")
+        .query(&mut conn)
+        .unwrap();
+    assert!(
+        entries.iter().all(|(_, f)| !f[1].contains("old")),
+        "the old entries went"
+    );
+    let kept: usize = entries.iter().map(|(_, fields)| fields.len() / 2).sum();
+    assert!((50..=50 + 1 + 7).contains(&kept), "{kept} kept");
 }
 
 /// A stream entry holds a settle's events, and an event's id names its entry and its place

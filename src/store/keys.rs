@@ -15,7 +15,7 @@ const _: () = assert!(RUN_PAD_LEN > crate::validate::MAX_ID_LEN);
 // Redis' defaults for zset-max-listpack-value and hash-max-listpack-value are 64.
 const _: () = assert!(RUN_PAD_LEN > 64 && JOB_PAD_LEN > 64);
 
-/// The seven keys of one slot, in the order every script takes them as KEYS[1..7].
+/// The eight keys of one slot, in the order every script takes them as KEYS[1..8].
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(super) struct SlotKeys {
     /// Sorted set of scheduled jobs: member id, score fire time.
@@ -35,15 +35,20 @@ pub(super) struct SlotKeys {
     /// Hash of the slot's owner lease: holder `id`, `until` (ms) and `fence`, the number
     /// every pump of the owner carries and that only grows (see `own.lua`).
     pub owner: String,
-    list: [String; 7],
+    /// List of the event stream's entries, oldest first, each as `count id` (its events and
+    /// its stream id): what trimming the stream to its cap in events reads (`lib.lua`).
+    pub sizes: String,
+    list: [String; 8],
 }
 
 impl SlotKeys {
     pub(super) fn new(topic: &str, slot: u32) -> Self {
         let tag = format!("toc:{{{topic}:{slot}}}");
-        let list =
-            ["due", "run", "dead", "job", "seq", "events", "owner"].map(|k| format!("{tag}:{k}"));
-        let [due, run, dead, job, seq, events, owner] = list.clone();
+        let list = [
+            "due", "run", "dead", "job", "seq", "events", "owner", "sizes",
+        ]
+        .map(|k| format!("{tag}:{k}"));
+        let [due, run, dead, job, seq, events, owner, sizes] = list.clone();
         SlotKeys {
             list,
             due,
@@ -53,6 +58,7 @@ impl SlotKeys {
             seq,
             events,
             owner,
+            sizes,
         }
     }
 
