@@ -201,8 +201,33 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
     assert_eq!((again[0].job.id.as_str(), again[0].job.attempts), ("a", 2));
 }
 
-/// A slot's event stream keeps about its share of `events_max_len`: every settle's last
-/// XADD trims it (`MAXLEN ~`, whole stream nodes of 100 entries at a time).
+/// Pumps slot 0 of topic `t` 7 jobs at a time and settles each batch as done, `n` in all.
+async fn settle_in_sevens(s: &Store, n: usize) {
+    let mut settled = 0;
+    while settled < n {
+        let runs = s.pump("t", 0, T0, 7).await.unwrap().jobs;
+        let batch: Vec<Settlement> = runs
+            .into_iter()
+            .map(|r| Settlement::new(r, RunOutcome::Done, T0))
+            .collect();
+        settled += batch.len();
+        s.settle("t", 0, &batch, T0 + 1).await.unwrap();
+    }
+}
+
+/// The entries of slot 0's event stream of topic `t`: id and fields.
+fn slot_stream(conn: &mut redis::Connection) -> Vec<(String, Vec<String>)> {
+    redis::cmd("XRANGE")
+        .arg("toc:{t:0}:events")
+        .arg("-")
+        .arg("+")
+        .query(conn)
+        .unwrap()
+}
+
+/// A slot's event stream keeps about its share of `events_max_len`: each settle appends its
+/// events as one entry, and the oldest entries go once the stream holds more than the share
+/// and a 64th (the sizes list says how many events each holds).
 #[tokio::test]
 async fn settling_keeps_the_event_stream_near_its_cap() {
     let e = Engine::redis_with(StoreOptions {
@@ -212,23 +237,9 @@ async fn settling_keeps_the_event_stream_near_its_cap() {
     .await;
     let s = &*e.store;
     plain_jobs_in_one_slot(s, 2_000).await;
-    let mut settled = 0;
-    while settled < 2_000 {
-        let runs = s.pump("t", 0, T0, 7).await.unwrap().jobs;
-        let batch: Vec<Settlement> = runs
-            .into_iter()
-            .map(|r| Settlement::new(r, RunOutcome::Done, T0))
-            .collect();
-        settled += batch.len();
-        s.settle("t", 0, &batch, T0 + 1).await.unwrap();
-    }
+    settle_in_sevens(s, 2_000).await;
     let mut conn = e.redis.as_ref().unwrap().conn();
-    let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
-        .arg("toc:{t:0}:events")
-        .arg("-")
-        .arg("+")
-        .query(&mut conn)
-        .unwrap();
+    let entries = slot_stream(&mut conn);
     // One entry per settle of 7 runs, with their 7 events (the last settle had 2,000 % 7).
     let (last, full) = entries.split_last().unwrap();
     assert!(full.iter().all(|(_, fields)| fields.len() == 2 * 7));
@@ -282,22 +293,8 @@ async fn a_stream_from_before_the_count_of_its_events_is_trimmed_too() {
             .query(&mut conn)
             .unwrap();
     }
-    let mut settled = 0;
-    while settled < 500 {
-        let runs = s.pump("t", 0, T0, 7).await.unwrap().jobs;
-        let batch: Vec<Settlement> = runs
-            .into_iter()
-            .map(|r| Settlement::new(r, RunOutcome::Done, T0))
-            .collect();
-        settled += batch.len();
-        s.settle("t", 0, &batch, T0 + 1).await.unwrap();
-    }
-    let entries: Vec<(String, Vec<String>)> = redis::cmd("XRANGE")
-        .arg("toc:{t:0}:events")
-        .arg("-")
-        .arg("+")
-        .query(&mut conn)
-        .unwrap();
+    settle_in_sevens(s, 500).await;
+    let entries = slot_stream(&mut conn);
     assert!(
         entries.iter().all(|(_, f)| !f[1].contains("old")),
         "the old entries went"
