@@ -201,6 +201,18 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
     assert_eq!((again[0].job.id.as_str(), again[0].job.attempts), ("a", 2));
 }
 
+/// A store whose topics' streams keep about 50 events, with `n` plain jobs in the one slot
+/// of topic `t`, due at `T0`.
+async fn capped_slot_of_plain_jobs(n: usize) -> Engine {
+    let e = Engine::redis_with(StoreOptions {
+        events_max_len: 50,
+        ..StoreOptions::default()
+    })
+    .await;
+    plain_jobs_in_one_slot(&e.store, n).await;
+    e
+}
+
 /// Pumps slot 0 of topic `t` 7 jobs at a time and settles each batch as done, `n` in all.
 async fn settle_in_sevens(s: &Store, n: usize) {
     let mut settled = 0;
@@ -230,13 +242,8 @@ fn slot_stream(conn: &mut redis::Connection) -> Vec<(String, Vec<String>)> {
 /// and a 64th (the sizes list says how many events each holds).
 #[tokio::test]
 async fn settling_keeps_the_event_stream_near_its_cap() {
-    let e = Engine::redis_with(StoreOptions {
-        events_max_len: 50,
-        ..StoreOptions::default()
-    })
-    .await;
+    let e = capped_slot_of_plain_jobs(2_000).await;
     let s = &*e.store;
-    plain_jobs_in_one_slot(s, 2_000).await;
     settle_in_sevens(s, 2_000).await;
     let mut conn = e.redis.as_ref().unwrap().conn();
     let entries = slot_stream(&mut conn);
@@ -276,13 +283,8 @@ async fn settling_keeps_the_event_stream_near_its_cap() {
 /// joins the count at the first append: trimming takes its entries too.
 #[tokio::test]
 async fn a_stream_from_before_the_count_of_its_events_is_trimmed_too() {
-    let e = Engine::redis_with(StoreOptions {
-        events_max_len: 50,
-        ..StoreOptions::default()
-    })
-    .await;
+    let e = capped_slot_of_plain_jobs(500).await;
     let s = &*e.store;
-    plain_jobs_in_one_slot(s, 500).await;
     let mut conn = e.redis.as_ref().unwrap().conn();
     for i in 0..40 {
         let _: String = redis::cmd("XADD")

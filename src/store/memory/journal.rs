@@ -187,16 +187,28 @@ impl Live<'_> {
                 state,
                 score,
                 rec,
-            } => Op::Put {
-                topic: topic.to_string(),
-                slot,
-                id: id.to_string(),
-                state,
-                score,
-                rec: rec.cloned().unwrap_or_default(),
-            },
+            } => owned_put(topic, slot, id, state, score, rec),
             Live::Op(op) => op,
         }
+    }
+}
+
+/// A job's state as an owned record.
+fn owned_put(
+    topic: &str,
+    slot: u32,
+    id: &str,
+    state: JobState,
+    score: Millis,
+    rec: Option<&Record>,
+) -> Op {
+    Op::Put {
+        topic: topic.to_string(),
+        slot,
+        id: id.to_string(),
+        state,
+        score,
+        rec: rec.cloned().unwrap_or_default(),
     }
 }
 
@@ -256,15 +268,7 @@ pub(super) fn encode_live(live: &Live<'_>, out: &mut Vec<u8>) {
                 put_body(b, (topic, t), *slot, (id, i), *state, *score, *rec);
             }),
             _ => {
-                let op = Live::Put {
-                    topic,
-                    slot: *slot,
-                    id,
-                    state: *state,
-                    score: *score,
-                    rec: *rec,
-                }
-                .into_op();
+                let op = owned_put(topic, *slot, id, *state, *score, *rec);
                 framed(out, |b| {
                     serde_json::to_writer(b, &op).expect("a journal record serialises")
                 });
