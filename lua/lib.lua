@@ -104,17 +104,7 @@ end
 local EVENTS_PER_ENTRY = 1000
 local function append_events(evs, cap)
   if #evs == 0 then return end
-  -- A stream appended to before the sizes list (one event an entry, uncounted) joins it as
-  -- one block of its entries, so trimming reaches it too.
-  if redis.call('HEXISTS', OWNER, 'events') == 0 then
-    local old = redis.call('XLEN', EVENTS)
-    if old > 0 then
-      local newest = redis.call('XREVRANGE', EVENTS, '+', '-', 'COUNT', 1)[1][1]
-      redis.call('RPUSH', SIZES, old .. ' ' .. newest)
-      redis.call('HSET', OWNER, 'events', old)
-    end
-  end
-  local first, sizes = 1, {}
+  local first, sizes, oldest_new = 1, {}, nil
   while first <= #evs do
     local last = math.min(first + EVENTS_PER_ENTRY - 1, #evs)
     local fields = {}
@@ -123,11 +113,23 @@ local function append_events(evs, cap)
       fields[#fields + 1] = evs[j]
     end
     local id = redis.call('XADD', EVENTS, '*', unpack(fields))
+    oldest_new = oldest_new or id
     sizes[#sizes + 1] = (last - first + 1) .. ' ' .. id
     first = last + 1
   end
   redis.call('RPUSH', SIZES, unpack(sizes))
   local held = redis.call('HINCRBY', OWNER, 'events', #evs)
+  if held == #evs then
+    -- The count starts here (trimming never takes a stream below its cap): a stream
+    -- appended to before the sizes list (one event an entry, uncounted) joins it as one
+    -- block of its older entries, so trimming reaches them too.
+    local old = redis.call('XLEN', EVENTS) - #sizes
+    if old > 0 then
+      local newest_old = redis.call('XREVRANGE', EVENTS, '(' .. oldest_new, '-', 'COUNT', 1)[1][1]
+      redis.call('LPUSH', SIZES, old .. ' ' .. newest_old)
+      held = redis.call('HINCRBY', OWNER, 'events', old)
+    end
+  end
   if held <= cap + math.ceil(cap / 64) then return end
   local excess, removed, entries, cut = held - cap, 0, 0, nil
   while true do
