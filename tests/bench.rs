@@ -53,6 +53,7 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "firing lateness p99",
         "webhook end-to-end lateness p99",
         "burst drain rate",
+        "this process's CPU per 100,000 fired",
         "resets/s, HTTP batch endpoint",
         "resets/s, HTTP, 50k resident",
         "bytes per job, 50k resident",

@@ -71,6 +71,8 @@ pub(crate) struct SlotActor {
     pump_batch: prometheus::Histogram,
     retried: prometheus::IntCounter,
     dead: prometheus::IntCounter,
+    /// Handler durations by job type, each looked up once.
+    handler_durations: HashMap<String, prometheus::Histogram>,
 }
 
 impl SlotActor {
@@ -91,6 +93,7 @@ impl SlotActor {
             pump_batch: m.pump_batch.with_label_values(&name),
             retried: m.retried.with_label_values(&name),
             dead: m.dead.with_label_values(&name),
+            handler_durations: HashMap::new(),
             topic,
             slot,
             rt,
@@ -201,22 +204,25 @@ impl SlotActor {
                     // Held back by the rate limit: what was granted goes out, and the slot
                     // sleeps until the bucket holds more (never sooner: no polling).
                     act.pump_lost = false;
+                    let fired_at = act.rt.clock.now();
                     for lease in adopted.into_iter().chain(pumped.jobs) {
                         if !act.running.contains_key(&lease.job.id) {
                             act.max_token = act.max_token.max(lease.token);
-                            act.dispatch(lease, ctx);
+                            act.dispatch(lease, fired_at, ctx);
                         }
                     }
+                    act.track();
                     let wait = crate::num::millis(grant.retry_in_ms.max(1));
                     act.arm(Some(act.rt.clock.now().saturating_add(wait)), ctx);
                 }
                 Ok((adopted, pumped, _)) => {
                     act.pump_lost = false;
+                    let fired_at = act.rt.clock.now();
                     for lease in adopted {
                         if !act.running.contains_key(&lease.job.id) {
                             tracing::info!(topic = %act.topic.name, slot = act.slot, job = %lease.job.id, "running a job whose pump's answer was lost");
                             act.max_token = act.max_token.max(lease.token);
-                            act.dispatch(lease, ctx);
+                            act.dispatch(lease, fired_at, ctx);
                         }
                     }
                     let n = pumped.jobs.len();
@@ -227,8 +233,9 @@ impl SlotActor {
                     act.pump_batch.observe(crate::num::float(crate::num::signed(crate::num::usize_u64(n))));
                     for lease in pumped.jobs {
                         act.max_token = act.max_token.max(lease.token);
-                        act.dispatch(lease, ctx);
+                        act.dispatch(lease, fired_at, ctx);
                     }
+                    act.track();
                     if n >= capacity || act.again {
                         // A full batch: more may be due right now.
                         act.again = false;
@@ -259,13 +266,13 @@ impl SlotActor {
         self.set_status(|s| s.in_flight = n);
     }
 
-    fn dispatch(&mut self, lease: Leased, ctx: &mut Context<Self>) {
-        let fired_at = self.rt.clock.now();
+    /// Hands a run to its handler; `fired_at` is when its pump answered (read once for the
+    /// batch). The caller tracks the runs in flight once it has dispatched them all.
+    fn dispatch(&mut self, lease: Leased, fired_at: Millis, ctx: &mut Context<Self>) {
         self.fired.inc();
         let lateness = crate::num::float((fired_at - lease.job.fire_at).max(0)) / 1_000.0;
         self.lateness.observe(lateness);
         self.running.insert(lease.job.id.clone(), lease.clone());
-        self.track();
 
         let rt = self.rt.clone();
         let topic = self.topic.clone();
@@ -284,14 +291,24 @@ impl SlotActor {
         );
     }
 
+    /// The handler duration histogram of this topic's `job_type`.
+    fn handler_duration(&mut self, job_type: &str) -> &prometheus::Histogram {
+        if !self.handler_durations.contains_key(job_type) {
+            let h = self
+                .rt
+                .metrics
+                .handler_duration
+                .with_label_values(&[self.topic.name.as_str(), job_type]);
+            self.handler_durations.insert(job_type.to_string(), h);
+        }
+        &self.handler_durations[job_type]
+    }
+
     /// Turns a handler's report into the outcome the store applies.
-    fn settlement(&self, lease: Leased, report: RunReport, fired_at: Millis) -> Settlement {
+    fn settlement(&mut self, lease: Leased, report: RunReport, fired_at: Millis) -> Settlement {
         let now = self.rt.clock.now();
         let job = &lease.job;
-        self.rt
-            .metrics
-            .handler_duration
-            .with_label_values(&[self.topic.name.as_str(), job.job_type.as_str()])
+        self.handler_duration(&job.job_type)
             .observe(report.duration.as_secs_f64());
         let (attempts, clock) = (job.attempts, &self.rt.clock);
         let outcome = report.outcome.into_run(
