@@ -73,7 +73,10 @@ if count > 0 then
     run[2 * i - 1] = deadline
     run[2 * i] = ids[i]
   end
-  redis.call('ZREM', DUE, unpack(ids))
+  -- The jobs taken are the set's first `count` by rank (every score up to now comes before
+  -- the rest, ties in member order as ZRANGEBYSCORE gave them): removed by rank, without
+  -- passing their ids back to Redis.
+  redis.call('ZREMRANGEBYRANK', DUE, 0, count - 1)
   -- The run set is kept a skiplist for the reason the job hash is kept a hash table (below):
   -- small, it would be a listpack that each ZADD, ZMSCORE and ZREM scans. Its padding
   -- member, at +inf, is never a lease that runs out and never the next deadline.
