@@ -281,6 +281,34 @@ async fn a_panicking_handler_is_retried_and_the_slot_actor_survives(e: Engine) {
     assert_eq!(slot.restarts, 0);
 }
 
+/// A run that outlasts its type's timeout fails that attempt (the next names why) and is
+/// cancelled; the job runs again.
+async fn a_handler_that_hangs_past_its_timeout_is_retried(e: Engine) {
+    let (mut probe, mut rx) = Probe::done();
+    let hold = Arc::new(tokio::sync::Notify::new());
+    probe.hold = Some(hold.clone());
+    probe.timeout = Duration::from_millis(200);
+    let c = center(&e, probe, 1_000).await;
+    one_slot_topic(&c, "t", 5).await;
+    c.schedule("t", probe_job("a", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let first = next(&mut rx, 5).await; // and it hangs: nothing notifies it
+    let second = next(&mut rx, 5).await;
+    hold.notify_one(); // the second run reports done
+    assert_eq!((first.job.attempts, second.job.attempts), (1, 2));
+    assert!(
+        second.handled_at - first.handled_at >= 200,
+        "retried before the first run's timeout"
+    );
+    assert_eq!(
+        second.job.last_error.as_deref(),
+        Some("handler timed out after 200ms")
+    );
+    let ev = events_until(&c, "t", 5, |ev| names(ev).contains(&kind::DONE.to_string())).await;
+    assert_eq!(names(&ev), [kind::RETRY, kind::DONE]);
+}
+
 /// A type only another instance registers (`runtime.foreign_types`) is accepted; when it
 /// reaches an instance that cannot run it, it goes dead with a clear error.
 async fn a_job_of_an_unknown_type_goes_dead_with_a_clear_error(e: Engine) {
@@ -588,6 +616,7 @@ engine_matrix!(
     a_repeating_job_runs_again_after_its_interval,
     a_reset_during_a_run_fires_the_job_again_at_the_reset_time,
     a_panicking_handler_is_retried_and_the_slot_actor_survives,
+    a_handler_that_hangs_past_its_timeout_is_retried,
     a_job_of_an_unknown_type_goes_dead_with_a_clear_error,
     the_slot_keeper_restarts_a_slot_actor_that_stopped,
     shutdown_gives_back_a_long_runs_lease_and_it_runs_on_the_next_start,

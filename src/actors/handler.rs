@@ -1,10 +1,13 @@
 //! One actor per job type: runs that type's handler with bounded concurrency. Each run is its
-//! own task, so a handler that panics or hangs fails one attempt and nothing else.
+//! own task (the actor's response), so a handler that panics or hangs fails one attempt and
+//! nothing else.
 
+use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
 use actix::{Actor, Context, Handler, ResponseFuture};
+use futures_util::FutureExt;
 use tokio::sync::Semaphore;
 
 use super::messages::{RunJob, RunReport};
@@ -39,17 +42,16 @@ impl Handler<RunJob> for HandlerActor {
             let started = Instant::now();
             let timeout = handler.timeout();
             let events = msg.ctx.events.clone();
-            let mut task = tokio::spawn(async move { handler.handle(msg.ctx).await });
-            let outcome = match tokio::time::timeout(timeout, &mut task).await {
+            // The run is this response's own task already (actix spawns a ResponseFuture):
+            // its panic is caught here, and a run past its timeout is dropped, which cancels
+            // it. A task of its own per run cost a spawn and a timer entry for every job.
+            let run = AssertUnwindSafe(handler.handle(msg.ctx)).catch_unwind();
+            let outcome = match tokio::time::timeout(timeout, run).await {
                 Ok(Ok(outcome)) => outcome,
-                Ok(Err(e)) if e.is_panic() => {
-                    Outcome::retry(format!("handler panicked: {}", panic_text(e.into_panic())))
+                Ok(Err(panic)) => {
+                    Outcome::retry(format!("handler panicked: {}", panic_text(panic)))
                 }
-                Ok(Err(e)) => Outcome::retry(format!("handler was cancelled: {e}")),
-                Err(_) => {
-                    task.abort();
-                    Outcome::retry(format!("handler timed out after {timeout:?}"))
-                }
+                Err(_) => Outcome::retry(format!("handler timed out after {timeout:?}")),
             };
             RunReport {
                 outcome,

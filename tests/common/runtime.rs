@@ -31,6 +31,8 @@ pub struct Probe {
     script: Arc<Script>,
     calls: AtomicU32,
     pub hold: Option<Arc<tokio::sync::Notify>>,
+    /// The type's handler timeout (30 s, the default, unless a test sets it).
+    pub timeout: Duration,
 }
 
 impl Probe {
@@ -43,6 +45,7 @@ impl Probe {
             script: Arc::new(script),
             calls: AtomicU32::new(0),
             hold: None,
+            timeout: Duration::from_secs(30),
         };
         (probe, rx)
     }
@@ -62,6 +65,10 @@ impl JobHandler for Probe {
 
     fn concurrency(&self) -> usize {
         256
+    }
+
+    fn timeout(&self) -> Duration {
+        self.timeout
     }
 
     async fn handle(&self, ctx: JobContext<Value>) -> Outcome {
