@@ -179,8 +179,11 @@ fn unknown_command(e: &redis::RedisError) -> bool {
 /// A call's keys and arguments, for `FCALL` or `EVALSHA`.
 #[derive(Default)]
 pub(in crate::store::redis) struct Invocation {
-    keys: Vec<Vec<u8>>,
-    args: Vec<Vec<u8>>,
+    /// Each a `Cmd` only as a buffer of arguments: one growing allocation for all of them,
+    /// where a `Vec` per argument cost a burst's settle an allocation for each of a run's
+    /// nine.
+    keys: Cmd,
+    args: Cmd,
 }
 
 impl Invocation {
@@ -199,10 +202,13 @@ impl Invocation {
     /// `VERB name numkeys keys... args...`.
     fn command(&self, verb: &str, name: &str) -> Cmd {
         let mut cmd = redis::cmd(verb);
-        cmd.arg(name)
-            .arg(self.keys.len())
-            .arg(&*self.keys)
-            .arg(&*self.args);
+        cmd.arg(name).arg(self.keys.args_iter().len());
+        // Only `key` and `arg` write these buffers, which never write a cursor argument.
+        for part in self.keys.args_iter().chain(self.args.args_iter()) {
+            if let redis::Arg::Simple(bytes) = part {
+                cmd.arg(bytes);
+            }
+        }
         cmd
     }
 }
@@ -210,6 +216,28 @@ impl Invocation {
 #[cfg(test)]
 mod tests {
     use super::super::Scripts;
+    use super::Invocation;
+
+    #[test]
+    fn an_invocation_sends_its_keys_then_its_arguments_each_as_one() {
+        let mut call = Invocation::default();
+        call.key(&["toc:{t:0}:due", "toc:{t:0}:run"][..])
+            .arg(42)
+            .arg("")
+            .arg(&b"a \r\n binary\0 arg"[..])
+            .arg("\u{e9}t\u{e9}");
+        let want = redis::cmd("FCALL")
+            .arg("f")
+            .arg(2)
+            .arg("toc:{t:0}:due")
+            .arg("toc:{t:0}:run")
+            .arg("42")
+            .arg("")
+            .arg(&b"a \r\n binary\0 arg"[..])
+            .arg("\u{e9}t\u{e9}")
+            .get_packed_command();
+        assert_eq!(call.command("FCALL", "f").get_packed_command(), want);
+    }
 
     #[test]
     fn every_function_is_named_after_the_library_whose_name_is_a_checksum_of_its_code() {
