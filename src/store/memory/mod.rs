@@ -10,6 +10,7 @@
 //! instance), and the wake bus (nothing to carry). This file holds the engine itself: its
 //! opening, the journal's replay and compaction, and the store's memory-only calls.
 
+mod id_index;
 mod jobs;
 mod journal;
 mod membership;

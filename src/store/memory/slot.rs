@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 use std::hash::BuildHasher;
 use std::ops::Bound;
 
+use super::id_index::{IdIndex, prefetch};
 use super::wheel::{Due, Wheel};
 use crate::model::{
     DeadCursor, Finished, JobState, ListCursor, RunOutcome, ScheduleOutcome, SlotStats,
@@ -42,12 +43,12 @@ pub(crate) struct Dirty {
 }
 
 pub(crate) struct SlotState {
-    /// Job ids to their entries: a table of entry indices only (4 bytes and a control byte
-    /// a bucket), hashed by the id the entry holds, so an id is stored once. Hashed with
-    /// foldhash (seeded at random per slot, so ids a client picks cannot be aimed at one
-    /// bucket without the seed) in place of SipHash: resets of 2M resident devices went
-    /// from 2.5M to 3.5M a second (`toc bench reset`).
-    ids: hashbrown::HashTable<u32>,
+    /// Job ids to their entries: a table of entry numbers and hash bits (`id_index.rs`),
+    /// hashed by the id the entry holds, so an id is stored once. Hashed with foldhash
+    /// (seeded at random per slot, so ids a client picks cannot be aimed at one bucket
+    /// without the seed) in place of SipHash: resets of 2M resident devices went from 2.5M
+    /// to 3.5M a second (`toc bench reset`).
+    ids: IdIndex,
     hasher: foldhash::fast::RandomState,
     entries: Vec<Option<Entry>>,
     free: Vec<u32>,
@@ -88,7 +89,7 @@ fn capped(rec: &Record, at: Millis) -> Millis {
 impl SlotState {
     pub(super) fn new(now: Millis, track: bool) -> Self {
         SlotState {
-            ids: hashbrown::HashTable::new(),
+            ids: IdIndex::new(),
             hasher: foldhash::fast::RandomState::default(),
             entries: Vec::new(),
             free: Vec::new(),
@@ -186,28 +187,20 @@ impl SlotState {
 
     fn locate(&self, id: &str) -> Option<u32> {
         let entries = &self.entries;
-        self.ids
-            .find(self.hasher.hash_one(id), |&k| {
-                entries[k as usize].as_ref().is_some_and(|e| e.id == id)
-            })
-            .copied()
+        self.ids.find(self.hasher.hash_one(id), |k| {
+            entries[k as usize].as_ref().is_some_and(|e| e.id == id)
+        })
     }
 
     /// Indexes entry `k` under its id (which no other entry holds).
     fn index_id(&mut self, k: u32) {
-        let (entries, hasher) = (&self.entries, &self.hasher);
-        let hash = |k: &u32| {
-            let e = entries[*k as usize].as_ref().expect("an indexed entry");
-            hasher.hash_one(e.id.as_str())
-        };
-        self.ids.insert_unique(hash(&k), k, hash);
+        let hash = self.hasher.hash_one(self.entry(k).id.as_str());
+        self.ids.insert(hash, k);
     }
 
     /// Forgets entry `k`'s index, `id` being its id.
     fn unindex_id(&mut self, k: u32, id: &str) {
-        if let Ok(found) = self.ids.find_entry(self.hasher.hash_one(id), |&x| x == k) {
-            found.remove();
-        }
+        self.ids.remove(self.hasher.hash_one(id), k);
     }
 
     fn record(&self, k: u32) -> Record {
@@ -440,21 +433,37 @@ impl SlotState {
         items: &[(&str, Millis)],
     ) -> SlotReset {
         let mut out = SlotReset::default();
-        // Every id is looked up first, in a loop of lookups only: a large slot's lookups
-        // miss the cache, and independent ones wait for memory together where, one per
-        // reset, each waited alone (library resets of 10M resident jobs, one thread: see
-        // BENCHMARKS.md, Scale). A hint is checked before use: an earlier item of the batch
-        // may have created, replaced or removed its job.
-        let hints: Vec<Option<u32>> = items
+        // Every id is looked up first, in passes that each only ask for memory: a large
+        // slot's lookups miss the cache, and a batch's misses are waited for together where,
+        // one per reset, each waited alone (library resets of 10M resident jobs: see
+        // BENCHMARKS.md, Scale). Its index buckets first (known from the hashes alone), then
+        // the entries and wheel places they name, then the wheel slots those name. A hint is
+        // checked before use: it may name another id of the same hash bits, or an earlier
+        // item of the batch may have created, replaced or removed its job.
+        let hashes: Vec<u64> = items
             .iter()
             .map(|(id, _)| {
-                let k = self.locate(id);
+                let hash = self.hasher.hash_one(id);
+                self.ids.prefetch(hash);
+                hash
+            })
+            .collect();
+        let hints: Vec<Option<u32>> = hashes
+            .iter()
+            .map(|&hash| {
+                let k = self.ids.candidate(hash);
                 if let Some(k) = k {
-                    std::hint::black_box(self.wheel.touch(k));
+                    if let Some(e) = self.entries.get(k as usize) {
+                        prefetch(e);
+                    }
+                    self.wheel.prefetch(k);
                 }
                 k
             })
             .collect();
+        for &k in hints.iter().flatten() {
+            self.wheel.prefetch_slot(k);
+        }
         for ((id, at), hint) in items.iter().zip(hints) {
             let k = hint
                 .filter(|&k| {

@@ -170,21 +170,24 @@ impl Wheel {
         significant / SLOT_BITS as usize
     }
 
-    /// Reads where `key` is (its place, and in a slot the slot's entry for it) and changes
-    /// nothing, so that a batch can look all its keys up before it moves them: the reads of
-    /// one key then need not wait for the changes of the one before (a reset of a large
-    /// slot waits on memory, not on work). What it read, for `std::hint::black_box`.
-    pub fn touch(&self, key: u32) -> u64 {
-        match self.keys.get(key as usize) {
-            Some(Key {
-                loc: Loc::Slot { level, slot, pos },
-                when,
-            }) => {
-                let bucket = &self.levels[*level as usize].slots[*slot as usize];
-                when ^ u64::from(bucket.get(*pos as usize).copied().unwrap_or(0))
-            }
-            Some(k) => k.when,
-            None => 0,
+    /// Asks the CPU for `key`'s place without waiting for it, so that a batch that moves
+    /// many keys of a large wheel waits for their lines together (see `prefetch_slot`).
+    pub fn prefetch(&self, key: u32) {
+        if let Some(k) = self.keys.get(key as usize) {
+            super::id_index::prefetch(k);
+        }
+    }
+
+    /// Asks the CPU for the line of `key`'s entry in its slot, once its place is at hand
+    /// (after `prefetch`): a remove reads it, and the key it moves into its stead.
+    pub fn prefetch_slot(&self, key: u32) {
+        if let Some(Key {
+            loc: Loc::Slot { level, slot, pos },
+            ..
+        }) = self.keys.get(key as usize)
+            && let Some(x) = self.levels[*level as usize].slots[*slot as usize].get(*pos as usize)
+        {
+            super::id_index::prefetch(x);
         }
     }
 
