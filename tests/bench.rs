@@ -56,6 +56,7 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "this process's CPU per 100,000 fired",
         "resets/s, HTTP batch endpoint",
         "resets/s, HTTP, 50k resident",
+        "resets/s, bare sorted sets, 50k resident",
         "bytes per job, 50k resident",
         "restart to healthy, 50k resident",
         "burst drain rate, 3 primaries, 3 instance(s)",

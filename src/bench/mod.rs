@@ -14,6 +14,7 @@
     clippy::cast_lossless
 )]
 
+mod bare_zset;
 mod cluster;
 mod peer;
 mod pull;

@@ -216,18 +216,20 @@ fn plot_scale(ctx: &Ctx, path: &Path) -> Result<(), String> {
     let lines: Vec<(String, Vec<(f64, f64)>)> = ["memory", "redis"]
         .iter()
         .flat_map(|engine| {
-            ["library", "HTTP"].iter().map(move |via| {
-                let prefix = format!("resets/s, {via}, ");
-                let mut points: Vec<(f64, f64)> = ctx
-                    .figures
-                    .iter()
-                    .filter(|f| f.scenario == "scale" && f.system == *engine)
-                    .filter(|f| f.name.starts_with(&prefix))
-                    .filter_map(|f| Some((resident(&f.name)?, f.value.max(1.0))))
-                    .collect();
-                points.sort_by(|a, b| a.0.total_cmp(&b.0));
-                (format!("{engine}, {via}"), points)
-            })
+            ["library", "HTTP", "bare sorted sets"]
+                .iter()
+                .map(move |via| {
+                    let prefix = format!("resets/s, {via}, ");
+                    let mut points: Vec<(f64, f64)> = ctx
+                        .figures
+                        .iter()
+                        .filter(|f| f.scenario == "scale" && f.system == *engine)
+                        .filter(|f| f.name.starts_with(&prefix))
+                        .filter_map(|f| Some((resident(&f.name)?, f.value.max(1.0))))
+                        .collect();
+                    points.sort_by(|a, b| a.0.total_cmp(&b.0));
+                    (format!("{engine}, {via}"), points)
+                })
         })
         .filter(|(_, p)| !p.is_empty())
         .collect();
