@@ -14,6 +14,8 @@
 // below the table's length, and entry numbers are u32 by construction.
 #![allow(clippy::cast_possible_truncation)]
 
+use super::prefetch::prefetch;
+
 /// An empty bucket (no entry number reaches `u32::MAX`: `insert` refuses it).
 const EMPTY: u64 = u64::MAX;
 
@@ -155,14 +157,6 @@ impl IdIndex {
         self.len -= 1;
         true
     }
-}
-
-/// A prefetch of `value`'s cache line: only a hint, with no effect on what any code reads.
-pub(super) fn prefetch<T>(value: &T) {
-    #[cfg(target_arch = "x86_64")]
-    safe_arch::prefetch_t0(value);
-    #[cfg(not(target_arch = "x86_64"))]
-    let _ = value;
 }
 
 #[cfg(test)]

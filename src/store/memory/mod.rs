@@ -14,6 +14,7 @@ mod id_index;
 mod jobs;
 mod journal;
 mod membership;
+mod prefetch;
 mod rate;
 mod slot;
 mod topics;

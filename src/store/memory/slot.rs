@@ -8,7 +8,8 @@ use std::collections::BTreeSet;
 use std::hash::BuildHasher;
 use std::ops::Bound;
 
-use super::id_index::{IdIndex, prefetch};
+use super::id_index::IdIndex;
+use super::prefetch::prefetch;
 use super::wheel::{Due, Wheel};
 use crate::model::{
     DeadCursor, Finished, JobState, ListCursor, RunOutcome, ScheduleOutcome, SlotStats,

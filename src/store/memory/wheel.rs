@@ -174,7 +174,7 @@ impl Wheel {
     /// many keys of a large wheel waits for their lines together (see `prefetch_slot`).
     pub fn prefetch(&self, key: u32) {
         if let Some(k) = self.keys.get(key as usize) {
-            super::id_index::prefetch(k);
+            super::prefetch::prefetch(k);
         }
     }
 
@@ -187,7 +187,7 @@ impl Wheel {
         }) = self.keys.get(key as usize)
             && let Some(x) = self.levels[*level as usize].slots[*slot as usize].get(*pos as usize)
         {
-            super::id_index::prefetch(x);
+            super::prefetch::prefetch(x);
         }
     }
 
