@@ -57,6 +57,7 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "resets/s, HTTP batch endpoint",
         "resets/s, HTTP, 50k resident",
         "resets/s, bare sorted sets, 50k resident",
+        "first-pass resets/s, library, 50k resident",
         "bytes per job, 50k resident",
         "restart to healthy, 50k resident",
         "burst drain rate, 3 primaries, 3 instance(s)",
