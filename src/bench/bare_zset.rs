@@ -5,15 +5,13 @@
 //! run: a library reset can cost no less, and a drop with size that the bare sets show too
 //! is the server's (its dict and skiplist missing the cache), not the service's.
 
-use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
-use std::time::{Duration, Instant};
+use std::sync::atomic::AtomicBool;
 
-use futures_util::future::join_all;
 use redis::aio::MultiplexedConnection;
 
 use super::Ctx;
-use super::scenarios::{redis_conn, settle_lazyfree};
-use crate::time::now_ms;
+use super::scenarios::{paced_heartbeats, redis_conn, settle_lazyfree};
+use crate::time::{Millis, now_ms};
 
 const SLOTS: u32 = 16;
 
@@ -25,7 +23,7 @@ fn key(slot: u32) -> String {
 fn batch(
     ids: std::ops::Range<usize>,
     flags: &[&str],
-    at: impl Fn(usize) -> i64,
+    at: impl Fn(usize) -> Millis,
 ) -> redis::Pipeline {
     let mut per_slot: Vec<redis::Cmd> = (0..SLOTS)
         .map(|s| {
@@ -85,27 +83,16 @@ pub(super) async fn bare_resets(
 }
 
 async fn heartbeats(c: &MultiplexedConnection, n: usize, secs: u64, stop: &AtomicBool) -> f64 {
-    let batches = n.div_ceil(1_000).max(1);
-    let done = AtomicU64::new(0);
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    let started = Instant::now();
-    join_all((0..4).map(|w| {
-        let (done, mut c) = (&done, c.clone());
+    paced_heartbeats(n, secs, stop, |ids, at| {
+        let mut c = c.clone();
         async move {
-            let mut k = w;
-            while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
-                let first = (k % batches) * 1_000;
-                let at = now_ms() + 3_600_000;
-                let ids = first..n.min(first + 1_000);
-                let sent = ids.len() as u64;
-                let p = batch(ids, &["XX", "CH"], |_| at);
-                if p.query_async::<Vec<u64>>(&mut c).await.is_ok() {
-                    done.fetch_add(sent, Ordering::Relaxed);
-                }
-                k += 4;
+            let sent = ids.len() as u64;
+            let p = batch(ids, &["XX", "CH"], |_| at);
+            match p.query_async::<Vec<u64>>(&mut c).await {
+                Ok(_) => sent,
+                Err(_) => 0,
             }
         }
-    }))
-    .await;
-    done.load(Ordering::Relaxed) as f64 / started.elapsed().as_secs_f64()
+    })
+    .await
 }

@@ -351,23 +351,36 @@ pub(super) async fn heartbeats(
     secs: u64,
     stop: &AtomicBool,
 ) -> f64 {
+    paced_heartbeats(n, secs, stop, |ids, at| async move {
+        let b: Vec<Reset> = ids.map(|i| Reset::new(format!("dev-{i}"), at)).collect();
+        c.reset_many(t, &b, None).await.map_or(0, |r| r.reset)
+    })
+    .await
+}
+
+/// The heartbeats' pace, whatever sends them: for `secs` seconds, batches of 1,000 of the `n`
+/// devices in turn, 4 in flight, `send(devices, at)` pushing a batch's alarms to `at` (an hour
+/// from now) and telling how many it moved. Resets per second.
+pub(super) async fn paced_heartbeats<F, Fut>(n: usize, secs: u64, stop: &AtomicBool, send: F) -> f64
+where
+    F: Fn(std::ops::Range<usize>, Millis) -> Fut,
+    Fut: std::future::Future<Output = u64>,
+{
     let batches = n.div_ceil(1_000).max(1);
     let done = AtomicU64::new(0);
     let deadline = Instant::now() + Duration::from_secs(secs);
     let started = Instant::now();
     join_all((0..4).map(|w| {
-        let done = &done;
+        let (done, send) = (&done, &send);
         async move {
             let mut k = w;
             while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
                 let first = (k % batches) * 1_000;
                 let at = now_ms() + 3_600_000;
-                let b: Vec<Reset> = (first..n.min(first + 1_000))
-                    .map(|i| Reset::new(format!("dev-{i}"), at))
-                    .collect();
-                if let Ok(r) = c.reset_many(t, &b, None).await {
-                    done.fetch_add(r.reset, Ordering::Relaxed);
-                }
+                done.fetch_add(
+                    send(first..n.min(first + 1_000), at).await,
+                    Ordering::Relaxed,
+                );
                 k += 4;
             }
         }
