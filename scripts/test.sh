@@ -40,6 +40,10 @@ if [ $# -eq 0 ]; then
   set +e
   cargo test --locked --features bench --test bench 2>&1 | tee -a "$log"
   bench_status=${PIPESTATUS[0]}
+  # The load generator's own unit tests (its module is compiled only with the feature).
+  cargo test --locked --features bench --lib bench:: 2>&1 | tee -a "$log"
+  bench_unit=${PIPESTATUS[0]}
+  if [ "$bench_status" -eq 0 ]; then bench_status=$bench_unit; fi
   set -e
   if [ "$status" -eq 0 ]; then status=$bench_status; fi
   # The API description against the running service, on both engines (schemathesis).

@@ -10,7 +10,7 @@ use std::sync::atomic::AtomicBool;
 use redis::aio::MultiplexedConnection;
 
 use super::Ctx;
-use super::scenarios::{paced_heartbeats, redis_conn, settle_lazyfree};
+use super::scenarios::{Span, paced_heartbeats, redis_conn, settle_lazyfree};
 use crate::time::{Millis, now_ms};
 
 const SLOTS: u32 = 16;
@@ -48,9 +48,9 @@ fn batch(
     p
 }
 
-/// Fills the bare sets with `n` devices, runs `secs` seconds of heartbeats (batches of 1,000
+/// Fills the bare sets with `n` devices, runs one heartbeat of every device (batches of 1,000
 /// consecutive devices to an hour from now, 4 in flight, as `heartbeats` does) and measures
-/// `secs` more, removes the sets, and gives resets per second of the measured seconds.
+/// `secs` seconds more, removes the sets, and gives resets per second of the measured seconds.
 pub(super) async fn bare_resets(
     ctx: &Ctx,
     n: usize,
@@ -70,9 +70,9 @@ pub(super) async fn bare_resets(
             .await
             .map_err(e)?;
     }
-    // An unmeasured first pass, as the service's library line has one.
-    heartbeats(&c, n, secs, stop).await;
-    let rate = heartbeats(&c, n, secs, stop).await;
+    // An unmeasured first round of the whole fleet, as the service's library line has one.
+    heartbeats(&c, n, Span::Fleet, stop).await;
+    let rate = heartbeats(&c, n, Span::Seconds(secs), stop).await;
     let _: () = redis::cmd("UNLINK")
         .arg((0..SLOTS).map(key).collect::<Vec<_>>())
         .query_async(&mut c)
@@ -82,8 +82,8 @@ pub(super) async fn bare_resets(
     Ok(rate)
 }
 
-async fn heartbeats(c: &MultiplexedConnection, n: usize, secs: u64, stop: &AtomicBool) -> f64 {
-    paced_heartbeats(n, secs, stop, |ids, at| {
+async fn heartbeats(c: &MultiplexedConnection, n: usize, span: Span, stop: &AtomicBool) -> f64 {
+    paced_heartbeats(n, span, stop, |ids, at| {
         let mut c = c.clone();
         async move {
             let sent = ids.len() as u64;

@@ -348,33 +348,56 @@ pub(super) async fn heartbeats(
     c: &TimeoutCenter,
     t: &str,
     n: usize,
-    secs: u64,
+    span: Span,
     stop: &AtomicBool,
 ) -> f64 {
-    paced_heartbeats(n, secs, stop, |ids, at| async move {
+    paced_heartbeats(n, span, stop, |ids, at| async move {
         let b: Vec<Reset> = ids.map(|i| Reset::new(format!("dev-{i}"), at)).collect();
         c.reset_many(t, &b, None).await.map_or(0, |r| r.reset)
     })
     .await
 }
 
-/// The heartbeats' pace, whatever sends them: for `secs` seconds, batches of 1,000 of the `n`
-/// devices in turn, 4 in flight, `send(devices, at)` pushing a batch's alarms to `at` (an hour
-/// from now) and telling how many it moved. Resets per second.
-pub(super) async fn paced_heartbeats<F, Fut>(n: usize, secs: u64, stop: &AtomicBool, send: F) -> f64
+/// How long a run of heartbeats lasts.
+#[derive(Debug, Clone, Copy)]
+pub(super) enum Span {
+    /// This many seconds, going round the fleet as often as it takes.
+    Seconds(u64),
+    /// One heartbeat from every device of the fleet, however long that takes: the first
+    /// round after a bulk fill. On Redis it is what ends the fill's cost: a sorted set's
+    /// dict that doubled during the fill is still moving its members to the new table
+    /// when the fill ends (625,000 members a slot at 10M, doubled at 524,288), one bucket
+    /// per command that touches it (Redis' cron rehashes only the keyspace, not a key's
+    /// own dict), and every lookup until then reads both tables. A round of the fleet
+    /// touches every set at least as often as it has buckets left to move.
+    Fleet,
+}
+
+/// The heartbeats' pace, whatever sends them: batches of 1,000 of the `n` devices in turn,
+/// from the first, 4 in flight, for the `span`; `send(devices, at)` pushes a batch's alarms
+/// to `at` (an hour from now) and tells how many it moved. Resets per second.
+pub(super) async fn paced_heartbeats<F, Fut>(
+    n: usize,
+    span: Span,
+    stop: &AtomicBool,
+    send: F,
+) -> f64
 where
     F: Fn(std::ops::Range<usize>, Millis) -> Fut,
     Fut: std::future::Future<Output = u64>,
 {
     let batches = n.div_ceil(1_000).max(1);
     let done = AtomicU64::new(0);
-    let deadline = Instant::now() + Duration::from_secs(secs);
+    let (deadline, rounds) = match span {
+        Span::Seconds(secs) => (Instant::now() + Duration::from_secs(secs), usize::MAX),
+        Span::Fleet => (Instant::now() + Duration::from_secs(24 * 3_600), batches),
+    };
     let started = Instant::now();
     join_all((0..4).map(|w| {
         let (done, send) = (&done, &send);
         async move {
             let mut k = w;
-            while Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+            while k < rounds && Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
                 let first = (k % batches) * 1_000;
                 let at = now_ms() + 3_600_000;
                 done.fetch_add(
@@ -1003,4 +1026,29 @@ pub(super) async fn memory(ctx: &mut Ctx) -> Result<(), String> {
         "target at most 1.5",
     );
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The first round after a fill must reach every device once (it is what ends a
+    /// Redis fill's rehashing, `Span::Fleet`), and no more: a device sent twice would be
+    /// counted as two resets of the round.
+    #[tokio::test]
+    async fn a_round_of_the_fleet_sends_every_device_once() {
+        let sent = std::sync::Mutex::new(Vec::new());
+        let stop = AtomicBool::new(false);
+        let n = 10_500;
+        let rate = paced_heartbeats(n, Span::Fleet, &stop, |ids, _| {
+            let len = ids.len() as u64;
+            sent.lock().unwrap().extend(ids);
+            async move { len }
+        })
+        .await;
+        let mut sent = sent.into_inner().unwrap();
+        sent.sort_unstable();
+        assert_eq!(sent, (0..n).collect::<Vec<_>>());
+        assert!(rate > 0.0);
+    }
 }
