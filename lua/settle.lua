@@ -5,7 +5,13 @@
 -- ARGV[2] the topic's max attempts (for records that do not name their own)
 -- ARGV[3] the slot stream's cap in events (about; see the XADD below)
 -- ARGV[4] the topic's name, ARGV[5] its default job type (for heads built here)
--- Then per run, in order: id, token, the run's record as pump.lua handed it out ('' when
+-- Then per run, in order, one of two forms.
+-- The short form, for a run the runtime ends with 'done' and no events of its handler's
+--   (most of a burst): id, token, the run's record as pump.lua handed it out, and its
+--   job.done event whole (the event head, then ',"event":"job.done","data":null}'); four
+--   arguments, not eight, and no event to build. Its fourth argument, a JSON object, is
+--   what tells it from the long form's, an outcome word.
+-- The long form: id, token, the run's record as pump.lua handed it out ('' when
 --   the caller does not hold it: a consumer's ack names only the run), outcome ('done' |
 --   'retry' | 'repeat' | 'dead' | 'release': RunOutcome::as_str), fire time for 'retry' and
 --   'repeat' (ms),
@@ -33,16 +39,46 @@ local TOKEN, HANDED, OUTCOME, AT, ERR, HEAD, N = 1, 2, 3, 4, 5, 6, 7
 local function num(n) return string.format('%d', n) end
 -- The record pump.lua writes for a run of a plain job: attempts, token and fire time.
 local PLAIN_RUN = '^{"a":(%d+),"k":(%d+),"f":(%d+)}$'
+-- The end of a short run's event, after its head.
+local DONE_TAIL = ',"event":"job.done","data":null}'
 
-local starts, ids = {}, {}
+-- Where each run starts, and whether it is in the short form (its fourth argument '{...').
+local starts, ids, short = {}, {}, {}
 local i = 6
 while i <= #ARGV do
-  starts[#starts + 1] = i
-  ids[#ids + 1] = ARGV[i]
-  i = i + N + 1 + tonumber(ARGV[i + N])
+  local k = #ids + 1
+  starts[k] = i
+  ids[k] = ARGV[i]
+  if string.byte(ARGV[i + 3]) == 123 then
+    short[k] = true
+    i = i + 4
+  else
+    i = i + N + 1 + tonumber(ARGV[i + N])
+  end
 end
 local m = #ids
 if m == 0 then return {} end
+-- What a run's arguments say, whichever its form: a short run is a 'done' with no error
+-- and no events of its handler's, and its head is its event without DONE_TAIL.
+local function outcome_of(k)
+  if short[k] then return 'done' end
+  return ARGV[starts[k] + OUTCOME]
+end
+local function error_of(k)
+  if short[k] then return '' end
+  return ARGV[starts[k] + ERR]
+end
+local function emitted_of(k)
+  if short[k] then return 0 end
+  return tonumber(ARGV[starts[k] + N])
+end
+local function head_arg(k)
+  if short[k] then
+    local event = ARGV[starts[k] + 3]
+    return string.sub(event, 1, #event - #DONE_TAIL)
+  end
+  return ARGV[starts[k] + HEAD]
+end
 
 -- Reads: each run's record, in one HMGET for the batch. A record names a token (k) exactly
 -- while its job is in the run set (see lib.lua), so a record that names the run's token
@@ -59,7 +95,7 @@ for k = 1, m do
   local b, raw, id = starts[k], raws[k], ids[k]
   local r = 'stale'
   if raw and not taken[id] then
-    local outcome = ARGV[b + OUTCOME]
+    local outcome = outcome_of(k)
     if outcome == 'done' and raw == ARGV[b + HANDED] and not string.find(raw, '"s":', 1, true) then
       -- The record as this run was handed it (one compare: Lua interns its strings): the
       -- job is running under this run, and no reset or replace came since. The same
@@ -102,7 +138,7 @@ local RESCHEDULED = {done = 'job.done', retry = 'job.retry', ['repeat'] = 'job.r
 local function outcome_event(k)
   local r, b = result[k], starts[k]
   if r == 'done' then return 'job.done', 'null' end
-  local err = ARGV[b + ERR]
+  local err = error_of(k)
   if r == 'retrying' then
     return 'job.retry', '{"error":' .. cjson.encode(err) .. ',"retry_at":' .. ARGV[b + AT] .. '}'
   end
@@ -114,7 +150,7 @@ local function outcome_event(k)
   end
   if r == 'dead' then return 'job.dead', '{"error":' .. cjson.encode(err) .. '}' end
   if r == 'rescheduled' then
-    local name = RESCHEDULED[ARGV[b + OUTCOME]]
+    local name = RESCHEDULED[outcome_of(k)]
     if not name then return nil end
     if err ~= '' then
       return name, '{"error":' .. cjson.encode(err) .. ',"rescheduled":true}'
@@ -154,12 +190,15 @@ end
 local evs = {}
 local function changes(k) return result[k] ~= 'stale' and result[k] ~= 'recur' end
 for k = 1, m do
-  if changes(k) then
+  if short[k] and result[k] == 'done' then
+    -- A short run that settled as it was sent: its event is written whole.
+    evs[#evs + 1] = ARGV[starts[k] + 3]
+  elseif changes(k) then
     local b = starts[k]
-    for j = 1, tonumber(ARGV[b + N]) do evs[#evs + 1] = ARGV[b + N + j] end
+    for j = 1, emitted_of(k) do evs[#evs + 1] = ARGV[b + N + j] end
     local name, data = outcome_event(k)
     if name then
-      local head = ARGV[b + HEAD]
+      local head = head_arg(k)
       if head == '' then head = head_of(k) end
       evs[#evs + 1] = head .. ',"event":"' .. name .. '","data":' .. data .. '}'
     end

@@ -123,6 +123,11 @@ impl Event {
     }
 }
 
+/// What follows a run's event head ([`Event::head_json`]) in its `job.done` event, as
+/// `settle.lua` finishes it (its `DONE_TAIL`): a run that ends `done` with no events of its
+/// handler's is sent to the script with its event whole.
+pub(crate) const DONE_TAIL: &str = r#","event":"job.done","data":null}"#;
+
 /// The fields of an [`Event`] that a run's settle knows before the store answers, named by
 /// reference (see [`Event::head_json`]).
 #[derive(Serialize)]
@@ -218,10 +223,7 @@ mod tests {
     fn a_head_finished_as_settle_lua_does_is_the_event_of_the_run() {
         for (id, job_type) in [("device-1", "noop"), ("a \"quoted\"\\ id\n", "t\u{e9}")] {
             let s = settlement(id, job_type);
-            let finished = format!(
-                "{},\"event\":\"job.done\",\"data\":null}}",
-                Event::head_json(&s)
-            );
+            let finished = format!("{}{DONE_TAIL}", Event::head_json(&s));
             let got: Value = serde_json::from_str(&finished).expect("the finished head is JSON");
             let mut want = serde_json::to_value(Event::of_run(&s, "job.done", Value::Null))
                 .expect("an event serialises");

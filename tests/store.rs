@@ -605,6 +605,66 @@ async fn a_reset_during_a_run_fires_the_job_again_after_the_run(e: Engine) {
     assert_eq!(pump_one(s, "t", "b", T0 + 700).await.job.fire_at, T0 + 700);
 }
 
+/// Plain acks of a settle batch (done, no handler events: on Redis the runtime sends these
+/// with their `job.done` event whole) append that event when the run settles as sent, and
+/// the rescheduled `job.done`, with the run's head, when a reset came during the run.
+async fn plain_acks_append_their_done_or_rescheduled_events(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 16)).await.unwrap();
+    for id in ["acked", "reset"] {
+        s.schedule("t", NewJob::new(id, T0), ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+    let runs = pump_all(s, "t", T0 + 2).await;
+    s.reset_many("t", &[Reset::new("reset", T0 + 900)], None, T0 + 3)
+        .await
+        .unwrap();
+    let batch: Vec<Settlement> = runs
+        .into_iter()
+        .map(|run| Settlement::new(run, RunOutcome::Done, T0 + 4))
+        .collect();
+    let done = s.settle("t", 0, &batch, T0 + 5).await.unwrap();
+    let finished = |id: &str| {
+        let k = batch.iter().position(|st| st.run.job.id == id).unwrap();
+        done[k]
+    };
+    assert_eq!(
+        (finished("acked"), finished("reset")),
+        (Finished::Done, Finished::Rescheduled)
+    );
+    let want: Vec<events::Event> = batch
+        .iter()
+        .zip(&done)
+        .flat_map(|(st, f)| events::Event::of_settled(st, *f))
+        .collect();
+    let got: Vec<events::Event> = events_of(s, "t", 2)
+        .await
+        .into_iter()
+        .map(unplaced)
+        .collect();
+    assert_eq!(got, want);
+    let rescheduled = got.iter().find(|e| e.job_id == "reset").unwrap();
+    assert_eq!(
+        (rescheduled.event.as_str(), &rescheduled.data),
+        ("job.done", &json!({"rescheduled": true}))
+    );
+    assert_eq!(
+        (
+            rescheduled.fire_at,
+            rescheduled.fired_at,
+            rescheduled.attempt
+        ),
+        (T0, T0 + 4, 1)
+    );
+    let reset = s.get("t", &"reset".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (reset.state, reset.fire_at),
+        (JobState::Scheduled, T0 + 900)
+    );
+    assert_eq!(s.get("t", &"acked".into()).await.unwrap(), None);
+}
+
 /// Job `a` of a one-slot topic, run twice: the first run's lease expired (at `T0 + 1_000`)
 /// and the second took the job over.
 async fn two_runs_of_one_job(s: &Store) -> (Leased, Leased) {
@@ -1739,4 +1799,5 @@ engine_matrix!(
     a_run_settled_twice_in_one_batch_is_settled_once,
     settled_claims_append_the_events_their_records_describe,
     a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order,
+    plain_acks_append_their_done_or_rescheduled_events,
 );

@@ -63,6 +63,17 @@ impl Call for Settle<'_> {
         match self.runs {
             Runs::Handed(batch) => {
                 for s in batch {
+                    if matches!(s.outcome, RunOutcome::Done) && s.emitted.is_empty() {
+                        // The short form: the event whole, which settle.lua writes as it
+                        // is when the run settles as sent.
+                        let mut event = Event::head_json(s);
+                        event.push_str(crate::events::DONE_TAIL);
+                        call.arg(&s.run.job.id)
+                            .arg(s.run.token)
+                            .arg(s.run.handed_record.text_for(s.run.token))
+                            .arg(event);
+                        continue;
+                    }
                     let (kind, at, error) = outcome_args(&s.outcome, now);
                     call.arg(&s.run.job.id)
                         .arg(s.run.token)
@@ -103,5 +114,21 @@ impl Call for Settle<'_> {
                     .map_err(|_| Error::Corrupt(format!("settle.lua answered {r:?}")))
             })
             .collect()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use crate::events::DONE_TAIL;
+
+    /// A short run's event is written as sent only when it settles as `done`, and the script
+    /// cuts `DONE_TAIL` off it for a head when it does not: the script's tail is this one.
+    #[test]
+    fn the_script_cuts_the_tail_that_the_runtime_appends() {
+        let script = include_str!("../../../../lua/settle.lua");
+        assert!(
+            script.contains(&format!("local DONE_TAIL = '{DONE_TAIL}'")),
+            "lua/settle.lua's DONE_TAIL is not {DONE_TAIL:?}"
+        );
     }
 }
