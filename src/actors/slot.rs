@@ -42,8 +42,10 @@ pub(crate) struct SlotActor {
     rt: Arc<Runtime>,
     /// Shared with the slot keeper, which reads it for `/health`.
     status: Arc<Mutex<SlotHealth>>,
-    /// Runs handed to their handler whose report has not come back, by job id.
-    running: HashMap<String, Leased>,
+    /// Runs handed to their handler whose report has not come back, by job id, each with
+    /// the lease deadline it holds now (`sweep_leases` moves it). Hashed with foldhash: a
+    /// burst inserts and removes an id per run.
+    running: HashMap<String, Leased, foldhash::fast::RandomState>,
     /// Reported outcomes waiting for the next settle.
     outcomes: Vec<Settlement>,
     /// Outcomes in the settle call now in flight (0: none is).
@@ -98,7 +100,7 @@ impl SlotActor {
             slot,
             rt,
             status,
-            running: HashMap::new(),
+            running: HashMap::default(),
             outcomes: Vec::new(),
             settling: 0,
             settle_failures: 0,
@@ -275,9 +277,9 @@ impl SlotActor {
         self.running.insert(lease.job.id.clone(), lease.clone());
 
         let rt = self.rt.clone();
-        let topic = self.topic.clone();
+        let topic = self.topic.name.clone();
         let run = async move {
-            let report = run_with_lease(&rt, &topic, &lease, fired_at).await;
+            let report = run_on_handler(&rt, topic, &lease, fired_at).await;
             (lease, report, fired_at)
         };
         ctx.spawn(
@@ -289,6 +291,53 @@ impl SlotActor {
                     act.settle(ctx);
                 }),
         );
+    }
+
+    /// Checks the runs' leases every sixth of a lease, for as long as the actor lives.
+    fn arm_lease_sweep(&mut self, ctx: &mut Context<Self>) {
+        let every = Duration::from_millis((self.topic.visibility_timeout_ms / 6).max(1));
+        ctx.run_later(every, |act, ctx| {
+            act.sweep_leases(ctx);
+            act.arm_lease_sweep(ctx);
+        });
+    }
+
+    /// Extends the lease of every run that has used a third of it, so that a long run is not
+    /// taken over: checked every sixth of a lease, a run is extended at the latest half way
+    /// through its lease. One timer per slot: each run had one of its own, a timer entry
+    /// made and dropped per job of a burst.
+    fn sweep_leases(&mut self, ctx: &mut Context<Self>) {
+        let now = self.rt.clock.latest();
+        let lease = crate::num::millis(self.topic.visibility_timeout_ms);
+        let until = self.topic.lease_deadline(now);
+        for run in self.running.values() {
+            // Two thirds or more of the lease left: not yet.
+            if run.lease_until.saturating_sub(now).saturating_mul(3) >= lease.saturating_mul(2) {
+                continue;
+            }
+            let (store, topic, run) = (self.rt.store.clone(), self.topic.name.clone(), run.clone());
+            let extend = async move {
+                let extended = store.extend(&topic, &run, until).await;
+                (run, extended)
+            };
+            ctx.spawn(
+                extend
+                    .into_actor(self)
+                    .map(move |(run, extended), act, _| match extended {
+                        Ok(true) => {
+                            if let Some(held) = act.running.get_mut(&run.job.id)
+                                && held.token == run.token
+                            {
+                                held.lease_until = held.lease_until.max(until);
+                            }
+                        }
+                        Ok(false) => tracing::warn!(job = %run.job.id, "lease lost while running"),
+                        Err(e) => {
+                            tracing::warn!(job = %run.job.id, error = %e, "lease extension failed")
+                        }
+                    }),
+            );
+        }
     }
 
     /// The handler duration histogram of this topic's `job_type`.
@@ -394,11 +443,11 @@ impl SlotActor {
     }
 }
 
-/// Runs the job on its type's handler actor, extending the lease while it runs so a long
-/// run is not taken over by another.
-async fn run_with_lease(
+/// Runs the job on its type's handler actor (its lease is extended meanwhile by the slot
+/// actor's `sweep_leases`).
+async fn run_on_handler(
     rt: &Runtime,
-    topic: &TopicConfig,
+    topic: String,
     lease: &Leased,
     fired_at: Millis,
 ) -> RunReport {
@@ -413,37 +462,22 @@ async fn run_with_lease(
         };
     };
     let ctx = JobContext {
-        topic: topic.name.clone(),
+        topic,
         job: lease.job.clone(),
         payload: lease.job.payload.clone(),
         fired_at,
         events: Emitter::default(),
         jobs: OtherJobs::new(rt.store.clone(), rt.metrics.clone()),
     };
-    let send = entry.actor.send(RunJob { ctx });
-    tokio::pin!(send);
-    let every = Duration::from_millis((topic.visibility_timeout_ms / 3).max(1));
-    let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + every, every);
-    ticks.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
-    loop {
-        tokio::select! {
-            report = &mut send => {
-                return report.unwrap_or_else(|e| RunReport {
-                    outcome: Outcome::retry(format!("handler actor unavailable: {e}")),
-                    duration: Duration::ZERO,
-                    emitted: Vec::new(),
-                });
-            }
-            _ = ticks.tick() => {
-                let until = topic.lease_deadline(rt.clock.latest());
-                match rt.store.extend(&topic.name, lease, until).await {
-                    Ok(true) => {}
-                    Ok(false) => tracing::warn!(job = %lease.job.id, "lease lost while running"),
-                    Err(e) => tracing::warn!(job = %lease.job.id, error = %e, "lease extension failed"),
-                }
-            }
-        }
-    }
+    entry
+        .actor
+        .send(RunJob { ctx })
+        .await
+        .unwrap_or_else(|e| RunReport {
+            outcome: Outcome::retry(format!("handler actor unavailable: {e}")),
+            duration: Duration::ZERO,
+            emitted: Vec::new(),
+        })
 }
 
 impl Actor for SlotActor {
@@ -451,6 +485,7 @@ impl Actor for SlotActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.set_status(|s| s.alive = true);
+        self.arm_lease_sweep(ctx);
         self.pump(ctx);
     }
 
