@@ -623,3 +623,53 @@ engine_matrix!(
     a_long_run_keeps_its_lease_and_is_not_taken_over,
     a_deleted_topics_jobs_never_fire_and_its_successor_starts_empty,
 );
+
+/// A run whose lease ran out while it ran (here its deadline is moved to the past in Redis,
+/// as an outage past the lease would leave it) is leased again by the next pump, to the same
+/// slot actor, while the first still runs. When the first ends, the second stays the slot's
+/// to extend and to give back: a shutdown gives its lease back. (The first run's end took
+/// the second's entry out of the slot's running map, and the shutdown gave back nothing.)
+/// What it cannot show: the same on the memory engine, whose leases a test cannot move.
+#[actix_rt::test]
+async fn a_run_that_ends_after_its_job_was_leased_again_leaves_the_new_run_held() {
+    let server = RedisServer::start();
+    let e = Engine {
+        store: Arc::new(
+            Store::redis(&server.url(), StoreOptions::default())
+                .await
+                .unwrap(),
+        ),
+        redis: None,
+        memory: None,
+    };
+    let (mut probe, mut rx) = Probe::done();
+    let hold = Arc::new(tokio::sync::Notify::new());
+    probe.hold = Some(hold.clone());
+    let c = center(&e, probe, 100).await;
+    let mut t = TopicConfig::named("t");
+    t.slots = 1;
+    c.put_topic(t).await.unwrap();
+    c.schedule("t", probe_job("long", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let first = next(&mut rx, 5).await;
+    // The lease (30 s) runs out now: the slot's next poll takes it back and leases it again.
+    let _: i64 = redis::cmd("ZADD")
+        .arg("toc:{t:0}:run")
+        .arg("XX")
+        .arg("CH")
+        .arg(1)
+        .arg("long")
+        .query(&mut server.conn())
+        .unwrap();
+    let second = next(&mut rx, 5).await;
+    assert_eq!((first.job.attempts, second.job.attempts), (1, 2));
+    // The first run (the longest waiting) ends, its outcome stale. The shutdown waits up to
+    // its grace for the slot's runs to end: the second never does, so the grace runs out
+    // and its lease is given back. Had the first run's end dropped the second from the
+    // slot's runs, the shutdown would have found none left and given back nothing.
+    hold.notify_one();
+    assert_eq!(c.shutdown(Duration::from_secs(1)).await, 1);
+    let job = c.get("t", &"long".into()).await.unwrap().unwrap();
+    assert_eq!(job.state, JobState::Scheduled);
+}

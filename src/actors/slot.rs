@@ -13,6 +13,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
+use futures_util::future::Either;
 use tokio::sync::watch;
 
 use super::messages::{Drain, Halt, Pump, Retune, RunJob, RunReport, SlotHealth, Wake};
@@ -45,7 +46,7 @@ pub(crate) struct SlotActor {
     /// Runs handed to their handler whose report has not come back, by job id, each with
     /// the lease deadline it holds now (`sweep_leases` moves it). Hashed with foldhash: a
     /// burst inserts and removes an id per run.
-    running: HashMap<String, Leased, foldhash::fast::RandomState>,
+    running: HashMap<String, Arc<Leased>, foldhash::fast::RandomState>,
     /// Reported outcomes waiting for the next settle.
     outcomes: Vec<Settlement>,
     /// Outcomes in the settle call now in flight (0: none is).
@@ -274,23 +275,26 @@ impl SlotActor {
         self.fired.inc();
         let lateness = crate::num::float((fired_at - lease.job.fire_at).max(0)) / 1_000.0;
         self.lateness.observe(lateness);
+        // The handler's context holds its own copy of the job; the lease is shared by the
+        // running map (for the lease sweep and a drain) and this run's future.
+        let run = handler_run(&self.rt, &self.topic.name, &lease, fired_at);
+        let lease = Arc::new(lease);
         self.running.insert(lease.job.id.clone(), lease.clone());
-
-        let rt = self.rt.clone();
-        let topic = self.topic.name.clone();
-        let run = async move {
-            let report = run_on_handler(&rt, topic, &lease, fired_at).await;
-            (lease, report, fired_at)
-        };
-        ctx.spawn(
-            run.into_actor(self)
-                .map(|(lease, report, fired_at), act, ctx| {
-                    act.running.remove(&lease.job.id);
-                    let settlement = act.settlement(lease, report, fired_at);
-                    act.outcomes.push(settlement);
-                    act.settle(ctx);
-                }),
-        );
+        ctx.spawn(run.into_actor(self).map(move |report, act, ctx| {
+            // The map's entry is another run's when the store leased the job again while
+            // this one ran (its lease ran out): that one stays.
+            if act
+                .running
+                .get(&lease.job.id)
+                .is_some_and(|held| held.token == lease.token)
+            {
+                act.running.remove(&lease.job.id);
+            }
+            let lease = Arc::try_unwrap(lease).unwrap_or_else(|shared| (*shared).clone());
+            let settlement = act.settlement(lease, report, fired_at);
+            act.outcomes.push(settlement);
+            act.settle(ctx);
+        }));
     }
 
     /// Checks the runs' leases every sixth of a lease, for as long as the actor lives.
@@ -315,7 +319,11 @@ impl SlotActor {
             if run.lease_until.saturating_sub(now).saturating_mul(3) >= lease.saturating_mul(2) {
                 continue;
             }
-            let (store, topic, run) = (self.rt.store.clone(), self.topic.name.clone(), run.clone());
+            let (store, topic, run) = (
+                self.rt.store.clone(),
+                self.topic.name.clone(),
+                Arc::clone(run),
+            );
             let extend = async move {
                 let extended = store.extend(&topic, &run, until).await;
                 (run, extended)
@@ -328,6 +336,7 @@ impl SlotActor {
                             if let Some(held) = act.running.get_mut(&run.job.id)
                                 && held.token == run.token
                             {
+                                let held = Arc::make_mut(held);
                                 held.lease_until = held.lease_until.max(until);
                             }
                         }
@@ -443,41 +452,43 @@ impl SlotActor {
     }
 }
 
-/// Runs the job on its type's handler actor (its lease is extended meanwhile by the slot
-/// actor's `sweep_leases`).
-async fn run_on_handler(
+/// The run of `lease` on its type's handler actor, as a future of the handler's report (its
+/// lease is extended meanwhile by the slot actor's `sweep_leases`).
+fn handler_run(
     rt: &Runtime,
-    topic: String,
+    topic: &str,
     lease: &Leased,
     fired_at: Millis,
-) -> RunReport {
-    let Some(entry) = rt.types.get(lease.job.job_type.as_str()) else {
-        return RunReport {
+) -> impl std::future::Future<Output = RunReport> + 'static {
+    let job_type = lease.job.job_type.as_str();
+    let send = rt.types.get(job_type).map(|entry| {
+        entry.actor.send(RunJob {
+            ctx: JobContext {
+                topic: topic.to_string(),
+                job: lease.job.clone(),
+                payload: lease.job.payload.clone(),
+                fired_at,
+                events: Emitter::default(),
+                jobs: OtherJobs::new(rt.store.clone(), rt.metrics.clone()),
+            },
+        })
+    });
+    match send {
+        Some(send) => Either::Left(async move {
+            send.await.unwrap_or_else(|e| RunReport {
+                outcome: Outcome::retry(format!("handler actor unavailable: {e}")),
+                duration: Duration::ZERO,
+                emitted: Vec::new(),
+            })
+        }),
+        None => Either::Right(std::future::ready(RunReport {
             outcome: Outcome::dead(format!(
-                "no handler is registered for job type {:?}",
-                lease.job.job_type
+                "no handler is registered for job type {job_type:?}"
             )),
             duration: Duration::ZERO,
             emitted: Vec::new(),
-        };
-    };
-    let ctx = JobContext {
-        topic,
-        job: lease.job.clone(),
-        payload: lease.job.payload.clone(),
-        fired_at,
-        events: Emitter::default(),
-        jobs: OtherJobs::new(rt.store.clone(), rt.metrics.clone()),
-    };
-    entry
-        .actor
-        .send(RunJob { ctx })
-        .await
-        .unwrap_or_else(|e| RunReport {
-            outcome: Outcome::retry(format!("handler actor unavailable: {e}")),
-            duration: Duration::ZERO,
-            emitted: Vec::new(),
-        })
+        })),
+    }
 }
 
 impl Actor for SlotActor {
@@ -569,7 +580,7 @@ impl Handler<Drain> for SlotActor {
             let _ = tokio::time::timeout(msg.grace, idle.wait_for(|n| *n == 0)).await;
         };
         Box::pin(wait.into_actor(self).then(|_, act, _| {
-            let left: Vec<Leased> = act.running.values().cloned().collect();
+            let left: Vec<Leased> = act.running.values().map(|lease| (**lease).clone()).collect();
             let (store, topic, slot, now) = (act.rt.store.clone(), act.topic.name.clone(), act.slot, act.rt.clock.now());
             async move {
                 let batch: Vec<Settlement> = left
