@@ -541,19 +541,35 @@ async fn a_topic_deleted_by_one_runtime_is_no_longer_served_by_the_other() {
     );
 }
 
-async fn a_long_run_keeps_its_lease_and_is_not_taken_over(e: Engine) {
+/// A runtime polling every 100 ms whose probe runs hold until released, a one-slot topic
+/// `t` with leases of `lease_ms`, and job `long` running: the runtime, the probe's runs, the
+/// release, and the run.
+async fn a_held_run(
+    e: &Engine,
+    lease_ms: u64,
+) -> (
+    TimeoutCenter,
+    tokio::sync::mpsc::UnboundedReceiver<common::runtime::Seen>,
+    Arc<tokio::sync::Notify>,
+    common::runtime::Seen,
+) {
     let (mut probe, mut rx) = Probe::done();
     let hold = Arc::new(tokio::sync::Notify::new());
     probe.hold = Some(hold.clone());
-    let c = center(&e, probe, 100).await;
+    let c = center(e, probe, 100).await;
     let mut t = TopicConfig::named("t");
     t.slots = 1;
-    t.visibility_timeout_ms = 300;
+    t.visibility_timeout_ms = lease_ms;
     c.put_topic(t).await.unwrap();
     c.schedule("t", probe_job("long", now_ms()), ScheduleMode::Upsert)
         .await
         .unwrap();
-    next(&mut rx, 5).await;
+    let run = next(&mut rx, 5).await;
+    (c, rx, hold, run)
+}
+
+async fn a_long_run_keeps_its_lease_and_is_not_taken_over(e: Engine) {
+    let (c, mut rx, hold, _) = a_held_run(&e, 300).await;
     // Three lease lengths pass while the run holds; the slot pumps every 100 ms meanwhile.
     let started = now_ms();
     while now_ms() < started + 900 {
@@ -632,27 +648,8 @@ engine_matrix!(
 /// What it cannot show: the same on the memory engine, whose leases a test cannot move.
 #[actix_rt::test]
 async fn a_run_that_ends_after_its_job_was_leased_again_leaves_the_new_run_held() {
-    let server = RedisServer::start();
-    let e = Engine {
-        store: Arc::new(
-            Store::redis(&server.url(), StoreOptions::default())
-                .await
-                .unwrap(),
-        ),
-        redis: None,
-        memory: None,
-    };
-    let (mut probe, mut rx) = Probe::done();
-    let hold = Arc::new(tokio::sync::Notify::new());
-    probe.hold = Some(hold.clone());
-    let c = center(&e, probe, 100).await;
-    let mut t = TopicConfig::named("t");
-    t.slots = 1;
-    c.put_topic(t).await.unwrap();
-    c.schedule("t", probe_job("long", now_ms()), ScheduleMode::Upsert)
-        .await
-        .unwrap();
-    let first = next(&mut rx, 5).await;
+    let e = Engine::redis().await;
+    let (c, mut rx, hold, first) = a_held_run(&e, 30_000).await;
     // The lease (30 s) runs out now: the slot's next poll takes it back and leases it again.
     let _: i64 = redis::cmd("ZADD")
         .arg("toc:{t:0}:run")
@@ -660,7 +657,7 @@ async fn a_run_that_ends_after_its_job_was_leased_again_leaves_the_new_run_held(
         .arg("CH")
         .arg(1)
         .arg("long")
-        .query(&mut server.conn())
+        .query(&mut e.redis.as_ref().unwrap().conn())
         .unwrap();
     let second = next(&mut rx, 5).await;
     assert_eq!((first.job.attempts, second.job.attempts), (1, 2));
