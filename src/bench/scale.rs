@@ -1,13 +1,13 @@
 //! `toc bench scale`: what a job costs as the resident count grows. For each size (100,000
 //! and 1M; 10M and more with `--scale-sizes`) and engine, a fresh store holding that many
 //! plain jobs (devices, an hour out) measures: library resets/s (after a first round of
-//! the whole fleet, which is reported apart) and HTTP batch resets/s (the reset scenario's loops), creates/s while
-//! filling it (batches of 1,000 with `create`), bytes per job (Redis' `used_memory`; for the
-//! memory engine the resident memory of a real `toc serve` filled through `POST /resets`), and
-//! for that `toc serve`'s journal its size and the time a restart takes to be healthy (the
-//! replay). On Redis, the same heartbeats on bare sorted sets of that size (`bare_zset.rs`)
-//! give the server's own floor beside them. A size the machine cannot hold is skipped, said
-//! so.
+//! the whole fleet, which is reported apart) and HTTP batch resets/s (the reset scenario's
+//! loops), creates/s while filling it (batches of 1,000 with `create`), bytes per job
+//! (Redis' `used_memory`; for the memory engine the resident memory of a real `toc serve`
+//! filled through `POST /resets`), and for that `toc serve`'s journal its size and the time
+//! a restart takes to be healthy (the replay). On Redis, the same heartbeats on bare sorted
+//! sets of that size (`bare_zset.rs`) give the server's own floor beside them. A size the
+//! machine cannot hold is skipped, said so.
 
 use std::time::Instant;
 

@@ -389,15 +389,18 @@ where
     let batches = n.div_ceil(1_000).max(1);
     let done = AtomicU64::new(0);
     let (deadline, rounds) = match span {
-        Span::Seconds(secs) => (Instant::now() + Duration::from_secs(secs), usize::MAX),
-        Span::Fleet => (Instant::now() + Duration::from_secs(24 * 3_600), batches),
+        Span::Seconds(secs) => (Some(Instant::now() + Duration::from_secs(secs)), usize::MAX),
+        Span::Fleet => (None, batches),
     };
     let started = Instant::now();
     join_all((0..4).map(|w| {
         let (done, send) = (&done, &send);
         async move {
             let mut k = w;
-            while k < rounds && Instant::now() < deadline && !stop.load(Ordering::Relaxed) {
+            while k < rounds
+                && deadline.is_none_or(|d| Instant::now() < d)
+                && !stop.load(Ordering::Relaxed)
+            {
                 let first = (k % batches) * 1_000;
                 let at = now_ms() + 3_600_000;
                 done.fetch_add(

@@ -63,25 +63,22 @@ impl Call for Settle<'_> {
         match self.runs {
             Runs::Handed(batch) => {
                 for s in batch {
+                    call.arg(&s.run.job.id)
+                        .arg(s.run.token)
+                        .arg(s.run.handed_record.text_for(s.run.token));
+                    let mut head = Event::head_json(s);
                     if matches!(s.outcome, RunOutcome::Done) && s.emitted.is_empty() {
                         // The short form: the event whole, which settle.lua writes as it
                         // is when the run settles as sent.
-                        let mut event = Event::head_json(s);
-                        event.push_str(crate::events::DONE_TAIL);
-                        call.arg(&s.run.job.id)
-                            .arg(s.run.token)
-                            .arg(s.run.handed_record.text_for(s.run.token))
-                            .arg(event);
+                        head.push_str(crate::events::DONE_TAIL);
+                        call.arg(head);
                         continue;
                     }
                     let (kind, at, error) = outcome_args(&s.outcome, now);
-                    call.arg(&s.run.job.id)
-                        .arg(s.run.token)
-                        .arg(s.run.handed_record.text_for(s.run.token))
-                        .arg(kind)
+                    call.arg(kind)
                         .arg(at)
                         .arg(error)
-                        .arg(Event::head_json(s))
+                        .arg(head)
                         .arg(s.emitted.len());
                     for e in &s.emitted {
                         let event = Event::of_run(s, &e.event, e.data.clone());
