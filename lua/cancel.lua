@@ -6,7 +6,7 @@
 local id = ARGV[1]
 local state = locate(id)
 if not state then return '' end
-redis.call('ZREM', DUE, id)
+redis.call('ZREM', DUE, id, id .. MARK)
 redis.call('ZREM', RUN, id)
 redis.call('ZREM', DEAD, id)
 redis.call('HDEL', JOB, id)

@@ -17,7 +17,9 @@
 -- attempts, token or error), which reset_many.lua relies on. A record names a run token (k)
 -- exactly while its job is in the run set: pump.lua writes both, and every script that
 -- takes a job out of the run set drops k or the record in the same step. settle.lua relies
--- on it (tests/redis_engine.rs checks it after a mixed workload).
+-- on it (tests/redis_engine.rs checks it after a mixed workload). A scheduled job is in the
+-- due set under its bare id exactly when it has no record (MARK, below; the same test
+-- checks it): reset_many's plain path relies on it.
 -- The helpers run once per library (src/store/redis/scripts/library.rs): each script, as a
 -- function or as an EVAL script, starts by binding them to its call's keys.
 local DUE, RUN, DEAD, JOB, SEQ, EVENTS, OWNER, SIZES
@@ -45,9 +47,45 @@ local function save(id, rec)
   end
 end
 
+-- The due set names a scheduled job that has a record by its id followed by MARK, and a
+-- plain one (no record) by its id alone. MARK (the NUL byte) is in no id (src/validate.rs)
+-- and below every byte one may hold, so members still sort as their ids do (list.lua's
+-- cursor). A ZADD XX of bare ids therefore moves plain jobs and nothing else: the
+-- heartbeat path of src/store/redis/jobs.rs sends one without a script, and a job that a
+-- reset must read (a debounce cap, a fire count to re-arm, an updated time) is never among
+-- what it moves. src/store/keys.rs names the same byte (DUE_MARK).
+local MARK = '\0'
+local function due_member(id, rec)
+  if next(rec) ~= nil then return id .. MARK end
+  return id
+end
+
+-- The id of a due set's member.
+local function due_id(member)
+  if string.byte(member, -1) == 0 then return string.sub(member, 1, -2) end
+  return member
+end
+
+-- Job `id`'s fire time if it is scheduled (as the due set's text), and its member there.
+local function due_score(id)
+  local s = redis.call('ZSCORE', DUE, id)
+  if s then return s, id end
+  s = redis.call('ZSCORE', DUE, id .. MARK)
+  if s then return s, id .. MARK end
+  return nil, nil
+end
+
+-- Scheduled job `id` at `at`, under the member its record `rec` (as it is saved) calls for;
+-- the other member goes, for a job whose record was made or emptied.
+local function put_due(id, rec, at)
+  local member = due_member(id, rec)
+  redis.call('ZREM', DUE, member == id and id .. MARK or id)
+  redis.call('ZADD', DUE, at, member)
+end
+
 -- Where the job is: 'scheduled', 'running', 'dead' or nil, with the score there.
 local function locate(id)
-  local s = redis.call('ZSCORE', DUE, id)
+  local s = due_score(id)
   if s then return 'scheduled', tonumber(s) end
   s = redis.call('ZSCORE', RUN, id)
   if s then return 'running', tonumber(s) end
@@ -62,10 +100,11 @@ local function capped(rec, at)
   return at
 end
 
--- Back to scheduled at `at` after a run: the run's fields go.
+-- Back to scheduled at `at` from the run or dead set: the run's fields go, and the record
+-- is otherwise as it will be saved.
 local function reschedule(id, rec, at)
   rec.k = nil; rec.f = nil; rec.r = nil
-  redis.call('ZADD', DUE, at, id)
+  redis.call('ZADD', DUE, at, due_member(id, rec))
 end
 
 -- A reset re-arms a job that had fired (repeated): its fire count goes, and the caller is

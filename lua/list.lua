@@ -6,7 +6,8 @@
 -- ARGV[4] the cursor's score ('' for the first page), ARGV[5] its id
 -- ARGV[6] limit
 -- Returns {id, score, record, id, score, record, ...}, the record '' for a plain job.
--- A sorted set orders members of one score by their bytes, as Rust orders ids: the page
+-- A sorted set orders members of one score by their bytes, as Rust orders ids (a marked
+-- member of the due set sorts as its id: lib.lua's MARK): the page
 -- starts at the first (score, id) after the cursor, found by rank: the members below the
 -- cursor's score, then a binary search among those at its score. The run set's padding
 -- member is at +inf, past any `to`.
@@ -30,7 +31,11 @@ if ARGV[4] ~= '' and tonumber(ARGV[4]) >= from then
   local hi = lo + redis.call('ZCOUNT', key, s, s)
   while lo < hi do
     local mid = math.floor((lo + hi) / 2)
-    if bytes_after(redis.call('ZRANGE', key, mid, mid)[1], id) then hi = mid else lo = mid + 1 end
+    if bytes_after(due_id(redis.call('ZRANGE', key, mid, mid)[1]), id) then
+      hi = mid
+    else
+      lo = mid + 1
+    end
   end
   start = lo
 end
@@ -38,7 +43,7 @@ end
 local page = redis.call('ZRANGE', key, start, start + limit - 1, 'WITHSCORES')
 local out = {}
 for i = 1, #page, 2 do
-  local id, score = page[i], tonumber(page[i + 1])
+  local id, score = due_id(page[i]), tonumber(page[i + 1])
   if score > to then break end
   out[#out + 1] = id
   out[#out + 1] = page[i + 1]

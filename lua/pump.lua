@@ -69,7 +69,7 @@ if count > 0 then
   -- One string for every lease deadline: Lua formats a number each time it passes one on.
   local deadline = string.format('%d', now + lease)
   for i = 1, count do
-    ids[i] = due[2 * i - 1]
+    ids[i] = due_id(due[2 * i - 1])
     run[2 * i - 1] = deadline
     run[2 * i] = ids[i]
   end

@@ -9,8 +9,9 @@
 -- id, times it had fired (repeated) since its last reset, type ('' when default)}.
 --
 -- Cost. A running or dead job always has a record, so an id without one is either a plain
--- scheduled job or no job at all. Those ids (the heartbeat case) take one HMGET and one
--- variadic ZADD per chunk, their fire times passed through as the caller's strings:
+-- scheduled job (in the due set under its bare id: lib.lua's MARK) or no job at all. Those
+-- ids (the heartbeat case) take one HMGET and one variadic ZADD per chunk, their fire times
+-- passed through as the caller's strings:
 -- ZADD XX CH moves every existing one, and when it reports fewer changes than ids, a ZMSCORE
 -- finds which were missing (or were reset to the time they already had). Ids with a record
 -- take a few commands each. Both paths mean what SlotState::reset_many
@@ -23,6 +24,21 @@ local CHUNK = 1000 -- keeps unpack() far below Lua's stack limit
 local n = (#ARGV - 3) / 2
 local stale = stale_layout(tonumber(ARGV[#ARGV]))
 if stale then return stale end
+
+-- A slot written before due members were marked (lib.lua's MARK) has jobs with a record
+-- under their bare ids, which the plain path (a ZADD XX without this script) must not
+-- move: they are marked here, once, and the owner hash says so ('marked'). The engine takes
+-- the plain path only in slots where this script has run (src/store/redis/jobs.rs).
+if not redis.call('HGET', OWNER, 'marked') then
+  for _, id in ipairs(redis.call('HKEYS', JOB)) do
+    local s = id ~= '' and redis.call('ZSCORE', DUE, id)
+    if s then
+      redis.call('ZREM', DUE, id)
+      redis.call('ZADD', DUE, s, id .. MARK)
+    end
+  end
+  redis.call('HSET', OWNER, 'marked', 1)
+end
 local reset, created, missing, n_missing = 0, 0, {}, 0
 local rearmed = {}
 
@@ -31,8 +47,10 @@ local function create_job(id, at)
     local rec = cjson.decode(spec_json)
     rec.c = now; rec.u = now
     redis.call('HSET', JOB, id, cjson.encode(rec))
+    redis.call('ZADD', DUE, at, id .. MARK)
+  else
+    redis.call('ZADD', DUE, at, id)
   end
-  redis.call('ZADD', DUE, at, id)
   created = created + 1
 end
 
@@ -41,7 +59,7 @@ end
 local function reset_recorded(id, raw, at_text)
   local rec = cjson.decode(raw)
   local at = capped(rec, tonumber(at_text))
-  local live = redis.call('ZSCORE', DUE, id)
+  local live = due_score(id)
   if live or redis.call('ZSCORE', RUN, id) then
     local fired = rearm(rec)
     if fired then
@@ -51,7 +69,7 @@ local function reset_recorded(id, raw, at_text)
     end
     if rec.c then rec.u = now end
     if live then
-      redis.call('ZADD', DUE, at, id)
+      put_due(id, rec, at)
     else
       rec.r = at -- running: applied after the run
     end

@@ -42,8 +42,8 @@ local function apply()
       save(id, rec)
       return {'reset', 'running', at, 0, fired, rec.t or ''}
     end
-    redis.call('ZADD', DUE, at, id)
     if rec.c then rec.u = now end
+    put_due(id, rec, at)
     if raw then save(id, rec) end
     return {'reset', 'scheduled', at, is_head(at) and 1 or 0, fired, rec.t or ''}
   end
@@ -70,7 +70,7 @@ local function apply()
   else
     redis.call('HDEL', JOB, id)
   end
-  redis.call('ZADD', DUE, at, id)
+  put_due(id, spec, at)
   return {state and 'replaced' or 'created', 'scheduled', at, is_head(at) and 1 or 0, 0}
 end
 

@@ -219,7 +219,7 @@ end
 local function schedule_at(id, rec, at)
   rec.k = nil; rec.f = nil; rec.r = nil
   due[#due + 1] = at
-  due[#due + 1] = id
+  due[#due + 1] = due_member(id, rec)
   keep(id, rec)
 end
 for k = 1, m do

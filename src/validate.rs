@@ -9,6 +9,8 @@ use crate::time::Millis;
 
 /// Longest job id or shard key, in characters.
 pub(crate) const MAX_ID_LEN: usize = 512;
+/// What an id or shard key may hold, as the API document says it: anything but NUL.
+pub(crate) const KEY_PATTERN: &str = "^[^\\u0000]*$";
 /// Longest delay a job may be scheduled with (about 2,850 years), so that every delay the
 /// API documents fits below `MAX_MILLIS` whatever the clock says.
 pub const MAX_DELAY_MS: i64 = 89_999_999_999_999;
@@ -33,6 +35,13 @@ pub(crate) fn shard_key(key: Option<&str>) -> Result<()> {
 fn key_like(field: &'static str, s: &str) -> Result<()> {
     if s.is_empty() {
         return Err(Error::invalid(field, "must not be empty"));
+    }
+    if s.contains('\0') {
+        // The Redis store marks a due set's member with it (src/store/keys.rs, DUE_MARK).
+        return Err(Error::invalid(
+            field,
+            "must not contain the NUL character (U+0000)",
+        ));
     }
     let len = s.chars().count();
     if len > MAX_ID_LEN {
@@ -127,6 +136,7 @@ pub(crate) mod schemas {
             .schema_type(kind)
             .min_length(Some(1))
             .max_length(Some(super::MAX_ID_LEN))
+            .pattern(Some(super::KEY_PATTERN))
             .build()
     }
 

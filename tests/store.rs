@@ -699,6 +699,90 @@ async fn a_run_settled_twice_in_one_batch_is_settled_once(e: Engine) {
     assert_eq!(dones, 1, "{events:?}");
 }
 
+/// A reset batch far enough ahead for the Redis store's plain path (one `ZADD XX` of the bare
+/// ids, no script) that also names a capped job, a job that had fired, a running job and a
+/// missing one: each is reset as it would be alone, the plain ones included. And a batch of
+/// plain jobs only is reset whole.
+async fn a_far_reset_batch_of_every_kind_of_job_resets_each_as_alone(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 3)).await.unwrap();
+    let far = T0 + 60_000;
+    let plain: Vec<Reset> = (0..5)
+        .map(|i| Reset::new(format!("p{i}"), T0 + 100))
+        .collect();
+    s.reset_many("t", &plain, Some(&CreateSpec::default()), T0)
+        .await
+        .unwrap();
+    let capped = NewJob::new("cap", T0 + 100).max_fire_at(T0 + 1_000);
+    s.schedule("t", capped, ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let dev = NewJob::new("dev", T0).job_type("device_offline");
+    s.schedule("t", dev, ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let run = pump_one(s, "t", "dev", T0).await;
+    let again = RunOutcome::Repeat {
+        at: T0 + 100,
+        error: None,
+    };
+    s.finish("t", &run, again, T0).await.unwrap();
+    s.schedule("t", NewJob::new("busy", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let busy = pump_one(s, "t", "busy", T0).await;
+
+    let mut batch: Vec<Reset> = plain
+        .iter()
+        .map(|r| Reset::new(r.job.id.clone(), far))
+        .collect();
+    for id in ["cap", "dev", "busy", "none"] {
+        batch.push(Reset::new(id, far));
+    }
+    let report = s.reset_many("t", &batch, None, T0 + 10).await.unwrap();
+    assert_eq!(report.reset, 8, "{report:?}");
+    assert_eq!(report.missing, ["none"]);
+    let rearmed = Rearmed {
+        id: "dev".into(),
+        job_type: "device_offline".into(),
+        fires: 1,
+    };
+    assert_eq!(report.rearmed, [rearmed]);
+    let fire_at = |id: &'static str| async move {
+        let job = s.get("t", &id.into()).await.unwrap().unwrap();
+        (job.state, job.fire_at, job.fires)
+    };
+    assert_eq!(fire_at("p3").await, (JobState::Scheduled, far, 0));
+    assert_eq!(fire_at("cap").await, (JobState::Scheduled, T0 + 1_000, 0));
+    assert_eq!(fire_at("dev").await, (JobState::Scheduled, far, 0));
+    s.finish("t", &busy, RunOutcome::Done, T0 + 20)
+        .await
+        .unwrap();
+    assert_eq!(fire_at("busy").await, (JobState::Scheduled, far, 0));
+
+    let plain_again: Vec<Reset> = plain
+        .iter()
+        .map(|r| Reset::new(r.job.id.clone(), far + 1))
+        .collect();
+    let report = s
+        .reset_many("t", &plain_again, None, T0 + 30)
+        .await
+        .unwrap();
+    assert_eq!((report.reset, report.missing.len()), (5, 0), "{report:?}");
+    assert_eq!(fire_at("p0").await, (JobState::Scheduled, far + 1, 0));
+    let mut due: Vec<String> = pump_all(s, "t", far)
+        .await
+        .into_iter()
+        .map(|l| l.job.id)
+        .collect();
+    due.sort();
+    assert_eq!(
+        due,
+        ["busy", "cap", "dev"],
+        "the plain jobs moved past `far`"
+    );
+}
+
 /// A job named twice in one reset batch is reset twice, in order, as two calls would. (Redis
 /// read every record before applying any: a job that had fired was reported re-armed twice,
 /// and a dead job replaced by the first occurrence got its dead record back from the second.
@@ -1255,6 +1339,11 @@ async fn bad_arguments_are_rejected_and_change_nothing(e: Engine) {
         field(s.schedule("t", NewJob::new(long.clone(), T0), up, T0).await),
         "id"
     );
+    // NUL is the Redis store's mark of a due member (src/store/keys.rs): no id holds it.
+    assert_eq!(
+        field(s.schedule("t", NewJob::new("a\0", T0), up, T0).await),
+        "id"
+    );
     assert_eq!(
         field(s.schedule("bad topic", NewJob::new("a", T0), up, T0).await),
         "topic"
@@ -1780,6 +1869,7 @@ engine_matrix!(
     repeat_runs_again_with_attempts_starting_again,
     bury_sends_the_job_to_the_dead_letters,
     a_reset_rearms_a_job_that_had_fired_and_reports_it,
+    a_far_reset_batch_of_every_kind_of_job_resets_each_as_alone,
     release_gives_the_job_back_without_counting_the_attempt,
     extend_keeps_a_long_run_from_being_taken_over,
     a_reset_during_a_run_fires_the_job_again_after_the_run,

@@ -84,7 +84,10 @@ pub(crate) fn document(
 /// JSON, the store away).
 fn describe_paths(doc: &mut serde_json::Value) {
     let name = format!("^[A-Za-z0-9_.-]{{1,{}}}$", crate::validate::MAX_TOPIC_NAME);
-    let key = serde_json::json!({"type": "string", "minLength": 1, "maxLength": crate::validate::MAX_ID_LEN});
+    let key = serde_json::json!({
+        "type": "string", "minLength": 1, "maxLength": crate::validate::MAX_ID_LEN,
+        "pattern": crate::validate::KEY_PATTERN,
+    });
     if let Some(paths) = doc.pointer_mut("/paths").and_then(|p| p.as_object_mut()) {
         for (path, item) in paths.iter_mut() {
             let Some(item) = item.as_object_mut() else {

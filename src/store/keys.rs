@@ -11,6 +11,11 @@ pub(crate) const RUN_PAD_LEN: usize = 600;
 /// `hash-max-listpack-value`, so the hash stays a hash table. Written by `pump.lua`.
 pub(crate) const JOB_PAD_LEN: usize = 128;
 
+/// The due set names a scheduled job that has a record by its id and this byte, a plain one
+/// by its id alone (`lua/lib.lua`'s `MARK`), so that a `ZADD XX` of bare ids moves plain jobs
+/// only. No id holds it (`validate::job_id`), and it sorts below every byte an id may hold,
+/// so members sort as their ids do.
+pub(crate) const DUE_MARK: char = '\0';
 const _: () = assert!(RUN_PAD_LEN > crate::validate::MAX_ID_LEN);
 // Redis' defaults for zset-max-listpack-value and hash-max-listpack-value are 64.
 const _: () = assert!(RUN_PAD_LEN > 64 && JOB_PAD_LEN > 64);
@@ -140,6 +145,17 @@ mod padding {
                 quoted => quoted.trim_matches('\'').len(),
             })
             .sum()
+    }
+
+    #[test]
+    fn lib_lua_marks_due_members_with_the_constants_byte() {
+        let lua = include_str!("../../lua/lib.lua");
+        assert!(lua.contains("local MARK = '\\0'"));
+        assert_eq!(super::DUE_MARK, '\0');
+        assert!(lua.contains(&format!(
+            "string.byte(member, -1) == {}",
+            super::DUE_MARK as u8
+        )));
     }
 
     #[test]

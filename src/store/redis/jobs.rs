@@ -22,10 +22,92 @@ use crate::store::engine::{
 };
 use crate::store::event_id::EventId;
 
-use crate::store::keys::SlotKeys;
+use crate::store::keys::{DUE_MARK, SlotKeys};
 use crate::store::record::Record;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
+
+/// How far ahead of now every fire time of a batch must be for the batch to try the plain
+/// path first: no pump takes a job it moved before the script that may follow it runs.
+const PLAIN_RESET_LEAD_MS: Millis = 2_000;
+
+/// Members per `ZADD` of the plain path (as `reset_many.lua`'s chunks).
+const PLAIN_RESET_CHUNK: usize = 1_000;
+
+impl<C> RedisEngine<C>
+where
+    C: ConnectionLike + Clone + Send + Sync + 'static,
+{
+    /// Whether `reset_many.lua` has run in the slot, which marks a slot written before due
+    /// members were marked (so that none of its jobs with a record is under its bare id).
+    fn is_marked(&self, topic: &TopicConfig, slot: u32) -> bool {
+        let marked = self
+            .marked
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        marked.get(&topic.name).is_some_and(|s| s.contains(&slot))
+    }
+
+    fn set_marked(&self, topic: &TopicConfig, slot: u32) {
+        if self.is_marked(topic, slot) {
+            return;
+        }
+        let mut marked = self
+            .marked
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        marked.entry(topic.name.clone()).or_default().insert(slot);
+    }
+
+    /// The heartbeat path: the batch's fire times as `ZADD XX CH` of the bare ids, no script.
+    /// Only plain scheduled jobs are due set members under their bare ids (`lua/lib.lua`'s
+    /// `MARK`), and moving one is all `reset_many.lua` would do for it, so when every id
+    /// moved, that is the whole reset; otherwise (a job with a record, running, dead, gone,
+    /// or already at that time) `reset_many.lua` runs for the batch after it and reports
+    /// it, finding the moved jobs where they are now. Taken only when every fire time is
+    /// [`PLAIN_RESET_LEAD_MS`] ahead, so that no pump hands out a job between the two.
+    ///
+    /// A writer whose slot count is stale may move an old copy of a job in place (the
+    /// script would refuse it, `STALE_LAYOUT`): the job still has one live copy, at the new
+    /// time, as if reset before the doubling, and the next write moves it home.
+    async fn plain_resets(
+        &self,
+        topic: &TopicConfig,
+        slot: u32,
+        items: &[(&str, Millis)],
+        now: Millis,
+    ) -> Result<Option<SlotReset>> {
+        if items.is_empty()
+            || items.iter().any(|(_, at)| *at < now + PLAIN_RESET_LEAD_MS)
+            || !self.is_marked(topic, slot)
+        {
+            return Ok(None);
+        }
+        let due = SlotKeys::new(&topic.name, slot).due;
+        // Commands of their own, not a pipeline: a refusal (OOM) keeps its code (StoreFull).
+        let zadds = items.chunks(PLAIN_RESET_CHUNK).map(|chunk| {
+            let mut cmd = redis::cmd("ZADD");
+            cmd.arg(&due).arg("XX").arg("CH");
+            for (id, at) in chunk {
+                cmd.arg(at).arg(id);
+            }
+            let mut conn = self.write_conn();
+            async move { cmd.query_async::<usize>(&mut conn).await }
+        });
+        let mut moved = 0;
+        for zadd in futures_util::future::join_all(zadds).await {
+            moved += zadd?;
+        }
+        if moved < items.len() {
+            return Ok(None);
+        }
+        self.confirmed().await?;
+        Ok(Some(SlotReset {
+            reset: crate::num::usize_u64(items.len()),
+            ..SlotReset::default()
+        }))
+    }
+}
 
 #[async_trait]
 impl<C> SlotJobs for RedisEngine<C>
@@ -62,14 +144,20 @@ where
         create: Option<&Record>,
         now: Millis,
     ) -> Result<SlotReset> {
-        self.run(ResetMany {
-            topic,
-            slot,
-            items,
-            create,
-            now,
-        })
-        .await
+        if let Some(reset) = self.plain_resets(topic, slot, items, now).await? {
+            return Ok(reset);
+        }
+        let reset = self
+            .run(ResetMany {
+                topic,
+                slot,
+                items,
+                create,
+                now,
+            })
+            .await?;
+        self.set_marked(topic, slot);
+        Ok(reset)
     }
 
     async fn cancel(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<JobState>> {
@@ -269,11 +357,18 @@ where
             .query_async(&mut self.conn())
             .await?;
         // ZSCAN answers member, score, member, score, ...; the run set's padding member
-        // (see pump.lua) is longer than any id may be, and is no job.
+        // (see pump.lua) is longer than any id may be, and is no job; a due set's member of a
+        // job with a record is its id and a mark (lib.lua's MARK).
         let ids = page
             .into_iter()
             .step_by(2)
             .filter(|id| id.chars().count() <= crate::validate::MAX_ID_LEN)
+            .map(|mut id| {
+                if state == JobState::Scheduled && id.ends_with(DUE_MARK) {
+                    id.pop();
+                }
+                id
+            })
             .collect();
         Ok((next, ids))
     }
