@@ -5,6 +5,7 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::model::{Finished, RunOutcome, Settlement};
+use crate::store::Handout;
 use crate::time::Millis;
 
 /// Names of the events the runtime itself appends. Handlers add their own (for example
@@ -109,16 +110,30 @@ impl Event {
     /// sixth of its time (BENCHMARKS.md).
     pub fn head_json(s: &Settlement) -> String {
         let job = &s.run.job;
-        let mut text = serde_json::to_string(&Head {
+        Head {
             topic: &job.topic,
             job_id: &job.id,
             job_type: &job.job_type,
             fire_at: job.fire_at,
             fired_at: s.fired_at,
             attempt: job.attempts,
-        })
-        .expect("an event's head serialises");
-        text.pop();
+        }
+        .open_json()
+    }
+
+    /// A consumer's acked run's `job.done` event whole, as `settle.lua` would build it from
+    /// the run's record (fired at the ack's `now`), from the run as it was handed out.
+    pub(crate) fn acked_done_json(topic: &str, run: &Handout, now: Millis) -> String {
+        let mut text = Head {
+            topic,
+            job_id: &run.id,
+            job_type: &run.job_type,
+            fire_at: run.fire_at,
+            fired_at: now,
+            attempt: run.attempt,
+        }
+        .open_json();
+        text.push_str(DONE_TAIL);
         text
     }
 }
@@ -139,6 +154,15 @@ struct Head<'a> {
     fire_at: Millis,
     fired_at: Millis,
     attempt: u32,
+}
+
+impl Head<'_> {
+    /// The head as JSON without its closing brace.
+    fn open_json(&self) -> String {
+        let mut text = serde_json::to_string(self).expect("an event's head serialises");
+        text.pop();
+        text
+    }
 }
 
 /// The runtime's own event for what the store did with a run's outcome: its name and data.

@@ -31,6 +31,9 @@ pub(crate) struct ClaimSettlement<'a> {
     pub(crate) id: &'a str,
     pub(crate) token: u64,
     pub(crate) outcome: RunOutcome,
+    /// The run as this process handed it out, when it did (`front/handouts.rs`): a hint the
+    /// Redis engine checks against the stored record; `None` reads the record alone.
+    pub(crate) handed: Option<super::front::Handout>,
 }
 
 /// A reset job that had fired (and repeated) since its last reset, as an engine reports it.

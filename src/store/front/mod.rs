@@ -6,6 +6,8 @@
 //! `topics.rs`, `jobs.rs` (schedule, reset, cancel, get), `runs.rs` (pump, claim, settle,
 //! touch), `members.rs` (registry and owners), `reads.rs` (dead letters, counts, events).
 
+mod handouts;
+pub(crate) use handouts::Handout;
 mod jobs;
 mod members;
 mod reads;
@@ -42,6 +44,8 @@ pub struct Store {
     sweep_from: std::sync::Mutex<HashMap<String, u32>>,
     /// The clock that decides for this store (see `crate::time`).
     clock: SharedClock,
+    /// The runs claimed through this store and not yet acked (`handouts.rs`).
+    handouts: handouts::Handouts,
 }
 
 impl Store {
@@ -58,6 +62,7 @@ impl Store {
             memory,
             options,
             sweep_from: Default::default(),
+            handouts: Default::default(),
             clock,
         }
     }

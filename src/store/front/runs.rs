@@ -13,6 +13,7 @@ use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 use super::Store;
+use super::handouts::Handouts;
 
 impl Store {
     /// Hands out up to `limit` of a slot's due jobs (fire time at or before `now`) with a
@@ -72,7 +73,9 @@ impl Store {
         lease_ms: u64,
     ) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
-        pump_slot(&*self.engine, &t, slot, now, limit, lease_ms, 0).await
+        let pumped = pump_slot(&*self.engine, &t, slot, now, limit, lease_ms, 0).await?;
+        self.handouts.keep(topic, &pumped.jobs, now);
+        Ok(pumped)
     }
 
     /// Applies consumers' outcomes of claimed jobs, each naming its run by job and token:
@@ -109,7 +112,8 @@ impl Store {
                 break;
             }
             let slots = by_slot.iter().map(|(&slot, indexes)| {
-                settle_slot_claims(&*self.engine, &t, slot, claims, indexes, now)
+                let handouts = &self.handouts;
+                settle_slot_claims(&*self.engine, handouts, &t, slot, claims, indexes, now)
             });
             for (results, indexes) in futures_util::future::join_all(slots)
                 .await
@@ -290,6 +294,7 @@ async fn pump_slot(
 /// token again, atomically with the change). One result per index, in order.
 async fn settle_slot_claims(
     engine: &dyn Engine,
+    handouts: &Handouts,
     t: &TopicConfig,
     slot: u32,
     claims: &[ClaimOutcome],
@@ -324,10 +329,13 @@ async fn settle_slot_claims(
             || t.backoff.delay_ms(attempts, &mut rand::rng()),
             |delay| now.saturating_add(delay),
         );
+        // A run claimed here settles with its record as handed out (settle.lua's short form).
+        let handed = handouts.take(&t.name, slot, &c.job.id, c.token);
         batch.push(ClaimSettlement {
             id: &c.job.id,
             token: c.token,
             outcome,
+            handed,
         });
         live.push(k);
     }
@@ -355,6 +363,7 @@ async fn settle_slot_claims(
                     id: batch[j].id,
                     token: batch[j].token,
                     outcome,
+                    handed: None,
                 });
                 places.push(live[j]);
             }

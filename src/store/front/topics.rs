@@ -90,6 +90,7 @@ impl Store {
             });
         }
         self.engine.delete_topic(&t).await?;
+        self.handouts.forget(name);
         lock(&self.sweep_from).remove(name);
         Ok(held)
     }

@@ -88,6 +88,14 @@ impl Call for Settle<'_> {
             }
             Runs::Claimed(batch) => {
                 for c in batch {
+                    if let (Some(run), RunOutcome::Done) = (&c.handed, &c.outcome) {
+                        // A run this process handed out: the short form, as the runtime's.
+                        call.arg(c.id)
+                            .arg(c.token)
+                            .arg(&*run.record)
+                            .arg(Event::acked_done_json(&t.name, run, now));
+                        continue;
+                    }
                     let (kind, at, error) = outcome_args(&c.outcome, now);
                     // An empty head: settle.lua builds it from the run's record.
                     call.arg(c.id)
