@@ -529,9 +529,9 @@ async fn a_slot_from_before_the_marks_is_marked_by_its_first_batch_reset() {
     assert_eq!(command_calls(&mut conn, "fcall"), fcalls, "the plain path");
 }
 
-/// The argument counts of the settle calls Redis' slow log holds (threshold 0), oldest
-/// first.
-fn settle_calls(conn: &mut redis::Connection) -> Vec<usize> {
+/// The commands Redis' slow log holds (each with its arguments; threshold 0, see
+/// `log_every_command`), oldest first: those a client sent, and those its scripts ran.
+fn slow_log(conn: &mut redis::Connection) -> Vec<Vec<Vec<u8>>> {
     // Each entry: id, time, duration, arguments, then client fields.
     let log: Vec<Vec<redis::Value>> = redis::cmd("SLOWLOG")
         .arg("GET")
@@ -540,12 +540,63 @@ fn settle_calls(conn: &mut redis::Connection) -> Vec<usize> {
         .unwrap();
     log.into_iter()
         .rev()
-        .map(|entry| -> Vec<Vec<u8>> {
-            redis::FromRedisValue::from_redis_value(entry[3].clone()).unwrap()
-        })
+        .map(|entry| redis::FromRedisValue::from_redis_value(entry[3].clone()).unwrap())
+        .collect()
+}
+
+fn log_every_command(conn: &mut redis::Connection) {
+    let _: () = redis::pipe()
+        .cmd("CONFIG")
+        .arg("SET")
+        .arg("slowlog-log-slower-than")
+        .arg(0)
+        .cmd("SLOWLOG")
+        .arg("RESET")
+        .query(conn)
+        .unwrap();
+}
+
+/// The argument counts of the settle calls in the slow log, oldest first.
+fn settle_calls(conn: &mut redis::Connection) -> Vec<usize> {
+    slow_log(conn)
+        .into_iter()
         .filter(|args| args.len() > 1 && args[1].ends_with(b"_settle"))
         .map(|args| args.len())
         .collect()
+}
+
+/// Batches that create new jobs far ahead try the plain path once, and after it missed
+/// (the ids are new) skip it for the next fifteen in that slot: a bulk creation pays the
+/// `ZADD` that moves nothing once in sixteen batches, not before every script.
+#[tokio::test]
+async fn a_bulk_creation_skips_the_plain_path_after_it_missed() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    plain_jobs_in_one_slot(s, 1).await;
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    log_every_command(&mut conn);
+    let far = T0 + 60_000;
+    for batch in 0..17 {
+        let new: Vec<Reset> = (0..10)
+            .map(|i| Reset::new(format!("n-{batch}-{i}"), far))
+            .collect();
+        let report = s
+            .reset_many("t", &new, Some(&CreateSpec::default()), T0)
+            .await
+            .unwrap();
+        assert_eq!(report.created, 10);
+    }
+    let tries: Vec<usize> = slow_log(&mut conn)
+        .iter()
+        .enumerate()
+        .filter(|(_, args)| args[0].eq_ignore_ascii_case(b"zadd") && args[2] == b"XX")
+        .map(|(k, _)| k)
+        .collect();
+    assert_eq!(
+        tries.len(),
+        2,
+        "the first batch and the seventeenth: {tries:?}"
+    );
 }
 
 /// A consumer's ack of a run claimed through the same store settles in settle.lua's short
@@ -575,12 +626,7 @@ async fn an_ack_of_a_run_claimed_here_settles_in_the_short_form() {
     let runs = a.claim("q", 0, T0, 10, 30_000).await.unwrap().jobs;
     let token = |id: &str| runs.iter().find(|r| r.job.id == id).unwrap().token;
     let mut conn = server.conn();
-    let _: () = redis::cmd("CONFIG")
-        .arg("SET")
-        .arg("slowlog-log-slower-than")
-        .arg(0)
-        .query(&mut conn)
-        .unwrap();
+    log_every_command(&mut conn);
     let ack = |id: &str| ClaimOutcome {
         job: JobRef::new(id),
         token: token(id),

@@ -2,6 +2,9 @@
 //! `scripts/`), except the plain reads (counts, scans) and the events appended outside an
 //! outcome.
 
+use std::collections::HashMap;
+use std::sync::PoisonError;
+
 use async_trait::async_trait;
 use redis::aio::ConnectionLike;
 
@@ -34,29 +37,43 @@ const PLAIN_RESET_LEAD_MS: Millis = 2_000;
 /// Members per `ZADD` of the plain path (as `reset_many.lua`'s chunks).
 const PLAIN_RESET_CHUNK: usize = 1_000;
 
+/// Batches that create skip the plain path in a slot for this many after a try that missed.
+const PLAIN_CREATE_SKIP: u8 = 15;
+
 impl<C> RedisEngine<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    /// Whether `reset_many.lua` has run in the slot, which marks a slot written before due
-    /// members were marked (so that none of its jobs with a record is under its bare id).
-    fn is_marked(&self, topic: &TopicConfig, slot: u32) -> bool {
-        let marked = self
-            .marked
-            .read()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        marked.get(&topic.name).is_some_and(|s| s.contains(&slot))
+    /// Whether a batch reset of the slot tries the plain path: `reset_many.lua` has run there
+    /// (it marks a slot written before due members were marked, so that none of its jobs
+    /// with a record is under its bare id), and, for a batch that creates, no try there
+    /// missed within the last [`PLAIN_CREATE_SKIP`] such batches (a bulk creation would pay
+    /// a `ZADD` that moves nothing before every script).
+    fn tries_plain(&self, topic: &TopicConfig, slot: u32, creates: bool) -> bool {
+        let mut plain = self.plain.lock().unwrap_or_else(PoisonError::into_inner);
+        match plain.get_mut(&topic.name).and_then(|s| s.get_mut(&slot)) {
+            None => false,
+            Some(skip) if creates && *skip > 0 => {
+                *skip -= 1;
+                false
+            }
+            Some(_) => true,
+        }
     }
 
-    fn set_marked(&self, topic: &TopicConfig, slot: u32) {
-        if self.is_marked(topic, slot) {
-            return;
+    /// `reset_many.lua` ran in the slot; `missed`: after a plain try that did not move all.
+    fn plain_tried(&self, topic: &TopicConfig, slot: u32, missed: bool) {
+        let mut plain = self.plain.lock().unwrap_or_else(PoisonError::into_inner);
+        let skip = if missed { PLAIN_CREATE_SKIP } else { 0 };
+        match plain.get_mut(&topic.name) {
+            Some(slots) => {
+                let now = slots.entry(slot).or_insert(skip);
+                *now = (*now).max(skip);
+            }
+            None => {
+                plain.insert(topic.name.clone(), HashMap::from([(slot, skip)]));
+            }
         }
-        let mut marked = self
-            .marked
-            .write()
-            .unwrap_or_else(std::sync::PoisonError::into_inner);
-        marked.entry(topic.name.clone()).or_default().insert(slot);
     }
 
     /// The heartbeat path: the batch's fire times as `ZADD XX CH` of the bare ids, no script.
@@ -75,11 +92,12 @@ where
         topic: &TopicConfig,
         slot: u32,
         items: &[(&str, Millis)],
+        creates: bool,
         now: Millis,
     ) -> Result<Option<SlotReset>> {
         if items.is_empty()
             || items.iter().any(|(_, at)| *at < now + PLAIN_RESET_LEAD_MS)
-            || !self.is_marked(topic, slot)
+            || !self.tries_plain(topic, slot, creates)
         {
             return Ok(None);
         }
@@ -99,6 +117,7 @@ where
             moved += zadd?;
         }
         if moved < items.len() {
+            self.plain_tried(topic, slot, creates);
             return Ok(None);
         }
         self.confirmed().await?;
@@ -144,7 +163,8 @@ where
         create: Option<&Record>,
         now: Millis,
     ) -> Result<SlotReset> {
-        if let Some(reset) = self.plain_resets(topic, slot, items, now).await? {
+        let creates = create.is_some();
+        if let Some(reset) = self.plain_resets(topic, slot, items, creates, now).await? {
             return Ok(reset);
         }
         let reset = self
@@ -156,7 +176,7 @@ where
                 now,
             })
             .await?;
-        self.set_marked(topic, slot);
+        self.plain_tried(topic, slot, false);
         Ok(reset)
     }
 

@@ -61,10 +61,10 @@ pub(crate) struct RedisEngine<C> {
     confirmer: Option<durable::Confirmer<C>>,
     /// What `/health` should say of the store (eviction allowed, see `eviction.rs`).
     warnings: Arc<std::sync::Mutex<Vec<String>>>,
-    /// The slots, by topic, whose due sets `reset_many.lua` found marked (`lua/lib.lua`'s
-    /// `MARK`, a slot written before marks is marked by its first batch reset): only their
-    /// resets take the plain path (`jobs.rs`).
-    marked: std::sync::RwLock<std::collections::HashMap<String, std::collections::HashSet<u32>>>,
+    /// The slots, by topic, where `reset_many.lua` has run (it marks a slot written before
+    /// due members were marked: `lua/lib.lua`'s `MARK`), only whose batch resets take the
+    /// plain path (`jobs.rs`), with how many creating batches skip it there yet.
+    plain: std::sync::Mutex<std::collections::HashMap<String, std::collections::HashMap<u32, u8>>>,
 }
 
 pub use self::sentinel::SentinelConnection;
@@ -86,7 +86,7 @@ where
             clock,
             confirmer: None,
             warnings: Arc::default(),
-            marked: Default::default(),
+            plain: Default::default(),
         }
     }
 
