@@ -5,7 +5,6 @@ use serde::{Deserialize, Serialize};
 use serde_json::{Value, json};
 
 use crate::model::{Finished, RunOutcome, Settlement};
-use crate::store::Handout;
 use crate::time::Millis;
 
 /// Names of the events the runtime itself appends. Handlers add their own (for example
@@ -120,22 +119,6 @@ impl Event {
         }
         .open_json()
     }
-
-    /// A consumer's acked run's `job.done` event whole, as `settle.lua` would build it from
-    /// the run's record (fired at the ack's `now`), from the run as it was handed out.
-    pub(crate) fn acked_done_json(topic: &str, run: &Handout, now: Millis) -> String {
-        let mut text = Head {
-            topic,
-            job_id: &run.id,
-            job_type: &run.job_type,
-            fire_at: run.fire_at,
-            fired_at: now,
-            attempt: run.attempt,
-        }
-        .open_json();
-        text.push_str(DONE_TAIL);
-        text
-    }
 }
 
 /// What follows a run's event head ([`Event::head_json`]) in its `job.done` event, as
@@ -146,19 +129,19 @@ pub(crate) const DONE_TAIL: &str = r#","event":"job.done","data":null}"#;
 /// The fields of an [`Event`] that a run's settle knows before the store answers, named by
 /// reference (see [`Event::head_json`]).
 #[derive(Serialize)]
-struct Head<'a> {
-    topic: &'a str,
-    job_id: &'a str,
+pub(crate) struct Head<'a> {
+    pub(crate) topic: &'a str,
+    pub(crate) job_id: &'a str,
     #[serde(rename = "type")]
-    job_type: &'a str,
-    fire_at: Millis,
-    fired_at: Millis,
-    attempt: u32,
+    pub(crate) job_type: &'a str,
+    pub(crate) fire_at: Millis,
+    pub(crate) fired_at: Millis,
+    pub(crate) attempt: u32,
 }
 
 impl Head<'_> {
     /// The head as JSON without its closing brace.
-    fn open_json(&self) -> String {
+    pub(crate) fn open_json(&self) -> String {
         let mut text = serde_json::to_string(self).expect("an event's head serialises");
         text.pop();
         text

@@ -20,7 +20,6 @@ use std::sync::Arc;
 
 use crate::time::Millis;
 
-pub(crate) use self::front::Handout;
 pub use self::front::{ListQuery, Store};
 pub use self::memory::JournalLen;
 pub use self::rate::Grant;

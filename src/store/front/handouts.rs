@@ -29,6 +29,24 @@ pub(crate) struct Handout {
 /// One topic's runs claimed here and not yet settled, by slot and token.
 type TopicRuns = HashMap<(u32, u64), Handout>;
 
+impl Handout {
+    /// The run's `job.done` event whole, as `settle.lua` would build it from the run's
+    /// record (fired at the ack's `now`), for the script's short form.
+    pub(crate) fn done_event(&self, topic: &str, now: Millis) -> String {
+        let mut text = crate::events::Head {
+            topic,
+            job_id: &self.id,
+            job_type: &self.job_type,
+            fire_at: self.fire_at,
+            fired_at: now,
+            attempt: self.attempt,
+        }
+        .open_json();
+        text.push_str(crate::events::DONE_TAIL);
+        text
+    }
+}
+
 /// Per topic, the runs claimed here and not yet settled.
 #[derive(Default)]
 pub(crate) struct Handouts {

@@ -61,10 +61,11 @@ where
         }
     }
 
-    /// `reset_many.lua` ran in the slot; `missed`: after a plain try that did not move all.
-    fn plain_tried(&self, topic: &TopicConfig, slot: u32, missed: bool) {
+    /// `reset_many.lua` ran (or is about to run) in the slot; `creating_miss`: a creating
+    /// batch's plain try there did not move every id, so the next creating ones skip it.
+    fn plain_tried(&self, topic: &TopicConfig, slot: u32, creating_miss: bool) {
         let mut plain = self.plain.lock().unwrap_or_else(PoisonError::into_inner);
-        let skip = if missed { PLAIN_CREATE_SKIP } else { 0 };
+        let skip = if creating_miss { PLAIN_CREATE_SKIP } else { 0 };
         match plain.get_mut(&topic.name) {
             Some(slots) => {
                 let now = slots.entry(slot).or_insert(skip);

@@ -93,7 +93,7 @@ impl Call for Settle<'_> {
                         call.arg(c.id)
                             .arg(c.token)
                             .arg(&*run.record)
-                            .arg(Event::acked_done_json(&t.name, run, now));
+                            .arg(run.done_event(&t.name, now));
                         continue;
                     }
                     let (kind, at, error) = outcome_args(&c.outcome, now);
