@@ -6,9 +6,9 @@
 //! is a hint, checked by the script against the stored record, never trusted.
 
 use std::collections::HashMap;
-use std::sync::{Arc, Mutex, PoisonError};
+use std::sync::{Mutex, PoisonError};
 
-use crate::model::Leased;
+use crate::model::{HandedRecord, Leased};
 use crate::time::Millis;
 
 /// Most runs kept per process: past it, those whose lease ended go, then all of them.
@@ -18,8 +18,8 @@ const MAX_KEPT: usize = 200_000;
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct Handout {
     pub(crate) id: String,
-    /// The record as the store wrote it when it handed the run out.
-    pub(crate) record: Arc<str>,
+    /// The record as the store wrote it when it handed the run out (shared with the run).
+    pub(crate) record: HandedRecord,
     pub(crate) job_type: String,
     pub(crate) fire_at: Millis,
     pub(crate) attempt: u32,
@@ -56,20 +56,20 @@ pub(crate) struct Handouts {
 impl Handouts {
     /// Keeps the runs a claim handed out (those with a handed record: the Redis store's).
     pub(crate) fn keep(&self, topic: &str, runs: &[Leased], now: Millis) {
-        let mut kept = runs.iter().filter_map(|r| {
-            let text = r.handed_record.text_for(r.token);
-            (!text.is_empty()).then(|| {
+        let mut kept = runs
+            .iter()
+            .filter(|r| !r.handed_record.text_for(r.token).is_empty())
+            .map(|r| {
                 let handout = Handout {
                     id: r.job.id.clone(),
-                    record: Arc::from(text),
+                    record: r.handed_record.clone(),
                     job_type: r.job.job_type.clone(),
                     fire_at: r.job.fire_at,
                     attempt: r.job.attempts,
                     lease_until: r.lease_until,
                 };
                 ((r.slot, r.token), handout)
-            })
-        });
+            });
         let Some(first) = kept.next() else { return };
         let mut topics = self.topics.lock().unwrap_or_else(PoisonError::into_inner);
         if !topics.contains_key(topic) {
@@ -109,8 +109,10 @@ impl Handouts {
 
 #[cfg(test)]
 mod tests {
+    use std::sync::Arc;
+
     use super::*;
-    use crate::model::{HandedRecord, Job};
+    use crate::model::Job;
 
     fn run(id: &str, token: u64, lease_until: Millis) -> Leased {
         let job: Job = serde_json::from_value(serde_json::json!({
@@ -135,7 +137,7 @@ mod tests {
         assert_eq!(h.take("q", 0, "a", 1), None, "gone with the wrong ack");
         let b = h.take("q", 0, "b", 2).expect("kept");
         assert_eq!(
-            (b.id.as_str(), &*b.record, b.attempt),
+            (b.id.as_str(), b.record.text_for(2), b.attempt),
             ("b", "{\"a\":1}", 1)
         );
         assert_eq!(h.take("q", 0, "b", 2), None, "taken once");

@@ -92,7 +92,7 @@ impl Call for Settle<'_> {
                         // A run this process handed out: the short form, as the runtime's.
                         call.arg(c.id)
                             .arg(c.token)
-                            .arg(&*run.record)
+                            .arg(run.record.text_for(c.token))
                             .arg(run.done_event(&t.name, now));
                         continue;
                     }
