@@ -66,6 +66,37 @@ local function due_id(member)
   return member
 end
 
+-- A slot written before due members were marked has jobs with a record under their bare
+-- ids: they are marked here, once, and the owner hash says so ('marked'). reset_many.lua
+-- runs it before its plain path is trusted, pump.lua before it reads no record for a bare
+-- member; the caller has read the owner hash's 'marked' (`was`).
+local function mark_slot(was)
+  if was then return end
+  for _, id in ipairs(redis.call('HKEYS', JOB)) do
+    local s = id ~= '' and redis.call('ZSCORE', DUE, id)
+    if s then
+      redis.call('ZREM', DUE, id)
+      redis.call('ZADD', DUE, s, id .. MARK)
+    end
+  end
+  redis.call('HSET', OWNER, 'marked', 1)
+end
+
+-- The padding members (see the header): the job hash's field with the empty id gets a value
+-- over hash-max-listpack-value (JOB_PAD_LEN dots), the run set's member at +inf is
+-- RUN_PAD_LEN dots, longer than any id may be (MAX_ID_LEN) and than
+-- zset-max-listpack-value: the constants of src/store/keys.rs, whose test checks these
+-- lengths. Built on first use, once per library as a function (once per call as a script).
+local TABLE_PAD, RUN_PAD
+local function pads()
+  if not RUN_PAD then
+    local DOTS = '....................................................................................................'
+    TABLE_PAD = DOTS .. '............................'
+    RUN_PAD = DOTS .. DOTS .. DOTS .. DOTS .. DOTS .. DOTS
+  end
+  return TABLE_PAD, RUN_PAD
+end
+
 -- Job `id`'s fire time if it is scheduled (as the due set's text), and its member there.
 local function due_score(id)
   local s = redis.call('ZSCORE', DUE, id)
@@ -139,7 +170,8 @@ end
 -- The owner hash's field 'events' counts the events the stream holds, and the sizes list
 -- each entry's; past cap and a 64th, the oldest entries go while the stream keeps at least
 -- cap events without them (the sizes list says which, without reading the events). The
--- entries just added never go. Returns nothing.
+-- entries just added never go. Returns nothing. (Counts go to Redis as text: a Lua number
+-- passed to redis.call is formatted with %.14g, the slow float path of printf.)
 local EVENTS_PER_ENTRY = 1000
 local function append_events(evs, cap)
   if #evs == 0 then return end
@@ -153,11 +185,11 @@ local function append_events(evs, cap)
     end
     local id = redis.call('XADD', EVENTS, '*', unpack(fields))
     oldest_new = oldest_new or id
-    sizes[#sizes + 1] = (last - first + 1) .. ' ' .. id
+    sizes[#sizes + 1] = string.format('%d', last - first + 1) .. ' ' .. id
     first = last + 1
   end
   redis.call('RPUSH', SIZES, unpack(sizes))
-  local held = redis.call('HINCRBY', OWNER, 'events', #evs)
+  local held = redis.call('HINCRBY', OWNER, 'events', string.format('%d', #evs))
   if held == #evs then
     -- The count starts here (trimming never takes a stream below its cap): a stream
     -- appended to before the sizes list (one event an entry, uncounted) joins it as one

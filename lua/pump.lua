@@ -20,26 +20,34 @@ local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3]
 local time = redis.call('TIME')
 local node_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if node_now < now then now = node_now end
--- The padding members (see below), built here rather than in lib.lua, which every script
--- runs: the job hash's field with the empty id gets a value over hash-max-listpack-value
--- (JOB_PAD_LEN dots); the run set's member, at +inf, is RUN_PAD_LEN dots, longer than any id
--- may be (MAX_ID_LEN) and than zset-max-listpack-value: the constants of src/store/keys.rs,
--- whose test checks these lengths. Built by concatenation, which is cheaper than string.rep.
-local DOTS = '....................................................................................................'
-local TABLE_PAD = DOTS .. '............................'
-local RUN_PAD = DOTS .. DOTS .. DOTS .. DOTS .. DOTS .. DOTS
+local TABLE_PAD, RUN_PAD = pads()
 local default_max = tonumber(ARGV[4])
 local fence = tonumber(ARGV[5] or '0')
+-- The owner hash says whose the slot is and whether its due members are marked (lib.lua's
+-- MARK): in a marked slot a bare member is a job with no record, whose record is not read.
+local owner = redis.call('HMGET', OWNER, 'fence', 'marked')
 if fence > 0 then
-  local held = tonumber(redis.call('HGET', OWNER, 'fence') or '0')
+  local held = tonumber(owner[1] or '0')
   if held ~= fence then
     return redis.error_reply('FENCED the slot\'s fence is ' .. held .. ', not ' .. fence)
   end
 end
+mark_slot(owner[2])
+
+-- The run set's earliest lease deadline (its padding member, at +inf, is none), or nil.
+local function run_head()
+  local head = redis.call('ZRANGE', RUN, '0', '0', 'WITHSCORES')
+  if head[1] == nil or head[1] == RUN_PAD then return nil end
+  return tonumber(head[2])
+end
+local lease_head = run_head()
 
 -- Runs that did not report in time: scheduled again (due now, or at a reset that arrived
 -- during the run), or dead when their attempts are used up.
-local expired = redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, limit)
+local expired = {}
+if lease_head and lease_head <= now then
+  expired = redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, limit)
+end
 for _, id in ipairs(expired) do
   redis.call('ZREM', RUN, id)
   local rec = load(id)
@@ -61,30 +69,52 @@ for _, id in ipairs(expired) do
   save(id, rec)
 end
 
+if #expired > 0 then lease_head = run_head() end
+
 local out = {-1, #expired}
-local due = redis.call('ZRANGEBYSCORE', DUE, '-inf', now, 'WITHSCORES', 'LIMIT', 0, limit)
+-- The due set's first two members tell most pumps all they need: none due (the first's
+-- time is the next), or one (the second's is). Only a pump with more due reads them all,
+-- and the new head after they go.
+local due, due_next, read_next = {}, nil, false
+local first_two = redis.call('ZRANGE', DUE, '0', '1', 'WITHSCORES')
+if first_two[2] == nil or tonumber(first_two[2]) > now or limit < 1 then
+  due_next = first_two[2]
+elseif first_two[4] == nil or tonumber(first_two[4]) > now or limit == 1 then
+  due = {first_two[1], first_two[2]}
+  due_next = first_two[4]
+else
+  due = redis.call('ZRANGEBYSCORE', DUE, '-inf', string.format('%d', now), 'WITHSCORES', 'LIMIT', '0', ARGV[2])
+  read_next = true
+end
 local count = #due / 2
 if count > 0 then
-  local ids, run = {}, {}
+  local ids, run, marked = {}, {}, false
   -- One string for every lease deadline: Lua formats a number each time it passes one on.
   local deadline = string.format('%d', now + lease)
   for i = 1, count do
-    ids[i] = due_id(due[2 * i - 1])
+    -- lib.lua's due_id, inline: this loop runs once per job of a burst.
+    local id = due[2 * i - 1]
+    if string.byte(id, -1) == 0 then
+      id = string.sub(id, 1, -2)
+      marked = true
+    end
+    ids[i] = id
     run[2 * i - 1] = deadline
-    run[2 * i] = ids[i]
+    run[2 * i] = id
   end
   -- The jobs taken are the set's first `count` by rank (every score up to now comes before
   -- the rest, ties in member order as ZRANGEBYSCORE gave them): removed by rank, without
   -- passing their ids back to Redis.
-  redis.call('ZREMRANGEBYRANK', DUE, 0, count - 1)
+  redis.call('ZREMRANGEBYRANK', DUE, '0', string.format('%d', count - 1))
   -- The run set is kept a skiplist for the reason the job hash is kept a hash table (below):
   -- small, it would be a listpack that each ZADD, ZMSCORE and ZREM scans. Its padding
   -- member, at +inf, is never a lease that runs out and never the next deadline.
   run[#run + 1] = '+inf'
   run[#run + 1] = RUN_PAD
   redis.call('ZADD', RUN, unpack(run))
-  local first = redis.call('INCRBY', SEQ, count) - count
-  local recs = redis.call('HMGET', JOB, unpack(ids))
+  local first = redis.call('INCRBY', SEQ, string.format('%d', count)) - count
+  -- Only marked members have a record to read (the slot is marked: above).
+  local recs = marked and redis.call('HMGET', JOB, unpack(ids)) or {}
   local put = {}
   for i, id in ipairs(ids) do
     local raw
@@ -114,11 +144,11 @@ if count > 0 then
   redis.call('HSET', JOB, unpack(put))
 end
 
-local nd = redis.call('ZRANGE', DUE, 0, 0, 'WITHSCORES')
-local nr = redis.call('ZRANGE', RUN, 0, 0, 'WITHSCORES')
-if nr[1] == RUN_PAD then nr = {} end
+if read_next then due_next = redis.call('ZRANGE', DUE, '0', '0', 'WITHSCORES')[2] end
+-- The runs just leased end at now + lease.
+if count > 0 and (lease_head == nil or now + lease < lease_head) then lease_head = now + lease end
 local next_at = -1
-if nd[2] then next_at = tonumber(nd[2]) end
-if nr[2] and (next_at < 0 or tonumber(nr[2]) < next_at) then next_at = tonumber(nr[2]) end
+if due_next then next_at = tonumber(due_next) end
+if lease_head and (next_at < 0 or lease_head < next_at) then next_at = lease_head end
 out[1] = next_at
 return out

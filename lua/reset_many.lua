@@ -25,20 +25,10 @@ local n = (#ARGV - 3) / 2
 local stale = stale_layout(tonumber(ARGV[#ARGV]))
 if stale then return stale end
 
--- A slot written before due members were marked (lib.lua's MARK) has jobs with a record
--- under their bare ids, which the plain path (a ZADD XX without this script) must not
--- move: they are marked here, once, and the owner hash says so ('marked'). The engine takes
--- the plain path only in slots where this script has run (src/store/redis/jobs.rs).
-if not redis.call('HGET', OWNER, 'marked') then
-  for _, id in ipairs(redis.call('HKEYS', JOB)) do
-    local s = id ~= '' and redis.call('ZSCORE', DUE, id)
-    if s then
-      redis.call('ZREM', DUE, id)
-      redis.call('ZADD', DUE, s, id .. MARK)
-    end
-  end
-  redis.call('HSET', OWNER, 'marked', 1)
-end
+-- A slot written before due members were marked (lib.lua's MARK) is marked first: the
+-- engine takes the plain path (a ZADD XX without this script) only in slots where this
+-- script has run (src/store/redis/jobs.rs).
+mark_slot(redis.call('HGET', OWNER, 'marked'))
 local reset, created, missing, n_missing = 0, 0, {}, 0
 local rearmed = {}
 

@@ -529,6 +529,86 @@ async fn a_slot_from_before_the_marks_is_marked_by_its_first_batch_reset() {
     assert_eq!(command_calls(&mut conn, "fcall"), fcalls, "the plain path");
 }
 
+/// A pump that hands out one plain job of a marked slot reads what it needs in one look at
+/// the due set's first two members (the job, and the next fire time after it) and one at
+/// the run set's first, and reads no record: no `ZRANGEBYSCORE`, no `HMGET`. A pump with
+/// more due than one reads them by score. (What this cannot show: what that saves Redis per
+/// fire; BENCHMARKS.md gives callgrind's instruction counts.)
+#[tokio::test]
+async fn a_pump_of_one_plain_job_reads_no_record_and_the_due_set_once() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    plain_jobs_in_one_slot(s, 3).await;
+    let later = [Reset::new("dev-1", T0 + 10), Reset::new("dev-2", T0 + 20)];
+    s.reset_many("t", &later, None, T0).await.unwrap();
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    log_every_command(&mut conn);
+    let pumped = s.pump("t", 0, T0, 100).await.unwrap();
+    let ids: Vec<&str> = pumped.jobs.iter().map(|l| l.job.id.as_str()).collect();
+    assert_eq!((ids, pumped.next_at), (vec!["dev-0"], Some(T0 + 10)));
+    let commands: Vec<String> = slow_log(&mut conn)
+        .iter()
+        .map(|args| String::from_utf8_lossy(&args[0]).to_uppercase())
+        .collect();
+    let count = |name: &str| commands.iter().filter(|c| *c == name).count();
+    assert_eq!(
+        (count("ZRANGE"), count("ZRANGEBYSCORE"), count("HMGET")),
+        (2, 0, 1),
+        "one look at each set, and the owner hash's HMGET only: {commands:?}"
+    );
+    log_every_command(&mut conn);
+    let both = s.pump("t", 0, T0 + 20, 100).await.unwrap();
+    assert_eq!(both.jobs.len(), 2);
+    assert_eq!(
+        both.next_at,
+        Some(pumped.jobs[0].lease_until),
+        "the first run's lease deadline, before the new runs'"
+    );
+}
+
+/// A slot written before due members were marked, whose first write since is a pump: the
+/// pump marks it before it reads no record for a bare member, so a job with a record under
+/// its bare id runs with its record (its payload, its attempts), not as a plain job.
+#[tokio::test]
+async fn a_slot_from_before_the_marks_is_marked_by_its_first_pump() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    plain_jobs_in_one_slot(s, 2).await;
+    s.schedule(
+        "t",
+        NewJob::new("rich", T0).payload(json!({"x": 1})),
+        ScheduleMode::Upsert,
+        T0,
+    )
+    .await
+    .unwrap();
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    // As an earlier version left it: the member unmarked, the slot never marked.
+    let _: () = redis::pipe()
+        .cmd("ZREM")
+        .arg("toc:{t:0}:due")
+        .arg("rich\0")
+        .cmd("ZADD")
+        .arg("toc:{t:0}:due")
+        .arg(T0)
+        .arg("rich")
+        .cmd("HDEL")
+        .arg("toc:{t:0}:owner")
+        .arg("marked")
+        .query(&mut conn)
+        .unwrap();
+    let pumped = s.pump("t", 0, T0, 100).await.unwrap();
+    let rich = pumped.jobs.iter().find(|l| l.job.id == "rich").unwrap();
+    assert_eq!(rich.job.payload, json!({"x": 1}));
+    assert_eq!(pumped.jobs.len(), 3);
+    let marked: Option<String> = redis::cmd("HGET")
+        .arg("toc:{t:0}:owner")
+        .arg("marked")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(marked.as_deref(), Some("1"));
+}
+
 /// The commands Redis' slow log holds (each with its arguments; threshold 0, see
 /// `log_every_command`), oldest first: those a client sent, and those its scripts ran.
 fn slow_log(conn: &mut redis::Connection) -> Vec<Vec<Vec<u8>>> {

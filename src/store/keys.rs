@@ -129,14 +129,17 @@ mod tests {
 mod padding {
     use super::{JOB_PAD_LEN, RUN_PAD_LEN};
 
-    /// The length of `pump.lua`'s `local NAME = ...`, a concatenation of quoted dots and
-    /// `DOTS` (itself `dots` long).
+    /// The length of what `lib.lua`'s `pads` sets `NAME` to, a concatenation of quoted dots
+    /// and `DOTS` (itself `dots` long).
     fn length(name: &str, dots: usize) -> usize {
-        let lua = include_str!("../../lua/pump.lua");
+        let lua = include_str!("../../lua/lib.lua");
         let line = lua
             .lines()
-            .find(|l| l.starts_with(&format!("local {name} = ")))
-            .unwrap_or_else(|| panic!("pump.lua defines {name}"));
+            .map(str::trim_start)
+            .find(|l| {
+                l.starts_with(&format!("{name} = ")) || l.starts_with(&format!("local {name} = "))
+            })
+            .unwrap_or_else(|| panic!("lib.lua sets {name}"));
         let (_, value) = line.split_once(" = ").expect("an assignment");
         value
             .split(" .. ")
@@ -159,13 +162,13 @@ mod padding {
     }
 
     #[test]
-    fn pump_lua_writes_the_padding_the_constants_name() {
+    fn lib_lua_builds_the_padding_the_constants_name() {
         let dots = length("DOTS", 0);
         assert_eq!(
             length("TABLE_PAD", dots),
             JOB_PAD_LEN,
-            "pump.lua's TABLE_PAD"
+            "lib.lua's TABLE_PAD"
         );
-        assert_eq!(length("RUN_PAD", dots), RUN_PAD_LEN, "pump.lua's RUN_PAD");
+        assert_eq!(length("RUN_PAD", dots), RUN_PAD_LEN, "lib.lua's RUN_PAD");
     }
 }
