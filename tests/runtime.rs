@@ -640,6 +640,42 @@ engine_matrix!(
     a_deleted_topics_jobs_never_fire_and_its_successor_starts_empty,
 );
 
+/// A slot whose owner lease another instance holds now (as when this one's renewals stalled
+/// past the lease, and the other took the slot over) is given up as a handoff is: its run,
+/// still in its handler, is given back when the drain's grace ends, so the slot's new owner
+/// can run the job at once. (The actor was halted, its run dropped with it, and the job left
+/// running until its 60 s lease ran out.) What it cannot show: that the other instance then
+/// runs it; the owner here is a name written into the owner hash, with no process behind it.
+#[actix_rt::test]
+async fn a_slot_another_instance_took_over_gives_its_runs_back_not_a_lease_later() {
+    let e = Engine::redis().await;
+    let (c, _rx, hold, _run) = a_held_run(&e, 60_000).await;
+    let _: () = redis::cmd("HSET")
+        .arg("toc:{t:0}:owner")
+        .arg("id")
+        .arg("elsewhere")
+        .arg("until")
+        .arg(now_ms() + 600_000)
+        .arg("fence")
+        .arg(1_000)
+        .query(&mut e.redis.as_ref().unwrap().conn())
+        .unwrap();
+    // The next ownership round (every third of the 5 s owner lease) finds the slot held.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    loop {
+        let job = c.get("t", &"long".into()).await.unwrap().unwrap();
+        if job.state == JobState::Scheduled {
+            break;
+        }
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the run was left running: {job:?}"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    hold.notify_one();
+}
+
 /// A run whose lease ran out while it ran (here its deadline is moved to the past in Redis,
 /// as an outage past the lease would leave it) is leased again by the next pump, to the same
 /// slot actor, while the first still runs. When the first ends, the second stays the slot's

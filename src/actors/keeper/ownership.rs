@@ -38,15 +38,18 @@ impl SlotKeeper {
         ctx.spawn(
             futures_util::future::join_all(asks)
                 .into_actor(self)
-                .map(move |answers, act, _| {
+                .map(move |answers, act, ctx| {
                     for (slot, answer) in answers {
                         match answer {
                             Ok(Ownership::Owned { fence }) => act.start(&topic_name, slot, fence),
                             Ok(Ownership::Held { by, until }) => {
                                 // Not ours (yet): its holder's lease has to run out or be
-                                // handed off first.
+                                // handed off first. An actor this instance still runs for
+                                // it (its renewals stalled past the lease, and the holder
+                                // took the slot over) is given up as in a handoff: its runs
+                                // end or are given back, not dropped for a lease to end.
                                 tracing::debug!(topic = %topic_name, slot, %by, until, "slot held by another instance");
-                                act.stop(&topic_name, slot);
+                                act.give_up(ctx, &topic_name, slot, false);
                             }
                             Err(e) => {
                                 tracing::warn!(topic = %topic_name, slot, error = %e, "could not take or renew the slot's owner lease");
@@ -61,6 +64,13 @@ impl SlotKeeper {
     /// jobs go back to the store), then its lease is given up, so the next owner need not
     /// wait for it to run out.
     pub(super) fn hand_off(&mut self, ctx: &mut Context<Self>, topic: &str, slot: u32) {
+        self.give_up(ctx, topic, slot, true);
+    }
+
+    /// Stops the slot's actor, if it runs, after its drain: runs that end within the drain's
+    /// grace settle, the rest are released; then, with `disown`, its owner lease is given
+    /// up (a lease another instance holds is left alone).
+    fn give_up(&mut self, ctx: &mut Context<Self>, topic: &str, slot: u32, disown: bool) {
         let Some(entry) = self.slots.remove(&(topic.to_string(), slot)) else {
             return;
         };
@@ -77,6 +87,9 @@ impl SlotKeeper {
             async move {
                 let _ = drained.await;
                 entry.addr.do_send(Halt);
+                if !disown {
+                    return;
+                }
                 if let Err(e) = store.disown(&topic, slot, &instance).await {
                     tracing::warn!(%topic, slot, error = %e, "could not hand the slot off; its lease runs out instead");
                 }
