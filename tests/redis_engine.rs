@@ -384,11 +384,10 @@ async fn plain_jobs_in_one_slot(s: &Store, n: usize) {
         .unwrap();
 }
 
-#[tokio::test]
-async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
-    let e = Engine::redis().await;
-    let s = &*e.store;
-    plain_jobs_in_one_slot(s, 100).await;
+/// `n` plain jobs in the one-slot topic `t`, and `rich`, a job with a payload (a record),
+/// all due at `T0`.
+async fn plain_jobs_and_a_rich_one(s: &Store, n: usize) {
+    plain_jobs_in_one_slot(s, n).await;
     s.schedule(
         "t",
         NewJob::new("rich", T0).payload(json!({"x": 1})),
@@ -397,6 +396,13 @@ async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
     )
     .await
     .unwrap();
+}
+
+#[tokio::test]
+async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    plain_jobs_and_a_rich_one(s, 100).await;
     let mut conn = e.redis.as_ref().unwrap().conn();
     let due: u64 = redis::cmd("ZCARD")
         .arg("toc:{t:0}:due")
@@ -573,15 +579,7 @@ async fn a_pump_of_one_plain_job_reads_no_record_and_the_due_set_once() {
 async fn a_slot_from_before_the_marks_is_marked_by_its_first_pump() {
     let e = Engine::redis().await;
     let s = &*e.store;
-    plain_jobs_in_one_slot(s, 2).await;
-    s.schedule(
-        "t",
-        NewJob::new("rich", T0).payload(json!({"x": 1})),
-        ScheduleMode::Upsert,
-        T0,
-    )
-    .await
-    .unwrap();
+    plain_jobs_and_a_rich_one(s, 2).await;
     let mut conn = e.redis.as_ref().unwrap().conn();
     // As an earlier version left it: the member unmarked, the slot never marked.
     let _: () = redis::pipe()
