@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Redis instructions per fire: what pump.lua and settle.lua cost redis-server, counted by
 callgrind rather than timed (on a shared machine, timings swing by half from one minute to
-the next; instruction counts repeat to a few tenths of a percent).
+the next; instruction counts repeat to about one percent).
 
 It starts its own redis-server under `valgrind --tool=callgrind` on a free loopback port,
 loads lua/ as one function library the way src/store/redis/scripts/library.rs builds it
