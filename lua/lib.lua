@@ -173,6 +173,7 @@ end
 -- entries just added never go. Returns nothing. (Counts go to Redis as text: a Lua number
 -- passed to redis.call is formatted with %.14g, the slow float path of printf.)
 local EVENTS_PER_ENTRY = 1000
+local trim_events
 local function append_events(evs, cap)
   if #evs == 0 then return end
   local first, sizes, oldest_new = 1, {}, nil
@@ -190,11 +191,24 @@ local function append_events(evs, cap)
   end
   redis.call('RPUSH', SIZES, unpack(sizes))
   local held = redis.call('HINCRBY', OWNER, 'events', string.format('%d', #evs))
-  if held == #evs then
+  trim_events(held, #evs, #sizes, oldest_new, cap)
+end
+
+-- append_events of one event (a run settled alone), without its tables.
+local function append_event(ev, cap)
+  local id = redis.call('XADD', EVENTS, '*', 'e', ev)
+  redis.call('RPUSH', SIZES, '1 ' .. id)
+  trim_events(redis.call('HINCRBY', OWNER, 'events', '1'), 1, 1, id, cap)
+end
+
+-- After an append of `added` events in `new_entries` entries, the first `oldest_new`, which
+-- left the stream holding `held`: the count starts, and the oldest entries go past the cap.
+trim_events = function(held, added, new_entries, oldest_new, cap)
+  if held == added then
     -- The count starts here (trimming never takes a stream below its cap): a stream
     -- appended to before the sizes list (one event an entry, uncounted) joins it as one
     -- block of its older entries, so trimming reaches them too.
-    local old = redis.call('XLEN', EVENTS) - #sizes
+    local old = redis.call('XLEN', EVENTS) - new_entries
     if old > 0 then
       local newest_old = redis.call('XREVRANGE', EVENTS, '(' .. oldest_new, '-', 'COUNT', 1)[1][1]
       redis.call('LPUSH', SIZES, old .. ' ' .. newest_old)

@@ -21,24 +21,25 @@ local time = redis.call('TIME')
 local node_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if node_now < now then now = node_now end
 local TABLE_PAD, RUN_PAD = pads()
-local default_max = tonumber(ARGV[4])
-local fence = tonumber(ARGV[5] or '0')
 -- The owner hash says whose the slot is and whether its due members are marked (lib.lua's
 -- MARK): in a marked slot a bare member is a job with no record, whose record is not read.
-local owner = redis.call('HMGET', OWNER, 'fence', 'marked')
-if fence > 0 then
-  local held = tonumber(owner[1] or '0')
+-- Its 'padded' says the run set and the job hash hold their padding members (below).
+local owner = redis.call('HMGET', OWNER, 'fence', 'marked', 'padded')
+-- The fence as text first (the same text is the same number): a number is read from text
+-- by strtod, which costs a pump a few thousand instructions each time.
+local fence_arg = ARGV[5] or '0'
+if fence_arg ~= '0' and owner[1] ~= fence_arg then
+  local fence, held = tonumber(fence_arg), tonumber(owner[1] or '0')
   if held ~= fence then
     return redis.error_reply('FENCED the slot\'s fence is ' .. held .. ', not ' .. fence)
   end
 end
 mark_slot(owner[2])
 
--- The run set's earliest lease deadline (its padding member, at +inf, is none), or nil.
+-- The run set's earliest lease deadline, or nil: read by score below +inf, where its padding
+-- member is (never a lease that runs out, and never read: it is long).
 local function run_head()
-  local head = redis.call('ZRANGE', RUN, '0', '0', 'WITHSCORES')
-  if head[1] == nil or head[1] == RUN_PAD then return nil end
-  return tonumber(head[2])
+  return tonumber(redis.call('ZRANGE', RUN, '-inf', '(+inf', 'BYSCORE', 'LIMIT', '0', '1', 'WITHSCORES')[2])
 end
 local lease_head = run_head()
 
@@ -48,6 +49,7 @@ local expired = {}
 if lease_head and lease_head <= now then
   expired = redis.call('ZRANGEBYSCORE', RUN, '-inf', now, 'LIMIT', 0, limit)
 end
+local default_max = #expired > 0 and tonumber(ARGV[4])
 for _, id in ipairs(expired) do
   redis.call('ZREM', RUN, id)
   local rec = load(id)
@@ -87,10 +89,55 @@ else
   read_next = true
 end
 local count = #due / 2
-if count > 0 then
+-- A run's record: the job's own (`raw`, marked members only; false when it has none) with
+-- the run's attempt (one more), token and fire time; a plain job's without a JSON round trip.
+local function run_record(raw, token, at)
+  if raw then
+    local rec = decode(raw)
+    rec.a = (rec.a or 0) + 1
+    rec.k = token
+    rec.f = tonumber(at)
+    return cjson.encode(rec)
+  end
+  return '{"a":1,"k":' .. string.format('%d', token) .. ',"f":' .. at .. '}'
+end
+-- The slot's job hash holds a record per run in flight. Small, Redis keeps a hash as a
+-- listpack, where each HSET, HMGET and HDEL of a field scans the whole list, which a
+-- burst's full pump batches in flight make costly (BENCHMARKS.md). A field no job can have
+-- (ids are never empty) with a value longer than hash-max-listpack-value (64 bytes by
+-- default) makes it a hash table, for as long as the key lives. The run set is kept a
+-- skiplist for the same reason: its padding member, at +inf, is never a lease that runs
+-- out and never the next deadline. No script removes either, so both live for good once
+-- added, and the owner hash says so ('padded': a topic's deletion takes the slot's keys
+-- together); they are added with the first runs.
+local padded = owner[3]
+if count > 0 and not padded then
+  redis.call('HSET', OWNER, 'padded', '1')
+end
+-- One string for every lease deadline: Lua formats a number each time it passes one on.
+local deadline = count > 0 and string.format('%d', now + lease)
+if count == 1 then
+  -- One job due (a slot firing a job at a time): the loop below, without its tables.
+  local id, raw = due[1], false
+  if string.byte(id, -1) == 0 then
+    id = string.sub(id, 1, -2)
+    raw = redis.call('HGET', JOB, id)
+  end
+  redis.call('ZREMRANGEBYRANK', DUE, '0', '0')
+  if padded then
+    redis.call('ZADD', RUN, deadline, id)
+  else
+    redis.call('ZADD', RUN, deadline, id, '+inf', RUN_PAD)
+  end
+  local record = run_record(raw, redis.call('INCRBY', SEQ, '1'), due[2])
+  if padded then
+    redis.call('HSET', JOB, id, record)
+  else
+    redis.call('HSET', JOB, id, record, '', TABLE_PAD)
+  end
+  out[3], out[4] = id, record
+elseif count > 1 then
   local ids, run, marked = {}, {}, false
-  -- One string for every lease deadline: Lua formats a number each time it passes one on.
-  local deadline = string.format('%d', now + lease)
   for i = 1, count do
     -- lib.lua's due_id, inline: this loop runs once per job of a burst.
     local id = due[2 * i - 1]
@@ -106,44 +153,28 @@ if count > 0 then
   -- the rest, ties in member order as ZRANGEBYSCORE gave them): removed by rank, without
   -- passing their ids back to Redis.
   redis.call('ZREMRANGEBYRANK', DUE, '0', string.format('%d', count - 1))
-  -- The run set is kept a skiplist for the reason the job hash is kept a hash table (below):
-  -- small, it would be a listpack that each ZADD, ZMSCORE and ZREM scans. Its padding
-  -- member, at +inf, is never a lease that runs out and never the next deadline.
-  run[#run + 1] = '+inf'
-  run[#run + 1] = RUN_PAD
+  if not padded then
+    run[#run + 1] = '+inf'
+    run[#run + 1] = RUN_PAD
+  end
   redis.call('ZADD', RUN, unpack(run))
   local first = redis.call('INCRBY', SEQ, string.format('%d', count)) - count
   -- Only marked members have a record to read (the slot is marked: above).
   local recs = marked and redis.call('HMGET', JOB, unpack(ids)) or {}
   local put = {}
   for i, id in ipairs(ids) do
-    local raw
-    if recs[i] then
-      local rec = decode(recs[i])
-      rec.a = (rec.a or 0) + 1
-      rec.k = first + i
-      rec.f = tonumber(due[2 * i])
-      raw = cjson.encode(rec)
-    else
-      -- A plain job has no record: its run's record is written without a JSON round trip.
-      raw = '{"a":1,"k":' .. string.format('%d', first + i) .. ',"f":' .. due[2 * i] .. '}'
-    end
+    local raw = run_record(recs[i] or false, first + i, due[2 * i])
     put[2 * i - 1] = id
     put[2 * i] = raw
     out[#out + 1] = id
     out[#out + 1] = raw
   end
-  -- The slot's job hash now holds a record per run in flight. Small, Redis keeps a hash
-  -- as a listpack, where each HSET, HMGET and HDEL of a field scans the whole list, which a
-  -- burst's full pump batches in flight make costly (BENCHMARKS.md).
-  -- A field no job can have (ids are never empty) with a value longer than
-  -- hash-max-listpack-value (64 bytes by default) makes it a hash table, for as long as
-  -- the key lives; that field is never removed, so it lives for good.
-  put[#put + 1] = ''
-  put[#put + 1] = TABLE_PAD
+  if not padded then
+    put[#put + 1] = ''
+    put[#put + 1] = TABLE_PAD
+  end
   redis.call('HSET', JOB, unpack(put))
 end
-
 if read_next then due_next = redis.call('ZRANGE', DUE, '0', '0', 'WITHSCORES')[2] end
 -- The runs just leased end at now + lease.
 if count > 0 and (lease_head == nil or now + lease < lease_head) then lease_head = now + lease end

@@ -572,6 +572,85 @@ async fn a_pump_of_one_plain_job_reads_no_record_and_the_due_set_once() {
     );
 }
 
+/// The padding members that keep a slot's job hash and run set a hash table and a skiplist
+/// are sent with the slot's first runs only (the owner hash's `padded` says they are there):
+/// a pump of one job later carries no 600-byte member. A slot padded by an earlier version,
+/// which did not say so, gets them once more, harmlessly, and says so from then on.
+#[tokio::test]
+async fn a_slots_padding_goes_with_its_first_runs_only() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    plain_jobs_in_one_slot(s, 5).await;
+    let later = [
+        Reset::new("dev-1", T0 + 10),
+        Reset::new("dev-2", T0 + 20),
+        Reset::new("dev-3", T0 + 30),
+        Reset::new("dev-4", T0 + 30),
+    ];
+    s.reset_many("t", &later, None, T0).await.unwrap();
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    // Whether the pump's ZADD to the run set and HSET to the job hash carried the padding.
+    let padding_sent = |conn: &mut redis::Connection| -> (bool, bool) {
+        let log = slow_log(conn);
+        let sent = |command: &str, key: &str, pad: &[u8]| {
+            log.iter().any(|args| {
+                String::from_utf8_lossy(&args[0]).eq_ignore_ascii_case(command)
+                    && args[1] == key.as_bytes()
+                    && args[2..].iter().any(|a| a.as_slice() == pad)
+            })
+        };
+        (
+            sent("ZADD", "toc:{t:0}:run", b"+inf"),
+            sent("HSET", "toc:{t:0}:job", b""),
+        )
+    };
+    let padded = |conn: &mut redis::Connection| -> Option<String> {
+        redis::cmd("HGET")
+            .arg("toc:{t:0}:owner")
+            .arg("padded")
+            .query(conn)
+            .unwrap()
+    };
+    assert_eq!(padded(&mut conn), None);
+    log_every_command(&mut conn);
+    assert_eq!(s.pump("t", 0, T0, 10).await.unwrap().jobs.len(), 1);
+    assert_eq!(
+        padding_sent(&mut conn),
+        (true, true),
+        "the first runs bring it"
+    );
+    assert_eq!(padded(&mut conn).as_deref(), Some("1"));
+    log_every_command(&mut conn);
+    assert_eq!(s.pump("t", 0, T0 + 10, 10).await.unwrap().jobs.len(), 1);
+    assert_eq!(padding_sent(&mut conn), (false, false), "one job, later");
+    let _: () = redis::cmd("HDEL")
+        .arg("toc:{t:0}:owner")
+        .arg("padded")
+        .query(&mut conn)
+        .unwrap();
+    log_every_command(&mut conn);
+    assert_eq!(s.pump("t", 0, T0 + 20, 10).await.unwrap().jobs.len(), 1);
+    assert_eq!(
+        padding_sent(&mut conn),
+        (true, true),
+        "a slot that did not say so"
+    );
+    assert_eq!(padded(&mut conn).as_deref(), Some("1"));
+    // A batch of two takes the general path, which sends none either.
+    log_every_command(&mut conn);
+    assert_eq!(s.pump("t", 0, T0 + 30, 10).await.unwrap().jobs.len(), 2);
+    assert_eq!(padding_sent(&mut conn), (false, false), "two jobs, later");
+    // Still one padding member each.
+    let run_pads: usize = redis::cmd("ZCOUNT")
+        .arg("toc:{t:0}:run")
+        .arg("+inf")
+        .arg("+inf")
+        .query(&mut conn)
+        .unwrap();
+    assert_eq!(run_pads, 1);
+    assert_eq!(s.stats("t").await.unwrap().running, 5);
+}
+
 /// A slot written before due members were marked, whose first write since is a pump: the
 /// pump marks it before it reads no record for a bare member, so a job with a record under
 /// its bare id runs with its record (its payload, its attempts), not as a plain job.

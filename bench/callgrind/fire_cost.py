@@ -11,7 +11,9 @@ and measures two cadences:
 - alone: each job due at its own millisecond, pumped one at a time (a slot firing a job
   at a time, as at 10,000 fires/s over 16 slots), each run then settled alone in the short
   form the runtime sends;
-- burst: every job due at once, pumped and settled in batches of 100.
+- burst: every job due at once, pumped and settled in batches of 100;
+- in turn: each job pumped alone and settled before the next is pumped, one figure for
+  both (the run set holds one run at most, as a slot's does at 10,000 fires/s).
 
 Usage: python3 bench/callgrind/fire_cost.py [--jobs 1000] [--repo .]
 Needs valgrind and redis-server (Debian: apt-get install -y valgrind redis-server).
@@ -104,8 +106,9 @@ class Counter:
         raise RuntimeError("callgrind wrote no dump")
 
 
-def cadence(r, counter, name, jobs, batch):
-    keys = [f"{{fc:{name}:{batch}}}:{k}" for k in KEYS]
+def fill(r, name, label, jobs, batch):
+    """One slot's keys, with `jobs` plain jobs due at 1 (a burst) or at 1, 2, 3... ms."""
+    keys = [f"{{fc:{name}:{label}}}:{k}" for k in KEYS]
     r.call("DEL", *keys)
     for start in range(0, jobs, 1000):
         pairs = []
@@ -113,6 +116,38 @@ def cadence(r, counter, name, jobs, batch):
             pairs += [1 if batch > 1 else j + 1, f"j{j}"]
         r.call("ZADD", keys[0], *pairs)
     r.call("HSET", keys[6], "marked", 1)
+    return keys
+
+
+def settle_args(handed):
+    """The short form of each run handed out (the runtime's 'done' with no events)."""
+    runs = []
+    for job_id, record in handed:
+        rec = json.loads(record)
+        event = (
+            '{"topic":"t","job_id":"%s","type":"noop","fire_at":%d,"fired_at":%d,'
+            '"attempt":1,"event":"job.done","data":null}'
+            % (job_id.decode(), rec["f"], rec["f"] + 1)
+        )
+        runs += [job_id, rec["k"], record, event]
+    return runs
+
+
+def in_turn(r, counter, name, jobs):
+    """Each job pumped alone and settled before the next is pumped: a slot of a service
+    firing 10,000 jobs/s over 16 slots, where the run set holds one run at most."""
+    keys = fill(r, name, "turn", jobs, 1)
+    counter.read()
+    for i in range(jobs):
+        reply = r.call("FCALL", f"{name}_pump", 8, *keys, i + 1, 1, 30000, 3, 0)
+        runs = settle_args([(reply[2], reply[3])])
+        done = r.call("FCALL", f"{name}_settle", 8, *keys, i + 2, 3, 10000, "t", "noop", *runs)
+        assert done == [b"done"], done
+    return counter.read() / jobs
+
+
+def cadence(r, counter, name, jobs, batch):
+    keys = fill(r, name, str(batch), jobs, batch)
     counter.read()
     handed = []
     for i in range(jobs // batch):
@@ -122,15 +157,7 @@ def cadence(r, counter, name, jobs, batch):
     pump = counter.read()
     assert len(handed) == jobs, f"handed {len(handed)} of {jobs}"
     for start in range(0, jobs, batch):
-        runs = []
-        for job_id, record in handed[start:start + batch]:
-            rec = json.loads(record)
-            event = (
-                '{"topic":"t","job_id":"%s","type":"noop","fire_at":%d,"fired_at":%d,'
-                '"attempt":1,"event":"job.done","data":null}'
-                % (job_id.decode(), rec["f"], rec["f"] + 1)
-            )
-            runs += [job_id, rec["k"], record, event]
+        runs = settle_args(handed[start:start + batch])
         done = r.call("FCALL", f"{name}_settle", 8, *keys, 5, 3, 10000, "t", "noop", *runs)
         assert done == [b"done"] * (len(runs) // 4), done
     settle = counter.read()
@@ -147,7 +174,10 @@ def main():
             sys.exit(f"{tool} not found: apt-get install -y valgrind redis-server")
     port, out_dir = free_port(), tempfile.mkdtemp(prefix="fire-cost-")
     server = subprocess.Popen(
+        # Only what a request costs is counted (reading and running it, writing its reply):
+        # serverCron's ticks, whose number follows the wall clock, are left out.
         ["valgrind", "--tool=callgrind", f"--callgrind-out-file={out_dir}/callgrind.out.%p",
+         "--toggle-collect=readQueryFromClient", "--toggle-collect=handleClientsWithPendingWrites",
          "redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
          "--appendonly", "no"],
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
@@ -169,6 +199,7 @@ def main():
         for label, batch in (("alone", 1), ("burst", 100)):
             pump, settle = cadence(r, counter, name, args.jobs - args.jobs % batch, batch)
             print(f"{label:7s} {pump:9,.0f} {settle:11,.0f}")
+        print(f"in turn: {in_turn(r, counter, name, args.jobs):,.0f} per fire (pump and settle)")
     finally:
         server.terminate()
         server.wait(timeout=30)
