@@ -34,7 +34,9 @@ if fence_arg ~= '0' and owner[1] ~= fence_arg then
     return redis.error_reply('FENCED the slot\'s fence is ' .. held .. ', not ' .. fence)
   end
 end
-mark_slot(owner[2])
+-- A slot with no job hash has no record to mark, and is left as it is: a pump of a new
+-- topic's empty slots writes nothing (tests/http.rs compares the store around a request).
+if not owner[2] and redis.call('EXISTS', JOB) == 1 then mark_slot(owner[2]) end
 
 -- The run set's earliest lease deadline, or nil: read by score below +inf, where its padding
 -- member is (never a lease that runs out, and never read: it is long).
