@@ -422,6 +422,12 @@ async fn grow_under_heartbeats(
     let ids: Vec<String> = (0..devices).map(|k| format!("dev-{k}")).collect();
     let mut last: HashMap<String, u64> = HashMap::new();
     let mut grown = None;
+    // Each round moves every alarm to ALARM_MS out, so none fires while the rounds go on.
+    // That holds while each round moves the alarms before the last round's are due: a loaded
+    // machine once took over 3 s (the alarm then) between two rounds, and alarms fired and
+    // were created again (the test read that as jobs fired twice). The harness checks it.
+    const ALARM_MS: u64 = 10_000;
+    let mut previous_at: Option<u64> = None;
     for round in 0..12 {
         if round == 4 {
             let r = http
@@ -436,8 +442,16 @@ async fn grow_under_heartbeats(
             grown = Some(t["slots"].as_u64().unwrap());
         }
         let i = &instances[round % instances.len()];
-        let at = common::now_ms_u64() + 3_000;
+        let at = common::now_ms_u64() + ALARM_MS;
         for chunk in ids.chunks(500) {
+            if let Some(due) = previous_at {
+                let now = common::now_ms_u64();
+                assert!(
+                    now < due,
+                    "the harness fell behind: round {round} moved alarms {} ms after the previous round's were due (the machine is too loaded for this test's timing)",
+                    now - due
+                );
+            }
             let resets: Vec<Value> = chunk
                 .iter()
                 .map(|id| json!({"id": id, "fire_at": at}))
@@ -456,6 +470,7 @@ async fn grow_under_heartbeats(
         for id in &ids {
             last.insert(id.clone(), at);
         }
+        previous_at = Some(at);
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
     let slots = grown.unwrap();
