@@ -13,7 +13,8 @@ and measures two cadences:
   form the runtime sends;
 - burst: every job due at once, pumped and settled in batches of 100;
 - in turn: each job pumped alone and settled before the next is pumped, one figure for
-  both (the run set holds one run at most, as a slot's does at 10,000 fires/s).
+  both (the run set holds one run at most, as a slot's does at 10,000 fires/s); then the
+  same for jobs with a record (a webhook's type and payload).
 
 Usage: python3 bench/callgrind/fire_cost.py [--jobs 1000] [--repo .]
 Needs valgrind and redis-server (Debian: apt-get install -y valgrind redis-server).
@@ -133,10 +134,24 @@ def settle_args(handed):
     return runs
 
 
-def in_turn(r, counter, name, jobs):
+# A webhook's record: its type and payload (src/store/record.rs's fields t and p).
+RICH = '{"t":"webhook","p":{"url":"http://127.0.0.1:9000/hook","body":{"order":"o-1"}}}'
+
+
+def in_turn(r, counter, name, jobs, rich=False):
     """Each job pumped alone and settled before the next is pumped: a slot of a service
-    firing 10,000 jobs/s over 16 slots, where the run set holds one run at most."""
-    keys = fill(r, name, "turn", jobs, 1)
+    firing 10,000 jobs/s over 16 slots, where the run set holds one run at most. With
+    `rich`, each job has a record (a webhook's type and payload), under a marked member."""
+    keys = fill(r, name, "rich" if rich else "turn", jobs, 1)
+    if rich:
+        r.call("DEL", keys[0])
+        for start in range(0, jobs, 500):
+            pairs, fields = [], []
+            for j in range(start, min(jobs, start + 500)):
+                pairs += [j + 1, f"j{j}\0"]
+                fields += [f"j{j}", RICH]
+            r.call("ZADD", keys[0], *pairs)
+            r.call("HSET", keys[3], *fields)
     counter.read()
     for i in range(jobs):
         reply = r.call("FCALL", f"{name}_pump", 8, *keys, i + 1, 1, 30000, 3, 0)
@@ -200,6 +215,8 @@ def main():
             pump, settle = cadence(r, counter, name, args.jobs - args.jobs % batch, batch)
             print(f"{label:7s} {pump:9,.0f} {settle:11,.0f}")
         print(f"in turn: {in_turn(r, counter, name, args.jobs):,.0f} per fire (pump and settle)")
+        rich = in_turn(r, counter, name, args.jobs, rich=True)
+        print(f"in turn, a webhook's record: {rich:,.0f} per fire")
     finally:
         server.terminate()
         server.wait(timeout=30)
