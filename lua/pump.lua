@@ -7,19 +7,25 @@
 -- ARGV[5] the owner lease's fence (see own.lua), or 0 for a pump that needs no ownership
 --         (a consumer's claim, a test); a fence that is not the slot's current one is refused
 --         with the error FENCED before anything changes: a former owner never pumps
+-- ARGV[6] lead (ms, optional, 0 when absent): jobs due within this much after now are handed
+--         out too, for the caller to hold until their fire time (the slot actor's
+--         runtime.fire_lead_ms: the pump's round trip is paid before the fire, not after)
 -- Returns {next_at, expired, id, record, id, record, ...}:
---   next_at: the next instant the slot needs attention (earliest due job or lease deadline
---            left), -1 when none; expired: leases taken back; per job handed out, its id
---            and its run's record, which names the run's token (k), attempt (a) and fire
---            time (f).
--- A job is never handed out before its fire time: only scores <= now are taken, where now
--- is the caller's, but never later than this node's own clock (TIME): whatever the clock of
--- the process that asks, the node holding the slot decides what is due (DESIGN.md,
--- invariant 3). Tests pass instants in the past, which the node's clock leaves as they are.
+--   next_at: the next instant to pump (the earliest due job's fire time less the lead, or
+--            the earliest lease deadline left), -1 when none; expired: leases taken back;
+--            per job handed out, its id and its run's record, which names the run's token
+--            (k), attempt (a) and fire time (f).
+-- Only scores <= now + lead are taken, where now is the caller's, but never later than this
+-- node's own clock (TIME): whatever the clock of the process that asks, the node holding
+-- the slot decides what is due (DESIGN.md, invariant 3), and a job handed out ahead carries
+-- its fire time, which the caller's clock (the node's TIME, sampled) waits for. Tests pass
+-- instants in the past, which the node's clock leaves as they are.
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
 local time = redis.call('TIME')
 local node_now = tonumber(time[1]) * 1000 + math.floor(tonumber(time[2]) / 1000)
 if node_now < now then now = node_now end
+local lead = ARGV[6] and ARGV[6] ~= '0' and tonumber(ARGV[6]) or 0
+local upto = now + lead
 local TABLE_PAD, RUN_PAD = pads()
 -- The owner hash says whose the slot is and whether its due members are marked (lib.lua's
 -- MARK): in a marked slot a bare member is a job with no record, whose record is not read.
@@ -81,13 +87,13 @@ local out = {-1, #expired}
 -- and the new head after they go.
 local due, due_next, read_next = {}, nil, false
 local first_two = redis.call('ZRANGE', DUE, '0', '1', 'WITHSCORES')
-if first_two[2] == nil or tonumber(first_two[2]) > now or limit < 1 then
+if first_two[2] == nil or tonumber(first_two[2]) > upto or limit < 1 then
   due_next = first_two[2]
-elseif first_two[4] == nil or tonumber(first_two[4]) > now or limit == 1 then
+elseif first_two[4] == nil or tonumber(first_two[4]) > upto or limit == 1 then
   due = {first_two[1], first_two[2]}
   due_next = first_two[4]
 else
-  due = redis.call('ZRANGEBYSCORE', DUE, '-inf', string.format('%d', now), 'WITHSCORES', 'LIMIT', '0', ARGV[2])
+  due = redis.call('ZRANGEBYSCORE', DUE, '-inf', string.format('%d', upto), 'WITHSCORES', 'LIMIT', '0', ARGV[2])
   read_next = true
 end
 local count = #due / 2
@@ -151,7 +157,7 @@ elseif count > 1 then
     run[2 * i - 1] = deadline
     run[2 * i] = id
   end
-  -- The jobs taken are the set's first `count` by rank (every score up to now comes before
+  -- The jobs taken are the set's first `count` by rank (every score up to now + lead comes before
   -- the rest, ties in member order as ZRANGEBYSCORE gave them): removed by rank, without
   -- passing their ids back to Redis.
   redis.call('ZREMRANGEBYRANK', DUE, '0', string.format('%d', count - 1))
@@ -181,7 +187,7 @@ if read_next then due_next = redis.call('ZRANGE', DUE, '0', '0', 'WITHSCORES')[2
 -- The runs just leased end at now + lease.
 if count > 0 and (lease_head == nil or now + lease < lease_head) then lease_head = now + lease end
 local next_at = -1
-if due_next then next_at = tonumber(due_next) end
+if due_next then next_at = tonumber(due_next) - lead end
 if lease_head and (next_at < 0 or lease_head < next_at) then next_at = lease_head end
 out[1] = next_at
 return out

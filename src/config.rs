@@ -156,11 +156,25 @@ pub struct RuntimeSettings {
     /// are renewed every third of it; a dead instance's slots are taken over within two.
     #[serde(default = "default_owner_lease_ms")]
     pub owner_lease_ms: u64,
+    /// How long before its fire time a slot's pump may lease a job, in ms: the job is held
+    /// in the process until it is due, so the store's round trip is paid before the fire
+    /// rather than after. 0: a job is leased only once due.
+    #[serde(default = "default_fire_lead_ms")]
+    pub fire_lead_ms: u64,
 }
 
 fn default_owner_lease_ms() -> u64 {
     5_000
 }
+
+/// Above a loaded Redis's usual round trip, and short enough that a reset arriving this close
+/// to a fire time is as rare as one racing the pump's round trip.
+fn default_fire_lead_ms() -> u64 {
+    2
+}
+
+/// The most `runtime.fire_lead_ms` may be: a job leased ahead holds its lease meanwhile.
+pub const MAX_FIRE_LEAD_MS: u64 = 100;
 
 impl RuntimeSettings {
     /// The number of slot-actor threads to start.
@@ -273,6 +287,12 @@ impl Settings {
                     "must be 1 to 128 characters of [A-Za-z0-9_.-]",
                 )
             })?;
+        }
+        if self.runtime.fire_lead_ms > MAX_FIRE_LEAD_MS {
+            return Err(Error::invalid(
+                "runtime.fire_lead_ms",
+                format!("must be at most {MAX_FIRE_LEAD_MS}"),
+            ));
         }
         if self.runtime.pump_batch == 0 {
             return Err(Error::invalid("runtime.pump_batch", "must be at least 1"));
@@ -461,6 +481,11 @@ mod tests {
         assert!(err.to_string().contains("TOC_NO_SUCH"), "{err}");
         let err = Settings::load(None, env(&[("TOC_TOPICS_DEFAULTS_SLOTS", "3")])).unwrap_err();
         assert!(err.to_string().contains("slots"), "{err}");
+        let err = Settings::load(None, env(&[("TOC_RUNTIME_FIRE_LEAD_MS", "101")])).unwrap_err();
+        assert!(err.to_string().contains("runtime.fire_lead_ms"), "{err}");
+        let s = Settings::load(None, env(&[("TOC_RUNTIME_FIRE_LEAD_MS", "0")])).unwrap();
+        assert_eq!(s.runtime.fire_lead_ms, 0);
+        assert_eq!(Settings::defaults().runtime.fire_lead_ms, 2);
     }
 
     #[test]

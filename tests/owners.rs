@@ -83,7 +83,10 @@ async fn a_former_owner_never_pumps_and_changes_nothing(e: Engine) {
     assert!(new > old);
     let slot = slot_of("j", 2);
     if slot == 0 {
-        let refused = s.pump_fenced("o", 0, old, T0 + 101, 10).await.unwrap_err();
+        let refused = s
+            .pump_fenced("o", 0, old, T0 + 101, 0, 10)
+            .await
+            .unwrap_err();
         assert!(
             matches!(refused, Error::Fenced { slot: 0, .. }),
             "{refused}"
@@ -94,11 +97,14 @@ async fn a_former_owner_never_pumps_and_changes_nothing(e: Engine) {
             (JobState::Scheduled, 0),
             "nothing changed"
         );
-        let p = s.pump_fenced("o", 0, new, T0 + 101, 10).await.unwrap();
+        let p = s.pump_fenced("o", 0, new, T0 + 101, 0, 10).await.unwrap();
         assert_eq!(p.jobs.len(), 1);
     } else {
         // The job's slot has no owner yet: the fence of slot 0 is still checked.
-        let refused = s.pump_fenced("o", 0, old, T0 + 101, 10).await.unwrap_err();
+        let refused = s
+            .pump_fenced("o", 0, old, T0 + 101, 0, 10)
+            .await
+            .unwrap_err();
         assert!(matches!(refused, Error::Fenced { .. }), "{refused}");
     }
     // Unowned pumps (consumers' claims, operations) need no fence.

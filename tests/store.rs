@@ -9,7 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use rand::{Rng, SeedableRng};
 use serde_json::json;
-use timeout_center::store::MAX_PAGE;
+use timeout_center::store::{MAX_PAGE, Ownership};
 use timeout_center::*;
 
 use common::Engine;
@@ -342,6 +342,52 @@ async fn pump_never_returns_a_job_before_its_fire_at(e: Engine) {
         Some(T0 + 20 + 1_000),
         "earliest lease deadline is next"
     );
+}
+
+/// A slot owner's pump with a lead (`runtime.fire_lead_ms`) also hands out what falls due
+/// within the lead after `now`, each run with its own fire time for the caller to wait for,
+/// and names the next pump a lead before the next fire time; without one it is the plain
+/// pump. (The runtime's holding until the fire time is `tests/runtime.rs`'s.)
+async fn a_pump_with_a_lead_hands_out_what_falls_due_within_it(e: Engine) {
+    let s = &*e.store;
+    s.put_topic(topic_with("t", 1, 16)).await.unwrap();
+    for (id, at) in [("a", T0 + 10), ("b", T0 + 12), ("c", T0 + 30)] {
+        s.schedule("t", NewJob::new(id, at), ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+    let Ownership::Owned { fence } = s.own("t", 0, "me", T0, 60_000).await.unwrap() else {
+        panic!("the slot has no owner yet");
+    };
+    let p = s.pump_fenced("t", 0, fence, T0 + 8, 2, 100).await.unwrap();
+    let got: Vec<_> = p
+        .jobs
+        .iter()
+        .map(|l| (l.job.id.as_str(), l.job.fire_at))
+        .collect();
+    assert_eq!(got, [("a", T0 + 10)], "due within the lead, and no later");
+    assert_eq!(p.next_at, Some(T0 + 10), "b's fire time less the lead");
+    assert_eq!(state(s, "t", "a").await, Some(JobState::Running));
+    assert_eq!(state(s, "t", "b").await, Some(JobState::Scheduled));
+    // Without a lead, b (due at T0 + 12) is not handed out at T0 + 11.
+    let p = s.pump_fenced("t", 0, fence, T0 + 11, 0, 100).await.unwrap();
+    assert!(p.jobs.is_empty());
+    assert_eq!(p.next_at, Some(T0 + 12));
+    let p = s.pump_fenced("t", 0, fence, T0 + 11, 5, 100).await.unwrap();
+    let got: Vec<_> = p
+        .jobs
+        .iter()
+        .map(|l| (l.job.id.as_str(), l.job.fire_at))
+        .collect();
+    assert_eq!(got, [("b", T0 + 12)]);
+    assert_eq!(p.next_at, Some(T0 + 25), "c's fire time less the lead");
+    // A lease deadline before that comes first: a's, leased at T0 + 8 for 1 s.
+    let p = s
+        .pump_fenced("t", 0, fence, T0 + 11, 995, 100)
+        .await
+        .unwrap();
+    assert_eq!(p.jobs.len(), 1, "c, due within 995 ms");
+    assert_eq!(p.next_at, Some(T0 + 8 + 1_000));
 }
 
 async fn expired_leases_go_back_to_scheduled_or_dead(e: Engine) {
@@ -1863,6 +1909,7 @@ engine_matrix!(
     cancel_removes_a_job_in_any_state,
     get_reports_state_attempts_and_last_error,
     pump_never_returns_a_job_before_its_fire_at,
+    a_pump_with_a_lead_hands_out_what_falls_due_within_it,
     expired_leases_go_back_to_scheduled_or_dead,
     ack_removes_the_job,
     retry_reschedules_until_attempts_are_used_up,

@@ -175,6 +175,7 @@ impl SlotActor {
         let (topic, slot, fence) = (self.topic.name.clone(), self.slot, self.fence);
         let adopt_above = (self.pump_lost && self.max_token > 0).then_some(self.max_token);
         let limited = self.topic.max_fires_per_s.is_some();
+        let lead = self.lead();
         let fut = async move {
             let adopted = match adopt_above {
                 Some(above) => store.adopt(&topic, slot, fence, above).await?,
@@ -192,7 +193,9 @@ impl SlotActor {
                 return Ok((adopted, Pumped::default(), grant));
             }
             let limit = usize::try_from(grant.granted).unwrap_or(capacity);
-            let pumped = store.pump_fenced(&topic, slot, fence, now, limit).await?;
+            let pumped = store
+                .pump_fenced(&topic, slot, fence, now, lead, limit)
+                .await?;
             let unused = grant.granted - crate::num::to_u32(pumped.jobs.len());
             if limited && unused > 0 {
                 // Lost, it would only hold fires back for a twentieth of a second.
@@ -207,25 +210,28 @@ impl SlotActor {
                     // Held back by the rate limit: what was granted goes out, and the slot
                     // sleeps until the bucket holds more (never sooner: no polling).
                     act.pump_lost = false;
-                    let fired_at = act.rt.clock.now();
+                    let now_us = act.rt.clock.now_us();
+                    let mut held = Vec::new();
                     for lease in adopted.into_iter().chain(pumped.jobs) {
                         if !act.running.contains_key(&lease.job.id) {
                             act.max_token = act.max_token.max(lease.token);
-                            act.dispatch(lease, fired_at, ctx);
+                            act.dispatch(lease, now_us, &mut held, ctx);
                         }
                     }
+                    act.hold(held, ctx);
                     act.track();
                     let wait = crate::num::millis(grant.retry_in_ms.max(1));
                     act.arm(Some(act.rt.clock.now().saturating_add(wait)), ctx);
                 }
                 Ok((adopted, pumped, _)) => {
                     act.pump_lost = false;
-                    let fired_at = act.rt.clock.now();
+                    let now_us = act.rt.clock.now_us();
+                    let mut held = Vec::new();
                     for lease in adopted {
                         if !act.running.contains_key(&lease.job.id) {
                             tracing::info!(topic = %act.topic.name, slot = act.slot, job = %lease.job.id, "running a job whose pump's answer was lost");
                             act.max_token = act.max_token.max(lease.token);
-                            act.dispatch(lease, fired_at, ctx);
+                            act.dispatch(lease, now_us, &mut held, ctx);
                         }
                     }
                     let n = pumped.jobs.len();
@@ -236,8 +242,9 @@ impl SlotActor {
                     act.pump_batch.observe(crate::num::float(crate::num::signed(crate::num::usize_u64(n))));
                     for lease in pumped.jobs {
                         act.max_token = act.max_token.max(lease.token);
-                        act.dispatch(lease, fired_at, ctx);
+                        act.dispatch(lease, now_us, &mut held, ctx);
                     }
+                    act.hold(held, ctx);
                     act.track();
                     if n >= capacity || act.again {
                         // A full batch: more may be due right now.
@@ -269,17 +276,72 @@ impl SlotActor {
         self.set_status(|s| s.in_flight = n);
     }
 
-    /// Hands a run to its handler; `fired_at` is when its pump answered (read once for the
-    /// batch). The caller tracks the runs in flight once it has dispatched them all.
-    fn dispatch(&mut self, lease: Leased, fired_at: Millis, ctx: &mut Context<Self>) {
+    /// How long before their fire time this slot's pumps lease jobs (`runtime.fire_lead_ms`).
+    fn lead(&self) -> Millis {
+        crate::num::millis(self.rt.settings.fire_lead_ms)
+    }
+
+    /// Takes a run in: it is running from now on (for the lease sweep, a drain and the
+    /// count in flight), and goes to its handler now if it is due by `now_us` (when its pump
+    /// answered, read once for the batch), or into `held` if the pump leased it ahead (the
+    /// lead): never early. The caller holds those (`hold`) and tracks the runs in flight
+    /// once it has dispatched them all.
+    fn dispatch(
+        &mut self,
+        lease: Leased,
+        now_us: i64,
+        held: &mut Vec<Arc<Leased>>,
+        ctx: &mut Context<Self>,
+    ) {
+        // The lease is shared by the running map and this run's future.
+        let lease = Arc::new(lease);
+        self.running.insert(lease.job.id.clone(), lease.clone());
+        if lease.job.fire_at.saturating_mul(1_000) > now_us {
+            held.push(lease);
+        } else {
+            self.start(lease, now_us.div_euclid(1_000), ctx);
+        }
+    }
+
+    /// Waits until the runs leased ahead are due on the store's clock, one wait per fire
+    /// time, then starts those still this actor's (a run whose lease ran out meanwhile
+    /// belongs to the store's next lease of its job).
+    fn hold(&mut self, mut held: Vec<Arc<Leased>>, ctx: &mut Context<Self>) {
+        held.sort_by_key(|lease| lease.job.fire_at);
+        for group in held.chunk_by(|a, b| a.job.fire_at == b.job.fire_at) {
+            let group = group.to_vec();
+            let early_us = group[0].job.fire_at.saturating_mul(1_000) - self.rt.clock.now_us();
+            let wait = super::timer::sleep(Duration::from_micros(crate::num::unsigned(early_us)));
+            ctx.spawn(wait.into_actor(self).map(move |_, act, ctx| {
+                let now_us = act.rt.clock.now_us();
+                let mut still = Vec::new();
+                for lease in group {
+                    let ours = act
+                        .running
+                        .get(&lease.job.id)
+                        .is_some_and(|run| run.token == lease.token);
+                    if !ours {
+                        continue;
+                    }
+                    if lease.job.fire_at.saturating_mul(1_000) > now_us {
+                        // The store's clock, as sampled, moved back: wait again.
+                        still.push(lease);
+                    } else {
+                        act.start(lease, now_us.div_euclid(1_000), ctx);
+                    }
+                }
+                act.hold(still, ctx);
+            }));
+        }
+    }
+
+    /// Hands a running job to its handler; `fired_at` is now, read once for the batch.
+    fn start(&mut self, lease: Arc<Leased>, fired_at: Millis, ctx: &mut Context<Self>) {
         self.fired.inc();
         let lateness = crate::num::float((fired_at - lease.job.fire_at).max(0)) / 1_000.0;
         self.lateness.observe(lateness);
-        // The handler's context holds its own copy of the job; the lease is shared by the
-        // running map (for the lease sweep and a drain) and this run's future.
+        // The handler's context holds its own copy of the job.
         let run = handler_run(&self.rt, &self.topic.name, &lease, fired_at);
-        let lease = Arc::new(lease);
-        self.running.insert(lease.job.id.clone(), lease.clone());
         ctx.spawn(run.into_actor(self).map(move |report, act, ctx| {
             // The map's entry is another run's when the store leased the job again while
             // this one ran (its lease ran out): that one stays.
@@ -554,9 +616,11 @@ impl Handler<Wake> for SlotActor {
             self.again = true;
             return;
         }
+        // Pumped a lead before its fire time, as the pump's own next time is.
+        let pump_at = msg.at.saturating_sub(self.lead());
         match self.timer {
-            Some((_, at)) if at <= msg.at => {}
-            _ => self.arm(Some(msg.at), ctx),
+            Some((_, at)) if at <= pump_at => {}
+            _ => self.arm(Some(pump_at), ctx),
         }
     }
 }

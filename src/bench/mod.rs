@@ -85,6 +85,10 @@ pub struct BenchArgs {
     /// with --quick 10000,50000): 10000000 for the 10M figures.
     #[arg(long, value_delimiter = ',')]
     pub scale_sizes: Option<Vec<usize>>,
+    /// The runtime's `fire_lead_ms` in the latency and webhook scenarios (default: the
+    /// service's, 2): 0 leases a job only once it is due.
+    #[arg(long)]
+    pub fire_lead_ms: Option<u64>,
 }
 
 /// One measured figure.
@@ -125,6 +129,8 @@ pub struct Sizes {
     pub zadd_requests: u64,
     /// Resident job counts of the scale scenario.
     pub scale: Vec<usize>,
+    /// The runtime's `fire_lead_ms` in the latency and webhook scenarios.
+    pub fire_lead_ms: u64,
 }
 
 impl Sizes {
@@ -148,6 +154,9 @@ impl Sizes {
             } else {
                 vec![100_000, 1_000_000]
             }),
+            fire_lead_ms: args
+                .fire_lead_ms
+                .unwrap_or_else(|| crate::config::Settings::defaults().runtime.fire_lead_ms),
         }
     }
 }

@@ -573,6 +573,14 @@ pub(super) fn add_percentiles(
     );
 }
 
+/// The service's runtime settings with the run's `fire_lead_ms`.
+fn lead_settings(ctx: &Ctx) -> crate::config::RuntimeSettings {
+    crate::config::RuntimeSettings {
+        fire_lead_ms: ctx.sizes.fire_lead_ms,
+        ..Settings::defaults().runtime
+    }
+}
+
 pub(super) async fn latency(ctx: &mut Ctx) -> Result<(), String> {
     let (rate, secs) = (ctx.sizes.rate, ctx.sizes.latency_seconds);
     let jobs = (rate * secs) as usize;
@@ -580,6 +588,7 @@ pub(super) async fn latency(ctx: &mut Ctx) -> Result<(), String> {
         let store = open(ctx, engine).await?;
         let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
         let center = TimeoutCenter::builder(store.clone())
+            .settings(lead_settings(ctx))
             .handler(Noop {
                 hist: hist.clone(),
                 done: done.clone(),
@@ -661,6 +670,7 @@ async fn webhook_latency(ctx: &mut Ctx, engine: &str) -> Result<(), String> {
     actix_rt::spawn(server);
     let store = open(ctx, engine).await?;
     let center = TimeoutCenter::builder(store)
+        .settings(lead_settings(ctx))
         .start()
         .await
         .map_err(|e| e.to_string())?;

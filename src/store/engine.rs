@@ -201,15 +201,19 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
         ids: &[&str],
     ) -> Result<Vec<Option<Stored>>>;
 
-    /// `pump.lua`: takes back expired leases, then leases out up to `limit` due jobs for
-    /// `lease_ms`. A `fence` other than 0 must be the slot's owner fence, or nothing changes
-    /// and the answer is `Error::Fenced`.
+    /// `pump.lua`: takes back expired leases, then leases out up to `limit` jobs due by
+    /// `now + lead` for `lease_ms` (a job due after `now` is the caller's to hold until its
+    /// fire time: the slot actor's lead). A `fence` other than 0 must be the slot's owner
+    /// fence, or nothing changes and the answer is `Error::Fenced`. The answer's `next_at` is
+    /// when to pump again: the next due job's fire time less `lead`, or the earliest lease
+    /// deadline, whichever comes first.
     #[allow(clippy::too_many_arguments)]
     async fn pump(
         &self,
         topic: &TopicConfig,
         slot: u32,
         now: Millis,
+        lead: Millis,
         limit: usize,
         lease_ms: u64,
         fence: u64,

@@ -21,25 +21,29 @@ impl Store {
     pub async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
         let lease_ms = t.visibility_timeout_ms;
-        pump_slot(&*self.engine, &t, slot, now, limit, lease_ms, 0).await
+        pump_slot(&*self.engine, &t, slot, now, 0, limit, lease_ms, 0).await
     }
 
     /// `pump` by the slot's owner: refused with `Error::Fenced`, changing nothing, unless
     /// `fence` is the slot's current owner fence (see [`Store::own`]), so an instance that
-    /// lost a slot (paused past its lease, say) never pumps it again.
+    /// lost a slot (paused past its lease, say) never pumps it again. It also hands out jobs
+    /// due within `lead` ms after `now`, which the caller holds until their fire time (the
+    /// slot actor's `runtime.fire_lead_ms`); `next_at` is then when to pump again (the next
+    /// due job's fire time less `lead`, or a lease deadline).
     pub async fn pump_fenced(
         &self,
         topic: &str,
         slot: u32,
         fence: u64,
         now: Millis,
+        lead: Millis,
         limit: usize,
     ) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
         let lease_ms = t.visibility_timeout_ms;
         // Fence 0 is "no ownership": an owner's fence is never 0.
         let fence = fence.max(1);
-        pump_slot(&*self.engine, &t, slot, now, limit, lease_ms, fence).await
+        pump_slot(&*self.engine, &t, slot, now, lead, limit, lease_ms, fence).await
     }
 
     /// For the slot's owner after a pump whose answer it never got: the runs handed out
@@ -73,7 +77,7 @@ impl Store {
         lease_ms: u64,
     ) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
-        let pumped = pump_slot(&*self.engine, &t, slot, now, limit, lease_ms, 0).await?;
+        let pumped = pump_slot(&*self.engine, &t, slot, now, 0, limit, lease_ms, 0).await?;
         self.handouts.keep(topic, &pumped.jobs, now);
         Ok(pumped)
     }
@@ -260,18 +264,20 @@ fn leased(t: &TopicConfig, slot: u32, h: Handed, lease_until: Millis) -> Result<
     })
 }
 
+#[allow(clippy::too_many_arguments)]
 async fn pump_slot(
     engine: &dyn Engine,
     t: &TopicConfig,
     slot: u32,
     now: Millis,
+    lead: Millis,
     limit: usize,
     lease_ms: u64,
     fence: u64,
 ) -> Result<Pumped> {
     Store::check_slot(t, slot)?;
     let p = engine
-        .pump(t, slot, now, limit.max(1), lease_ms, fence)
+        .pump(t, slot, now, lead.max(0), limit.max(1), lease_ms, fence)
         .await?;
     let lease_until =
         now.saturating_add(crate::num::millis(lease_ms).min(crate::validate::MAX_DELAY_MS));

@@ -75,6 +75,7 @@ impl SlotJobs for MemoryEngine {
         topic: &TopicConfig,
         slot: u32,
         now: Millis,
+        lead: Millis,
         limit: usize,
         lease_ms: u64,
         fence: u64,
@@ -86,7 +87,7 @@ impl SlotJobs for MemoryEngine {
                 slot,
                 message: format!("the slot's fence is {held}, not {fence}"),
             }),
-            None => Ok(s.pump(now, limit, lease, topic.max_attempts)),
+            None => Ok(s.pump(now, lead, limit, lease, topic.max_attempts)),
         })
         .await?
     }

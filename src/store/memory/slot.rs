@@ -523,10 +523,11 @@ impl SlotState {
         out
     }
 
-    /// `pump.lua`: takes back expired leases, then hands out due jobs.
+    /// `pump.lua`: takes back expired leases, then hands out jobs due by `now + lead`.
     pub(crate) fn pump(
         &mut self,
         now: Millis,
+        lead: Millis,
         limit: usize,
         lease: Millis,
         default_max: u32,
@@ -560,13 +561,14 @@ impl SlotState {
                 }
             }
         }
-        self.wheel.advance(crate::num::unsigned(now));
+        let upto = crate::num::unsigned(now.saturating_add(lead));
+        self.wheel.advance(upto);
         let mut out = Vec::new();
         while out.len() < limit {
             let Some(Due {
                 key: k,
                 when: fire_at,
-            }) = self.wheel.pop_ready(crate::num::unsigned(now))
+            }) = self.wheel.pop_ready(upto)
             else {
                 break;
             };
@@ -596,7 +598,8 @@ impl SlotState {
                 text: Default::default(),
             });
         }
-        let next_due = self.head();
+        // The next due job is pumped `lead` before its fire time.
+        let next_due = self.head().map(|at| at.saturating_sub(lead));
         let next_lease = self.run.first().map(|(d, _)| *d);
         let next = match (next_due, next_lease) {
             (Some(a), Some(b)) => Some(a.min(b)),

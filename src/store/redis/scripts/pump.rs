@@ -17,6 +17,7 @@ pub(in crate::store::redis) struct Pump<'a> {
     pub(in crate::store::redis) topic: &'a TopicConfig,
     pub(in crate::store::redis) slot: u32,
     pub(in crate::store::redis) now: Millis,
+    pub(in crate::store::redis) lead: Millis,
     pub(in crate::store::redis) limit: usize,
     pub(in crate::store::redis) lease_ms: u64,
     pub(in crate::store::redis) fence: u64,
@@ -62,7 +63,8 @@ impl Call for Pump<'_> {
             .arg(self.limit)
             .arg(self.lease_ms)
             .arg(self.topic.max_attempts)
-            .arg(self.fence);
+            .arg(self.fence)
+            .arg(self.lead);
     }
 
     fn read(self, reply: Vec<Value>) -> Result<SlotPumped> {
