@@ -324,7 +324,8 @@ impl SlotActor {
                         continue;
                     }
                     if lease.job.fire_at.saturating_mul(1_000) > now_us {
-                        // The store's clock, as sampled, moved back: wait again.
+                        // Not yet due by the store's clock as sampled (a new sample moved
+                        // it back, or a test's clock stands still): wait again.
                         still.push(lease);
                     } else {
                         act.start(lease, now_us.div_euclid(1_000), ctx);
