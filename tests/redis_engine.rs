@@ -9,6 +9,7 @@ use std::collections::HashSet;
 
 use serde_json::json;
 use timeout_center::Store;
+use timeout_center::store::Ownership;
 use timeout_center::*;
 
 use common::{Engine, RedisCluster};
@@ -199,6 +200,43 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
     let again = s.pump("t", 0, T0 + 1_000, 10).await.unwrap().jobs;
     assert_eq!(again.len(), 1, "the job comes back after its lease");
     assert_eq!((again[0].job.id.as_str(), again[0].job.attempts), ("a", 2));
+}
+
+/// A pump's lead is added to the node's clock, not to the caller's: a process whose clock runs
+/// a minute ahead, pumping with a lead, is handed nothing due later than the node's `TIME`
+/// plus the lead (DESIGN.md, invariant 3). What it cannot show is a skewed process's runtime
+/// (`tests/clocks.rs` runs those, with the default lead).
+#[tokio::test]
+async fn a_pumps_lead_counts_from_the_nodes_clock_not_the_callers() {
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    s.put_topic(TopicConfig {
+        slots: 1,
+        ..TopicConfig::named("t")
+    })
+    .await
+    .unwrap();
+    let mut conn = e.redis.as_ref().unwrap().conn();
+    let (secs, us): (i64, i64) = redis::cmd("TIME").query(&mut conn).unwrap();
+    let node_now = secs * 1_000 + us / 1_000;
+    for (id, at) in [("soon", node_now - 1), ("later", node_now + 30_000)] {
+        s.schedule("t", NewJob::new(id, at), ScheduleMode::Upsert, node_now)
+            .await
+            .unwrap();
+    }
+    let Ownership::Owned { fence } = s.own("t", 0, "me", node_now, 60_000).await.unwrap() else {
+        panic!("the slot has no owner yet");
+    };
+    let ahead = node_now + 60_000;
+    let p = s.pump_fenced("t", 0, fence, ahead, 100, 10).await.unwrap();
+    let ids: Vec<_> = p.jobs.iter().map(|l| l.job.id.as_str()).collect();
+    assert_eq!(
+        ids,
+        ["soon"],
+        "a job 30 s out on the node's clock was handed out"
+    );
+    let later = s.get("t", &"later".into()).await.unwrap().unwrap();
+    assert_eq!(later.state, JobState::Scheduled);
 }
 
 /// A store whose topics' streams keep about 50 events, with `n` plain jobs in the one slot

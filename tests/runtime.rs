@@ -593,8 +593,6 @@ async fn a_long_run_keeps_its_lease_and_is_not_taken_over(e: Engine) {
     );
 }
 
-/// A deleted topic's due jobs never fire (its slot actors stop with it), and a topic of the
-/// same name made at once after fires only its own jobs.
 /// A clock that reads what the test sets.
 struct Manual(std::sync::atomic::AtomicI64);
 
@@ -643,6 +641,8 @@ async fn a_job_leased_ahead_is_held_until_its_fire_time(e: Engine) {
     assert_eq!((seen.job.id.as_str(), seen.fired_at), ("a", T + 60));
 }
 
+/// A deleted topic's due jobs never fire (its slot actors stop with it), and a topic of the
+/// same name made at once after fires only its own jobs.
 async fn a_deleted_topics_jobs_never_fire_and_its_successor_starts_empty(e: Engine) {
     let (probe, mut rx) = Probe::done();
     let c = center(&e, probe, 1_000).await;

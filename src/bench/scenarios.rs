@@ -608,6 +608,8 @@ pub(super) async fn latency(ctx: &mut Ctx) -> Result<(), String> {
                 .await
                 .map_err(|e| e.to_string())?;
         }
+        // What Redis spends while the jobs fire says whether lateness is its queue.
+        let cpu = RedisCpu::start(ctx, engine).await?;
         let bar = ctx.bar(jobs as u64, &format!("latency, {engine}"));
         let deadline = Instant::now() + Duration::from_secs(secs + 60);
         while (done.load(Ordering::Relaxed) as usize) < jobs
@@ -622,6 +624,13 @@ pub(super) async fn latency(ctx: &mut Ctx) -> Result<(), String> {
         let h = hist.lock().expect("histogram lock").clone();
         let note = format!("{} jobs at {rate}/s, no-op handler", h.len());
         add_percentiles(ctx, "latency", engine, "firing lateness", &h, &note);
+        cpu.add(
+            ctx,
+            "latency",
+            "redis-server CPU per 100,000 fired",
+            h.len(),
+        )
+        .await?;
         ctx.lateness.push(Lateness {
             system: engine.to_string(),
             rate,
@@ -851,7 +860,7 @@ impl RedisCpu {
             figure,
             cpu * 100_000.0 / jobs.max(1) as f64,
             "s",
-            "INFO cpu used_cpu_user + used_cpu_sys, before and after the drain",
+            "INFO cpu used_cpu_user + used_cpu_sys, before the first job ran and after the last",
         );
         Ok(())
     }
