@@ -725,6 +725,53 @@ async fn a_slot_another_instance_took_over_gives_its_runs_back_not_a_lease_later
     hold.notify_one();
 }
 
+/// A slot this instance owns again under a new owner lease (another instance held it between
+/// two of this one's ownership rounds: here a name written into the owner hash, its lease
+/// already over) goes on with the same slot actor under the new fence: the run in its
+/// handler settles when it ends, and the slot pumps on. (The keeper halted the actor and
+/// started another: the run's outcome was dropped, and the job stayed running until its
+/// 60 s lease ran out.) What it cannot show: a real second instance's runs in between.
+#[actix_rt::test]
+async fn a_slot_owned_again_under_a_new_fence_keeps_its_runs() {
+    let e = Engine::redis().await;
+    let (c, mut rx, hold, _run) = a_held_run(&e, 60_000).await;
+    let _: () = redis::cmd("HSET")
+        .arg("toc:{t:0}:owner")
+        .arg("id")
+        .arg("elsewhere")
+        .arg("until")
+        .arg(now_ms() - 1)
+        .arg("fence")
+        .arg(1_000)
+        .query(&mut e.redis.as_ref().unwrap().conn())
+        .unwrap();
+    // The next ownership round (every third of the 5 s owner lease) takes the run-out lease:
+    // fence 1001.
+    let deadline = std::time::Instant::now() + Duration::from_secs(15);
+    while !c
+        .health()
+        .await
+        .iter()
+        .any(|h| (h.topic.as_str(), h.slot, h.fence) == ("t", 0, 1_001))
+    {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the slot was not owned again: {:?}",
+            c.health().await
+        );
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    hold.notify_one();
+    events_until(&c, "t", 5, |ev| names(ev) == [kind::DONE]).await;
+    assert!(c.get("t", &"long".into()).await.unwrap().is_none());
+    // And the slot pumps under its new fence.
+    c.schedule("t", probe_job("next", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    hold.notify_one();
+    assert_eq!(next(&mut rx, 5).await.job.id, "next");
+}
+
 /// A run whose lease ran out while it ran (here its deadline is moved to the past in Redis,
 /// as an outage past the lease would leave it) is leased again by the next pump, to the same
 /// slot actor, while the first still runs. When the first ends, the second stays the slot's

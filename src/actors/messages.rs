@@ -32,6 +32,12 @@ pub(crate) struct RunReport {
 #[rtype(result = "()")]
 pub(crate) struct Pump;
 
+/// To a slot actor: this instance owns the slot again under a new owner lease, whose fence
+/// its pumps carry from now on (its runs in flight go on).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct Refence(pub u64);
+
 /// To a slot actor (through the slot keeper): a job is due at `at`, maybe before you wake.
 #[derive(Message)]
 #[rtype(result = "()")]

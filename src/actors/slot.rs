@@ -16,7 +16,7 @@ use actix::prelude::*;
 use futures_util::future::Either;
 use tokio::sync::watch;
 
-use super::messages::{Drain, Halt, Pump, Retune, RunJob, RunReport, SlotHealth, Wake};
+use super::messages::{Drain, Halt, Pump, Refence, Retune, RunJob, RunReport, SlotHealth, Wake};
 use super::runtime::Runtime;
 use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
 use crate::model::{Finished, Leased, Pumped, RunOutcome, Settlement};
@@ -623,6 +623,20 @@ impl Handler<Wake> for SlotActor {
             Some((_, at)) if at <= pump_at => {}
             _ => self.arm(Some(pump_at), ctx),
         }
+    }
+}
+
+impl Handler<Refence> for SlotActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Refence, ctx: &mut Context<Self>) {
+        self.fence = msg.0;
+        self.fenced = false;
+        // Runs with a token above the highest this actor saw may be another owner's, leased
+        // while it held the slot: none is adopted (a lost pump's runs wait for their lease).
+        self.pump_lost = false;
+        self.set_status(|s| s.fence = msg.0);
+        self.pump(ctx);
     }
 }
 

@@ -27,7 +27,8 @@ mod workers;
 
 use self::workers::Workers;
 use crate::actors::messages::{
-    Drain, DropTopic, GetHealth, Halt, HaltSlot, ServeTopic, Shutdown, SlotHealth, Wake, WakeSlot,
+    Drain, DropTopic, GetHealth, Halt, HaltSlot, Refence, ServeTopic, Shutdown, SlotHealth, Wake,
+    WakeSlot,
 };
 use crate::actors::runtime::Runtime;
 use crate::actors::slot::SlotActor;
@@ -84,11 +85,17 @@ impl SlotKeeper {
             return;
         }
         let key = (topic.to_string(), slot);
-        if let Some(entry) = self.slots.get(&key) {
-            if entry.fence == fence && entry.addr.connected() {
+        if let Some(entry) = self.slots.get_mut(&key) {
+            if entry.addr.connected() {
+                if entry.fence != fence {
+                    // A new lease: another instance held the slot between two of this one's
+                    // rounds. The actor goes on under the new fence, and its runs with it
+                    // (halted, it dropped them, and they waited for their leases to end).
+                    entry.fence = fence;
+                    entry.addr.do_send(Refence(fence));
+                }
                 return;
             }
-            // A new lease (this instance had lost the slot): a new actor under its fence.
             self.stop(topic, slot);
         }
         let status = Arc::new(Mutex::new(SlotHealth {
