@@ -687,6 +687,7 @@ engine_matrix!(
     a_long_run_keeps_its_lease_and_is_not_taken_over,
     a_deleted_topics_jobs_never_fire_and_its_successor_starts_empty,
     a_job_leased_ahead_is_held_until_its_fire_time,
+    a_topic_made_a_pull_topic_lets_its_runs_settle,
 );
 
 /// A slot whose owner lease another instance holds now (as when this one's renewals stalled
@@ -770,6 +771,28 @@ async fn a_slot_owned_again_under_a_new_fence_keeps_its_runs() {
         .unwrap();
     hold.notify_one();
     assert_eq!(next(&mut rx, 5).await.job.id, "next");
+}
+
+/// A topic made a pull topic while a run is in its handler hands its slots off: the run
+/// settles when it ends (within the drain's grace), and no slot actor pumps the topic after.
+/// (The keeper halted the slot actors: the run's outcome was dropped, and the job stayed
+/// running until its 60 s lease ran out.)
+async fn a_topic_made_a_pull_topic_lets_its_runs_settle(e: Engine) {
+    let (c, _rx, hold, _run) = a_held_run(&e, 60_000).await;
+    let mut t = (*c.topic("t").await.unwrap()).clone();
+    t.default_type = "pull".into();
+    c.put_topic(t).await.unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while c.health().await.iter().any(|h| h.topic == "t") {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "the pull topic's slots are still served"
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    hold.notify_one();
+    events_until(&c, "t", 5, |ev| names(ev) == [kind::DONE]).await;
+    assert!(c.get("t", &"long".into()).await.unwrap().is_none());
 }
 
 /// A run whose lease ran out while it ran (here its deadline is moved to the past in Redis,

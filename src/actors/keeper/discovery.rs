@@ -35,7 +35,9 @@ impl SlotKeeper {
             return;
         }
         if topic.default_type == crate::jobs::pull::TYPE {
-            // Consumers claim a pull topic's jobs: no slot actor pumps it.
+            // Consumers claim a pull topic's jobs: no slot actor pumps it. A topic made a pull
+            // topic has its slots handed off: their runs end or are given back within the
+            // drain's grace (halted, the actors dropped them until their leases ran out).
             self.topics.remove(&topic.name);
             let gone: Vec<u32> = self
                 .slots
@@ -44,7 +46,7 @@ impl SlotKeeper {
                 .map(|(_, slot)| *slot)
                 .collect();
             for slot in gone {
-                self.stop(&topic.name, slot);
+                self.hand_off(ctx, &topic.name, slot);
             }
             return;
         }
