@@ -1,5 +1,5 @@
 //! Prometheus metrics: counters of what happened to jobs, histograms of firing lateness,
-//! handler duration and pump batch sizes. One registry per runtime, rendered by `/metrics`.
+//! handler duration, pump batch sizes and pump durations. One registry per runtime, rendered by `/metrics`.
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
@@ -19,6 +19,7 @@ pub struct Metrics {
     pub lateness: HistogramVec,
     pub handler_duration: HistogramVec,
     pub pump_batch: HistogramVec,
+    pub pump_seconds: HistogramVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str) -> IntCounterVec {
@@ -108,6 +109,13 @@ impl Metrics {
                 "handler_duration_seconds",
                 "How long handlers ran",
                 &["topic", "type"],
+                seconds.clone(),
+            ),
+            pump_seconds: histogram(
+                &registry,
+                "pump_seconds",
+                "How long a slot's pump took, from asking the store to its answer (runtime.fire_lead_ms hides up to that much of it from firing lateness)",
+                &["topic"],
                 seconds,
             ),
             pump_batch: histogram(

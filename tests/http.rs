@@ -1128,6 +1128,9 @@ async fn metrics_show_the_lateness_histogram_after_fires() {
     assert_eq!(value("toc_jobs{state=\"scheduled\",topic=\"m\"}"), 0.0);
     assert!(text.contains("toc_handler_duration_seconds_bucket"));
     assert!(text.contains("toc_pump_batch_size_bucket"));
+    // Every fire came from a pump, each timed (the lead hides up to that much).
+    assert!(value("toc_pump_seconds_count{topic=\"m\"}") >= 1.0);
+    assert!(value("toc_pump_seconds_sum{topic=\"m\"}") > 0.0);
 }
 
 #[actix_rt::test]

@@ -72,6 +72,7 @@ pub(crate) struct SlotActor {
     fired: prometheus::IntCounter,
     lateness: prometheus::Histogram,
     pump_batch: prometheus::Histogram,
+    pump_seconds: prometheus::Histogram,
     retried: prometheus::IntCounter,
     dead: prometheus::IntCounter,
     /// Handler durations by job type, each looked up once.
@@ -94,6 +95,7 @@ impl SlotActor {
             fired: m.fired.with_label_values(&name),
             lateness: m.lateness.with_label_values(&name),
             pump_batch: m.pump_batch.with_label_values(&name),
+            pump_seconds: m.pump_seconds.with_label_values(&name),
             retried: m.retried.with_label_values(&name),
             dead: m.dead.with_label_values(&name),
             handler_durations: HashMap::new(),
@@ -203,8 +205,10 @@ impl SlotActor {
             }
             Ok::<_, crate::error::Error>((adopted, pumped, grant))
         };
+        let asked = std::time::Instant::now();
         ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
             act.pumping = false;
+            act.pump_seconds.observe(asked.elapsed().as_secs_f64());
             match result {
                 Ok((adopted, pumped, grant)) if grant.granted < crate::num::to_u32(capacity) && pumped.jobs.len() >= usize::try_from(grant.granted).unwrap_or(0) => {
                     // Held back by the rate limit: what was granted goes out, and the slot
