@@ -641,6 +641,48 @@ async fn a_job_leased_ahead_is_held_until_its_fire_time(e: Engine) {
     assert_eq!((seen.job.id.as_str(), seen.fired_at), ("a", T + 60));
 }
 
+/// A job leased ahead that a shutdown gives back (its grace ended before the job's fire
+/// time) is not run by the drained slot actor when its time comes: it is the store's again.
+/// (The hold kept it and started it at its fire time: a run of a job given back.) On an
+/// injected clock held still until after the shutdown.
+async fn a_job_leased_ahead_and_given_back_by_a_shutdown_does_not_run_here(e: Engine) {
+    const T: Millis = 1_700_000_000_000;
+    let clock = Arc::new(Manual(T.into()));
+    let (probe, mut rx) = Probe::done();
+    let c = TimeoutCenter::builder(e.store.clone())
+        .settings(RuntimeSettings {
+            fire_lead_ms: 100,
+            ..settings(1_000)
+        })
+        .clock(clock.clone())
+        .handler(probe)
+        .start()
+        .await
+        .unwrap();
+    one_slot_topic(&c, "t", 16).await;
+    c.schedule("t", probe_job("a", T + 60), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while c.get("t", &"a".into()).await.unwrap().map(|j| j.state) != Some(JobState::Running) {
+        assert!(std::time::Instant::now() < deadline, "not leased ahead");
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(
+        c.shutdown(Duration::ZERO).await,
+        1,
+        "the held job is given back"
+    );
+    assert_eq!(
+        c.get("t", &"a".into()).await.unwrap().map(|j| j.state),
+        Some(JobState::Scheduled)
+    );
+    clock.0.store(T + 60, std::sync::atomic::Ordering::SeqCst);
+    // The hold checks the clock every 60 ms: five of its rounds pass.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rx.try_recv().is_err(), "a job given back ran here");
+}
+
 /// A deleted topic's due jobs never fire (its slot actors stop with it), and a topic of the
 /// same name made at once after fires only its own jobs.
 async fn a_deleted_topics_jobs_never_fire_and_its_successor_starts_empty(e: Engine) {
@@ -688,6 +730,7 @@ engine_matrix!(
     a_deleted_topics_jobs_never_fire_and_its_successor_starts_empty,
     a_job_leased_ahead_is_held_until_its_fire_time,
     a_topic_made_a_pull_topic_lets_its_runs_settle,
+    a_job_leased_ahead_and_given_back_by_a_shutdown_does_not_run_here,
 );
 
 /// A slot whose owner lease another instance holds now (as when this one's renewals stalled

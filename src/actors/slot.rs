@@ -671,14 +671,33 @@ impl Handler<Drain> for SlotActor {
                     .map(|lease| Settlement::new(lease, RunOutcome::Release, now))
                     .collect();
                 match store.settle(&topic, slot, &batch, now).await {
-                    Ok(done) => done.iter().filter(|f| **f == Finished::Released).count(),
+                    Ok(done) => {
+                        let given_back: Vec<(String, u64)> = batch
+                            .iter()
+                            .zip(&done)
+                            .filter(|(_, f)| **f == Finished::Released)
+                            .map(|(s, _)| (s.run.job.id.clone(), s.run.token))
+                            .collect();
+                        given_back
+                    }
                     Err(e) => {
                         tracing::warn!(topic, slot, error = %e, "could not give back leases; they expire instead");
-                        0
+                        Vec::new()
                     }
                 }
             }
             .into_actor(act)
+            .map(|given_back, act, _| {
+                // Runs given back are the store's again: a job held for its fire time (the
+                // lead) must not start here when that time comes.
+                for (id, token) in &given_back {
+                    if act.running.get(id).is_some_and(|run| run.token == *token) {
+                        act.running.remove(id);
+                    }
+                }
+                act.track();
+                given_back.len()
+            })
         }))
     }
 }
