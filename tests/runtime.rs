@@ -602,15 +602,20 @@ impl timeout_center::time::Clock for Manual {
     }
 }
 
-/// A slot leases a job `runtime.fire_lead_ms` ahead of its fire time and holds it: the job
-/// is running in the store while the runtime's clock (injected, and held still) reads before
-/// its fire time, its handler has not started, and it starts once the clock reaches that
-/// time, never early. What it cannot show is the store round trip this saves a fire under
-/// load (`toc bench latency`).
-async fn a_job_leased_ahead_is_held_until_its_fire_time(e: Engine) {
-    const T: Millis = 1_700_000_000_000;
+/// The injected clock's instant in the lead tests.
+const T: Millis = 1_700_000_000_000;
+
+/// A center on an injected clock held still at `T`, with a 100 ms lead, whose one-slot topic
+/// `t` holds job `a` due at `T + 60`, once the slot has leased it ahead (it is running).
+async fn a_job_leased_ahead(
+    e: &Engine,
+) -> (
+    TimeoutCenter,
+    Arc<Manual>,
+    tokio::sync::mpsc::UnboundedReceiver<common::runtime::Seen>,
+) {
     let clock = Arc::new(Manual(T.into()));
-    let (probe, mut rx) = Probe::done();
+    let (probe, rx) = Probe::done();
     let c = TimeoutCenter::builder(e.store.clone())
         .settings(RuntimeSettings {
             fire_lead_ms: 100,
@@ -633,6 +638,16 @@ async fn a_job_leased_ahead_is_held_until_its_fire_time(e: Engine) {
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
+    (c, clock, rx)
+}
+
+/// A slot leases a job `runtime.fire_lead_ms` ahead of its fire time and holds it: the job
+/// is running in the store while the runtime's clock (injected, and held still) reads before
+/// its fire time, its handler has not started, and it starts once the clock reaches that
+/// time, never early. What it cannot show is the store round trip this saves a fire under
+/// load (`toc bench latency`).
+async fn a_job_leased_ahead_is_held_until_its_fire_time(e: Engine) {
+    let (_c, clock, mut rx) = a_job_leased_ahead(&e).await;
     // Held: the hold waits 60 ms at a time, and checks the clock again each time.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(rx.try_recv().is_err(), "handled before its fire time");
@@ -646,28 +661,7 @@ async fn a_job_leased_ahead_is_held_until_its_fire_time(e: Engine) {
 /// (The hold kept it and started it at its fire time: a run of a job given back.) On an
 /// injected clock held still until after the shutdown.
 async fn a_job_leased_ahead_and_given_back_by_a_shutdown_does_not_run_here(e: Engine) {
-    const T: Millis = 1_700_000_000_000;
-    let clock = Arc::new(Manual(T.into()));
-    let (probe, mut rx) = Probe::done();
-    let c = TimeoutCenter::builder(e.store.clone())
-        .settings(RuntimeSettings {
-            fire_lead_ms: 100,
-            ..settings(1_000)
-        })
-        .clock(clock.clone())
-        .handler(probe)
-        .start()
-        .await
-        .unwrap();
-    one_slot_topic(&c, "t", 16).await;
-    c.schedule("t", probe_job("a", T + 60), ScheduleMode::Upsert)
-        .await
-        .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while c.get("t", &"a".into()).await.unwrap().map(|j| j.state) != Some(JobState::Running) {
-        assert!(std::time::Instant::now() < deadline, "not leased ahead");
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    let (c, clock, mut rx) = a_job_leased_ahead(&e).await;
     assert_eq!(
         c.shutdown(Duration::ZERO).await,
         1,
