@@ -9,7 +9,8 @@
 --         with the error FENCED before anything changes: a former owner never pumps
 -- ARGV[6] lead (ms, optional, 0 when absent): jobs due within this much after now are handed
 --         out too, for the caller to hold until their fire time (the slot actor's
---         runtime.fire_lead_ms: the pump's round trip is paid before the fire, not after)
+--         runtime.fire_lead_ms, the pump's round trip paid before the fire, plus its
+--         runtime.batch_window_ms, several fires in one pump)
 -- Returns {next_at, expired, id, record, id, record, ...}:
 --   next_at: the next instant to pump (the earliest due job's fire time less the lead, or
 --            the earliest lease deadline left), -1 when none; expired: leases taken back;

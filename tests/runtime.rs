@@ -614,11 +614,30 @@ async fn a_job_leased_ahead(
     Arc<Manual>,
     tokio::sync::mpsc::UnboundedReceiver<common::runtime::Seen>,
 ) {
+    let window = timeout_center::config::Settings::defaults()
+        .runtime
+        .batch_window_ms;
+    leased_ahead(e, window, &[("a", 60)]).await
+}
+
+/// A center on an injected clock held still at `T`, with a 100 ms lead and a batch window of
+/// `window_ms`, whose one-slot topic `t` holds `jobs` (id, fire time after `T`), once the
+/// slot has leased them all ahead (they are running).
+async fn leased_ahead(
+    e: &Engine,
+    window_ms: u64,
+    jobs: &[(&str, Millis)],
+) -> (
+    TimeoutCenter,
+    Arc<Manual>,
+    tokio::sync::mpsc::UnboundedReceiver<common::runtime::Seen>,
+) {
     let clock = Arc::new(Manual(T.into()));
     let (probe, rx) = Probe::done();
     let c = TimeoutCenter::builder(e.store.clone())
         .settings(RuntimeSettings {
             fire_lead_ms: 100,
+            batch_window_ms: window_ms,
             ..settings(1_000)
         })
         .clock(clock.clone())
@@ -627,18 +646,95 @@ async fn a_job_leased_ahead(
         .await
         .unwrap();
     one_slot_topic(&c, "t", 16).await;
-    c.schedule("t", probe_job("a", T + 60), ScheduleMode::Upsert)
-        .await
-        .unwrap();
+    for (id, after) in jobs {
+        c.schedule("t", probe_job(id, T + after), ScheduleMode::Upsert)
+            .await
+            .unwrap();
+    }
+    for (id, after) in jobs {
+        let deadline = std::time::Instant::now() + Duration::from_secs(10);
+        while state(&c, id).await != Some(JobState::Running) {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "{id} (due at T + {after}) not leased ahead with a 100 ms lead and a {window_ms} ms window"
+            );
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+    (c, clock, rx)
+}
+
+/// Job `id`'s state in topic `t`, if the store holds it.
+async fn state(c: &TimeoutCenter, id: &str) -> Option<JobState> {
+    c.get("t", &id.into()).await.unwrap().map(|j| j.state)
+}
+
+/// Sets the injected clock.
+fn set(clock: &Manual, at: Millis) {
+    clock.0.store(at, std::sync::atomic::Ordering::SeqCst);
+}
+
+/// A slot's pump also leases what falls due within the batch window past its lead
+/// (`runtime.batch_window_ms`), and each job so taken still fires at its own time: `b`, due
+/// 150 ms out, is leased with `a` by a 100 ms lead and a 100 ms window (a pump reaching the
+/// lead only would leave it scheduled), is not handled when `a` fires, and is handled when
+/// the clock reaches its own fire time.
+async fn a_pump_leases_its_window_and_each_job_fires_at_its_own_time(e: Engine) {
+    let (_c, clock, mut rx) = leased_ahead(&e, 100, &[("a", 60), ("b", 150)]).await;
+    set(&clock, T + 60);
+    let seen = next(&mut rx, 5).await;
+    assert_eq!((seen.job.id.as_str(), seen.fired_at), ("a", T + 60));
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rx.try_recv().is_err(), "b was handled before its fire time");
+    set(&clock, T + 150);
+    let seen = next(&mut rx, 5).await;
+    assert_eq!((seen.job.id.as_str(), seen.fired_at), ("b", T + 150));
+}
+
+/// A finished run's outcome waits while another run of its slot is still to report (here
+/// `b`, held for its fire time), and goes to the store with that one's as soon as none is
+/// left: with a window far longer than the test, `a` stays running in the store after its
+/// handler returned, and both are settled (done, so gone) once `b` has run, without waiting
+/// for the window to close. An outcome settled at once would leave `a` running no time.
+async fn a_runs_outcome_waits_for_the_slots_other_runs_and_settles_with_them(e: Engine) {
+    let (c, clock, mut rx) = leased_ahead(&e, 600_000, &[("a", 60), ("b", 80)]).await;
+    set(&clock, T + 60);
+    assert_eq!(next(&mut rx, 5).await.job.id, "a");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        state(&c, "a").await,
+        Some(JobState::Running),
+        "a's outcome did not wait for b's"
+    );
+    set(&clock, T + 80);
+    assert_eq!(next(&mut rx, 5).await.job.id, "b");
     let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while c.get("t", &"a".into()).await.unwrap().map(|j| j.state) != Some(JobState::Running) {
+    while state(&c, "a").await.is_some() || state(&c, "b").await.is_some() {
         assert!(
             std::time::Instant::now() < deadline,
-            "not leased 60 ms ahead with a 100 ms lead"
+            "a and b were not settled once neither was left to report"
         );
         tokio::time::sleep(Duration::from_millis(5)).await;
     }
-    (c, clock, rx)
+}
+
+/// An outcome waits no longer than the batch window: `a`'s run is settled 100 ms after it
+/// ended although `b`, held for a fire time the injected clock never reaches, is still to
+/// report.
+async fn a_runs_outcome_is_settled_when_the_window_closes(e: Engine) {
+    let (c, clock, mut rx) = leased_ahead(&e, 100, &[("a", 60), ("b", 150)]).await;
+    set(&clock, T + 60);
+    assert_eq!(next(&mut rx, 5).await.job.id, "a");
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while state(&c, "a").await.is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a's outcome waited past the window"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+    assert_eq!(state(&c, "b").await, Some(JobState::Running));
+    assert!(rx.try_recv().is_err(), "b was handled before its fire time");
 }
 
 /// A slot leases a job `runtime.fire_lead_ms` ahead of its fire time and holds it: the job
@@ -651,7 +747,7 @@ async fn a_job_leased_ahead_is_held_until_its_fire_time(e: Engine) {
     // Held: the hold waits 60 ms at a time, and checks the clock again each time.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(rx.try_recv().is_err(), "handled before its fire time");
-    clock.0.store(T + 60, std::sync::atomic::Ordering::SeqCst);
+    set(&clock, T + 60);
     let seen = next(&mut rx, 5).await;
     assert_eq!((seen.job.id.as_str(), seen.fired_at), ("a", T + 60));
 }
@@ -667,11 +763,8 @@ async fn a_job_leased_ahead_and_given_back_by_a_shutdown_does_not_run_here(e: En
         1,
         "the held job is given back"
     );
-    assert_eq!(
-        c.get("t", &"a".into()).await.unwrap().map(|j| j.state),
-        Some(JobState::Scheduled)
-    );
-    clock.0.store(T + 60, std::sync::atomic::Ordering::SeqCst);
+    assert_eq!(state(&c, "a").await, Some(JobState::Scheduled));
+    set(&clock, T + 60);
     // The hold checks the clock every 60 ms: five of its rounds pass.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(rx.try_recv().is_err(), "a job given back ran here");
@@ -725,6 +818,9 @@ engine_matrix!(
     a_job_leased_ahead_is_held_until_its_fire_time,
     a_topic_made_a_pull_topic_lets_its_runs_settle,
     a_job_leased_ahead_and_given_back_by_a_shutdown_does_not_run_here,
+    a_pump_leases_its_window_and_each_job_fires_at_its_own_time,
+    a_runs_outcome_waits_for_the_slots_other_runs_and_settles_with_them,
+    a_runs_outcome_is_settled_when_the_window_closes,
 );
 
 /// A slot whose owner lease another instance holds now (as when this one's renewals stalled

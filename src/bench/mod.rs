@@ -89,6 +89,10 @@ pub struct BenchArgs {
     /// service's, 2): 0 leases a job only once it is due.
     #[arg(long)]
     pub fire_lead_ms: Option<u64>,
+    /// The runtime's `batch_window_ms` in the latency and webhook scenarios (default: the
+    /// service's, 5): 0 batches no fires spread in time.
+    #[arg(long)]
+    pub batch_window_ms: Option<u64>,
 }
 
 /// One measured figure.
@@ -131,6 +135,8 @@ pub struct Sizes {
     pub scale: Vec<usize>,
     /// The runtime's `fire_lead_ms` in the latency and webhook scenarios.
     pub fire_lead_ms: u64,
+    /// The runtime's `batch_window_ms` in the latency and webhook scenarios.
+    pub batch_window_ms: u64,
 }
 
 impl Sizes {
@@ -157,6 +163,9 @@ impl Sizes {
             fire_lead_ms: args
                 .fire_lead_ms
                 .unwrap_or_else(|| crate::config::Settings::defaults().runtime.fire_lead_ms),
+            batch_window_ms: args
+                .batch_window_ms
+                .unwrap_or_else(|| crate::config::Settings::defaults().runtime.batch_window_ms),
         }
     }
 }

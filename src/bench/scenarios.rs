@@ -573,10 +573,11 @@ pub(super) fn add_percentiles(
     );
 }
 
-/// The service's runtime settings with the run's `fire_lead_ms`.
+/// The service's runtime settings with the run's `fire_lead_ms` and `batch_window_ms`.
 fn lead_settings(ctx: &Ctx) -> crate::config::RuntimeSettings {
     crate::config::RuntimeSettings {
         fire_lead_ms: ctx.sizes.fire_lead_ms,
+        batch_window_ms: ctx.sizes.batch_window_ms,
         ..Settings::defaults().runtime
     }
 }
