@@ -14,7 +14,9 @@ and measures two cadences:
 - burst: every job due at once, pumped and settled in batches of 100;
 - in turn: each job pumped alone and settled before the next is pumped, one figure for
   both (the run set holds one run at most, as a slot's does at 10,000 fires/s); then the
-  same for jobs with a record (a webhook's type and payload).
+  same for jobs with a record (a webhook's type and payload);
+- in turn with the batch window: each pump takes 2, 3 or 6 jobs due a millisecond apart,
+  settled together (runtime.batch_window_ms gathering a slot's fires).
 
 Usage: python3 bench/callgrind/fire_cost.py [--jobs 1000] [--repo .]
 Needs valgrind and redis-server (Debian: apt-get install -y valgrind redis-server).
@@ -161,6 +163,23 @@ def in_turn(r, counter, name, jobs, rich=False):
     return counter.read() / jobs
 
 
+def windowed(r, counter, name, jobs, k):
+    """In turn as above, but each pump takes the `k` jobs of its batch window (jobs due at
+    1, 2, 3... ms, a pump reaching k - 1 ms past its now: runtime.batch_window_ms) and the
+    `k` runs are settled in one call, as their slot actor gathers their outcomes."""
+    keys = fill(r, name, f"w{k}", jobs, 1)
+    counter.read()
+    for i in range(jobs // k):
+        now = i * k + 1
+        reply = r.call("FCALL", f"{name}_pump", 8, *keys, now, 256, 30000, 3, 0, k - 1)
+        handed = [(reply[j], reply[j + 1]) for j in range(2, len(reply), 2)]
+        assert len(handed) == k, f"a window of {k} handed out {len(handed)}"
+        runs = settle_args(handed)
+        done = r.call("FCALL", f"{name}_settle", 8, *keys, now + k, 3, 10000, "t", "noop", *runs)
+        assert done == [b"done"] * k, done
+    return counter.read() / (jobs - jobs % k)
+
+
 def cadence(r, counter, name, jobs, batch):
     keys = fill(r, name, str(batch), jobs, batch)
     counter.read()
@@ -217,6 +236,9 @@ def main():
         print(f"in turn: {in_turn(r, counter, name, args.jobs):,.0f} per fire (pump and settle)")
         rich = in_turn(r, counter, name, args.jobs, rich=True)
         print(f"in turn, a webhook's record: {rich:,.0f} per fire")
+        for k in (2, 3, 6):
+            cost = windowed(r, counter, name, args.jobs, k)
+            print(f"in turn, {k} fires per pump and settle (the batch window): {cost:,.0f} per fire")
     finally:
         server.terminate()
         server.wait(timeout=30)
