@@ -13,7 +13,6 @@ use actix::{Actor, Addr};
 use serde_json::Value;
 use tokio::sync::mpsc;
 
-use crate::actors::handler::HandlerActor;
 use crate::actors::keeper::SlotKeeper;
 use crate::actors::messages::{DropTopic, GetHealth, HaltSlot, ServeTopic, Shutdown, WakeSlot};
 use crate::actors::runtime::TypeEntry;
@@ -84,16 +83,7 @@ impl TimeoutCenterBuilder {
         }
         let types = handlers
             .iter()
-            .map(|h| {
-                let actor = HandlerActor::new(h.clone()).start();
-                (
-                    h.job_type(),
-                    TypeEntry {
-                        handler: h.clone(),
-                        actor,
-                    },
-                )
-            })
+            .map(|h| (h.job_type(), TypeEntry::new(h.clone())))
             .collect();
         let rt = Arc::new(Runtime {
             store: self.store.clone(),

@@ -798,6 +798,76 @@ async fn a_deleted_topics_jobs_never_fire_and_its_successor_starts_empty(e: Engi
     assert_eq!(stats.scheduled, 0);
 }
 
+/// A job type whose runs each take 50 ms and count how many run at once.
+struct Bounded {
+    now: Arc<std::sync::atomic::AtomicUsize>,
+    most: Arc<std::sync::atomic::AtomicUsize>,
+    done: tokio::sync::mpsc::UnboundedSender<()>,
+}
+
+#[async_trait::async_trait]
+impl JobHandler for Bounded {
+    type Payload = serde_json::Value;
+
+    fn job_type(&self) -> &'static str {
+        "bounded"
+    }
+
+    fn concurrency(&self) -> usize {
+        2
+    }
+
+    async fn handle(&self, _: JobContext<serde_json::Value>) -> Outcome {
+        use std::sync::atomic::Ordering::SeqCst;
+        let at_once = self.now.fetch_add(1, SeqCst) + 1;
+        self.most.fetch_max(at_once, SeqCst);
+        tokio::time::sleep(Duration::from_millis(50)).await;
+        self.now.fetch_sub(1, SeqCst);
+        let _ = self.done.send(());
+        Outcome::Done
+    }
+}
+
+/// A job type's `concurrency` bounds its runs at once over the whole runtime, though each
+/// slot-actor thread has its own actor for the type: 12 jobs due at once over 8 slots on two
+/// threads run two at a time, never more (and two do run at once).
+async fn a_job_types_concurrency_bounds_its_runs_over_every_thread(e: Engine) {
+    let (done, mut finished) = tokio::sync::mpsc::unbounded_channel();
+    let most = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    let c = TimeoutCenter::builder(e.store.clone())
+        .settings(RuntimeSettings {
+            workers: 2,
+            ..settings(1_000)
+        })
+        .handler(Bounded {
+            now: Arc::default(),
+            most: most.clone(),
+            done,
+        })
+        .start()
+        .await
+        .unwrap();
+    let mut t = TopicConfig::named("t");
+    t.slots = 8;
+    c.put_topic(t).await.unwrap();
+    let at = now_ms() + 200;
+    for i in 0..12 {
+        c.schedule(
+            "t",
+            NewJob::new(format!("j{i}"), at).job_type("bounded"),
+            ScheduleMode::Upsert,
+        )
+        .await
+        .unwrap();
+    }
+    for _ in 0..12 {
+        tokio::time::timeout(Duration::from_secs(10), finished.recv())
+            .await
+            .expect("every job runs within 10 s");
+    }
+    assert_eq!(most.load(std::sync::atomic::Ordering::SeqCst), 2);
+}
+
 // Every test above that takes an engine, once per engine (see tests/common).
 engine_matrix!(
     #[actix_rt::test] crate::common::Engine::of;
@@ -821,6 +891,7 @@ engine_matrix!(
     a_pump_leases_its_window_and_each_job_fires_at_its_own_time,
     a_runs_outcome_waits_for_the_slots_other_runs_and_settles_with_them,
     a_runs_outcome_is_settled_when_the_window_closes,
+    a_job_types_concurrency_bounds_its_runs_over_every_thread,
 );
 
 /// A slot whose owner lease another instance holds now (as when this one's renewals stalled

@@ -1,30 +1,53 @@
-//! One actor per job type: runs that type's handler with bounded concurrency. Each run is its
+//! A job type's actor: runs that type's handler with bounded concurrency. Each run is its
 //! own task (the actor's response), so a handler that panics or hangs fails one attempt and
-//! nothing else.
+//! nothing else. Each slot-actor thread has one actor per type (`LocalHandlers`), so that a
+//! fire is handed to its handler without leaving its thread; the actors of a type share one
+//! bound on the runs at once.
 
+use std::collections::HashMap;
 use std::panic::AssertUnwindSafe;
 use std::sync::Arc;
 use std::time::Instant;
 
-use actix::{Actor, Context, Handler, ResponseFuture};
+use actix::{Actor, Addr, ArbiterHandle, Context, Handler, ResponseFuture};
 use futures_util::FutureExt;
 use tokio::sync::Semaphore;
 
 use super::messages::{RunJob, RunReport};
+use super::runtime::TypeEntry;
 use crate::job_type::{ErasedHandler, Outcome};
+
+/// The actor of each job type on one thread, by type.
+pub(crate) type LocalHandlers = Arc<HashMap<&'static str, Addr<HandlerActor>>>;
+
+/// Starts one actor per type on `thread` (the current one for `None`), sharing each type's
+/// bound on runs at once.
+pub(crate) fn start_local(
+    types: &HashMap<&'static str, TypeEntry>,
+    thread: Option<&ArbiterHandle>,
+) -> LocalHandlers {
+    let actors = types
+        .iter()
+        .map(|(name, entry)| {
+            let actor = HandlerActor {
+                handler: entry.handler.clone(),
+                permits: entry.permits.clone(),
+            };
+            let addr = match thread {
+                Some(thread) => HandlerActor::start_in_arbiter(thread, move |_| actor),
+                None => actor.start(),
+            };
+            (*name, addr)
+        })
+        .collect();
+    Arc::new(actors)
+}
 
 pub(crate) struct HandlerActor {
     handler: Arc<dyn ErasedHandler>,
-    /// Bounds the runs of this type at once; more wait here, and the slot actors bound how
-    /// many they hand out, so nothing queues without limit.
+    /// Bounds the runs of this type at once, over all its actors; more wait here, and the
+    /// slot actors bound how many they hand out, so nothing queues without limit.
     permits: Arc<Semaphore>,
-}
-
-impl HandlerActor {
-    pub(crate) fn new(handler: Arc<dyn ErasedHandler>) -> Self {
-        let permits = Arc::new(Semaphore::new(handler.concurrency()));
-        HandlerActor { handler, permits }
-    }
 }
 
 impl Actor for HandlerActor {

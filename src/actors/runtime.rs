@@ -4,19 +4,26 @@
 use std::collections::HashMap;
 use std::sync::Arc;
 
-use actix::Addr;
+use tokio::sync::Semaphore;
 
-use super::handler::HandlerActor;
 use crate::config::RuntimeSettings;
 use crate::job_type::ErasedHandler;
 use crate::metrics::Metrics;
 use crate::store::SharedStore;
 use crate::time::SharedClock;
 
-/// A registered job type and the actor that runs it.
+/// A registered job type, and its bound on runs at once, which its actors (one per slot-actor
+/// thread: `super::handler::start_local`) share.
 pub(crate) struct TypeEntry {
     pub handler: Arc<dyn ErasedHandler>,
-    pub actor: Addr<HandlerActor>,
+    pub permits: Arc<Semaphore>,
+}
+
+impl TypeEntry {
+    pub(crate) fn new(handler: Arc<dyn ErasedHandler>) -> Self {
+        let permits = Arc::new(Semaphore::new(handler.concurrency()));
+        TypeEntry { handler, permits }
+    }
 }
 
 pub(crate) struct Runtime {

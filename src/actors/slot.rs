@@ -21,6 +21,7 @@ use actix::prelude::*;
 use futures_util::future::Either;
 use tokio::sync::watch;
 
+use super::handler::LocalHandlers;
 use super::messages::{Drain, Halt, Pump, Refence, Retune, RunJob, RunReport, SlotHealth, Wake};
 use super::runtime::Runtime;
 use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
@@ -84,6 +85,8 @@ pub(crate) struct SlotActor {
     dead: prometheus::IntCounter,
     /// Handler durations by job type, each looked up once.
     handler_durations: HashMap<String, prometheus::Histogram>,
+    /// The job types' actors on this actor's thread.
+    handlers: LocalHandlers,
 }
 
 impl SlotActor {
@@ -93,6 +96,7 @@ impl SlotActor {
         fence: u64,
         rt: Arc<Runtime>,
         status: Arc<Mutex<SlotHealth>>,
+        handlers: LocalHandlers,
     ) -> Self {
         let m = &rt.metrics;
         let name = [topic.name.as_str()];
@@ -106,6 +110,7 @@ impl SlotActor {
             retried: m.retried.with_label_values(&name),
             dead: m.dead.with_label_values(&name),
             handler_durations: HashMap::new(),
+            handlers,
             topic,
             slot,
             rt,
@@ -365,7 +370,7 @@ impl SlotActor {
         let lateness = crate::num::float((fired_at - lease.job.fire_at).max(0)) / 1_000.0;
         self.lateness.observe(lateness);
         // The handler's context holds its own copy of the job.
-        let run = handler_run(&self.rt, &self.topic.name, &lease, fired_at);
+        let run = handler_run(&self.rt, &self.handlers, &self.topic.name, &lease, fired_at);
         ctx.spawn(run.into_actor(self).map(move |report, act, ctx| {
             // The map's entry is another run's when the store leased the job again while
             // this one ran (its lease ran out): that one stays.
@@ -562,17 +567,18 @@ impl SlotActor {
     }
 }
 
-/// The run of `lease` on its type's handler actor, as a future of the handler's report (its
-/// lease is extended meanwhile by the slot actor's `sweep_leases`).
+/// The run of `lease` on its type's handler actor on this thread, as a future of the
+/// handler's report (its lease is extended meanwhile by the slot actor's `sweep_leases`).
 fn handler_run(
     rt: &Runtime,
+    handlers: &LocalHandlers,
     topic: &str,
     lease: &Leased,
     fired_at: Millis,
 ) -> impl std::future::Future<Output = RunReport> + 'static {
     let job_type = lease.job.job_type.as_str();
-    let send = rt.types.get(job_type).map(|entry| {
-        entry.actor.send(RunJob {
+    let send = handlers.get(job_type).map(|actor| {
+        actor.send(RunJob {
             ctx: JobContext {
                 topic: topic.to_string(),
                 job: lease.job.clone(),

@@ -59,7 +59,7 @@ const DISCOVERY_POLLS: u32 = 5;
 
 impl SlotKeeper {
     pub(crate) fn new(rt: Arc<Runtime>) -> Self {
-        let workers = Workers::new(rt.settings.worker_threads());
+        let workers = Workers::new(rt.settings.worker_threads(), &rt.types);
         let instance = rt.instance.clone();
         SlotKeeper {
             live: vec![instance.clone()],
@@ -105,9 +105,9 @@ impl SlotKeeper {
             ..SlotHealth::default()
         }));
         let (rt, st) = (self.rt.clone(), status.clone());
-        let worker = self.workers.next();
+        let (worker, handlers) = self.workers.next();
         let addr = actix::Supervisor::start_in_arbiter(&worker, move |_| {
-            SlotActor::new(t, slot, fence, rt, st)
+            SlotActor::new(t, slot, fence, rt, st, handlers)
         });
         self.slots.insert(
             key,
