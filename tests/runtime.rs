@@ -798,6 +798,49 @@ async fn a_deleted_topics_jobs_never_fire_and_its_successor_starts_empty(e: Engi
     assert_eq!(stats.scheduled, 0);
 }
 
+/// A slot actor halted while a finished run's outcome waits for the batch window settles
+/// that outcome all the same (outside the actor, whose futures stop with it): `a`, done, is
+/// not left running until its lease runs out, to run again. (`b`, held for its fire time,
+/// is dropped with the actor, as any run in flight at a halt: its lease brings it back.)
+async fn a_halted_slot_settles_the_outcomes_waiting_for_its_window(e: Engine) {
+    let (c, clock, mut rx) = leased_ahead(&e, 600_000, &[("a", 60), ("b", 80)]).await;
+    set(&clock, T + 60);
+    assert_eq!(next(&mut rx, 5).await.job.id, "a");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(
+        state(&c, "a").await,
+        Some(JobState::Running),
+        "a's outcome did not wait for b's"
+    );
+    assert!(c.halt_slot("t", 0).await);
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    while state(&c, "a").await.is_some() {
+        assert!(
+            std::time::Instant::now() < deadline,
+            "a's waiting outcome was dropped with the halted actor"
+        );
+        tokio::time::sleep(Duration::from_millis(5)).await;
+    }
+}
+
+/// A shutdown settles at once the outcomes waiting for the batch window, and gives back the
+/// runs held for their fire time: after it, `a` (done) is gone and `b` is scheduled again,
+/// though the window (ten minutes) never closed.
+async fn a_shutdown_settles_the_outcomes_waiting_for_its_window(e: Engine) {
+    let (c, clock, mut rx) = leased_ahead(&e, 600_000, &[("a", 60), ("b", 80)]).await;
+    set(&clock, T + 60);
+    assert_eq!(next(&mut rx, 5).await.job.id, "a");
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert_eq!(state(&c, "a").await, Some(JobState::Running));
+    assert_eq!(
+        c.shutdown(Duration::from_secs(1)).await,
+        1,
+        "b is given back"
+    );
+    assert_eq!(state(&c, "a").await, None, "a's outcome was not settled");
+    assert_eq!(state(&c, "b").await, Some(JobState::Scheduled));
+}
+
 /// A job type whose runs each take 50 ms and count how many run at once.
 struct Bounded {
     now: Arc<std::sync::atomic::AtomicUsize>,
@@ -892,6 +935,8 @@ engine_matrix!(
     a_runs_outcome_waits_for_the_slots_other_runs_and_settles_with_them,
     a_runs_outcome_is_settled_when_the_window_closes,
     a_job_types_concurrency_bounds_its_runs_over_every_thread,
+    a_halted_slot_settles_the_outcomes_waiting_for_its_window,
+    a_shutdown_settles_the_outcomes_waiting_for_its_window,
 );
 
 /// A slot whose owner lease another instance holds now (as when this one's renewals stalled
