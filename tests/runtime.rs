@@ -674,30 +674,41 @@ fn set(clock: &Manual, at: Millis) {
     clock.0.store(at, std::sync::atomic::Ordering::SeqCst);
 }
 
-/// A slot's pump also leases what falls due within the batch window past its lead
-/// (`runtime.batch_window_ms`), and each job so taken still fires at its own time: `b`, due
-/// 150 ms out, is leased with `a` by a 100 ms lead and a 100 ms window (a pump reaching the
-/// lead only would leave it scheduled), is not handled when `a` fires, and is handled when
-/// the clock reaches its own fire time.
-async fn a_pump_leases_its_window_and_each_job_fires_at_its_own_time(e: Engine) {
-    let (_c, clock, mut rx) = leased_ahead(&e, 100, &[("a", 60), ("b", 150)]).await;
-    set(&clock, T + 60);
-    let seen = next(&mut rx, 5).await;
-    assert_eq!((seen.job.id.as_str(), seen.fired_at), ("a", T + 60));
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert!(rx.try_recv().is_err(), "b was handled before its fire time");
-    set(&clock, T + 150);
-    let seen = next(&mut rx, 5).await;
-    assert_eq!((seen.job.id.as_str(), seen.fired_at), ("b", T + 150));
+/// Sets the injected clock to `T + after` and expects `id` handled next, fired then.
+async fn fires_at(
+    clock: &Manual,
+    rx: &mut tokio::sync::mpsc::UnboundedReceiver<common::runtime::Seen>,
+    id: &str,
+    after: Millis,
+) {
+    set(clock, T + after);
+    let seen = next(rx, 5).await;
+    assert_eq!((seen.job.id.as_str(), seen.fired_at), (id, T + after));
 }
 
-/// A finished run's outcome waits while another run of its slot is still to report (here
-/// `b`, held for its fire time), and goes to the store with that one's as soon as none is
-/// left: with a window far longer than the test, `a` stays running in the store after its
-/// handler returned, and both are settled (done, so gone) once `b` has run, without waiting
-/// for the window to close. An outcome settled at once would leave `a` running no time.
-async fn a_runs_outcome_waits_for_the_slots_other_runs_and_settles_with_them(e: Engine) {
-    let (c, clock, mut rx) = leased_ahead(&e, 600_000, &[("a", 60), ("b", 80)]).await;
+/// Waits up to 10 s for the store to hold none of `ids` in topic `t` (settled done), or
+/// fails with `why`.
+async fn until_gone(c: &TimeoutCenter, ids: &[&str], why: &str) {
+    let deadline = std::time::Instant::now() + Duration::from_secs(10);
+    for id in ids {
+        while state(c, id).await.is_some() {
+            assert!(std::time::Instant::now() < deadline, "{why}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+}
+
+/// `a` and `b` (due at `T + 60` and `T + 80`) leased ahead with a ten-minute batch window,
+/// and `a` run (the clock set to its fire time): its outcome waits for `b`'s, so `a` is
+/// still running in the store 300 ms after its handler returned.
+async fn an_outcome_waiting(
+    e: &Engine,
+) -> (
+    TimeoutCenter,
+    Arc<Manual>,
+    tokio::sync::mpsc::UnboundedReceiver<common::runtime::Seen>,
+) {
+    let (c, clock, mut rx) = leased_ahead(e, 600_000, &[("a", 60), ("b", 80)]).await;
     set(&clock, T + 60);
     assert_eq!(next(&mut rx, 5).await.job.id, "a");
     tokio::time::sleep(Duration::from_millis(300)).await;
@@ -706,16 +717,37 @@ async fn a_runs_outcome_waits_for_the_slots_other_runs_and_settles_with_them(e: 
         Some(JobState::Running),
         "a's outcome did not wait for b's"
     );
+    (c, clock, rx)
+}
+
+/// A slot's pump also leases what falls due within the batch window past its lead
+/// (`runtime.batch_window_ms`), and each job so taken still fires at its own time: `b`, due
+/// 150 ms out, is leased with `a` by a 100 ms lead and a 100 ms window (a pump reaching the
+/// lead only would leave it scheduled), is not handled when `a` fires, and is handled when
+/// the clock reaches its own fire time.
+async fn a_pump_leases_its_window_and_each_job_fires_at_its_own_time(e: Engine) {
+    let (_c, clock, mut rx) = leased_ahead(&e, 100, &[("a", 60), ("b", 150)]).await;
+    fires_at(&clock, &mut rx, "a", 60).await;
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    assert!(rx.try_recv().is_err(), "b was handled before its fire time");
+    fires_at(&clock, &mut rx, "b", 150).await;
+}
+
+/// A finished run's outcome waits while another run of its slot is still to report (here
+/// `b`, held for its fire time), and goes to the store with that one's as soon as none is
+/// left: with a window far longer than the test, `a` stays running in the store after its
+/// handler returned, and both are settled (done, so gone) once `b` has run, without waiting
+/// for the window to close. An outcome settled at once would leave `a` running no time.
+async fn a_runs_outcome_waits_for_the_slots_other_runs_and_settles_with_them(e: Engine) {
+    let (c, clock, mut rx) = an_outcome_waiting(&e).await;
     set(&clock, T + 80);
     assert_eq!(next(&mut rx, 5).await.job.id, "b");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while state(&c, "a").await.is_some() || state(&c, "b").await.is_some() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "a and b were not settled once neither was left to report"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_gone(
+        &c,
+        &["a", "b"],
+        "a and b were not settled once neither was left to report",
+    )
+    .await;
 }
 
 /// An outcome waits no longer than the batch window: `a`'s run is settled 100 ms after it
@@ -725,14 +757,7 @@ async fn a_runs_outcome_is_settled_when_the_window_closes(e: Engine) {
     let (c, clock, mut rx) = leased_ahead(&e, 100, &[("a", 60), ("b", 150)]).await;
     set(&clock, T + 60);
     assert_eq!(next(&mut rx, 5).await.job.id, "a");
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while state(&c, "a").await.is_some() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "a's outcome waited past the window"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_gone(&c, &["a"], "a's outcome waited past the window").await;
     assert_eq!(state(&c, "b").await, Some(JobState::Running));
     assert!(rx.try_recv().is_err(), "b was handled before its fire time");
 }
@@ -747,9 +772,7 @@ async fn a_job_leased_ahead_is_held_until_its_fire_time(e: Engine) {
     // Held: the hold waits 60 ms at a time, and checks the clock again each time.
     tokio::time::sleep(Duration::from_millis(300)).await;
     assert!(rx.try_recv().is_err(), "handled before its fire time");
-    set(&clock, T + 60);
-    let seen = next(&mut rx, 5).await;
-    assert_eq!((seen.job.id.as_str(), seen.fired_at), ("a", T + 60));
+    fires_at(&clock, &mut rx, "a", 60).await;
 }
 
 /// A job leased ahead that a shutdown gives back (its grace ended before the job's fire
@@ -803,35 +826,21 @@ async fn a_deleted_topics_jobs_never_fire_and_its_successor_starts_empty(e: Engi
 /// not left running until its lease runs out, to run again. (`b`, held for its fire time,
 /// is dropped with the actor, as any run in flight at a halt: its lease brings it back.)
 async fn a_halted_slot_settles_the_outcomes_waiting_for_its_window(e: Engine) {
-    let (c, clock, mut rx) = leased_ahead(&e, 600_000, &[("a", 60), ("b", 80)]).await;
-    set(&clock, T + 60);
-    assert_eq!(next(&mut rx, 5).await.job.id, "a");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(
-        state(&c, "a").await,
-        Some(JobState::Running),
-        "a's outcome did not wait for b's"
-    );
+    let (c, _clock, _rx) = an_outcome_waiting(&e).await;
     assert!(c.halt_slot("t", 0).await);
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while state(&c, "a").await.is_some() {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "a's waiting outcome was dropped with the halted actor"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    until_gone(
+        &c,
+        &["a"],
+        "a's waiting outcome was dropped with the halted actor",
+    )
+    .await;
 }
 
 /// A shutdown settles at once the outcomes waiting for the batch window, and gives back the
 /// runs held for their fire time: after it, `a` (done) is gone and `b` is scheduled again,
 /// though the window (ten minutes) never closed.
 async fn a_shutdown_settles_the_outcomes_waiting_for_its_window(e: Engine) {
-    let (c, clock, mut rx) = leased_ahead(&e, 600_000, &[("a", 60), ("b", 80)]).await;
-    set(&clock, T + 60);
-    assert_eq!(next(&mut rx, 5).await.job.id, "a");
-    tokio::time::sleep(Duration::from_millis(300)).await;
-    assert_eq!(state(&c, "a").await, Some(JobState::Running));
+    let (c, _clock, _rx) = an_outcome_waiting(&e).await;
     assert_eq!(
         c.shutdown(Duration::from_secs(1)).await,
         1,
