@@ -76,6 +76,8 @@ pub(crate) struct SlotActor {
     timer: Option<(SpawnHandle, Millis)>,
     /// Outcomes wait for the batch window to close (`settle_soon`).
     flush: Option<SpawnHandle>,
+    /// The window closed while a settle was in flight: what waits goes when it returns.
+    flush_due: bool,
     /// This topic's metric handles, looked up once rather than per job.
     fired: prometheus::IntCounter,
     lateness: prometheus::Histogram,
@@ -128,6 +130,7 @@ impl SlotActor {
             draining: false,
             timer: None,
             flush: None,
+            flush_due: false,
         }
     }
 
@@ -481,6 +484,7 @@ impl SlotActor {
     fn settle_soon(&mut self, ctx: &mut Context<Self>) {
         let window = self.window();
         let now = window == 0
+            || self.flush_due
             || self.draining
             || self.running.is_empty()
             || self.outcomes.len() >= self.rt.settings.pump_batch;
@@ -490,6 +494,7 @@ impl SlotActor {
             let wait = Duration::from_millis(crate::num::unsigned(window));
             self.flush = Some(ctx.run_later(wait, |act, ctx| {
                 act.flush = None;
+                act.flush_due = true;
                 act.settle(ctx);
             }));
         }
@@ -504,6 +509,7 @@ impl SlotActor {
         if let Some(flush) = self.flush.take() {
             ctx.cancel_future(flush);
         }
+        self.flush_due = false;
         let batch = std::mem::take(&mut self.outcomes);
         self.settling = batch.len();
         let store = self.rt.store.clone();
@@ -635,6 +641,7 @@ impl Supervised for SlotActor {
         self.again = false;
         self.timer = None;
         self.flush = None;
+        self.flush_due = false;
         self.set_status(|s| s.restarts += 1);
     }
 }
