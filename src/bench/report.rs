@@ -46,8 +46,8 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
         (
             "library resets / BullMQ changeDelay",
             ratio(lib_reset, bull_reset),
-            ">= 10",
-            10.0,
+            ">= 15",
+            15.0,
             true,
         ),
         (
@@ -73,15 +73,15 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
                 f("redis", "burst drain rate"),
                 f("bullmq", "burst drain rate"),
             ),
-            ">= 5",
-            5.0,
+            ">= 8",
+            8.0,
             true,
         ),
         (
             "p99 firing lateness, redis store (ms)",
             f("redis", "firing lateness p99"),
-            "<= 2",
-            2.0,
+            "<= 1",
+            1.0,
             false,
         ),
         (
@@ -90,8 +90,8 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
                 f("redis", "claim + ack throughput"),
                 f("bullmq", "burst drain rate"),
             ),
-            ">= 5",
-            5.0,
+            ">= 8",
+            8.0,
             true,
         ),
         (
@@ -104,8 +104,8 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
         (
             "bytes per job / bare sorted set",
             f("redis", "empty-payload job / bare sorted set"),
-            "<= 1.5",
-            1.5,
+            "<= 1.0",
+            1.0,
             false,
         ),
     ];
