@@ -1110,3 +1110,87 @@ async fn records_name_run_tokens_exactly_while_running_and_mark_due_members() {
     assert!(marked_seen, "the mix scheduled jobs with records");
     assert!(settled > 100, "the mix settled runs: {settled}");
 }
+
+/// The connections Redis serves now, other than `conn`'s own.
+fn other_clients(conn: &mut redis::Connection) -> usize {
+    let list: String = redis::cmd("CLIENT").arg("LIST").query(conn).unwrap();
+    list.lines().count() - 1
+}
+
+/// Waits (at most 5 s) until Redis serves `n` connections besides `conn`'s.
+fn until_clients(conn: &mut redis::Connection, n: usize) -> usize {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(5);
+    loop {
+        let now = other_clients(conn);
+        if now == n || std::time::Instant::now() > deadline {
+            return now;
+        }
+        std::thread::sleep(std::time::Duration::from_millis(10));
+    }
+}
+
+/// A store's calls from a current-thread runtime (a slot actor's arbiter, an HTTP worker)
+/// go over a connection of that thread's own, so that its replies are read on the thread
+/// that waits for them; calls from a multi-thread runtime share one connection; a thread's
+/// connection closes when the thread ends. (What this cannot show: the thread wake-ups it
+/// saves; `perf stat -e context-switches` around `toc bench latency` measures that.)
+#[test]
+fn each_current_thread_runtime_calls_over_a_connection_of_its_own() {
+    let server = common::RedisServer::start();
+    let mut probe = server.conn();
+    let shared = tokio::runtime::Builder::new_multi_thread()
+        .worker_threads(2)
+        .enable_all()
+        .build()
+        .unwrap();
+    let store = std::sync::Arc::new(
+        shared
+            .block_on(Store::redis(&server.url(), StoreOptions::default()))
+            .unwrap(),
+    );
+    for _ in 0..4 {
+        assert!(shared.block_on(store.reload_topic("t")).unwrap().is_none());
+    }
+    assert_eq!(
+        until_clients(&mut probe, 1),
+        1,
+        "calls from a multi-thread runtime share one connection"
+    );
+    // Two threads, each on a current-thread runtime, each held until both have called.
+    let (called_tx, called_rx) = std::sync::mpsc::channel();
+    let release = std::sync::Arc::new(std::sync::Barrier::new(3));
+    let threads: Vec<_> = (0..2)
+        .map(|_| {
+            let (store, called, release) = (store.clone(), called_tx.clone(), release.clone());
+            std::thread::spawn(move || {
+                let rt = tokio::runtime::Builder::new_current_thread()
+                    .enable_all()
+                    .build()
+                    .unwrap();
+                for _ in 0..3 {
+                    assert!(rt.block_on(store.reload_topic("t")).unwrap().is_none());
+                }
+                called.send(()).unwrap();
+                release.wait();
+            })
+        })
+        .collect();
+    for _ in 0..2 {
+        called_rx.recv().unwrap();
+    }
+    assert_eq!(
+        other_clients(&mut probe),
+        3,
+        "each current-thread runtime's thread calls over a connection of its own"
+    );
+    release.wait();
+    for t in threads {
+        t.join().unwrap();
+    }
+    assert_eq!(
+        until_clients(&mut probe, 1),
+        1,
+        "a thread's connection closes when the thread ends"
+    );
+    assert!(shared.block_on(store.reload_topic("t")).unwrap().is_none());
+}

@@ -10,6 +10,7 @@ use redis::aio::{ConnectionManager, ConnectionManagerConfig};
 use redis::cluster_async::ClusterConnection;
 use tokio::sync::mpsc;
 
+use super::per_thread::PerThread;
 use super::wake::{ClusterWakes, WakeClient, Wakes};
 use super::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, RedisEngine, SentinelConnection, eviction};
 use crate::error::{Error, Result};
@@ -78,7 +79,7 @@ impl Store {
             .map_err(|e| Error::invalid("redis.url", e.to_string()))?;
         if let Some(timeout) = wait {
             let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
-            engine.confirm_writes_with(conn, 1, timeout);
+            engine.confirm_writes_with(PerThread::shared_only(conn), 1, timeout);
         }
         let nodes = eviction::Nodes::One(Arc::new(move || client.clone()));
         eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
@@ -107,11 +108,12 @@ fn cluster_client(nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
         .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))
 }
 
-/// The engine on one node.
-async fn one_node(url: &str, options: &StoreOptions) -> Result<RedisEngine<ConnectionManager>> {
+/// The engine on one node, with a connection per thread (`per_thread.rs`).
+async fn one_node(url: &str, options: &StoreOptions) -> Result<RedisEngine<PerThread>> {
     let client = redis::Client::open(url)
         .map_err(|e| Error::invalid("redis.url", format!("{url:?}: {e}")))?;
-    let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
+    let shared = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
+    let conn = PerThread::new(shared, client.clone(), manager_config());
     let mut engine = RedisEngine::new(conn, options);
     engine.wakes = Wakes::Plain(WakeClient::Fixed(client));
     engine.sync_clock().await;

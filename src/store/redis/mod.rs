@@ -5,7 +5,8 @@
 //!
 //! The engine's four concerns are one file each: `topics.rs` (settings), `jobs.rs` (one
 //! slot's jobs), `membership.rs` (instances and slot owners), `wake.rs` (the wake bus);
-//! `connect.rs` makes an engine, `durable.rs` confirms writes, `clock.rs` samples `TIME`.
+//! `connect.rs` makes an engine, `per_thread.rs` gives each runtime thread its connection on
+//! one node, `durable.rs` confirms writes, `clock.rs` samples `TIME`.
 
 mod clock;
 mod connect;
@@ -13,6 +14,7 @@ mod durable;
 mod eviction;
 mod jobs;
 mod membership;
+mod per_thread;
 mod rate;
 mod reply;
 mod scripts;
