@@ -1129,13 +1129,15 @@ fn until_clients(conn: &mut redis::Connection, n: usize) -> usize {
     }
 }
 
-/// A store's calls from a current-thread runtime (a slot actor's arbiter, an HTTP worker)
-/// go over a connection of that thread's own, so that its replies are read on the thread
-/// that waits for them; calls from a multi-thread runtime share one connection; a thread's
-/// connection closes when the thread ends. (What this cannot show: the thread wake-ups it
-/// saves; `perf stat -e context-switches` around `toc bench latency` measures that.)
+/// A store's calls from a thread that asked for a connection of its own (as the runtime's
+/// slot-actor threads do) and runs a current-thread runtime go over that connection, so
+/// that its replies are read on the thread that waits for them; every other thread's calls
+/// (a multi-thread runtime, a current-thread one that did not ask) share one connection; a
+/// thread's connection closes when the thread ends. (What this cannot show: the thread
+/// wake-ups it saves; `perf stat -e context-switches` around `toc bench latency` measures
+/// that.)
 #[test]
-fn each_current_thread_runtime_calls_over_a_connection_of_its_own() {
+fn a_thread_that_asks_calls_over_a_connection_of_its_own() {
     let server = common::RedisServer::start();
     let mut probe = server.conn();
     let shared = tokio::runtime::Builder::new_multi_thread()
@@ -1156,13 +1158,18 @@ fn each_current_thread_runtime_calls_over_a_connection_of_its_own() {
         1,
         "calls from a multi-thread runtime share one connection"
     );
-    // Two threads, each on a current-thread runtime, each held until both have called.
+    // Three threads on current-thread runtimes, two of which ask for a connection of their
+    // own; each is held until all have called.
     let (called_tx, called_rx) = std::sync::mpsc::channel();
-    let release = std::sync::Arc::new(std::sync::Barrier::new(3));
-    let threads: Vec<_> = (0..2)
-        .map(|_| {
+    let release = std::sync::Arc::new(std::sync::Barrier::new(4));
+    let threads: Vec<_> = [true, true, false]
+        .into_iter()
+        .map(|own| {
             let (store, called, release) = (store.clone(), called_tx.clone(), release.clone());
             std::thread::spawn(move || {
+                if own {
+                    timeout_center::store::own_redis_connection();
+                }
                 let rt = tokio::runtime::Builder::new_current_thread()
                     .enable_all()
                     .build()
@@ -1175,13 +1182,13 @@ fn each_current_thread_runtime_calls_over_a_connection_of_its_own() {
             })
         })
         .collect();
-    for _ in 0..2 {
+    for _ in 0..3 {
         called_rx.recv().unwrap();
     }
     assert_eq!(
         other_clients(&mut probe),
         3,
-        "each current-thread runtime's thread calls over a connection of its own"
+        "the shared connection and one of each thread that asked"
     );
     release.wait();
     for t in threads {

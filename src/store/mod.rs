@@ -24,6 +24,7 @@ pub use self::front::{ListQuery, Store};
 pub use self::memory::JournalLen;
 pub use self::rate::Grant;
 pub use self::redis::SentinelConnection;
+pub use self::redis::own_connection as own_redis_connection;
 pub use self::topic_policy::StoreOptions;
 
 /// Largest page of dead letters or events one call returns.

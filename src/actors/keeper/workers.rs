@@ -1,6 +1,7 @@
 //! The threads slot actors run on, one per core by default (`runtime.workers`), so that
 //! pumping and settling use the machine; slots are dealt out round robin. Each thread has
-//! its own actor per job type, so that a fire reaches its handler on its slot's thread.
+//! its own actor per job type, so that a fire reaches its handler on its slot's thread, and
+//! on one Redis node a connection of its own, so that a pump's reply is read on it.
 
 use std::collections::HashMap;
 
@@ -25,6 +26,8 @@ impl Workers {
             (0..threads)
                 .map(|_| {
                     let arbiter = Arbiter::new();
+                    // Its slot actors' calls to Redis stay on it (`per_thread.rs`).
+                    arbiter.spawn_fn(crate::store::own_redis_connection);
                     let handlers = start_local(types, Some(&arbiter.handle()));
                     (arbiter, handlers)
                 })

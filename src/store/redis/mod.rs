@@ -5,7 +5,7 @@
 //!
 //! The engine's four concerns are one file each: `topics.rs` (settings), `jobs.rs` (one
 //! slot's jobs), `membership.rs` (instances and slot owners), `wake.rs` (the wake bus);
-//! `connect.rs` makes an engine, `per_thread.rs` gives each runtime thread its connection on
+//! `connect.rs` makes an engine, `per_thread.rs` gives each slot-actor thread its connection on
 //! one node, `durable.rs` confirms writes, `clock.rs` samples `TIME`.
 
 mod clock;
@@ -69,6 +69,7 @@ pub(crate) struct RedisEngine<C> {
     plain: std::sync::Mutex<std::collections::HashMap<String, std::collections::HashMap<u32, u8>>>,
 }
 
+pub use self::per_thread::own_connection;
 pub use self::sentinel::SentinelConnection;
 
 impl<C> RedisEngine<C>

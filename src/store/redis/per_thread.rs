@@ -1,20 +1,24 @@
-//! A connection to one Redis node per thread of a current-thread runtime. A connection's
-//! driver (the task that writes requests to its socket and reads the replies) runs on the
-//! runtime that opened it. With one connection for the process, every pump and settle of a
-//! slot actor went from the actor's thread to the driver's thread and back: two thread
-//! wake-ups per script call. The slot actors' arbiters and the HTTP workers each run a
-//! current-thread runtime, so a connection of their own keeps each call on its thread.
+//! A connection to one Redis node per slot-actor thread. A connection's driver (the task
+//! that writes requests to its socket and reads the replies) runs on the runtime that opened
+//! it. With one connection for the process, every pump and settle of a slot actor went from
+//! the actor's thread to the driver's thread and back: two thread wake-ups per script call.
+//! The threads that slot actors run on (`src/actors/keeper/workers.rs`) each run a
+//! current-thread runtime and ask for a connection of their own ([`own_connection`]), so
+//! each of their calls stays on its thread.
 //!
-//! Elsewhere (a multi-thread runtime, whose tasks move between threads, or outside any
-//! runtime) the shared connection serves. Each connection is a `ConnectionManager`, so each
-//! reconnects by itself after a loss, with the same timeouts.
+//! Every other thread (the HTTP workers, the main thread, a multi-thread runtime's workers)
+//! shares one connection: calls from many threads there are sent together and read by Redis
+//! in one go, which costs it less per call than one connection per thread (`toc bench pull`
+//! measured claims and acks 10 % slower over a connection per HTTP worker). Each connection
+//! is a `ConnectionManager`, so each reconnects by itself after a loss, with the same
+//! timeouts.
 //!
 //! What it changes: calls from different threads no longer share one connection's order.
 //! No caller relies on that: a caller awaits each call's reply before the next, and the
 //! writes whose replicas are awaited with `WAIT` go over a connection of their own
 //! (`durable.rs`, opened with [`PerThread::shared_only`]).
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::{Arc, Weak};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
@@ -45,11 +49,21 @@ struct Local {
 
 thread_local! {
     static LOCAL: RefCell<Vec<Local>> = const { RefCell::new(Vec::new()) };
+    static OWN: Cell<bool> = const { Cell::new(false) };
+}
+
+/// From now on this thread's calls to a Redis node go over a connection of its own, while it
+/// runs a current-thread runtime (elsewhere the shared connection serves). The runtime
+/// asks this of the threads its slot actors run on; an application that runs its own
+/// current-thread runtimes on threads of their own may ask it of them.
+pub fn own_connection() {
+    OWN.set(true);
 }
 
 impl PerThread {
-    /// Calls go over `shared` or, on a current-thread runtime, over a connection of the
-    /// thread's own, opened from `client` with `config` at its first call.
+    /// Calls go over `shared` or, from a thread that asked for it ([`own_connection`]) and
+    /// runs a current-thread runtime, over a connection of the thread's own, opened from
+    /// `client` with `config` at its first call.
     pub(crate) fn new(
         shared: ConnectionManager,
         client: redis::Client,
@@ -74,6 +88,9 @@ impl PerThread {
         let Some(opener) = &self.local else {
             return self.shared.clone();
         };
+        if !OWN.get() {
+            return self.shared.clone();
+        }
         let Ok(handle) = Handle::try_current() else {
             return self.shared.clone();
         };
