@@ -27,6 +27,7 @@ mod redis_server;
 mod report;
 mod scale;
 mod scenarios;
+mod steal;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -208,6 +209,24 @@ impl Ctx {
         });
     }
 
+    /// The share of the CPUs' time stolen by the hypervisor since `before`, as a figure of
+    /// the `machine` table.
+    fn add_steal(&mut self, during: &str, before: Option<steal::CpuTimes>) {
+        let stolen = before
+            .zip(steal::CpuTimes::now())
+            .and_then(|(b, a)| b.stolen_since(a));
+        if let Some(stolen) = stolen {
+            self.add(
+                "machine",
+                "machine",
+                &format!("CPU time stolen during {during}"),
+                stolen,
+                "%",
+                "/proc/stat steal over all CPU time: another guest had this share of the cores",
+            );
+        }
+    }
+
     pub fn find(&self, system: &str, name: &str) -> Option<f64> {
         self.figures
             .iter()
@@ -374,14 +393,18 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
         if (all || s == scenario) && !ctx.stopped() {
             println!("\n== {s:?}");
             scenarios::clear_bench_topics(ctx).await?;
+            let before = steal::CpuTimes::now();
             step(ctx).await?;
+            ctx.add_steal(&format!("{s:?}").to_lowercase(), before);
         }
     }
     if all && peers && !ctx.stopped() {
         println!("\n== BullMQ (the peer), same Redis");
+        let before = steal::CpuTimes::now();
         if let Err(e) = peer::bullmq(ctx).await {
             println!("  BullMQ not measured: {e}");
         }
+        ctx.add_steal("BullMQ's runs", before);
         pull::ratios(ctx);
     }
     Ok(())

@@ -382,7 +382,7 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
         let _ = writeln!(m, "| {name} | {v} | {target} | {met} |");
     }
     for scenario in [
-        "schedule", "reset", "latency", "burst", "memory", "pull", "scale", "cluster",
+        "schedule", "reset", "latency", "burst", "memory", "pull", "scale", "cluster", "machine",
     ] {
         let rows: Vec<_> = ctx
             .figures
@@ -434,6 +434,10 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
     let _ = writeln!(
         m,
         "- Lateness is the instant the handler started minus the job's fire time (webhook: the receiver's arrival minus the fire time)."
+    );
+    let _ = writeln!(
+        m,
+        "- The machine table: the share of CPU time the hypervisor gave other guests during each scenario (`/proc/stat` steal). A scenario run in such a stretch is slower as a whole, and a ratio moves with it when its baseline ran at another moment (BullMQ runs last)."
     );
     // Figures measured by other commands (focused benchmarks, fault tests) are kept below
     // the marker of the file this run replaces.
