@@ -83,19 +83,12 @@ impl PerThread {
         }
     }
 
-    /// The connection for a call made now, on this thread.
-    fn pick(&self) -> ConnectionManager {
-        let Some(opener) = &self.local else {
-            return self.shared.clone();
-        };
-        if !OWN.get() {
-            return self.shared.clone();
-        }
-        let Ok(handle) = Handle::try_current() else {
-            return self.shared.clone();
-        };
+    /// This thread's own connection for a call made now; `None`: the shared one serves.
+    fn own(&self) -> Option<ConnectionManager> {
+        let opener = self.local.as_ref().filter(|_| OWN.get())?;
+        let handle = Handle::try_current().ok()?;
         if handle.runtime_flavor() != RuntimeFlavor::CurrentThread {
-            return self.shared.clone();
+            return None;
         }
         let runtime = handle.id();
         LOCAL.with_borrow_mut(|locals| {
@@ -103,7 +96,7 @@ impl PerThread {
                 .iter()
                 .find(|l| l.runtime == runtime && l.opener.as_ptr() == Arc::as_ptr(opener))
             {
-                return local.conn.clone();
+                return Some(local.conn.clone());
             }
             // A thread runs one runtime at a time: this engine's connection of an earlier
             // runtime (whose driver stopped with it) goes, as do those of dropped engines.
@@ -118,11 +111,11 @@ impl PerThread {
                         runtime,
                         conn: conn.clone(),
                     });
-                    conn
+                    Some(conn)
                 }
                 Err(e) => {
                     tracing::debug!(error = %e, "no connection of this thread's own: the shared one serves");
-                    self.shared.clone()
+                    None
                 }
             }
         })
@@ -131,8 +124,10 @@ impl PerThread {
 
 impl ConnectionLike for PerThread {
     fn req_packed_command<'a>(&'a mut self, cmd: &'a Cmd) -> RedisFuture<'a, Value> {
-        let mut conn = self.pick();
-        Box::pin(async move { conn.req_packed_command(cmd).await })
+        match self.own() {
+            Some(mut conn) => Box::pin(async move { conn.req_packed_command(cmd).await }),
+            None => self.shared.req_packed_command(cmd),
+        }
     }
 
     fn req_packed_commands<'a>(
@@ -141,8 +136,12 @@ impl ConnectionLike for PerThread {
         offset: usize,
         count: usize,
     ) -> RedisFuture<'a, Vec<Value>> {
-        let mut conn = self.pick();
-        Box::pin(async move { conn.req_packed_commands(cmd, offset, count).await })
+        match self.own() {
+            Some(mut conn) => {
+                Box::pin(async move { conn.req_packed_commands(cmd, offset, count).await })
+            }
+            None => self.shared.req_packed_commands(cmd, offset, count),
+        }
     }
 
     fn get_db(&self) -> i64 {
