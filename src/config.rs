@@ -161,6 +161,13 @@ pub struct RuntimeSettings {
     /// rather than after. 0: a job is leased only once due.
     #[serde(default = "default_fire_lead_ms")]
     pub fire_lead_ms: u64,
+    /// How long the lead may grow, in ms, while the store's round trip runs past
+    /// `fire_lead_ms`: a slot's lead follows its slowest recent pump (plus 1 ms) between
+    /// the two (and within a tenth of the topic's visibility timeout), so a loaded or distant
+    /// store still has its round trip paid before the fire.
+    /// At or below `fire_lead_ms` (or with `fire_lead_ms` 0) the lead stays fixed.
+    #[serde(default = "default_fire_lead_max_ms")]
+    pub fire_lead_max_ms: u64,
     /// How far past its next fire time a slot's pump also leases jobs, and how long a
     /// finished run's outcome may wait for those of the slot's other runs, in ms: under load
     /// one pump and one settle carry several fires. 0: a pump takes what is due by its lead,
@@ -179,7 +186,14 @@ fn default_fire_lead_ms() -> u64 {
     2
 }
 
-/// The most `runtime.fire_lead_ms` may be: a job leased ahead holds its lease meanwhile.
+/// Covers a loaded Redis's slow round trips, and keeps the reset race they open (a reset
+/// within the lead before a fire time finds the job running) to a few milliseconds.
+fn default_fire_lead_max_ms() -> u64 {
+    20
+}
+
+/// The most `runtime.fire_lead_ms` and `runtime.fire_lead_max_ms` may be: a job leased ahead
+/// holds its lease meanwhile.
 pub const MAX_FIRE_LEAD_MS: u64 = 100;
 
 /// A few fires per slot pump at 10,000 fires/s over 16 slots, and a reset arriving this
@@ -306,6 +320,12 @@ impl Settings {
         if self.runtime.fire_lead_ms > MAX_FIRE_LEAD_MS {
             return Err(Error::invalid(
                 "runtime.fire_lead_ms",
+                format!("must be at most {MAX_FIRE_LEAD_MS}"),
+            ));
+        }
+        if self.runtime.fire_lead_max_ms > MAX_FIRE_LEAD_MS {
+            return Err(Error::invalid(
+                "runtime.fire_lead_max_ms",
                 format!("must be at most {MAX_FIRE_LEAD_MS}"),
             ));
         }
@@ -507,6 +527,13 @@ mod tests {
         let s = Settings::load(None, env(&[("TOC_RUNTIME_FIRE_LEAD_MS", "0")])).unwrap();
         assert_eq!(s.runtime.fire_lead_ms, 0);
         assert_eq!(Settings::defaults().runtime.fire_lead_ms, 2);
+        let err =
+            Settings::load(None, env(&[("TOC_RUNTIME_FIRE_LEAD_MAX_MS", "101")])).unwrap_err();
+        assert!(
+            err.to_string().contains("runtime.fire_lead_max_ms"),
+            "{err}"
+        );
+        assert_eq!(Settings::defaults().runtime.fire_lead_max_ms, 20);
         let err = Settings::load(None, env(&[("TOC_RUNTIME_BATCH_WINDOW_MS", "101")])).unwrap_err();
         assert!(err.to_string().contains("runtime.batch_window_ms"), "{err}");
         let s = Settings::load(None, env(&[("TOC_RUNTIME_BATCH_WINDOW_MS", "0")])).unwrap();

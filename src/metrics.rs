@@ -114,7 +114,7 @@ impl Metrics {
             pump_seconds: histogram(
                 &registry,
                 "pump_seconds",
-                "How long a slot's pump took, from asking the store to its answer (runtime.fire_lead_ms hides up to that much of it from firing lateness)",
+                "How long a slot's pump took, from asking the store to its answer (the slot's lead, runtime.fire_lead_ms and up to runtime.fire_lead_max_ms after slow pumps, hides up to that much of it from firing lateness)",
                 &["topic"],
                 seconds,
             ),

@@ -1083,3 +1083,81 @@ async fn a_run_that_ends_after_its_job_was_leased_again_leaves_the_new_run_held(
     let job = c.get("t", &"long".into()).await.unwrap().unwrap();
     assert_eq!(job.state, JobState::Scheduled);
 }
+
+/// What a slot leases ahead behind a store that answers slowly, on a Redis whose every reply a
+/// loopback proxy holds 60 ms (`common::delay`): a center with a 2 ms lead, no batch window,
+/// and the runtime's clock injected and held still at `T`, whose one-slot topic holds `a`
+/// due at `T + 50`, its visibility timeout `visibility_ms`. Returns whether `a` was leased
+/// ahead (running) within 3 s, and how many pumps the slot made.
+async fn leased_ahead_behind_a_slow_store(lead_max_ms: u64, visibility_ms: u64) -> (bool, u64) {
+    let server = RedisServer::start();
+    let upstream = format!("127.0.0.1:{}", server.port).parse().unwrap();
+    let proxy = common::delay::DelayProxy::start(upstream, Duration::from_millis(60))
+        .await
+        .expect("start the delay proxy");
+    let store = Store::redis(&proxy.redis_url(), StoreOptions::default())
+        .await
+        .expect("connect through the proxy");
+    let clock = Arc::new(Manual(T.into()));
+    let (probe, _rx) = Probe::done();
+    let c = TimeoutCenter::builder(Arc::new(store))
+        .settings(RuntimeSettings {
+            fire_lead_ms: 2,
+            fire_lead_max_ms: lead_max_ms,
+            batch_window_ms: 0,
+            ..settings(1_000)
+        })
+        .clock(clock)
+        .handler(probe)
+        .start()
+        .await
+        .unwrap();
+    let mut t = TopicConfig::named("t");
+    t.slots = 1;
+    t.visibility_timeout_ms = visibility_ms;
+    c.put_topic(t).await.unwrap();
+    c.schedule("t", probe_job("a", T + 50), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let deadline = std::time::Instant::now() + Duration::from_secs(3);
+    let mut leased = false;
+    while !leased && std::time::Instant::now() < deadline {
+        leased = state(&c, "a").await == Some(JobState::Running);
+    }
+    let pumps = c
+        .metrics()
+        .pump_seconds
+        .with_label_values(&["t"])
+        .get_sample_count();
+    c.shutdown(Duration::ZERO).await;
+    (leased, pumps)
+}
+
+/// A slot's lead follows a slow store's round trip, up to `runtime.fire_lead_max_ms` and a
+/// tenth of the topic's visibility timeout: with every reply 60 ms late, a job due 50 ms
+/// ahead of the (held) clock is leased ahead under a 2 ms lead that may grow to 100 ms, and
+/// is not under one fixed at 2 ms, nor in a topic whose 300 ms visibility timeout keeps the
+/// lead within 30 ms, though those slots pumped over and over meanwhile. (Before the lead
+/// followed the round trip, the first case failed as the second.) What it cannot show: the
+/// lateness this saves behind a slow Redis (`toc bench latency --redis-delay-ms`,
+/// BENCHMARKS.md); the runs of `tests/fire_path.rs` show no job leased ahead fires early.
+#[actix_rt::test]
+async fn a_slow_stores_round_trip_lengthens_the_lead_up_to_its_maximum() {
+    let (leased, _) = leased_ahead_behind_a_slow_store(100, 30_000).await;
+    assert!(
+        leased,
+        "not leased 50 ms ahead behind 60 ms replies, with the lead free to grow to 100 ms"
+    );
+    let (leased, pumps) = leased_ahead_behind_a_slow_store(2, 30_000).await;
+    assert!(!leased, "leased 50 ms ahead with the lead fixed at 2 ms");
+    assert!(
+        pumps >= 5,
+        "the fixed-lead slot pumped {pumps} times in 3 s"
+    );
+    let (leased, pumps) = leased_ahead_behind_a_slow_store(100, 300).await;
+    assert!(
+        !leased,
+        "leased 50 ms ahead with a 300 ms visibility timeout (the lead at most 30 ms)"
+    );
+    assert!(pumps >= 5, "the slot pumped {pumps} times in 3 s");
+}

@@ -4,6 +4,7 @@
 
 pub(crate) mod handler;
 pub(crate) mod keeper;
+pub(crate) mod lead;
 pub(crate) mod messages;
 pub(crate) mod owners;
 pub(crate) mod runtime;

@@ -22,6 +22,7 @@ use futures_util::future::Either;
 use tokio::sync::watch;
 
 use super::handler::LocalHandlers;
+use super::lead::Lead;
 use super::messages::{Drain, Halt, Pump, Refence, Retune, RunJob, RunReport, SlotHealth, Wake};
 use super::runtime::Runtime;
 use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
@@ -78,6 +79,9 @@ pub(crate) struct SlotActor {
     flush: Option<SpawnHandle>,
     /// The window closed while a settle was in flight: what waits goes when it returns.
     flush_due: bool,
+    /// How long before their fire time this slot's pumps lease jobs: `runtime.fire_lead_ms`,
+    /// longer while the store answers slowly (see `super::lead`).
+    lead: Lead,
     /// This topic's metric handles, looked up once rather than per job.
     fired: prometheus::IntCounter,
     lateness: prometheus::Histogram,
@@ -102,9 +106,11 @@ impl SlotActor {
     ) -> Self {
         let m = &rt.metrics;
         let name = [topic.name.as_str()];
+        let lead = Lead::new(rt.settings.fire_lead_ms, rt.settings.fire_lead_max_ms);
         SlotActor {
             fence,
             fenced: false,
+            lead,
             fired: m.fired.with_label_values(&name),
             lateness: m.lateness.with_label_values(&name),
             pump_batch: m.pump_batch.with_label_values(&name),
@@ -226,7 +232,12 @@ impl SlotActor {
         let asked = std::time::Instant::now();
         ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
             act.pumping = false;
-            act.pump_seconds.observe(asked.elapsed().as_secs_f64());
+            let answered = std::time::Instant::now();
+            let round_trip = answered.saturating_duration_since(asked);
+            act.pump_seconds.observe(round_trip.as_secs_f64());
+            if result.is_ok() {
+                act.lead.observe(round_trip, answered);
+            }
             match result {
                 Ok((adopted, pumped, grant)) if grant.granted < crate::num::to_u32(capacity) && pumped.jobs.len() >= usize::try_from(grant.granted).unwrap_or(0) => {
                     // Held back by the rate limit: what was granted goes out, and the slot
@@ -274,9 +285,11 @@ impl SlotActor {
                         ctx.notify(Pump);
                     } else {
                         // The store counts the next time back from the next fire time by
-                        // the whole reach; the slot pumps a lead before it, so that the pump
-                        // takes the window that follows it.
-                        act.arm(pumped.next_at.map(|at| at.saturating_add(window)), ctx);
+                        // the whole reach; the slot pumps a lead before it (the lead as it
+                        // stands now, which this pump's round trip may have moved), so that
+                        // the pump takes the window that follows it.
+                        let back = reach.saturating_sub(act.lead());
+                        act.arm(pumped.next_at.map(|at| at.saturating_add(back)), ctx);
                     }
                 }
                 Err(e @ crate::error::Error::Fenced { .. }) => {
@@ -301,9 +314,16 @@ impl SlotActor {
         self.set_status(|s| s.in_flight = n);
     }
 
-    /// How long before their fire time this slot's pumps lease jobs (`runtime.fire_lead_ms`).
+    /// How long before their fire time this slot's pumps lease jobs now (`runtime.fire_lead_ms`,
+    /// up to `runtime.fire_lead_max_ms` while the store answers slowly). A run's lease counts
+    /// from its pump, so what the lead grows by is kept within a tenth of the topic's
+    /// visibility timeout: a handler keeps nine tenths of it, at least, after its fire time.
     fn lead(&self) -> Millis {
-        crate::num::millis(self.rt.settings.fire_lead_ms)
+        let floor = crate::num::millis(self.rt.settings.fire_lead_ms);
+        let tenth = crate::num::millis(self.topic.visibility_timeout_ms / 10);
+        self.lead
+            .ms(std::time::Instant::now())
+            .min(tenth.max(floor))
     }
 
     /// How far past its next fire time a pump also leases jobs, and how long an outcome may

@@ -16,6 +16,9 @@
 
 mod bare_zset;
 mod cluster;
+// A slow Redis on loopback (`--redis-delay-ms`); `tests/` include it too.
+#[allow(dead_code, unreachable_pub)]
+mod delay_proxy;
 mod peer;
 mod pull;
 // The Redis harness `toc bench` starts its servers and its cluster with; `tests/` (and
@@ -90,6 +93,14 @@ pub struct BenchArgs {
     /// service's, 2): 0 leases a job only once it is due.
     #[arg(long)]
     pub fire_lead_ms: Option<u64>,
+    /// The runtime's `fire_lead_max_ms` in the latency and webhook scenarios (default: the
+    /// service's, 20): at or below the lead, a lead that does not follow slow pumps.
+    #[arg(long)]
+    pub fire_lead_max_ms: Option<u64>,
+    /// Hold every Redis reply this long in the latency and webhook scenarios, through a
+    /// proxy on loopback, as a Redis across a network answers (default 0: no proxy).
+    #[arg(long)]
+    pub redis_delay_ms: Option<u64>,
     /// The runtime's `batch_window_ms` in the latency and webhook scenarios (default: the
     /// service's, 5): 0 batches no fires spread in time.
     #[arg(long)]
@@ -136,6 +147,10 @@ pub struct Sizes {
     pub scale: Vec<usize>,
     /// The runtime's `fire_lead_ms` in the latency and webhook scenarios.
     pub fire_lead_ms: u64,
+    /// The runtime's `fire_lead_max_ms` in the latency and webhook scenarios.
+    pub fire_lead_max_ms: u64,
+    /// How long a proxy holds each Redis reply in the latency and webhook scenarios.
+    pub redis_delay_ms: u64,
     /// The runtime's `batch_window_ms` in the latency and webhook scenarios.
     pub batch_window_ms: u64,
 }
@@ -164,6 +179,10 @@ impl Sizes {
             fire_lead_ms: args
                 .fire_lead_ms
                 .unwrap_or_else(|| crate::config::Settings::defaults().runtime.fire_lead_ms),
+            fire_lead_max_ms: args
+                .fire_lead_max_ms
+                .unwrap_or_else(|| crate::config::Settings::defaults().runtime.fire_lead_max_ms),
+            redis_delay_ms: args.redis_delay_ms.unwrap_or(0),
             batch_window_ms: args
                 .batch_window_ms
                 .unwrap_or_else(|| crate::config::Settings::defaults().runtime.batch_window_ms),

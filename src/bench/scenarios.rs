@@ -5,6 +5,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use async_trait::async_trait;
+use futures_util::StreamExt;
 use futures_util::future::join_all;
 use hdrhistogram::Histogram;
 use serde_json::{Value, json};
@@ -92,6 +93,47 @@ pub(super) async fn open(ctx: &Ctx, engine: &str) -> Result<SharedStore, String>
                 .map_err(|e| e.to_string())?,
         ),
     })
+}
+
+/// `open`, for the latency scenarios: Redis through a proxy that holds each reply
+/// `--redis-delay-ms` (as a Redis across a network answers), when that is set.
+async fn open_for_latency(ctx: &Ctx, engine: &str) -> Result<SharedStore, String> {
+    let delay = ctx.sizes.redis_delay_ms;
+    if engine == "memory" || delay == 0 {
+        return open(ctx, engine).await;
+    }
+    let info = redis::Client::open(ctx.redis_url.as_str())
+        .map_err(|e| e.to_string())?
+        .get_connection_info()
+        .addr()
+        .clone();
+    let redis::ConnectionAddr::Tcp(host, port) = info else {
+        return Err(format!(
+            "--redis-delay-ms needs a TCP address, not {info:?}"
+        ));
+    };
+    let upstream = tokio::net::lookup_host((host.as_str(), port))
+        .await
+        .map_err(|e| e.to_string())?
+        .next()
+        .ok_or_else(|| format!("{host} has no address"))?;
+    let proxy = super::delay_proxy::DelayProxy::start(upstream, Duration::from_millis(delay))
+        .await
+        .map_err(|e| format!("could not start the delay proxy: {e}"))?;
+    Ok(Arc::new(
+        Store::redis(&proxy.redis_url(), options())
+            .await
+            .map_err(|e| e.to_string())?,
+    ))
+}
+
+/// What the latency scenarios' notes add for `--redis-delay-ms`.
+fn delay_note(ctx: &Ctx, engine: &str) -> String {
+    match ctx.sizes.redis_delay_ms {
+        0 => String::new(),
+        _ if engine == "memory" => String::new(),
+        ms => format!(", each Redis reply held {ms} ms"),
+    }
 }
 
 /// The HTTP service over `store`, on a free port.
@@ -573,10 +615,12 @@ pub(super) fn add_percentiles(
     );
 }
 
-/// The service's runtime settings with the run's `fire_lead_ms` and `batch_window_ms`.
+/// The service's runtime settings with the run's `fire_lead_ms`, `fire_lead_max_ms` and
+/// `batch_window_ms`.
 fn lead_settings(ctx: &Ctx) -> crate::config::RuntimeSettings {
     crate::config::RuntimeSettings {
         fire_lead_ms: ctx.sizes.fire_lead_ms,
+        fire_lead_max_ms: ctx.sizes.fire_lead_max_ms,
         batch_window_ms: ctx.sizes.batch_window_ms,
         ..Settings::defaults().runtime
     }
@@ -586,7 +630,7 @@ pub(super) async fn latency(ctx: &mut Ctx) -> Result<(), String> {
     let (rate, secs) = (ctx.sizes.rate, ctx.sizes.latency_seconds);
     let jobs = (rate * secs) as usize;
     for engine in ENGINES {
-        let store = open(ctx, engine).await?;
+        let store = open_for_latency(ctx, engine).await?;
         let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
         let center = TimeoutCenter::builder(store.clone())
             .settings(lead_settings(ctx))
@@ -623,7 +667,11 @@ pub(super) async fn latency(ctx: &mut Ctx) -> Result<(), String> {
         bar.finish_and_clear();
         center.shutdown(Duration::from_secs(1)).await;
         let h = hist.lock().expect("histogram lock").clone();
-        let note = format!("{} jobs at {rate}/s, no-op handler", h.len());
+        let note = format!(
+            "{} jobs at {rate}/s, no-op handler{}",
+            h.len(),
+            delay_note(ctx, engine)
+        );
         add_percentiles(ctx, "latency", engine, "firing lateness", &h, &note);
         cpu.add(
             ctx,
@@ -678,7 +726,7 @@ async fn webhook_latency(ctx: &mut Ctx, engine: &str) -> Result<(), String> {
     let server = server.run();
     let handle = server.handle();
     actix_rt::spawn(server);
-    let store = open(ctx, engine).await?;
+    let store = open_for_latency(ctx, engine).await?;
     let center = TimeoutCenter::builder(store)
         .settings(lead_settings(ctx))
         .start()
@@ -686,15 +734,22 @@ async fn webhook_latency(ctx: &mut Ctx, engine: &str) -> Result<(), String> {
         .map_err(|e| e.to_string())?;
     let t = topic("webhook", engine);
     let start = now_ms() + 2_000;
-    for i in 0..jobs {
+    // 64 at a time: behind a slow Redis (--redis-delay-ms) one at a time would still be
+    // scheduling when the first ones come due.
+    let schedules = (0..jobs).map(|i| {
         let at = start + (i as u64 * 1_000 / rate) as i64;
         let job = NewJob::new(format!("w{i}"), at)
             .job_type("webhook")
             .payload(json!({"url": url, "body": {"fire_at": at}}));
-        center
-            .schedule(&t, job, ScheduleMode::Upsert)
-            .await
-            .map_err(|e| e.to_string())?;
+        let (center, t) = (&center, &t);
+        async move { center.schedule(t, job, ScheduleMode::Upsert).await }
+    });
+    let scheduled: Vec<_> = futures_util::stream::iter(schedules)
+        .buffer_unordered(64)
+        .collect()
+        .await;
+    for result in scheduled {
+        result.map_err(|e| e.to_string())?;
     }
     let deadline = Instant::now() + Duration::from_secs(secs + 30);
     while (done.load(Ordering::Relaxed) as usize) < jobs
@@ -706,7 +761,11 @@ async fn webhook_latency(ctx: &mut Ctx, engine: &str) -> Result<(), String> {
     center.shutdown(Duration::from_secs(1)).await;
     handle.stop(true).await;
     let h = hist.lock().expect("histogram lock").clone();
-    let note = format!("{} webhook calls at {rate}/s to a local receiver", h.len());
+    let note = format!(
+        "{} webhook calls at {rate}/s to a local receiver{}",
+        h.len(),
+        delay_note(ctx, engine)
+    );
     add_percentiles(
         ctx,
         "latency",

@@ -1,6 +1,9 @@
 //! Shared test support: a real Redis per test, and helpers over the store.
 #![allow(dead_code, unused_imports, unused_macros)]
 
+// A slow Redis on loopback: the bench's (`toc bench --redis-delay-ms`).
+#[path = "../../src/bench/delay_proxy.rs"]
+pub mod delay;
 pub mod process;
 #[path = "../../src/bench/redis_cluster.rs"]
 pub mod redis_cluster;

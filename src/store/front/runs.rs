@@ -28,7 +28,8 @@ impl Store {
     /// `fence` is the slot's current owner fence (see [`Store::own`]), so an instance that
     /// lost a slot (paused past its lease, say) never pumps it again. It also hands out jobs
     /// due within `lead` ms after `now`, which the caller holds until their fire time (the
-    /// slot actor's `runtime.fire_lead_ms` plus its `runtime.batch_window_ms`); `next_at` is
+    /// slot actor's lead, `runtime.fire_lead_ms` or longer after slow pumps, plus its
+    /// `runtime.batch_window_ms`); `next_at` is
     /// then when to pump again (the next due job's fire time less `lead`, or a lease
     /// deadline).
     pub async fn pump_fenced(
