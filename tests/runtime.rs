@@ -1084,8 +1084,8 @@ async fn a_run_that_ends_after_its_job_was_leased_again_leaves_the_new_run_held(
     assert_eq!(job.state, JobState::Scheduled);
 }
 
-/// What a slot leases ahead behind a store that answers slowly, on a Redis whose every reply a
-/// loopback proxy holds 60 ms (`common::delay`): a center with a 2 ms lead, no batch window,
+/// What a slot leases ahead behind a store that answers slowly, on a Redis to which a loopback
+/// proxy adds 60 ms to every round trip (`common::delay`): a center with a 2 ms lead, no batch window,
 /// and the runtime's clock injected and held still at `T`, whose one-slot topic holds `a`
 /// due at `T + 50`, its visibility timeout `visibility_ms`. Returns whether `a` was leased
 /// ahead (running) within 3 s, and how many pumps the slot made.
@@ -1134,7 +1134,7 @@ async fn leased_ahead_behind_a_slow_store(lead_max_ms: u64, visibility_ms: u64) 
 }
 
 /// A slot's lead follows a slow store's round trip, up to `runtime.fire_lead_max_ms` and a
-/// tenth of the topic's visibility timeout: with every reply 60 ms late, a job due 50 ms
+/// tenth of the topic's visibility timeout: with every round trip 60 ms longer, a job due 50 ms
 /// ahead of the (held) clock is leased ahead under a 2 ms lead that may grow to 100 ms, and
 /// is not under one fixed at 2 ms, nor in a topic whose 300 ms visibility timeout keeps the
 /// lead within 30 ms, though those slots pumped over and over meanwhile. (Before the lead
@@ -1146,7 +1146,7 @@ async fn a_slow_stores_round_trip_lengthens_the_lead_up_to_its_maximum() {
     let (leased, _) = leased_ahead_behind_a_slow_store(100, 30_000).await;
     assert!(
         leased,
-        "not leased 50 ms ahead behind 60 ms replies, with the lead free to grow to 100 ms"
+        "not leased 50 ms ahead behind 60 ms round trips, with the lead free to grow to 100 ms"
     );
     let (leased, pumps) = leased_ahead_behind_a_slow_store(2, 30_000).await;
     assert!(!leased, "leased 50 ms ahead with the lead fixed at 2 ms");

@@ -335,6 +335,7 @@ async fn pump_never_returns_a_job_before_its_fire_at(e: Engine) {
     }
     let p = s.pump("t", 0, T0 + 40, 3).await.unwrap();
     assert_eq!(p.jobs.len(), 3);
+    assert_eq!(p.next_at, Some(T0 + 40), "a job left due is next");
     let p = s.pump("t", 0, T0 + 40, 10).await.unwrap();
     assert_eq!(p.jobs.len(), 3); // c and the last two of n*
     assert_eq!(

@@ -1,8 +1,8 @@
-//! A TCP proxy on loopback that holds every reply of its upstream a fixed time before passing
-//! it on: a store whose round trip is slow, as a loaded or distant Redis's is, without a mock
-//! (`toc bench --redis-delay-ms`, and the tests of the lead).
-//! Requests go through at once; each chunk of a reply leaves `delay` after it arrived, in
-//! order, so replies keep their order and a pipeline keeps its rate.
+//! A TCP proxy on loopback that adds a fixed round trip to every exchange with its upstream,
+//! half on the way there and half on the way back, as a network between a client and a
+//! Redis does: a store whose round trip is slow, without a mock (`toc bench
+//! --redis-delay-ms`, and the tests of the lead). Each chunk leaves half the delay after it
+//! arrived, in order, so requests and replies keep their order and a pipeline its rate.
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -17,7 +17,8 @@ pub struct DelayProxy {
 }
 
 impl DelayProxy {
-    /// Proxies a listener on a free loopback port to `upstream`, holding replies `delay`.
+    /// Proxies a listener on a free loopback port to `upstream`, adding `delay` to each round
+    /// trip.
     pub async fn start(upstream: SocketAddr, delay: Duration) -> std::io::Result<DelayProxy> {
         let listener = TcpListener::bind("127.0.0.1:0").await?;
         let addr = listener.local_addr()?;
@@ -41,15 +42,23 @@ async fn relay(client: TcpStream, upstream: SocketAddr, delay: Duration) {
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let (mut client_rd, mut client_wr) = client.into_split();
-    let (mut server_rd, mut server_wr) = server.into_split();
-    tokio::spawn(async move {
-        let _ = tokio::io::copy(&mut client_rd, &mut server_wr).await;
-    });
+    let (client_rd, client_wr) = client.into_split();
+    let (server_rd, server_wr) = server.into_split();
+    let half = delay / 2;
+    tokio::spawn(delayed_copy(client_rd, server_wr, half));
+    delayed_copy(server_rd, client_wr, delay - half).await;
+}
+
+/// Copies `from` to `to`, each chunk `delay` after it was read, until either side closes.
+async fn delayed_copy(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    delay: Duration,
+) {
     let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
     tokio::spawn(async move {
         let mut buf = vec![0u8; 64 * 1024];
-        while let Ok(n @ 1..) = server_rd.read(&mut buf).await {
+        while let Ok(n @ 1..) = from.read(&mut buf).await {
             if tx
                 .send((Instant::now() + delay, buf[..n].to_vec()))
                 .is_err()
@@ -60,7 +69,7 @@ async fn relay(client: TcpStream, upstream: SocketAddr, delay: Duration) {
     });
     while let Some((at, bytes)) = rx.recv().await {
         tokio::time::sleep_until(at).await;
-        if client_wr.write_all(&bytes).await.is_err() {
+        if to.write_all(&bytes).await.is_err() {
             return;
         }
     }

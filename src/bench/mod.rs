@@ -97,8 +97,8 @@ pub struct BenchArgs {
     /// service's, 20): at or below the lead, a lead that does not follow slow pumps.
     #[arg(long)]
     pub fire_lead_max_ms: Option<u64>,
-    /// Hold every Redis reply this long in the latency and webhook scenarios, through a
-    /// proxy on loopback, as a Redis across a network answers (default 0: no proxy).
+    /// Add this much to every round trip to Redis in the latency and webhook scenarios, half
+    /// each way, through a proxy on loopback, as a network does (default 0: no proxy).
     #[arg(long)]
     pub redis_delay_ms: Option<u64>,
     /// The runtime's `batch_window_ms` in the latency and webhook scenarios (default: the
@@ -149,7 +149,7 @@ pub struct Sizes {
     pub fire_lead_ms: u64,
     /// The runtime's `fire_lead_max_ms` in the latency and webhook scenarios.
     pub fire_lead_max_ms: u64,
-    /// How long a proxy holds each Redis reply in the latency and webhook scenarios.
+    /// What a proxy adds to each round trip to Redis in the latency and webhook scenarios.
     pub redis_delay_ms: u64,
     /// The runtime's `batch_window_ms` in the latency and webhook scenarios.
     pub batch_window_ms: u64,

@@ -95,8 +95,8 @@ pub(super) async fn open(ctx: &Ctx, engine: &str) -> Result<SharedStore, String>
     })
 }
 
-/// `open`, for the latency scenarios: Redis through a proxy that holds each reply
-/// `--redis-delay-ms` (as a Redis across a network answers), when that is set.
+/// `open`, for the latency scenarios: Redis through a proxy that adds `--redis-delay-ms` to
+/// each round trip (as a network does), when that is set.
 async fn open_for_latency(ctx: &Ctx, engine: &str) -> Result<SharedStore, String> {
     let delay = ctx.sizes.redis_delay_ms;
     if engine == "memory" || delay == 0 {
@@ -132,7 +132,7 @@ fn delay_note(ctx: &Ctx, engine: &str) -> String {
     match ctx.sizes.redis_delay_ms {
         0 => String::new(),
         _ if engine == "memory" => String::new(),
-        ms => format!(", each Redis reply held {ms} ms"),
+        ms => format!(", {ms} ms added to each round trip to Redis"),
     }
 }
 
