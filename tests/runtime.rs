@@ -1093,7 +1093,6 @@ async fn leased_ahead_behind_a_slow_store(lead_max_ms: u64, visibility_ms: u64) 
     let server = RedisServer::start();
     let upstream = format!("127.0.0.1:{}", server.port).parse().unwrap();
     let proxy = common::delay::DelayProxy::start(upstream, Duration::from_millis(60))
-        .await
         .expect("start the delay proxy");
     let store = Store::redis(&proxy.redis_url(), StoreOptions::default())
         .await

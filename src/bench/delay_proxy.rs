@@ -2,16 +2,17 @@
 //! half on the way there and half on the way back, as a network between a client and a
 //! Redis does: a store whose round trip is slow, without a mock (`toc bench
 //! --redis-delay-ms`, and the tests of the lead). Each chunk leaves half the delay after it
-//! arrived, in order, so requests and replies keep their order and a pipeline its rate.
+//! arrived, in order, so requests and replies keep their order and a pipeline its rate. It
+//! runs on threads of its own, which sleep to the microsecond: Tokio's timer would round
+//! each half up to its 1 ms ticks, and wait on the runtime it shares with what it measures.
 
-use std::net::SocketAddr;
-use std::time::Duration;
+use std::io::{Read, Write};
+use std::net::{Shutdown, SocketAddr, TcpListener, TcpStream};
+use std::sync::mpsc;
+use std::thread;
+use std::time::{Duration, Instant};
 
-use tokio::io::{AsyncReadExt, AsyncWriteExt};
-use tokio::net::{TcpListener, TcpStream};
-use tokio::time::Instant;
-
-/// A running proxy; it stops with the runtime that started it.
+/// A running proxy; its threads live as long as the process.
 pub struct DelayProxy {
     pub addr: SocketAddr,
 }
@@ -19,14 +20,16 @@ pub struct DelayProxy {
 impl DelayProxy {
     /// Proxies a listener on a free loopback port to `upstream`, adding `delay` to each round
     /// trip.
-    pub async fn start(upstream: SocketAddr, delay: Duration) -> std::io::Result<DelayProxy> {
-        let listener = TcpListener::bind("127.0.0.1:0").await?;
+    pub fn start(upstream: SocketAddr, delay: Duration) -> std::io::Result<DelayProxy> {
+        let listener = TcpListener::bind("127.0.0.1:0")?;
         let addr = listener.local_addr()?;
-        tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                tokio::spawn(relay(client, upstream, delay));
-            }
-        });
+        thread::Builder::new()
+            .name("delay-proxy".into())
+            .spawn(move || {
+                for client in listener.incoming().flatten() {
+                    thread::spawn(move || relay(client, upstream, delay));
+                }
+            })?;
         Ok(DelayProxy { addr })
     }
 
@@ -36,29 +39,26 @@ impl DelayProxy {
     }
 }
 
-async fn relay(client: TcpStream, upstream: SocketAddr, delay: Duration) {
-    let Ok(server) = TcpStream::connect(upstream).await else {
+fn relay(client: TcpStream, upstream: SocketAddr, delay: Duration) {
+    let Ok(server) = TcpStream::connect(upstream) else {
         return;
     };
     let _ = client.set_nodelay(true);
     let _ = server.set_nodelay(true);
-    let (client_rd, client_wr) = client.into_split();
-    let (server_rd, server_wr) = server.into_split();
+    let (Ok(client_wr), Ok(server_wr)) = (client.try_clone(), server.try_clone()) else {
+        return;
+    };
     let half = delay / 2;
-    tokio::spawn(delayed_copy(client_rd, server_wr, half));
-    delayed_copy(server_rd, client_wr, delay - half).await;
+    thread::spawn(move || delayed_copy(client, server_wr, half));
+    delayed_copy(server, client_wr, delay - half);
 }
 
 /// Copies `from` to `to`, each chunk `delay` after it was read, until either side closes.
-async fn delayed_copy(
-    mut from: tokio::net::tcp::OwnedReadHalf,
-    mut to: tokio::net::tcp::OwnedWriteHalf,
-    delay: Duration,
-) {
-    let (tx, mut rx) = tokio::sync::mpsc::unbounded_channel::<(Instant, Vec<u8>)>();
-    tokio::spawn(async move {
+fn delayed_copy(mut from: TcpStream, mut to: TcpStream, delay: Duration) {
+    let (tx, rx) = mpsc::channel::<(Instant, Vec<u8>)>();
+    thread::spawn(move || {
         let mut buf = vec![0u8; 64 * 1024];
-        while let Ok(n @ 1..) = from.read(&mut buf).await {
+        while let Ok(n @ 1..) = from.read(&mut buf) {
             if tx
                 .send((Instant::now() + delay, buf[..n].to_vec()))
                 .is_err()
@@ -67,10 +67,14 @@ async fn delayed_copy(
             }
         }
     });
-    while let Some((at, bytes)) = rx.recv().await {
-        tokio::time::sleep_until(at).await;
-        if to.write_all(&bytes).await.is_err() {
-            return;
+    while let Ok((at, bytes)) = rx.recv() {
+        let now = Instant::now();
+        if at > now {
+            thread::sleep(at - now);
+        }
+        if to.write_all(&bytes).is_err() {
+            break;
         }
     }
+    let _ = to.shutdown(Shutdown::Write);
 }

@@ -118,7 +118,6 @@ async fn open_for_latency(ctx: &Ctx, engine: &str) -> Result<SharedStore, String
         .next()
         .ok_or_else(|| format!("{host} has no address"))?;
     let proxy = super::delay_proxy::DelayProxy::start(upstream, Duration::from_millis(delay))
-        .await
         .map_err(|e| format!("could not start the delay proxy: {e}"))?;
     Ok(Arc::new(
         Store::redis(&proxy.redis_url(), options())
