@@ -1,5 +1,5 @@
 //! Prometheus metrics: counters of what happened to jobs, histograms of firing lateness,
-//! handler duration, pump batch sizes and pump durations. One registry per runtime, rendered by `/metrics`.
+//! handler duration, pump batch sizes, pump durations and leads. One registry per runtime, rendered by `/metrics`.
 
 use prometheus::{
     Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
@@ -20,6 +20,7 @@ pub struct Metrics {
     pub handler_duration: HistogramVec,
     pub pump_batch: HistogramVec,
     pub pump_seconds: HistogramVec,
+    pub pump_lead: HistogramVec,
 }
 
 fn counter(registry: &Registry, name: &str, help: &str) -> IntCounterVec {
@@ -117,6 +118,13 @@ impl Metrics {
                 "How long a slot's pump took, from asking the store to its answer (the slot's lead, runtime.fire_lead_ms and up to runtime.fire_lead_max_ms after slow pumps, hides up to that much of it from firing lateness)",
                 &["topic"],
                 seconds,
+            ),
+            pump_lead: histogram(
+                &registry,
+                "pump_lead_seconds",
+                "How far ahead of now a slot's pump leased jobs: its lead, runtime.fire_lead_ms, longer after slow pumps up to runtime.fire_lead_max_ms (a reset or cancel reaching the store this close to a fire time finds the job running)",
+                &["topic"],
+                vec![0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1],
             ),
             pump_batch: histogram(
                 &registry,

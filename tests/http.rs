@@ -1131,6 +1131,10 @@ async fn metrics_show_the_lateness_histogram_after_fires() {
     // Every fire came from a pump, each timed (the lead hides up to that much).
     assert!(value("toc_pump_seconds_count{topic=\"m\"}") >= 1.0);
     assert!(value("toc_pump_seconds_sum{topic=\"m\"}") > 0.0);
+    // Each pump's lead, at least runtime.fire_lead_ms (2 ms by default).
+    let leads = value("toc_pump_lead_seconds_count{topic=\"m\"}");
+    assert!(leads >= 1.0);
+    assert!(value("toc_pump_lead_seconds_sum{topic=\"m\"}") >= 0.002 * leads);
 }
 
 #[actix_rt::test]

@@ -87,6 +87,7 @@ pub(crate) struct SlotActor {
     lateness: prometheus::Histogram,
     pump_batch: prometheus::Histogram,
     pump_seconds: prometheus::Histogram,
+    pump_lead: prometheus::Histogram,
     retried: prometheus::IntCounter,
     dead: prometheus::IntCounter,
     /// Handler durations by job type, each looked up once.
@@ -115,6 +116,7 @@ impl SlotActor {
             lateness: m.lateness.with_label_values(&name),
             pump_batch: m.pump_batch.with_label_values(&name),
             pump_seconds: m.pump_seconds.with_label_values(&name),
+            pump_lead: m.pump_lead.with_label_values(&name),
             retried: m.retried.with_label_values(&name),
             dead: m.dead.with_label_values(&name),
             handler_durations: HashMap::new(),
@@ -202,6 +204,7 @@ impl SlotActor {
         // Past the lead, the window: jobs due in it go out in this pump too.
         let (lead, window) = (self.lead(), self.window());
         let reach = lead.saturating_add(window);
+        self.pump_lead.observe(crate::num::float(lead) / 1_000.0);
         let fut = async move {
             let adopted = match adopt_above {
                 Some(above) => store.adopt(&topic, slot, fence, above).await?,
