@@ -268,18 +268,18 @@ impl Ctx {
     }
 }
 
+/// The run's Redis as a TCP host and port, or an error saying that `what` needs one.
+pub(crate) fn redis_tcp(ctx: &Ctx, what: &str) -> Result<(String, u16), String> {
+    let url = redis::Client::open(ctx.redis_url.as_str()).map_err(|e| e.to_string())?;
+    match url.get_connection_info().addr() {
+        redis::ConnectionAddr::Tcp(h, p) => Ok((h.clone(), *p)),
+        other => Err(format!("{what} needs a TCP address, not {other:?}")),
+    }
+}
+
 /// `redis-benchmark -P 64` with `args` against the run's Redis: requests per second.
 pub fn redis_benchmark(ctx: &Ctx, requests: u64, args: &[&str]) -> Result<f64, String> {
-    let url = redis::Client::open(ctx.redis_url.as_str()).map_err(|e| e.to_string())?;
-    let info = url.get_connection_info();
-    let (host, port) = match info.addr() {
-        redis::ConnectionAddr::Tcp(h, p) => (h.clone(), *p),
-        other => {
-            return Err(format!(
-                "redis-benchmark needs a TCP address, not {other:?}"
-            ));
-        }
-    };
+    let (host, port) = redis_tcp(ctx, "redis-benchmark")?;
     redis_benchmark_at(&host, port, requests, args)
 }
 

@@ -102,16 +102,7 @@ async fn open_for_latency(ctx: &Ctx, engine: &str) -> Result<SharedStore, String
     if engine == "memory" || delay == 0 {
         return open(ctx, engine).await;
     }
-    let info = redis::Client::open(ctx.redis_url.as_str())
-        .map_err(|e| e.to_string())?
-        .get_connection_info()
-        .addr()
-        .clone();
-    let redis::ConnectionAddr::Tcp(host, port) = info else {
-        return Err(format!(
-            "--redis-delay-ms needs a TCP address, not {info:?}"
-        ));
-    };
+    let (host, port) = super::redis_tcp(ctx, "--redis-delay-ms")?;
     let upstream = tokio::net::lookup_host((host.as_str(), port))
         .await
         .map_err(|e| e.to_string())?
