@@ -51,8 +51,9 @@ pub(crate) struct Wake {
 #[rtype(result = "()")]
 pub(crate) struct Retune(pub Arc<TopicConfig>);
 
-/// To a slot actor: stop pumping, let runs finish within `grace`, give back the leases of
-/// those that do not. Answers how many leases it gave back.
+/// To a slot actor: stop pumping, wait for the pump in flight (its runs are the actor's
+/// too), let runs finish within `grace`, give back the leases of those that do not. Answers
+/// how many leases it gave back.
 #[derive(Message)]
 #[rtype(result = "usize")]
 pub(crate) struct Drain {

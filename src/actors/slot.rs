@@ -64,7 +64,10 @@ pub(crate) struct SlotActor {
     settle_retry_armed: bool,
     /// Runs not yet settled in the store (all three above), for `Drain` to wait on.
     in_flight: watch::Sender<usize>,
-    pumping: bool,
+    /// A pump is in flight. Its answer holds the runs the store leased to this actor, which
+    /// `Drain` waits for: stopped before it, they would stay leased to no one until their
+    /// lease ran out.
+    pumping: watch::Sender<bool>,
     /// The highest run token this actor's pumps handed it.
     max_token: u64,
     /// A pump failed: it may have leased jobs whose answer was lost, which the next pump
@@ -131,7 +134,7 @@ impl SlotActor {
             settle_failures: 0,
             settle_retry_armed: false,
             in_flight: watch::channel(0).0,
-            pumping: false,
+            pumping: watch::channel(false).0,
             max_token: 0,
             pump_lost: false,
             again: false,
@@ -170,6 +173,10 @@ impl SlotActor {
         self.timer = Some((handle, at));
     }
 
+    fn is_pumping(&self) -> bool {
+        *self.pumping.borrow()
+    }
+
     fn unsettled(&self) -> usize {
         self.running.len() + self.outcomes.len() + self.settling
     }
@@ -183,7 +190,7 @@ impl SlotActor {
             // Paused: nothing is pumped until a Retune resumes the topic.
             return;
         }
-        if self.pumping {
+        if self.is_pumping() {
             self.again = true;
             return;
         }
@@ -194,7 +201,7 @@ impl SlotActor {
             return;
         }
         self.cancel_timer(ctx);
-        self.pumping = true;
+        self.pumping.send_replace(true);
         self.again = false;
         let now = self.rt.clock.now();
         let store = self.rt.store.clone();
@@ -234,7 +241,7 @@ impl SlotActor {
         };
         let asked = std::time::Instant::now();
         ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
-            act.pumping = false;
+            act.pumping.send_replace(false);
             let answered = std::time::Instant::now();
             let round_trip = answered.saturating_duration_since(asked);
             act.pump_seconds.observe(round_trip.as_secs_f64());
@@ -660,7 +667,7 @@ impl Supervised for SlotActor {
         self.settle_failures = 0;
         self.settle_retry_armed = false;
         self.track();
-        self.pumping = false;
+        self.pumping.send_replace(false);
         self.again = false;
         self.timer = None;
         self.flush = None;
@@ -697,7 +704,7 @@ impl Handler<Wake> for SlotActor {
         if self.draining {
             return;
         }
-        if self.pumping {
+        if self.is_pumping() {
             self.again = true;
             return;
         }
@@ -756,9 +763,13 @@ impl Handler<Drain> for SlotActor {
         self.cancel_timer(ctx);
         // Outcomes waiting for the batch window go now.
         self.settle(ctx);
-        let mut idle = self.in_flight.subscribe();
+        let until = tokio::time::Instant::now() + msg.grace;
+        let (mut pump, mut idle) = (self.pumping.subscribe(), self.in_flight.subscribe());
         let wait = async move {
-            let _ = tokio::time::timeout(msg.grace, idle.wait_for(|n| *n == 0)).await;
+            // A pump in flight is waited for whatever the grace (the store's response timeout
+            // bounds it): the runs it leased are run, or given back below.
+            let _ = pump.wait_for(|pumping| !*pumping).await;
+            let _ = tokio::time::timeout_at(until, idle.wait_for(|n| *n == 0)).await;
         };
         Box::pin(wait.into_actor(self).then(|_, act, _| {
             let left: Vec<Leased> = act.running.values().map(|lease| (**lease).clone()).collect();

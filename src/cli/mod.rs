@@ -103,7 +103,8 @@ pub(crate) enum Command {
     /// The service's health.
     Health,
     /// Load generator and benchmark: `toc bench all --quick` for a short check, `toc bench
-    /// all` for the published figures (BENCHMARKS.md).
+    /// all` for the published figures (BENCHMARKS.md). With RUST_LOG set (e.g. `info`), the
+    /// service's own log goes to stderr.
     #[cfg(feature = "bench")]
     Bench(crate::bench::BenchArgs),
 }
@@ -239,7 +240,14 @@ pub fn toc_main() -> ExitCode {
     match cli.command {
         Command::Serve { config } => return serve_main(config),
         #[cfg(feature = "bench")]
-        Command::Bench(args) => return crate::bench::run(args),
+        Command::Bench(args) => {
+            // The service's own log (warnings of failed pumps, slots changing hands) only
+            // when asked for: it would break the progress bars.
+            if std::env::var_os("RUST_LOG").is_some() {
+                init_logging(LogFormat::Text);
+            }
+            return crate::bench::run(args);
+        }
         _ => {}
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
