@@ -13,6 +13,7 @@ pub struct Metrics {
     pub reset: IntCounterVec,
     pub cancelled: IntCounterVec,
     pub fired: IntCounterVec,
+    pub fired_after_pump: IntCounterVec,
     pub retried: IntCounterVec,
     pub dead: IntCounterVec,
     pub jobs: IntGaugeVec,
@@ -91,6 +92,11 @@ impl Metrics {
                 &registry,
                 "jobs_retried_total",
                 "Runs that failed and will retry",
+            ),
+            fired_after_pump: counter(
+                &registry,
+                "jobs_fired_after_their_pump_total",
+                "Jobs that came due while the pump leasing them was in flight, so fired late by the part of its round trip past the lead (rising: the store answers slowly; runtime.fire_lead_max_ms lets the lead follow it further)",
             ),
             dead: counter(
                 &registry,

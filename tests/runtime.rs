@@ -1243,3 +1243,44 @@ async fn a_shutdown_waits_for_the_pump_in_flight_and_gives_back_what_it_leased()
     );
     assert_eq!(state(&c, "a").await, Some(JobState::Scheduled));
 }
+
+/// A job that comes due while the pump leasing it is in flight is counted as fired after
+/// its pump (`toc_jobs_fired_after_their_pump_total`): on a Redis behind a proxy that adds
+/// 60 ms to each round trip, with the lead fixed at 2 ms and no batch window, the slot pumps
+/// for `a` 2 ms before its fire time and has the answer about 60 ms after it. What it cannot
+/// show: that a pump answering within its lead counts nothing (on a shared machine a stall
+/// can hold any pump past 2 ms); `tests/http.rs` shows the counter among the metrics.
+#[actix_rt::test]
+async fn a_job_due_while_its_pump_is_in_flight_counts_as_fired_after_its_pump() {
+    let server = RedisServer::start();
+    let upstream = format!("127.0.0.1:{}", server.port).parse().unwrap();
+    let proxy = common::delay::DelayProxy::start(upstream, Duration::from_millis(60))
+        .expect("start the delay proxy");
+    let store = Store::redis(&proxy.redis_url(), StoreOptions::default())
+        .await
+        .expect("connect through the proxy");
+    let (probe, mut rx) = Probe::done();
+    let c = TimeoutCenter::builder(Arc::new(store))
+        .settings(RuntimeSettings {
+            fire_lead_ms: 2,
+            fire_lead_max_ms: 2,
+            batch_window_ms: 0,
+            ..settings(60_000)
+        })
+        .handler(probe)
+        .start()
+        .await
+        .unwrap();
+    let mut t = TopicConfig::named("t");
+    t.slots = 1;
+    c.put_topic(t).await.unwrap();
+    let after = || c.metrics().fired_after_pump.with_label_values(&["t"]).get();
+    assert_eq!(after(), 0);
+    c.schedule("t", probe_job("a", now_ms() + 500), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let seen = next(&mut rx, 5).await;
+    assert_eq!(seen.job.id, "a");
+    assert_eq!(after(), 1, "a came due while its pump was in flight");
+    c.shutdown(Duration::ZERO).await;
+}

@@ -87,6 +87,7 @@ pub(crate) struct SlotActor {
     lead: Lead,
     /// This topic's metric handles, looked up once rather than per job.
     fired: prometheus::IntCounter,
+    fired_after_pump: prometheus::IntCounter,
     lateness: prometheus::Histogram,
     pump_batch: prometheus::Histogram,
     pump_seconds: prometheus::Histogram,
@@ -116,6 +117,7 @@ impl SlotActor {
             fenced: false,
             lead,
             fired: m.fired.with_label_values(&name),
+            fired_after_pump: m.fired_after_pump.with_label_values(&name),
             lateness: m.lateness.with_label_values(&name),
             pump_batch: m.pump_batch.with_label_values(&name),
             pump_seconds: m.pump_seconds.with_label_values(&name),
@@ -240,6 +242,7 @@ impl SlotActor {
             Ok::<_, crate::error::Error>((adopted, pumped, grant))
         };
         let asked = std::time::Instant::now();
+        let asked_us = self.rt.clock.now_us();
         ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
             act.pumping.send_replace(false);
             let answered = std::time::Instant::now();
@@ -283,6 +286,13 @@ impl SlotActor {
                         s.last_error = None;
                     });
                     act.pump_batch.observe(crate::num::float(crate::num::signed(crate::num::usize_u64(n))));
+                    // Due between the ask and the answer: late by the round trip past the lead.
+                    let after = pumped
+                        .jobs
+                        .iter()
+                        .filter(|lease| (asked_us + 1..=now_us).contains(&lease.job.fire_at.saturating_mul(1_000)))
+                        .count();
+                    act.fired_after_pump.inc_by(crate::num::usize_u64(after));
                     for lease in pumped.jobs {
                         act.max_token = act.max_token.max(lease.token);
                         act.dispatch(lease, now_us, &mut held, ctx);

@@ -663,6 +663,21 @@ pub(super) async fn latency(ctx: &mut Ctx) -> Result<(), String> {
             delay_note(ctx, engine)
         );
         add_percentiles(ctx, "latency", engine, "firing lateness", &h, &note);
+        // The part of the lateness the store's round trip makes: jobs that came due while
+        // the pump leasing them was in flight (the rest is the host's).
+        let after = center
+            .metrics()
+            .fired_after_pump
+            .with_label_values(&[t.as_str()])
+            .get();
+        ctx.add(
+            "latency",
+            engine,
+            "fires after their pump",
+            after as f64 * 100.0 / h.len().max(1) as f64,
+            "%",
+            "toc_jobs_fired_after_their_pump_total over the fires: due while the pump leasing them was in flight",
+        );
         cpu.add(
             ctx,
             "latency",
