@@ -1084,6 +1084,30 @@ async fn a_run_that_ends_after_its_job_was_leased_again_leaves_the_new_run_held(
     assert_eq!(job.state, JobState::Scheduled);
 }
 
+/// Starts `builder`'s center with a one-slot topic `t`, as `edit` leaves it.
+async fn with_one_slot_t(
+    builder: TimeoutCenterBuilder,
+    edit: impl FnOnce(&mut TopicConfig),
+) -> TimeoutCenter {
+    let c = builder.start().await.unwrap();
+    let mut t = TopicConfig::named("t");
+    t.slots = 1;
+    edit(&mut t);
+    c.put_topic(t).await.unwrap();
+    c
+}
+
+/// A store on `server` through a loopback proxy that adds `delay_ms` to every round trip
+/// (`common::delay`; the proxy's threads live as long as the test process).
+async fn behind_a_delay(server: &RedisServer, delay_ms: u64) -> Store {
+    let upstream = format!("127.0.0.1:{}", server.port).parse().unwrap();
+    let proxy = common::delay::DelayProxy::start(upstream, Duration::from_millis(delay_ms))
+        .expect("start the delay proxy");
+    Store::redis(&proxy.redis_url(), StoreOptions::default())
+        .await
+        .expect("connect through the proxy")
+}
+
 /// What a slot leases ahead behind a store that answers slowly, on a Redis to which a loopback
 /// proxy adds 60 ms to every round trip (`common::delay`): a center with a 2 ms lead, no batch window,
 /// and the runtime's clock injected and held still at `T`, whose one-slot topic holds `a`
@@ -1091,15 +1115,10 @@ async fn a_run_that_ends_after_its_job_was_leased_again_leaves_the_new_run_held(
 /// ahead (running) within 3 s, and how many pumps the slot made.
 async fn leased_ahead_behind_a_slow_store(lead_max_ms: u64, visibility_ms: u64) -> (bool, u64) {
     let server = RedisServer::start();
-    let upstream = format!("127.0.0.1:{}", server.port).parse().unwrap();
-    let proxy = common::delay::DelayProxy::start(upstream, Duration::from_millis(60))
-        .expect("start the delay proxy");
-    let store = Store::redis(&proxy.redis_url(), StoreOptions::default())
-        .await
-        .expect("connect through the proxy");
+    let store = behind_a_delay(&server, 60).await;
     let clock = Arc::new(Manual(T.into()));
     let (probe, _rx) = Probe::done();
-    let c = TimeoutCenter::builder(Arc::new(store))
+    let builder = TimeoutCenter::builder(Arc::new(store))
         .settings(RuntimeSettings {
             fire_lead_ms: 2,
             fire_lead_max_ms: lead_max_ms,
@@ -1107,14 +1126,8 @@ async fn leased_ahead_behind_a_slow_store(lead_max_ms: u64, visibility_ms: u64) 
             ..settings(1_000)
         })
         .clock(clock)
-        .handler(probe)
-        .start()
-        .await
-        .unwrap();
-    let mut t = TopicConfig::named("t");
-    t.slots = 1;
-    t.visibility_timeout_ms = visibility_ms;
-    c.put_topic(t).await.unwrap();
+        .handler(probe);
+    let c = with_one_slot_t(builder, |t| t.visibility_timeout_ms = visibility_ms).await;
     c.schedule("t", probe_job("a", T + 50), ScheduleMode::Upsert)
         .await
         .unwrap();
@@ -1174,26 +1187,16 @@ async fn a_slow_stores_round_trip_lengthens_the_lead_up_to_its_maximum() {
 #[actix_rt::test]
 async fn a_shutdown_waits_for_the_pump_in_flight_and_gives_back_what_it_leased() {
     let server = RedisServer::start();
-    let upstream = format!("127.0.0.1:{}", server.port).parse().unwrap();
-    let proxy = common::delay::DelayProxy::start(upstream, Duration::from_millis(400))
-        .expect("start the delay proxy");
-    let store = Store::redis(&proxy.redis_url(), StoreOptions::default())
-        .await
-        .expect("connect through the proxy");
+    let store = behind_a_delay(&server, 400).await;
     let (mut probe, _rx) = Probe::done();
     probe.hold = Some(Arc::new(tokio::sync::Notify::new())); // never released
-    let c = TimeoutCenter::builder(Arc::new(store))
+    let builder = TimeoutCenter::builder(Arc::new(store))
         .settings(RuntimeSettings {
             owner_lease_ms: 60_000,
             ..settings(500)
         })
-        .handler(probe)
-        .start()
-        .await
-        .unwrap();
-    let mut t = TopicConfig::named("t");
-    t.slots = 1;
-    c.put_topic(t).await.unwrap();
+        .handler(probe);
+    let c = with_one_slot_t(builder, |_| {}).await;
     let pumps = || {
         c.metrics()
             .pump_seconds
@@ -1253,27 +1256,17 @@ async fn a_shutdown_waits_for_the_pump_in_flight_and_gives_back_what_it_leased()
 #[actix_rt::test]
 async fn a_job_due_while_its_pump_is_in_flight_counts_as_fired_after_its_pump() {
     let server = RedisServer::start();
-    let upstream = format!("127.0.0.1:{}", server.port).parse().unwrap();
-    let proxy = common::delay::DelayProxy::start(upstream, Duration::from_millis(60))
-        .expect("start the delay proxy");
-    let store = Store::redis(&proxy.redis_url(), StoreOptions::default())
-        .await
-        .expect("connect through the proxy");
+    let store = behind_a_delay(&server, 60).await;
     let (probe, mut rx) = Probe::done();
-    let c = TimeoutCenter::builder(Arc::new(store))
+    let builder = TimeoutCenter::builder(Arc::new(store))
         .settings(RuntimeSettings {
             fire_lead_ms: 2,
             fire_lead_max_ms: 2,
             batch_window_ms: 0,
             ..settings(60_000)
         })
-        .handler(probe)
-        .start()
-        .await
-        .unwrap();
-    let mut t = TopicConfig::named("t");
-    t.slots = 1;
-    c.put_topic(t).await.unwrap();
+        .handler(probe);
+    let c = with_one_slot_t(builder, |_| {}).await;
     let after = || c.metrics().fired_after_pump.with_label_values(&["t"]).get();
     assert_eq!(after(), 0);
     c.schedule("t", probe_job("a", now_ms() + 500), ScheduleMode::Upsert)
