@@ -293,8 +293,9 @@ impl Claims {
         }
     }
 
-    /// Leases up to `req.max` due jobs of the pull topic `topic`, taking from every slot in
-    /// turn; with `wait_ms`, waits for one to come due.
+    /// Leases up to `req.max` due jobs of the pull topic `topic`, taking from every due slot
+    /// (all at once, or one at a time within a rate limit's grants); with `wait_ms`, waits
+    /// for one to come due.
     pub(crate) async fn claim(
         &self,
         store: &SharedStore,
@@ -319,6 +320,17 @@ impl Claims {
             // (given back at its end), and when its bucket holds more if it ran dry.
             let mut budget = Budget::default();
             let next_at = loop {
+                if topic.max_fires_per_s.is_none() {
+                    match self
+                        .claim_due(store, clock, topic, now, &req, &mut jobs)
+                        .await
+                    {
+                        Pass::Wait(next_at) => break next_at,
+                        Pass::Done(result) => return result,
+                        Pass::More => continue,
+                    }
+                }
+                // A rate-limited topic's slots one at a time, each within the fires granted.
                 // Bound first: a guard in a match's scrutinee lives through the whole match.
                 let look = lock(&view.slots).look(topic.slots, now, self.refresh_ms);
                 match look {
@@ -355,7 +367,17 @@ impl Claims {
                         if lock(&view.slots).release(slot, next_at, clock.now()) {
                             view.woken.notify_waiters();
                         }
-                        let claimed = claimed?.jobs;
+                        let claimed = match claimed {
+                            Ok(p) => p.jobs,
+                            Err(e) if jobs.is_empty() => return Err(e),
+                            Err(e) => {
+                                // What the pass leased already goes out: dropped, it would
+                                // wait for its lease.
+                                tracing::warn!(topic = %topic.name, slot, error = %e, "a slot's claim failed; the claim answers with what it took before");
+                                budget.give_back(store, &topic.name, now).await;
+                                return Ok(jobs);
+                            }
+                        };
                         budget.left = budget
                             .left
                             .saturating_sub(crate::num::to_u32(claimed.len()));
@@ -396,6 +418,80 @@ impl Claims {
                 _ = &mut woken => {}
                 _ = crate::actors::timer::sleep(sleep) => {}
             }
+        }
+    }
+}
+
+/// What one round of a claim pass came to.
+enum Pass {
+    /// Nothing more is due at the pass's `now`: the earliest next time, and its slot.
+    Wait(Option<(Millis, u32)>),
+    /// The claim answers now.
+    Done(Result<Vec<Leased>>),
+    /// Slots held more than their share: another round.
+    More,
+}
+
+impl Claims {
+    /// One round of a claim pass over a topic without a rate limit: every slot due at `now`
+    /// at once, their claims sent to the store together (pipelined on one connection, in
+    /// parallel over a cluster's nodes) rather than one round trip after another. Each asks
+    /// for an even share of what is left to take; a slot that holds more stays due, and the
+    /// next round takes it.
+    async fn claim_due(
+        &self,
+        store: &SharedStore,
+        clock: &SharedClock,
+        topic: &TopicConfig,
+        now: Millis,
+        req: &ClaimRequest,
+        jobs: &mut Vec<Leased>,
+    ) -> Pass {
+        let view = self.view(&topic.name);
+        let left = req.max - jobs.len();
+        let mut taken = Vec::new();
+        let next_at = {
+            let mut slots = lock(&view.slots);
+            loop {
+                if taken.len() >= left {
+                    break None;
+                }
+                match slots.look(topic.slots, now, self.refresh_ms) {
+                    Look::Take(slot) => taken.push(slot),
+                    Look::Wait(next_at) => break next_at,
+                }
+            }
+        };
+        if taken.is_empty() {
+            return Pass::Wait(next_at);
+        }
+        let lease_ms = req.lease_ms.unwrap_or(topic.visibility_timeout_ms);
+        let share = left.div_ceil(taken.len());
+        let asks = taken
+            .iter()
+            .map(|&slot| store.claim(&topic.name, slot, now, share, lease_ms));
+        let answers = futures_util::future::join_all(asks).await;
+        let mut failed = None;
+        for (slot, answer) in taken.into_iter().zip(answers) {
+            let next = answer.as_ref().map_or(Some(0), |p| p.next_at);
+            if lock(&view.slots).release(slot, next, clock.now()) {
+                view.woken.notify_waiters();
+            }
+            match answer {
+                Ok(p) => jobs.extend(p.jobs),
+                Err(e) => {
+                    tracing::warn!(topic = %topic.name, slot, error = %e, "a slot's claim failed");
+                    failed = Some(e);
+                }
+            }
+        }
+        match failed {
+            // What the other slots leased goes out all the same: dropped, it would wait for
+            // its lease.
+            Some(e) if jobs.is_empty() => Pass::Done(Err(e)),
+            Some(_) => Pass::Done(Ok(std::mem::take(jobs))),
+            None if jobs.len() >= req.max => Pass::Done(Ok(std::mem::take(jobs))),
+            None => Pass::More,
         }
     }
 }
