@@ -246,6 +246,31 @@ async fn claim_ack_retry_bury_and_touch(engine: Engine) {
     assert_eq!(st, 404);
 }
 
+/// A claim's pass asks every due slot at once, each for a share of the claim's `max`: in all
+/// never more than `max`. Nine jobs due in `q`'s four slots: a claim of 5 gets 5, the next
+/// claim of 10 the other 4.
+async fn a_claim_over_several_due_slots_takes_no_more_than_its_max(engine: Engine) {
+    let (s, _redis) = service(engine).await;
+    for i in 0..9 {
+        assert_eq!(
+            put(&s, "q", &format!("j{i}"), json!({"delay_ms": 0})).await,
+            201
+        );
+    }
+    let first = claim(&s, json!({"max": 5})).await;
+    assert_eq!(first.len(), 5);
+    let rest = claim(&s, json!({"max": 10})).await;
+    assert_eq!(rest.len(), 4);
+    let mut ids: Vec<&str> = first
+        .iter()
+        .chain(&rest)
+        .map(|j| j["id"].as_str().unwrap())
+        .collect();
+    ids.sort_unstable();
+    ids.dedup();
+    assert_eq!(ids.len(), 9, "each job claimed once");
+}
+
 async fn a_dead_consumers_job_comes_back_after_its_lease_exactly_once_more(engine: Engine) {
     let (s, _redis) = service(engine).await;
     assert_eq!(put(&s, "q", "j", json!({"delay_ms": 0})).await, 201);
@@ -449,6 +474,7 @@ fn which_python() -> Result<std::path::PathBuf, ()> {
 engine_matrix!(
     #[actix_rt::test] crate::common::kind;
     claim_ack_retry_bury_and_touch,
+    a_claim_over_several_due_slots_takes_no_more_than_its_max,
     a_dead_consumers_job_comes_back_after_its_lease_exactly_once_more,
     eight_consumers_ack_ten_thousand_jobs_each_once_and_none_early,
     a_long_poll_is_answered_when_a_job_comes_due_not_at_its_end,
