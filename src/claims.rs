@@ -156,10 +156,6 @@ struct SlotsView {
     /// Per slot, whether a consumer went to sleep while the slot was busy, so its release
     /// must wake the sleepers.
     watched: Vec<bool>,
-    /// Per slot, whether its last claim left it due (it held more than it was asked for):
-    /// a pass asks such a slot alone, for all it has left to take, rather than splitting that
-    /// over every due slot (a burst's claim is then one call, not one per slot).
-    deep: Vec<bool>,
     /// Per slot, whether a sleeping consumer will wake at its next time: the others sleep
     /// until the next slot's, so one job coming due wakes one consumer, not all of them.
     reserved: Vec<bool>,
@@ -185,7 +181,6 @@ impl SlotsView {
             self.next_at.resize(n, 0);
             self.busy.resize(n, false);
             self.watched.resize(n, false);
-            self.deep.resize(n, false);
             self.reserved.resize(n, false);
         }
     }
@@ -217,29 +212,6 @@ impl SlotsView {
         Look::Wait(earliest)
     }
 
-    /// Every due slot no claim is asking for, at most `most`, marked busy, and when to look
-    /// again if none is: a slot whose last claim left it due, when it comes first, is taken
-    /// alone (it likely holds all a claim wants).
-    fn take_due(
-        &mut self,
-        slots: u32,
-        now: Millis,
-        refresh_ms: Millis,
-        most: usize,
-    ) -> (Vec<u32>, Option<(Millis, u32)>) {
-        let mut taken = Vec::new();
-        while taken.len() < most {
-            match self.look(slots, now, refresh_ms) {
-                Look::Take(slot) if taken.is_empty() && self.deep[slot as usize] => {
-                    return (vec![slot], None);
-                }
-                Look::Take(slot) => taken.push(slot),
-                Look::Wait(next_at) => return (taken, next_at),
-            }
-        }
-        (taken, None)
-    }
-
     /// A sleeper will wake at `slot`'s next time (or gives that up: `on` false).
     fn reserve(&mut self, slot: u32, on: bool) {
         if let Some(r) = self.reserved.get_mut(slot as usize) {
@@ -264,7 +236,6 @@ impl SlotsView {
         self.busy[s] = false;
         let at = next_at.unwrap_or(Millis::MAX);
         self.next_at[s] = at;
-        self.deep[s] = at <= now;
         std::mem::take(&mut self.watched[s]) || at <= now
     }
 
@@ -322,9 +293,8 @@ impl Claims {
         }
     }
 
-    /// Leases up to `req.max` due jobs of the pull topic `topic`, taking from every due slot
-    /// (all at once, or one at a time within a rate limit's grants); with `wait_ms`, waits
-    /// for one to come due.
+    /// Leases up to `req.max` due jobs of the pull topic `topic`, taking from every slot in
+    /// turn; with `wait_ms`, waits for one to come due.
     pub(crate) async fn claim(
         &self,
         store: &SharedStore,
@@ -349,17 +319,6 @@ impl Claims {
             // (given back at its end), and when its bucket holds more if it ran dry.
             let mut budget = Budget::default();
             let next_at = loop {
-                if topic.max_fires_per_s.is_none() {
-                    match self
-                        .claim_due(store, clock, topic, now, &req, &mut jobs)
-                        .await
-                    {
-                        Pass::Wait(next_at) => break next_at,
-                        Pass::Done(result) => return result,
-                        Pass::More => continue,
-                    }
-                }
-                // A rate-limited topic's slots one at a time, each within the fires granted.
                 // Bound first: a guard in a match's scrutinee lives through the whole match.
                 let look = lock(&view.slots).look(topic.slots, now, self.refresh_ms);
                 match look {
@@ -400,8 +359,8 @@ impl Claims {
                             Ok(p) => p.jobs,
                             Err(e) if jobs.is_empty() => return Err(e),
                             Err(e) => {
-                                // What the pass leased already goes out: dropped, it would
-                                // wait for its lease.
+                                // What the pass leased from the slots before goes out all
+                                // the same: dropped, it would wait out its lease.
                                 tracing::warn!(topic = %topic.name, slot, error = %e, "a slot's claim failed; the claim answers with what it took before");
                                 budget.give_back(store, &topic.name, now).await;
                                 return Ok(jobs);
@@ -447,71 +406,6 @@ impl Claims {
                 _ = &mut woken => {}
                 _ = crate::actors::timer::sleep(sleep) => {}
             }
-        }
-    }
-}
-
-/// What one round of a claim pass came to.
-enum Pass {
-    /// Nothing more is due at the pass's `now`: the earliest next time, and its slot.
-    Wait(Option<(Millis, u32)>),
-    /// The claim answers now.
-    Done(Result<Vec<Leased>>),
-    /// Slots held more than their share: another round.
-    More,
-}
-
-impl Claims {
-    /// One round of a claim pass over a topic without a rate limit: every slot due at `now`
-    /// at once, their claims sent to the store together (pipelined on one connection, in
-    /// parallel over a cluster's nodes) rather than one round trip after another. Each asks
-    /// for an even share of what is left to take; a slot that holds more stays due, and the
-    /// next round takes it. A slot whose last claim left it due goes alone, when it comes
-    /// first, for all that is left.
-    async fn claim_due(
-        &self,
-        store: &SharedStore,
-        clock: &SharedClock,
-        topic: &TopicConfig,
-        now: Millis,
-        req: &ClaimRequest,
-        jobs: &mut Vec<Leased>,
-    ) -> Pass {
-        let view = self.view(&topic.name);
-        let left = req.max - jobs.len();
-        let (taken, next_at) = lock(&view.slots).take_due(topic.slots, now, self.refresh_ms, left);
-        if taken.is_empty() {
-            return Pass::Wait(next_at);
-        }
-        let lease_ms = req.lease_ms.unwrap_or(topic.visibility_timeout_ms);
-        // `left` split as evenly as whole jobs go: never more than asked for in all.
-        let (base, extra) = (left / taken.len(), left % taken.len());
-        let asks = taken.iter().enumerate().map(|(i, &slot)| {
-            let share = base + usize::from(i < extra);
-            store.claim(&topic.name, slot, now, share, lease_ms)
-        });
-        let answers = futures_util::future::join_all(asks).await;
-        let mut failed = None;
-        for (slot, answer) in taken.into_iter().zip(answers) {
-            let next = answer.as_ref().map_or(Some(0), |p| p.next_at);
-            if lock(&view.slots).release(slot, next, clock.now()) {
-                view.woken.notify_waiters();
-            }
-            match answer {
-                Ok(p) => jobs.extend(p.jobs),
-                Err(e) => {
-                    tracing::warn!(topic = %topic.name, slot, error = %e, "a slot's claim failed");
-                    failed = Some(e);
-                }
-            }
-        }
-        match failed {
-            // What the other slots leased goes out all the same: dropped, it would wait for
-            // its lease.
-            Some(e) if jobs.is_empty() => Pass::Done(Err(e)),
-            Some(_) => Pass::Done(Ok(std::mem::take(jobs))),
-            None if jobs.len() >= req.max => Pass::Done(Ok(std::mem::take(jobs))),
-            None => Pass::More,
         }
     }
 }
@@ -579,43 +473,6 @@ mod tests {
         // At 30 the slot with 30 is due, the other not.
         assert_eq!(taken(v.look(2, 30, 1_000)), Some(b));
         assert!(matches!(v.look(2, 30, 1_000), Look::Wait(Some((50, _)))));
-    }
-
-    #[test]
-    fn a_pass_takes_every_due_slot_at_once_but_a_deep_one_alone() {
-        let mut v = SlotsView::default();
-        // Unknown slots are due: all four at once, or as many as the claim wants jobs.
-        let (all, _) = v.take_due(4, 10, 1_000, 100);
-        assert_eq!(all.len(), 4);
-        all.iter().for_each(|&s| {
-            v.release(s, Some(50), 10);
-        });
-        assert_eq!(v.take_due(4, 50, 1_000, 3).0.len(), 3);
-        all.iter().for_each(|&s| {
-            v.release(s, Some(60), 50);
-        });
-        // Slot 2's claim left it due (it held more than its share): taken alone when it
-        // comes first, the others still at once after it.
-        let (again, _) = v.take_due(4, 60, 1_000, 100);
-        again.iter().for_each(|&s| {
-            v.release(s, Some(70), 60);
-        });
-        v.release(2, Some(60), 60);
-        v.start = 2;
-        assert_eq!(v.take_due(4, 60, 1_000, 100).0, [2]);
-        assert_eq!(v.take_due(4, 70, 1_000, 100).0, [3, 0, 1]);
-        // When another slot comes first, the deep one goes with the rest.
-        v.release(2, Some(60), 60);
-        [3, 0, 1].iter().for_each(|&s| {
-            v.release(s, Some(70), 65);
-        });
-        v.start = 0;
-        assert_eq!(v.take_due(4, 70, 1_000, 100).0, [0, 1, 2, 3]);
-        // Nothing due: when to look again.
-        let mut w = SlotsView::default();
-        let (one, _) = w.take_due(1, 10, 1_000, 100);
-        w.release(one[0], Some(40), 10);
-        assert_eq!(w.take_due(1, 10, 1_000, 100), (vec![], Some((40, 0))));
     }
 
     #[test]
