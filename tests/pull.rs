@@ -495,7 +495,7 @@ async fn a_claim_answers_with_what_it_took_before_a_slot_failed() {
     let redis = redis.unwrap();
     let ids: Vec<String> = (0..12).map(|i| format!("g{i}")).collect();
     for id in &ids {
-        assert_eq!(put(&s, "q", id, json!({"fire_at": now_ms()})).await, 201);
+        assert_eq!(put(&s, "q", id, json!({"delay_ms": 0})).await, 201);
     }
     let mut conn = redis.conn();
     let mut before: Vec<&str> = ids
