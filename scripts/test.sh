@@ -34,6 +34,7 @@ set -e
 api=0
 client=0
 ui=0
+hooks=0
 if [ $# -eq 0 ]; then
   # `toc bench all --quick` end to end (two minutes; the load generator is behind the
   # `bench` feature, so a plain `cargo test` leaves it out).
@@ -53,13 +54,19 @@ if [ $# -eq 0 ]; then
   scripts/client.sh || client=1
   # The dashboard in a real headless Chromium (Playwright).
   scripts/ui.sh || ui=1
+  # Signed webhooks verified by the standardwebhooks package, through a key rotation.
+  set +e
+  scripts/webhooks.sh 2>&1 | tee -a "$log"
+  hooks=${PIPESTATUS[0]}
+  set -e
 fi
 # One closing line for the whole run (cargo prints one per test binary).
-awk '/^test result:/ { p += $4; f += $6 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
+awk '/^test result:/ { p += $4; f += $6 } /^webhooks: [0-9]+ passed, [0-9]+ failed$/ { p += $2; f += $4 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
 if [ "$api" -ne 0 ]; then echo "schemathesis: failures (see above)"; else echo "schemathesis: 0 failures on both engines"; fi
 if [ $# -eq 0 ]; then
   if [ "$client" -ne 0 ]; then echo "generated client: failures (see above)"; else echo "generated client: its tour passed on both engines"; fi
   if [ "$ui" -ne 0 ]; then echo "dashboard: failures (see above)"; else echo "dashboard: passed in Chromium"; fi
+  if [ "$hooks" -ne 0 ]; then echo "signed webhooks: failures (see above)"; else echo "signed webhooks: verified by standardwebhooks through a rotation on both engines"; fi
   if [ "$hygiene" -ne 0 ]; then echo "hygiene: failures (see above)"; else echo "hygiene: fmt, clippy and doc clean"; fi
 fi
 # What the run left on disk (CI machines share a disk; a run once ran out of it).
@@ -68,4 +75,5 @@ if [ "$status" -eq 0 ]; then status=$hygiene; fi
 if [ "$status" -eq 0 ]; then status=$client; fi
 if [ "$status" -eq 0 ]; then status=$api; fi
 if [ "$status" -eq 0 ]; then status=$ui; fi
+if [ "$status" -eq 0 ]; then status=$hooks; fi
 exit "$status"

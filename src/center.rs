@@ -21,8 +21,9 @@ use crate::claims::{ClaimRequest, Claims};
 use crate::config::RuntimeSettings;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
-use crate::job_type::{Handlers, JobHandler};
+use crate::job_type::{Handlers, JobHandler, PayloadRefusal};
 use crate::jobs::pull;
+use crate::jobs::webhook::WebhookSettings;
 use crate::metrics::Metrics;
 use crate::model::*;
 use crate::routing::slot_of;
@@ -37,6 +38,7 @@ pub struct TimeoutCenterBuilder {
     handlers: Handlers,
     clock: SharedClock,
     builtin_types: bool,
+    webhooks: WebhookSettings,
     metrics: Option<Arc<Metrics>>,
 }
 
@@ -65,6 +67,13 @@ impl TimeoutCenterBuilder {
         self
     }
 
+    /// The built-in `webhook` type's settings: its egress policy (by default only public
+    /// addresses), redirects and signing keys.
+    pub fn webhooks(mut self, webhooks: WebhookSettings) -> Self {
+        self.webhooks = webhooks;
+        self
+    }
+
     /// Leaves out the built-in types (`emit`, `webhook`, `device_offline`, `meeting_state`).
     pub fn without_builtin_types(mut self) -> Self {
         self.builtin_types = false;
@@ -75,7 +84,7 @@ impl TimeoutCenterBuilder {
     pub async fn start(self) -> Result<TimeoutCenter> {
         let mut handlers = Handlers::new();
         if self.builtin_types {
-            crate::jobs::register_builtin(&mut handlers);
+            crate::jobs::register_builtin(&mut handlers, &self.webhooks);
         }
         // The application's types come last, so they may replace a built-in one.
         for h in self.handlers.iter() {
@@ -146,6 +155,7 @@ impl TimeoutCenter {
             settings: crate::config::Settings::defaults().runtime,
             handlers: Handlers::new(),
             builtin_types: true,
+            webhooks: WebhookSettings::default(),
             metrics: None,
         }
     }
@@ -332,10 +342,14 @@ impl TimeoutCenter {
             });
         }
         match self.rt.types.get(name) {
-            Some(entry) => entry
-                .handler
-                .check_payload(payload)
-                .map_err(|e| Error::invalid("payload", format!("{e} (job type {name:?})"))),
+            Some(entry) => entry.handler.check_payload(payload).map_err(|e| match e {
+                PayloadRefusal::Invalid(e) => {
+                    Error::invalid("payload", format!("{e} (job type {name:?})"))
+                }
+                PayloadRefusal::Unprocessable(e) => {
+                    Error::unprocessable("payload", format!("{e} (job type {name:?})"))
+                }
+            }),
             None if self.rt.settings.foreign_types.iter().any(|t| t == name) => Ok(()),
             None => Err(Error::invalid(
                 "type",

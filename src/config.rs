@@ -8,6 +8,7 @@ use serde::Deserialize;
 use toml::{Table, Value};
 
 use crate::error::{Error, Result};
+use crate::jobs::webhook::WebhookSettings;
 use crate::store::StoreOptions;
 use crate::topic::TopicConfig;
 
@@ -75,6 +76,8 @@ pub struct Settings {
     pub runtime: RuntimeSettings,
     /// Topics: auto-creation, defaults and the topics created at start.
     pub topics: TopicsSettings,
+    /// The `webhook` job type: egress policy, redirects, proxy, signing keys.
+    pub webhooks: WebhookSettings,
 }
 
 /// Limits on what the HTTP API accepts.
@@ -344,6 +347,9 @@ impl Settings {
                 "must be at least 1",
             ));
         }
+        self.webhooks
+            .validate()
+            .map_err(|(field, message)| Error::invalid(field, message))?;
         if self.tokens.iter().any(|t| t.trim().is_empty()) {
             return Err(Error::invalid("tokens", "a token must not be empty"));
         }

@@ -15,6 +15,7 @@ use crate::metrics::Metrics;
 use crate::model::{Emitted, Job, JobRef, JobState, Rearmed};
 use crate::store::SharedStore;
 use crate::time::Millis;
+use crate::topic::TopicConfig;
 
 pub use crate::model::Outcome;
 
@@ -41,6 +42,9 @@ impl Emitter {
 pub struct JobContext<P> {
     /// The job's topic.
     pub topic: String,
+    /// The topic's settings when the job was handed out (its backoff bounds a retry delay a
+    /// handler asks for).
+    pub settings: Arc<TopicConfig>,
     /// The job, as it was handed out.
     pub job: Job,
     /// The job's payload, decoded.
@@ -121,6 +125,22 @@ pub trait JobHandler: Send + Sync + 'static {
     fn payload_schema(&self) -> Option<Value> {
         None
     }
+
+    /// Checks a decoded payload for what its schema cannot say (a webhook's URL against the
+    /// egress policy) when the job is scheduled; the error names the field
+    /// (`payload.url: ...`) and the job is refused 422.
+    fn admit(&self, _payload: &Self::Payload) -> Result<(), String> {
+        Ok(())
+    }
+}
+
+/// Why a payload is refused when its job is scheduled.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum PayloadRefusal {
+    /// It does not fit the type's schema (400).
+    Invalid(String),
+    /// It fits the schema, but the type refuses it (422).
+    Unprocessable(String),
 }
 
 /// A handler with its payload type erased, as the runtime holds it.
@@ -131,16 +151,16 @@ pub trait ErasedHandler: Send + Sync + 'static {
     fn timeout(&self) -> Duration;
     async fn handle(&self, ctx: JobContext<Value>) -> Outcome;
     fn on_rearm(&self, rearmed: &Rearmed) -> Option<Emitted>;
-    /// Whether `payload` decodes as this type's payload; the error names the field
-    /// (`payload.url: missing field`).
-    fn check_payload(&self, payload: &Value) -> Result<(), String>;
+    /// Whether `payload` decodes as this type's payload and the type admits it; the error
+    /// names the field (`payload.url: missing field`).
+    fn check_payload(&self, payload: &Value) -> Result<(), PayloadRefusal>;
     fn payload_schema(&self) -> Option<Value>;
 }
 
 /// Decodes `payload` as `P`, naming the field that does not fit: `payload.url`.
-pub(crate) fn check_payload<P: serde::de::DeserializeOwned>(payload: &Value) -> Result<(), String> {
+fn decode_payload<P: serde::de::DeserializeOwned>(payload: &Value) -> Result<P, String> {
     match serde_path_to_error::deserialize::<_, P>(payload) {
-        Ok(_) => Ok(()),
+        Ok(p) => Ok(p),
         Err(e) => {
             let inner = e.inner().to_string();
             let mut path = match e.path().to_string().as_str() {
@@ -206,6 +226,7 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
         };
         let typed = JobContext {
             topic: ctx.topic,
+            settings: ctx.settings,
             job: ctx.job,
             payload,
             fired_at: ctx.fired_at,
@@ -219,13 +240,18 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
         self.handler.on_rearm(rearmed)
     }
 
-    fn check_payload(&self, payload: &Value) -> Result<(), String> {
+    fn check_payload(&self, payload: &Value) -> Result<(), PayloadRefusal> {
         // serde takes a struct from an array of its fields as well; a type that declares an
         // object payload means an object.
         if self.wants_object && payload.is_array() {
-            return Err("payload: expected an object, got an array".into());
+            return Err(PayloadRefusal::Invalid(
+                "payload: expected an object, got an array".into(),
+            ));
         }
-        check_payload::<H::Payload>(payload)
+        let decoded = decode_payload::<H::Payload>(payload).map_err(PayloadRefusal::Invalid)?;
+        self.handler
+            .admit(&decoded)
+            .map_err(PayloadRefusal::Unprocessable)
     }
 
     fn payload_schema(&self) -> Option<Value> {

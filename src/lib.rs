@@ -58,6 +58,7 @@ pub use cli::toc_main;
 pub use error::{Error, Result};
 pub use events::{Event, EventPage};
 pub use job_type::{Handlers, JobContext, JobHandler, OtherJobs, Outcome};
+pub use jobs::webhook::WebhookSettings;
 pub use model::*;
 pub use recurrence::Recurrence;
 pub use routing::slot_of;

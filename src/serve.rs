@@ -56,6 +56,7 @@ pub struct Running {
 pub async fn start(settings: Settings, store: SharedStore) -> Result<Running> {
     let center = TimeoutCenter::builder(store)
         .settings(settings.runtime.clone())
+        .webhooks(settings.webhooks.clone())
         .start()
         .await?;
     for topic in &settings.topics.seed {

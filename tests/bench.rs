@@ -61,6 +61,9 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "bytes per job, 50k resident",
         "restart to healthy, 50k resident",
         "burst drain rate, 3 primaries, 3 instance(s)",
+        "webhook calls/s, unsigned",
+        "webhook calls/s, signed",
+        "one signature, CPU",
     ] {
         assert!(names.contains(&name), "no {name:?} figure");
     }

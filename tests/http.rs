@@ -33,7 +33,7 @@ async fn every_job_endpoint_works() {
     let redis = RedisServer::start();
     let s = Service::start(&redis, |_| {}).await;
     let later = now_ms() + 60_000;
-    let (st, job) = s.send(Method::PUT, "/v1/topics/t/jobs/a", Some(json!({"type": "webhook", "payload": {"url": "http://127.0.0.1:9/"}, "fire_at": later}))).await;
+    let (st, job) = s.send(Method::PUT, "/v1/topics/t/jobs/a", Some(json!({"type": "webhook", "payload": {"url": "http://localhost:9/"}, "fire_at": later}))).await;
     assert_eq!(st, 201);
     assert_eq!(
         (
@@ -220,13 +220,13 @@ async fn deleting_a_topic_over_http() {
 async fn dead_letters_and_events_over_http() {
     let redis = RedisServer::start();
     let s = Service::start(&redis, |_| {}).await;
-    // A webhook with a method no HTTP client can send dies at once; an emit job fires into
-    // the stream.
+    // A webhook to a name that resolves to loopback dies at once (the egress policy refuses
+    // it: the default allows only public addresses); an emit job fires into the stream.
     let (st, body) = s
         .send(
             Method::PUT,
             "/v1/topics/t/jobs/d1",
-            Some(json!({"type": "webhook", "payload": {"url": "http://127.0.0.1:1/", "method": "NO PE"}, "delay_ms": 0})),
+            Some(json!({"type": "webhook", "payload": {"url": "http://localhost:1/"}, "delay_ms": 0})),
         )
         .await;
     assert_eq!(st, 201, "{body}");
@@ -251,7 +251,7 @@ async fn dead_letters_and_events_over_http() {
         dead["items"][0]["last_error"]
             .as_str()
             .unwrap()
-            .contains("invalid method")
+            .contains("the egress policy refused the address of localhost")
     );
     assert_eq!(dead["next"], Value::Null);
     let (st, job) = s
@@ -749,7 +749,7 @@ async fn a_job_is_checked_against_its_type_when_scheduled() {
         .send(
             Method::PUT,
             "/v1/topics/fresh/jobs/x",
-            Some(json!({"type": "webhook", "payload": {"url": "http://127.0.0.1:1/"}, "delay_ms": 60000})),
+            Some(json!({"type": "webhook", "payload": {"url": "http://localhost:1/"}, "delay_ms": 60000})),
         )
         .await;
     assert_eq!(st, 201, "{body}");
@@ -1226,11 +1226,11 @@ async fn the_cli_drives_the_api() {
         "--type",
         "webhook",
         "--payload",
-        r#"{"url": "http://127.0.0.1:1/", "method": "NO PE"}"#,
+        r#"{"url": "http://localhost:1/"}"#,
     ])
     .await;
     eventually(5, "a dead letter", || async {
-        toc(&["dead", "ls", "t"]).await.1.contains("invalid method")
+        toc(&["dead", "ls", "t"]).await.1.contains("egress policy")
     })
     .await;
     let (code, _, _) = toc(&["dead", "requeue", "t", "d"]).await;

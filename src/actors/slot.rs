@@ -413,7 +413,7 @@ impl SlotActor {
         let lateness = crate::num::float((fired_at - lease.job.fire_at).max(0)) / 1_000.0;
         self.lateness.observe(lateness);
         // The handler's context holds its own copy of the job.
-        let run = handler_run(&self.rt, &self.handlers, &self.topic.name, &lease, fired_at);
+        let run = handler_run(&self.rt, &self.handlers, &self.topic, &lease, fired_at);
         ctx.spawn(run.into_actor(self).map(move |report, act, ctx| {
             // The map's entry is another run's when the store leased the job again while
             // this one ran (its lease ran out): that one stays.
@@ -618,7 +618,7 @@ impl SlotActor {
 fn handler_run(
     rt: &Runtime,
     handlers: &LocalHandlers,
-    topic: &str,
+    topic: &Arc<TopicConfig>,
     lease: &Leased,
     fired_at: Millis,
 ) -> impl std::future::Future<Output = RunReport> + 'static {
@@ -626,7 +626,8 @@ fn handler_run(
     let send = handlers.get(job_type).map(|actor| {
         actor.send(RunJob {
             ctx: JobContext {
-                topic: topic.to_string(),
+                topic: topic.name.clone(),
+                settings: topic.clone(),
                 job: lease.job.clone(),
                 payload: lease.job.payload.clone(),
                 fired_at,

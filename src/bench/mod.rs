@@ -31,6 +31,7 @@ mod report;
 mod scale;
 mod scenarios;
 mod steal;
+mod webhooks;
 
 use std::path::PathBuf;
 use std::sync::Arc;
@@ -52,6 +53,7 @@ pub enum Scenario {
     Pull,
     Scale,
     Cluster,
+    Webhook,
     All,
 }
 
@@ -140,6 +142,8 @@ pub struct Sizes {
     pub latency_seconds: u64,
     pub webhook_rate: u64,
     pub webhook_seconds: u64,
+    /// Webhook calls due at one instant in the webhook scenario, unsigned and signed.
+    pub webhook_burst: usize,
     pub burst_jobs: usize,
     pub memory_jobs: usize,
     pub zadd_requests: u64,
@@ -166,6 +170,7 @@ impl Sizes {
             latency_seconds: args.seconds.unwrap_or(if q { 3 } else { 60 }),
             webhook_rate: if q { 200 } else { 1_000 },
             webhook_seconds: if q { 2 } else { 10 },
+            webhook_burst: if q { 2_000 } else { 20_000 },
             burst_jobs: args
                 .burst_jobs
                 .unwrap_or(if q { 20_000 } else { 1_000_000 }),
@@ -398,7 +403,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
             .to_string();
     }
     let all = scenario == Scenario::All;
-    let steps: [(Scenario, Step); 8] = [
+    let steps: [(Scenario, Step); 9] = [
         (Scenario::Schedule, |c| Box::pin(scenarios::schedule(c))),
         (Scenario::Reset, |c| Box::pin(scenarios::reset(c))),
         (Scenario::Latency, |c| Box::pin(scenarios::latency(c))),
@@ -407,6 +412,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
         (Scenario::Pull, |c| Box::pin(pull::pull(c))),
         (Scenario::Scale, |c| Box::pin(scale::scale(c))),
         (Scenario::Cluster, |c| Box::pin(cluster::cluster(c))),
+        (Scenario::Webhook, |c| Box::pin(webhooks::webhook(c))),
     ];
     for (s, step) in steps {
         if (all || s == scenario) && !ctx.stopped() {

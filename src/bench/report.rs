@@ -382,7 +382,8 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
         let _ = writeln!(m, "| {name} | {v} | {target} | {met} |");
     }
     for scenario in [
-        "schedule", "reset", "latency", "burst", "memory", "pull", "scale", "cluster", "machine",
+        "schedule", "reset", "latency", "burst", "memory", "pull", "scale", "cluster", "webhook",
+        "machine",
     ] {
         let rows: Vec<_> = ctx
             .figures

@@ -150,7 +150,10 @@ fn describe_paths(doc: &mut serde_json::Value) {
                 let job_body = (path.ends_with("/jobs/{id}") && method == "put")
                     || (path.ends_with("/jobs") && method == "post");
                 if job_body {
-                    statuses.push(("422", "A recurring job's schedule that its schema cannot tell from a good one: repeat.cron does not parse or names no instant that exists, or repeat.tz is not an IANA time zone."));
+                    statuses.push(("422", "What a job's schema cannot tell from a good one: a recurring job's repeat.cron does not parse or names no instant that exists, or repeat.tz is not an IANA time zone; or a payload its type refuses, such as a webhook's payload.url that does not parse or whose address the egress policy refuses."));
+                }
+                if path.ends_with("/resets") && method == "post" {
+                    statuses.push(("422", "The create's payload is refused by its type: a webhook's payload.url that does not parse or whose address the egress policy refuses."));
                 }
                 for (status, what) in statuses {
                     responses.entry(status).or_insert_with(|| serde_json::json!({

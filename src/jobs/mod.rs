@@ -11,9 +11,10 @@ use crate::job_type::Handlers;
 
 /// Registers the built-in job types: `emit`, `webhook`, `device_offline`, `meeting_state`,
 /// `pull`.
-pub fn register_builtin(handlers: &mut Handlers) {
+/// `webhooks` sets the `webhook` type's egress policy and signing keys.
+pub fn register_builtin(handlers: &mut Handlers, webhooks: &webhook::WebhookSettings) {
     handlers.register(emit::Emit);
-    handlers.register(webhook::Webhook::default());
+    handlers.register(webhook::Webhook::new(webhooks.clone()));
     handlers.register(device_offline::DeviceOffline::default());
     handlers.register(meeting_state::MeetingState);
     handlers.register(pull::Pull);

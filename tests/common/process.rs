@@ -66,7 +66,10 @@ impl Toc {
         let port = free_port();
         let log = dir.join(format!("{name}.log"));
         let mut cmd = super::toc_serve(env!("CARGO_BIN_EXE_toc"));
-        cmd.envs(env.iter().map(|(k, v)| (*k, v.as_str())))
+        // The tests' webhook receivers listen on loopback, which the egress policy refuses by
+        // default: allowed here, and a test of the default passes an empty list.
+        cmd.env("TOC_WEBHOOKS_ALLOW_NETS", "127.0.0.0/8,::1")
+            .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
             .env("TOC_RUNTIME_INSTANCE", name)
             .env("RUST_LOG", "info")

@@ -1,0 +1,411 @@
+//! `webhook`: calls a URL when the job fires, to the standard of Standard Webhooks.
+//!
+//! - Only `http` and `https`; the address of every connection is checked by the egress
+//!   policy ([`egress`]), at schedule for a literal address and at every fire after name
+//!   resolution. A refusal sends the job to the dead letters at once.
+//! - Redirects are not followed unless `webhooks.max_redirects` allows some (each hop
+//!   checked again); a 3xx reply is then a failure.
+//! - With signing keys set, every call is signed ([`signing`]): `webhook-id` (stable across
+//!   a fire's retries), `webhook-timestamp`, `webhook-signature`.
+//! - A 2xx reply is done; 410 Gone sends the job to the dead letters at once; 429 and 503
+//!   with `Retry-After` retry when the receiver asked (bounded by the topic's backoff
+//!   maximum); timeouts, connection errors, 408, 429 and 5xx retry on the topic's backoff;
+//!   any other status sends the job to the dead letters. At most 4 KiB of a reply is read,
+//!   and the first bytes of a failure's body go into `last_error`.
+//! - A URL's userinfo and query, and the headers' values, never appear in `last_error`,
+//!   events or logs ([`redact`]).
+
+pub mod egress;
+pub mod redact;
+pub mod reply;
+pub mod settings;
+pub mod signing;
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+use std::time::{Duration, SystemTime};
+
+use async_trait::async_trait;
+use reqwest::header::{HeaderName, HeaderValue};
+use serde::{Deserialize, Deserializer};
+use serde_json::{Value, json};
+
+use crate::job_type::{JobContext, JobHandler, Outcome};
+pub use egress::Egress;
+pub use settings::WebhookSettings;
+
+const DEFAULT_TIMEOUT_MS: u64 = 10_000;
+
+/// Headers a job may not set: the connection's own, and the ones the service signs or sets.
+const RESERVED_HEADERS: &[&str] = &[
+    "host",
+    "content-length",
+    "transfer-encoding",
+    "connection",
+    "keep-alive",
+    "te",
+    "trailer",
+    "upgrade",
+    "proxy-authorization",
+    "proxy-connection",
+];
+
+/// Header prefixes a job may not set: the signature's and the service's own.
+const RESERVED_PREFIXES: &[&str] = &["webhook-", "x-toc-"];
+
+/// A webhook job: the HTTP call to make when it fires.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct WebhookPayload {
+    /// The URL to call: `http://` or `https://`.
+    #[serde(deserialize_with = "http_url")]
+    pub url: String,
+    /// The HTTP method.
+    #[serde(default = "post")]
+    pub method: String,
+    /// Headers to send.
+    #[serde(default)]
+    pub headers: BTreeMap<String, String>,
+    /// Sent as JSON; no body when absent.
+    #[serde(default)]
+    pub body: Option<Value>,
+    /// The call's timeout, in ms; the type's default when `None`.
+    #[serde(default, deserialize_with = "crate::http::body::integer::option")]
+    pub timeout_ms: Option<u64>,
+}
+
+fn post() -> String {
+    "POST".to_string()
+}
+
+/// A URL whose scheme is `http` or `https` (any case); whether the rest parses is checked
+/// by [`Webhook::admit`].
+fn http_url<'de, D: Deserializer<'de>>(d: D) -> Result<String, D::Error> {
+    let url = String::deserialize(d)?;
+    let lower = url.get(..8).unwrap_or(&url).to_ascii_lowercase();
+    if lower.starts_with("http://") || lower.starts_with("https://") {
+        Ok(url)
+    } else {
+        Err(serde::de::Error::custom(
+            "must be an http:// or https:// URL",
+        ))
+    }
+}
+
+/// The `webhook` job type: an HTTP call at the fire time; a failed call is retried.
+pub struct Webhook {
+    client: reqwest::Client,
+    egress: Arc<Egress>,
+    settings: WebhookSettings,
+}
+
+impl Default for Webhook {
+    /// Only public addresses, no redirect, unsigned.
+    fn default() -> Self {
+        Webhook::new(WebhookSettings::default())
+    }
+}
+
+impl Webhook {
+    /// The job type with `settings` (validated by [`WebhookSettings::validate`]).
+    pub fn new(settings: WebhookSettings) -> Self {
+        let mut egress = Egress::new(
+            settings.allow_nets.iter().map(|n| n.0).collect(),
+            settings.deny_nets.iter().map(|n| n.0).collect(),
+        );
+        let mut builder = reqwest::Client::builder()
+            .user_agent(concat!("timeout-center/", env!("CARGO_PKG_VERSION")));
+        let proxy = (!settings.proxy.is_empty())
+            .then(|| reqwest::Proxy::all(&settings.proxy).ok())
+            .flatten();
+        if let Some(proxy) = proxy {
+            if let Some(host) = url::Url::parse(&settings.proxy)
+                .ok()
+                .and_then(|u| u.host_str().map(str::to_string))
+            {
+                egress.trust(&host);
+            }
+            builder = builder.proxy(proxy);
+        } else {
+            // No proxy from the environment either: a call goes where the policy says.
+            builder = builder.no_proxy();
+        }
+        let egress = Arc::new(egress);
+        let hops = settings.max_redirects.min(settings::MAX_REDIRECTS);
+        let redirects = if hops == 0 {
+            reqwest::redirect::Policy::none()
+        } else {
+            let policy = egress.clone();
+            reqwest::redirect::Policy::custom(move |attempt| {
+                if attempt.previous().len() > usize::try_from(hops).unwrap_or(usize::MAX) {
+                    attempt.error(format!(
+                        "more than {hops} redirects (webhooks.max_redirects)"
+                    ))
+                } else if !matches!(attempt.url().scheme(), "http" | "https") {
+                    attempt.error("a redirect to a scheme other than http or https")
+                } else if let Err(refused) = policy.check_url(attempt.url()) {
+                    attempt.error(refused)
+                } else {
+                    attempt.follow()
+                }
+            })
+        };
+        let client = builder
+            .redirect(redirects)
+            .dns_resolver(Arc::new(egress::PolicyResolver::new(egress.clone())))
+            .build()
+            .expect("an HTTP client");
+        Webhook {
+            client,
+            egress,
+            settings,
+        }
+    }
+
+    /// The URL parsed, an `http` or `https` one, and allowed by the policy if it names an
+    /// address: the error names `payload.url`.
+    fn target(&self, text: &str) -> Result<url::Url, String> {
+        let url = url::Url::parse(text)
+            .map_err(|e| format!("payload.url: does not parse as a URL ({e})"))?;
+        if !matches!(url.scheme(), "http" | "https") {
+            return Err("payload.url: must be an http:// or https:// URL".into());
+        }
+        if url.host().is_none() {
+            return Err("payload.url: names no host".into());
+        }
+        self.egress
+            .check_url(&url)
+            .map_err(|r| format!("payload.url: {r}"))?;
+        Ok(url)
+    }
+}
+
+/// A header a job may set: a valid name and value, and none the service sets itself.
+fn check_header(name: &str, value: &str) -> Result<(), String> {
+    let lower = name.to_ascii_lowercase();
+    let field = format!("payload.headers.{name}");
+    HeaderName::from_bytes(name.as_bytes())
+        .map_err(|_| format!("{field}: not a valid header name"))?;
+    HeaderValue::from_str(value).map_err(|_| format!("{field}: not a valid header value"))?;
+    if RESERVED_HEADERS.contains(&lower.as_str())
+        || RESERVED_PREFIXES.iter().any(|p| lower.starts_with(p))
+    {
+        return Err(format!(
+            "{field}: set by the service, not by a job (reserved: {}, and webhook-*, x-toc-*)",
+            RESERVED_HEADERS.join(", ")
+        ));
+    }
+    Ok(())
+}
+
+#[async_trait]
+impl JobHandler for Webhook {
+    type Payload = WebhookPayload;
+
+    fn job_type(&self) -> &'static str {
+        "webhook"
+    }
+
+    /// Above any request timeout a payload may ask for.
+    fn timeout(&self) -> Duration {
+        Duration::from_secs(300)
+    }
+
+    fn payload_schema(&self) -> Option<Value> {
+        Some(serde_json::json!({
+            "type": "object",
+            "required": ["url"],
+            "additionalProperties": false,
+            "properties": {
+                "url": {"type": "string", "pattern": "^[hH][tT][tT][pP][sS]?://"},
+                "method": {"type": "string"},
+                "headers": {"type": "object", "additionalProperties": {"type": "string"}},
+                "body": {},
+                "timeout_ms": {"type": ["integer", "null"], "minimum": 0, "maximum": i64::MAX}
+            }
+        }))
+    }
+
+    fn admit(&self, p: &WebhookPayload) -> Result<(), String> {
+        self.target(&p.url)?;
+        reqwest::Method::from_bytes(p.method.to_ascii_uppercase().as_bytes())
+            .map_err(|_| "payload.method: not an HTTP method".to_string())?;
+        for (name, value) in &p.headers {
+            check_header(name, value)?;
+        }
+        Ok(())
+    }
+
+    async fn handle(&self, ctx: JobContext<WebhookPayload>) -> Outcome {
+        let p = &ctx.payload;
+        let shown = redact::url_text(&p.url);
+        // Checked again at every fire: the job may predate the policy, and DNS changes.
+        let url = match self.target(&p.url) {
+            Ok(u) => u,
+            Err(e) => return Outcome::dead(e),
+        };
+        let Ok(method) = reqwest::Method::from_bytes(p.method.to_ascii_uppercase().as_bytes())
+        else {
+            return Outcome::dead("payload.method: not an HTTP method");
+        };
+        let what = format!("{method} {shown}");
+        let timeout_ms = p.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS).min(290_000);
+        let mut req = self
+            .client
+            .request(method, url)
+            .timeout(Duration::from_millis(timeout_ms));
+        for (k, v) in &p.headers {
+            if let Err(e) = check_header(k, v) {
+                return Outcome::dead(e);
+            }
+            req = req.header(k, v);
+        }
+        let body = match &p.body {
+            Some(b) => serde_json::to_vec(b).unwrap_or_default(),
+            None => Vec::new(),
+        };
+        req = req
+            .header("x-toc-topic", &ctx.topic)
+            .header("x-toc-job-id", &ctx.job.id)
+            .header("x-toc-attempt", ctx.job.attempts.to_string())
+            .header("x-toc-fire-at", ctx.job.fire_at.to_string());
+        let keys = self.settings.keys_for(&ctx.topic);
+        if !keys.is_empty() {
+            let id = signing::message_id(&ctx.job);
+            let ts = SystemTime::now()
+                .duration_since(SystemTime::UNIX_EPOCH)
+                .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
+            req = req
+                .header(
+                    "webhook-signature",
+                    signing::signature(keys, &id, ts, &body),
+                )
+                .header("webhook-id", id)
+                .header("webhook-timestamp", ts.to_string());
+        }
+        if p.body.is_some() {
+            req = req.header("content-type", "application/json").body(body);
+        }
+        let mut reply = match req.send().await {
+            Ok(r) => r,
+            Err(e) => return failed_call(&what, &e, timeout_ms),
+        };
+        let status = reply.status();
+        let code = status.as_u16();
+        ctx.emit("webhook.called", json!({"url": shown, "status": code}));
+        let retry_after = reply
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| reply::retry_after(v, SystemTime::now()));
+        let body = reply::read_capped(&mut reply).await;
+        if status.is_success() {
+            return Outcome::Done;
+        }
+        let excerpt = reply::excerpt(&body);
+        let mut error = format!("{what} answered {status}");
+        if !excerpt.is_empty() {
+            error = format!("{error}: {excerpt}");
+        }
+        match code {
+            410 => Outcome::dead(format!("{error} (the receiver asked to stop)")),
+            429 | 503 if retry_after.is_some() => {
+                let most = Duration::from_millis(ctx.settings.backoff.max_ms);
+                Outcome::Retry {
+                    error,
+                    delay: retry_after.map(|d| d.min(most)),
+                }
+            }
+            408 | 429 => Outcome::retry(error),
+            _ if status.is_server_error() => Outcome::retry(error),
+            _ if status.is_redirection() => Outcome::dead(format!(
+                "{error} (redirects are not followed beyond webhooks.max_redirects)"
+            )),
+            _ => Outcome::dead(error),
+        }
+    }
+}
+
+/// A call that got no reply: refused by the egress policy (dead at once, the only case told
+/// apart), timed out, or failed to connect or to complete (retried). Nothing else of the
+/// error is shown, so the dead letters tell no more about a network than the policy does.
+fn failed_call(what: &str, e: &reqwest::Error, timeout_ms: u64) -> Outcome {
+    if let Some(refused) = egress::refusal(e) {
+        return Outcome::dead(format!("{what}: {refused}"));
+    }
+    if e.is_redirect() {
+        return Outcome::dead(format!(
+            "{what}: a redirect was refused (webhooks.max_redirects, or a hop to a scheme or address not allowed)"
+        ));
+    }
+    if e.is_timeout() {
+        Outcome::retry(format!("{what}: no reply within {timeout_ms} ms"))
+    } else {
+        Outcome::retry(format!(
+            "{what}: the call failed (no connection, or it closed early)"
+        ))
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn payload(v: Value) -> Result<WebhookPayload, serde_json::Error> {
+        serde_json::from_value(v)
+    }
+
+    #[test]
+    fn only_http_and_https_urls_decode() {
+        assert!(payload(json!({"url": "https://example.com/"})).is_ok());
+        assert!(payload(json!({"url": "HTTP://example.com/"})).is_ok());
+        for bad in [
+            "file:///etc/passwd",
+            "gopher://x/",
+            "example.com",
+            "ftp://x/",
+        ] {
+            let e = payload(json!({"url": bad})).unwrap_err().to_string();
+            assert!(e.contains("http:// or https://"), "{bad}: {e}");
+        }
+    }
+
+    #[test]
+    fn admit_names_the_field_it_refuses() {
+        let w = Webhook::default();
+        let admit = |v: Value| w.admit(&payload(v).unwrap());
+        assert!(admit(json!({"url": "https://example.com/hook"})).is_ok());
+        let e = admit(json!({"url": "http://2130706433/"})).unwrap_err();
+        assert!(
+            e.starts_with("payload.url: the egress policy refused"),
+            "{e}"
+        );
+        let e = admit(json!({"url": "http://[::1"})).unwrap_err();
+        assert!(e.starts_with("payload.url: does not parse"), "{e}");
+        let e = admit(json!({"url": "https://x.com/", "method": "NO PE"})).unwrap_err();
+        assert!(e.starts_with("payload.method"), "{e}");
+        for h in [
+            "Host",
+            "content-length",
+            "Webhook-Signature",
+            "x-toc-attempt",
+        ] {
+            let e = admit(json!({"url": "https://x.com/", "headers": {h: "v"}})).unwrap_err();
+            assert!(
+                e.starts_with(&format!("payload.headers.{h}: set by the service")),
+                "{e}"
+            );
+        }
+        let e = admit(json!({"url": "https://x.com/", "headers": {"a": "b\nc"}})).unwrap_err();
+        assert!(
+            e.contains("not a valid header value") && !e.contains("b\nc"),
+            "{e}"
+        );
+        let allowed = Webhook::new(WebhookSettings::allowing_loopback());
+        assert!(
+            allowed
+                .admit(&payload(json!({"url": "http://127.0.0.1:9/"})).unwrap())
+                .is_ok()
+        );
+    }
+}

@@ -1,0 +1,129 @@
+//! `[webhooks]`: the egress policy, redirects, an egress proxy and the signing keys of the
+//! `webhook` job type. The defaults are safe: only public addresses, no redirect, no proxy,
+//! unsigned calls.
+
+use std::collections::BTreeMap;
+use std::fmt;
+use std::net::IpAddr;
+
+use ipnet::IpNet;
+use serde::Deserialize;
+
+use super::signing::SigningKey;
+
+/// The most redirect hops `webhooks.max_redirects` may allow.
+pub const MAX_REDIRECTS: u32 = 10;
+
+/// The `webhook` job type's settings.
+#[derive(Clone, Default, Deserialize)]
+#[serde(deny_unknown_fields, default)]
+pub struct WebhookSettings {
+    /// Ranges calls may reach although they are not public (`127.0.0.0/8`, `10.1.0.0/16`,
+    /// or a single address).
+    pub allow_nets: Vec<Net>,
+    /// Ranges calls may never reach, public or allowed; deny wins.
+    pub deny_nets: Vec<Net>,
+    /// An egress proxy every call goes through (`http://proxy:3128`); empty: none. Host
+    /// names are then resolved by the proxy; literal addresses are still checked here.
+    pub proxy: String,
+    /// Redirect hops a call follows, each hop checked again; 0 (the default): a 3xx reply is
+    /// a failure, as Standard Webhooks says.
+    pub max_redirects: u32,
+    /// Keys every call is signed with (`whsec_` + base64); several while a key is rotated.
+    /// Empty: calls are not signed.
+    pub signing_keys: Vec<SigningKey>,
+    /// A topic's own keys, in place of `signing_keys` for its calls.
+    pub topic_signing_keys: BTreeMap<String, Vec<SigningKey>>,
+}
+
+impl WebhookSettings {
+    /// Loopback allowed (127.0.0.0/8 and ::1): for a receiver on this host, as the tests and
+    /// the tour use.
+    pub fn allowing_loopback() -> Self {
+        WebhookSettings {
+            allow_nets: vec![
+                Net(IpNet::new(IpAddr::from([127, 0, 0, 0]), 8).expect("a range")),
+                Net(IpNet::from(IpAddr::from(std::net::Ipv6Addr::LOCALHOST))),
+            ],
+            ..WebhookSettings::default()
+        }
+    }
+
+    /// The keys a topic's calls are signed with.
+    pub fn keys_for(&self, topic: &str) -> &[SigningKey] {
+        self.topic_signing_keys
+            .get(topic)
+            .map_or(self.signing_keys.as_slice(), Vec::as_slice)
+    }
+
+    /// Checks what serde cannot: the proxy's URL and the redirect limit; the error names
+    /// the setting (and never repeats the proxy's credentials).
+    pub fn validate(&self) -> Result<(), (&'static str, String)> {
+        if self.max_redirects > MAX_REDIRECTS {
+            return Err((
+                "webhooks.max_redirects",
+                format!("must be at most {MAX_REDIRECTS}"),
+            ));
+        }
+        if !self.proxy.is_empty() {
+            let ok = url::Url::parse(&self.proxy).is_ok_and(|u| {
+                matches!(u.scheme(), "http" | "https" | "socks5") && u.host().is_some()
+            });
+            if !ok {
+                return Err((
+                    "webhooks.proxy",
+                    "must be an http://, https:// or socks5:// URL with a host".into(),
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl fmt::Debug for WebhookSettings {
+    fn fmt(&self, f: &mut fmt::Formatter<'_>) -> fmt::Result {
+        f.debug_struct("WebhookSettings")
+            .field("allow_nets", &self.allow_nets)
+            .field("deny_nets", &self.deny_nets)
+            .field("proxy", &super::redact::url_text(&self.proxy))
+            .field("max_redirects", &self.max_redirects)
+            .field("signing_keys", &self.signing_keys.len())
+            .field(
+                "topic_signing_keys",
+                &self.topic_signing_keys.keys().collect::<Vec<_>>(),
+            )
+            .finish()
+    }
+}
+
+/// A range of addresses: CIDR (`10.0.0.0/8`, `fc00::/7`) or one address.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
+#[serde(try_from = "String")]
+pub struct Net(pub IpNet);
+
+impl TryFrom<String> for Net {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        let t = text.trim();
+        t.parse::<IpNet>()
+            .or_else(|_| t.parse::<IpAddr>().map(IpNet::from))
+            .map(|n| Net(n.trunc()))
+            .map_err(|_| format!("{t:?} is not an address range (10.0.0.0/8, fc00::/7, 127.0.0.1)"))
+    }
+}
+
+impl TryFrom<String> for SigningKey {
+    type Error = String;
+
+    fn try_from(text: String) -> Result<Self, String> {
+        SigningKey::parse(&text)
+    }
+}
+
+impl<'de> Deserialize<'de> for SigningKey {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> Result<Self, D::Error> {
+        let text = String::deserialize(d)?;
+        SigningKey::parse(&text).map_err(serde::de::Error::custom)
+    }
+}
