@@ -475,6 +475,47 @@ mod tests {
     }
 
     #[test]
+    fn webhook_settings_load_and_bad_ones_are_named_without_their_secret() {
+        let s = Settings::load(
+            None,
+            env(&[
+                ("TOC_WEBHOOKS_ALLOW_NETS", "127.0.0.0/8, ::1"),
+                ("TOC_WEBHOOKS_DENY_NETS", "127.0.0.9"),
+                ("TOC_WEBHOOKS_MAX_REDIRECTS", "3"),
+                (
+                    "TOC_WEBHOOKS_SIGNING_KEYS",
+                    "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw,whsec_c2Vjb25kLWtleS1vZi10aGUtcm90YXRpb24=",
+                ),
+            ]),
+        )
+        .unwrap();
+        let w = &s.webhooks;
+        assert_eq!(
+            (w.allow_nets.len(), w.deny_nets.len(), w.max_redirects),
+            (2, 1, 3)
+        );
+        assert_eq!(w.keys_for("any").len(), 2);
+        let shown = format!("{s:?}");
+        assert!(!shown.contains("MfKQ9r8G"), "no key in Debug: {shown}");
+        let refused = |k: &str, v: &str| {
+            Settings::load(None, env(&[(k, v)]))
+                .unwrap_err()
+                .to_string()
+        };
+        let e = refused("TOC_WEBHOOKS_SIGNING_KEYS", "whsec_s3cr3t*not*base64");
+        assert!(
+            e.contains("webhooks.signing_keys") && !e.contains("s3cr3t"),
+            "{e}"
+        );
+        let e = refused("TOC_WEBHOOKS_ALLOW_NETS", "10.0.0.0/33");
+        assert!(e.contains("webhooks.allow_nets"), "{e}");
+        let e = refused("TOC_WEBHOOKS_MAX_REDIRECTS", "11");
+        assert!(e.contains("webhooks.max_redirects"), "{e}");
+        let e = refused("TOC_WEBHOOKS_PROXY", "ftp://user:pa55@proxy/");
+        assert!(e.contains("webhooks.proxy") && !e.contains("pa55"), "{e}");
+    }
+
+    #[test]
     fn environment_variables_override_by_path() {
         let s = Settings::load(
             None,

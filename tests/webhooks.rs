@@ -145,6 +145,8 @@ fn answer(
                 .insert_header(("location", to))
                 .finish()
         }
+        // A megabyte of failure: at most a few KiB are read, 200 characters kept.
+        "/huge" => HttpResponse::BadRequest().body("e".repeat(1 << 20)),
         _ => HttpResponse::NotFound().body("no such hook here"),
     }
 }
@@ -359,6 +361,13 @@ async fn retry_after_is_respected_and_410_stops(e: Engine) {
     let waited = calls[1].at - calls[0].at;
     // The topic's backoff would retry after 20 ms; the receiver asked for 2 s.
     assert!(waited >= Duration::from_secs(2), "retried after {waited:?}");
+    schedule(&c, "huge", json!({"url": r.url("/huge")}))
+        .await
+        .unwrap();
+    let dead = settled(&c, "huge", 10).await.expect("400 is dead");
+    let error = dead.last_error.unwrap();
+    assert!(error.contains("400") && error.ends_with("eee…"), "{error}");
+    assert!(error.len() < 400, "a short excerpt: {} bytes", error.len());
     let dead = settled(&c, "gone", 10).await.expect("410 is dead");
     assert_eq!(
         (dead.attempts, r.calls_of("gone").len()),
