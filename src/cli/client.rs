@@ -133,7 +133,7 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
         token: cli.token.clone(),
     };
     let (value, view): (Value, View) = match cli.command {
-        Command::Serve { .. } => unreachable!("not a client command"),
+        Command::Serve { .. } | Command::Journal(_) => unreachable!("not a client command"),
         #[cfg(feature = "bench")]
         Command::Bench(_) => unreachable!("not a client command"),
         Command::Job(JobCmd::Put {

@@ -102,11 +102,24 @@ pub(crate) enum Command {
     },
     /// The service's health.
     Health,
+    /// The memory engine's journal, offline: check it, or salvage what reads of it.
+    #[command(subcommand)]
+    Journal(JournalCmd),
     /// Load generator and benchmark: `toc bench all --quick` for a short check, `toc bench
     /// all` for the published figures (BENCHMARKS.md). With RUST_LOG set (e.g. `info`), the
     /// service's own log goes to stderr.
     #[cfg(feature = "bench")]
     Bench(crate::bench::BenchArgs),
+}
+
+#[derive(Subcommand)]
+pub(crate) enum JournalCmd {
+    /// Reads a journal and reports its records, a torn tail and the first damage; changes
+    /// nothing. Exits 1 when it is damaged (the service would refuse to start on it).
+    Check { file: PathBuf },
+    /// Copies a journal to FILE.orig-SECONDS, then rewrites it with every record that
+    /// reads, going on past damage; says what was skipped. Refused while a service holds it.
+    Salvage { file: PathBuf },
 }
 
 #[derive(Args)]
@@ -239,6 +252,7 @@ pub fn toc_main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config } => return serve_main(config),
+        Command::Journal(cmd) => return journal_main(cmd),
         #[cfg(feature = "bench")]
         Command::Bench(args) => {
             // The service's own log (warnings of failed pumps, slots changing hands) only
@@ -257,6 +271,72 @@ pub fn toc_main() -> ExitCode {
     match runtime.block_on(client::run(cli)) {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => client::exit(f),
+    }
+}
+
+/// `toc journal check|salvage FILE`.
+fn journal_main(cmd: JournalCmd) -> ExitCode {
+    match cmd {
+        JournalCmd::Check { file } => match crate::store::check_journal(&file) {
+            Ok(c) => {
+                println!("journal {} (framing version {})", file.display(), c.version);
+                println!("  {} records read, {} bytes", c.records, c.bytes);
+                if let Some((at, bytes, why)) = c.torn {
+                    println!(
+                        "  a torn last record: {bytes} bytes at offset {at} ({why}); dropped at start"
+                    );
+                }
+                match c.damaged {
+                    Some((at, why)) => {
+                        println!("  DAMAGED at byte offset {at}: {why}");
+                        println!(
+                            "  the service refuses to start on it; `toc journal salvage` keeps what reads"
+                        );
+                        ExitCode::FAILURE
+                    }
+                    None => {
+                        println!("  no damage");
+                        ExitCode::SUCCESS
+                    }
+                }
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
+        JournalCmd::Salvage { file } => match crate::store::salvage_journal(&file) {
+            Ok(s) => {
+                println!(
+                    "journal {}: the original is kept as {}",
+                    file.display(),
+                    s.original.display()
+                );
+                println!("  {} records kept", s.records);
+                for (at, bytes, why) in &s.skipped {
+                    println!(
+                        "  skipped {bytes} bytes at offset {at} ({why}): at least one record lost"
+                    );
+                }
+                if s.torn_bytes > 0 {
+                    println!("  dropped a torn last record of {} bytes", s.torn_bytes);
+                }
+                println!(
+                    "  {} damaged stretch(es) skipped; {}",
+                    s.skipped.len(),
+                    if s.skipped.is_empty() && s.torn_bytes == 0 {
+                        "nothing was lost"
+                    } else {
+                        "what they held is lost"
+                    }
+                );
+                ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("error: {e}");
+                ExitCode::FAILURE
+            }
+        },
     }
 }
 

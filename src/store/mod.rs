@@ -22,6 +22,7 @@ use crate::time::Millis;
 
 pub use self::front::{ListQuery, Store};
 pub use self::memory::JournalLen;
+pub use self::memory::{JournalCheck, Salvaged, check_journal, salvage_journal};
 pub use self::rate::Grant;
 pub use self::redis::SentinelConnection;
 pub use self::redis::own_connection as own_redis_connection;

@@ -2,14 +2,15 @@
 //! answered. It is a physical log (each record is the state a job was left in, or its
 //! removal), so replay applies records without running any logic again.
 //!
-//! A record is `[length: u32 LE][crc32 of the body: u32 LE][body: JSON]`. At start a record
-//! that runs past the end of the file or fails its checksum while nothing follows it is a
-//! write torn by a crash: it is dropped and the file cut back. Anything else that does not
-//! read is corruption, and the start stops with the file and offset rather than lose jobs.
+//! The framing on disk, and how a torn tail is told from damage, is `framing.rs`: only an
+//! incomplete last record is dropped (with a warning naming the bytes), and any other damage
+//! stops the start with the file and offset, leaving the file as it was. One process holds
+//! the journal at a time (an exclusive lock on `FILE.lock`), and every file it writes is
+//! private to its user (0600).
 //! Compaction writes the live state to a new file and renames it over the old one.
 
 use std::fs::{File, OpenOptions};
-use std::io::{BufWriter, Read, Write};
+use std::io::{BufWriter, Read, Seek, Write};
 use std::path::{Path, PathBuf};
 use std::sync::{Arc, Condvar, Mutex, PoisonError};
 
@@ -24,9 +25,7 @@ use crate::store::record::Record;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
-const HEADER: usize = 8;
-/// Largest record accepted when reading (a length beyond it is corruption, not a job).
-const MAX_RECORD: usize = 64 * 1024 * 1024;
+use super::framing::{self, Fault, MAGIC, Version, framed};
 
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(tag = "op", rename_all = "snake_case")]
@@ -66,6 +65,8 @@ pub(super) enum Op {
 
 pub(super) struct Journal {
     path: PathBuf,
+    /// The exclusive lock on `FILE.lock`, held while the journal is open.
+    _lock: File,
     policy: FsyncPolicy,
     inner: Mutex<Inner>,
     /// Group commit for `always`: one fsync, on a thread of its own, covers every append
@@ -212,18 +213,6 @@ fn owned_put(
     }
 }
 
-/// Appends one record to `out`: its length and crc32, then the body `write` puts there.
-fn framed(out: &mut Vec<u8>, write: impl FnOnce(&mut Vec<u8>)) {
-    let start = out.len();
-    out.extend_from_slice(&[0; HEADER]);
-    write(out);
-    let body = &out[start + HEADER..];
-    // Records are far below MAX_RECORD (64 MiB), so the length fits.
-    let (len, crc) = (crate::num::to_u32(body.len()), crc32fast::hash(body));
-    out[start..start + 4].copy_from_slice(&len.to_le_bytes());
-    out[start + 4..start + HEADER].copy_from_slice(&crc.to_le_bytes());
-}
-
 fn encode(op: &Op, out: &mut Vec<u8>) {
     if let Op::Put {
         topic,
@@ -313,7 +302,7 @@ fn put_body(
 }
 
 /// Reads a record's body: a binary put, or JSON.
-fn decode(body: &[u8]) -> std::result::Result<Op, String> {
+pub(super) fn decode(body: &[u8]) -> std::result::Result<Op, String> {
     if body.first() != Some(&PUT) {
         return serde_json::from_slice(body).map_err(|e| e.to_string());
     }
@@ -372,17 +361,21 @@ pub(super) fn read(path: &Path) -> Result<Vec<Op>> {
     Ok(ops)
 }
 
-/// `read`, handing each record to `apply` as it is read; how many there were. A record
-/// that does not read stops it with the error, after the records before it were applied.
-/// The file is read through a buffer, a record at a time: reading it whole first cost its
-/// size again in memory (1.2 GB at 10M jobs) and a third of a restart's time in zeroing
-/// the pages of the growing copy.
-pub(super) fn read_each(path: &Path, mut apply: impl FnMut(Op) -> Result<()>) -> Result<usize> {
+/// `read`, handing each record to `apply` as it is read; how many there were, and the
+/// file's framing version. A record that does not read stops it with the error, after the
+/// records before it were applied, and the file is left as it was; only a torn last record
+/// is dropped, with a warning naming the bytes. The file is read through a buffer, a record
+/// at a time: reading it whole first cost its size again in memory (1.2 GB at 10M jobs) and
+/// a third of a restart's time in zeroing the pages of the growing copy.
+pub(super) fn read_each(
+    path: &Path,
+    mut apply: impl FnMut(Op) -> Result<()>,
+) -> Result<(usize, Version)> {
     let reading =
         |e: std::io::Error| Error::Unavailable(format!("reading journal {}: {e}", path.display()));
     let file = match File::open(path) {
         Ok(f) => f,
-        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(0),
+        Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, Version::V2)),
         Err(e) => {
             return Err(Error::Unavailable(format!(
                 "opening journal {}: {e}",
@@ -393,52 +386,119 @@ pub(super) fn read_each(path: &Path, mut apply: impl FnMut(Op) -> Result<()>) ->
     let size = usize::try_from(file.metadata().map_err(reading)?.len())
         .map_err(|_| corrupt(path, 0, "larger than this machine can address"))?;
     let mut input = std::io::BufReader::with_capacity(1 << 20, file);
-    let (mut count, mut at) = (0, 0);
-    let mut body = Vec::new();
+    let mut first = vec![0u8; size.min(MAGIC.len())];
+    input.read_exact(&mut first).map_err(reading)?;
+    let Some(version) = framing::version(&first, size) else {
+        cut_torn(path, 0, size, "a partial magic")?;
+        return Ok((0, Version::V2));
+    };
+    if version == Version::V1 {
+        input.rewind().map_err(reading)?;
+    }
+    let (hl, mut count, mut at) = (version.header(), 0, version.start());
+    let (mut head, mut body) = ([0u8; 12], Vec::new());
     while at < size {
-        let rest = size - at;
-        let torn = |why: &str| {
-            tracing::warn!(journal = %path.display(), offset = at, "dropping a torn last record ({why})");
+        if size - at < hl {
+            return cut_torn(path, at, size, "a partial header").map(|()| (count, version));
+        }
+        input.read_exact(&mut head[..hl]).map_err(reading)?;
+        let judged = framing::header(version, &head[..hl], at, size, || {
+            let mut rest = Vec::new();
+            input.read_to_end(&mut rest).is_ok() && rest.iter().all(|b| *b == 0)
+        });
+        let (len, crc) = match judged {
+            Ok(h) => h,
+            Err(Fault::Torn(why)) => {
+                return cut_torn(path, at, size, why).map(|()| (count, version));
+            }
+            Err(Fault::Damaged(why)) => return Err(corrupt(path, at, why)),
         };
-        if rest < HEADER {
-            torn("partial header");
-            break;
-        }
-        let mut header = [0u8; HEADER];
-        input.read_exact(&mut header).map_err(reading)?;
-        let len = u32::from_le_bytes(header[..4].try_into().expect("4 bytes")) as usize;
-        let crc = u32::from_le_bytes(header[4..].try_into().expect("4 bytes"));
-        if len > MAX_RECORD {
-            return Err(corrupt(path, at, format!("a record claims {len} bytes")));
-        }
-        let end = at + HEADER + len;
-        if end > size {
-            torn("partial body");
-            break;
-        }
         body.resize(len, 0);
         input.read_exact(&mut body).map_err(reading)?;
-        if crc32fast::hash(&body) != crc {
-            if end == size {
-                torn("checksum of the last record");
-                break;
+        match framing::body(&body, crc, at + hl + len == size) {
+            Ok(()) => {}
+            Err(Fault::Torn(why)) => {
+                return cut_torn(path, at, size, why).map(|()| (count, version));
             }
-            return Err(corrupt(path, at, "checksum mismatch"));
+            Err(Fault::Damaged(why)) => return Err(corrupt(path, at, why)),
         }
         let op = decode(&body).map_err(|e| corrupt(path, at, e))?;
         apply(op)?;
         count += 1;
-        at = end;
+        at += hl + len;
     }
-    if at < size {
-        let f = OpenOptions::new()
-            .write(true)
-            .open(path)
-            .and_then(|f| f.set_len(at as u64).map(|_| f))
-            .and_then(|f| f.sync_all());
-        f.map_err(|e| Error::Unavailable(format!("cutting journal {}: {e}", path.display())))?;
+    Ok((count, version))
+}
+
+/// Drops a torn last record: the file cut back to `at`, with a warning naming the bytes.
+fn cut_torn(path: &Path, at: usize, size: usize, why: &str) -> Result<()> {
+    tracing::warn!(journal = %path.display(), offset = at, bytes = size - at, "dropping a torn last record ({why}): {} bytes at offset {at}", size - at);
+    let f = OpenOptions::new()
+        .write(true)
+        .open(path)
+        .and_then(|f| f.set_len(at as u64).map(|_| f))
+        .and_then(|f| f.sync_all());
+    f.map_err(|e| Error::Unavailable(format!("cutting journal {}: {e}", path.display())))
+}
+
+/// Opening options that create a file private to its user (0600): journals hold payloads,
+/// webhook header secrets among them.
+fn private(opts: &mut OpenOptions) -> &mut OpenOptions {
+    #[cfg(unix)]
+    std::os::unix::fs::OpenOptionsExt::mode(opts, 0o600);
+    opts
+}
+
+/// Makes an existing file private to its user (a journal made before files were).
+fn make_private(path: &Path) {
+    #[cfg(unix)]
+    {
+        use std::os::unix::fs::PermissionsExt;
+        if let Err(e) = std::fs::set_permissions(path, std::fs::Permissions::from_mode(0o600)) {
+            tracing::warn!(file = %path.display(), error = %e, "could not make the file private (0600)");
+        }
     }
-    Ok(count)
+}
+
+/// The lock file of the journal at `path`.
+pub(super) fn lock_path(path: &Path) -> PathBuf {
+    let mut p = path.as_os_str().to_owned();
+    p.push(".lock");
+    PathBuf::from(p)
+}
+
+/// Takes the journal's exclusive lock (`FILE.lock`, held until the returned file is
+/// dropped), or refuses naming the process that holds it: two processes on one journal
+/// would each lose the other's jobs at the next start.
+pub(super) fn lock(path: &Path) -> Result<File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io(path, "creating its directory"))?;
+    }
+    let lp = lock_path(path);
+    let mut f = private(OpenOptions::new().create(true).read(true).write(true))
+        .truncate(false)
+        .open(&lp)
+        .map_err(io(&lp, "opening the lock"))?;
+    match f.try_lock() {
+        Ok(()) => {
+            make_private(&lp);
+            let me = format!("pid {}\n", std::process::id());
+            f.set_len(0)
+                .and_then(|()| f.write_all(me.as_bytes()))
+                .map_err(io(&lp, "writing the lock"))?;
+            Ok(f)
+        }
+        Err(std::fs::TryLockError::WouldBlock) => {
+            let holder = std::fs::read_to_string(&lp).unwrap_or_default();
+            Err(Error::Unavailable(format!(
+                "journal {} is in use by another process ({}, holding {}): one journal serves one process",
+                path.display(),
+                holder.trim(),
+                lp.display()
+            )))
+        }
+        Err(std::fs::TryLockError::Error(e)) => Err(io(&lp, "locking")(e)),
+    }
 }
 
 /// A failed append: the change was refused and is not in the journal. A full disk is
@@ -461,17 +521,23 @@ fn io(path: &Path, what: &str) -> impl Fn(std::io::Error) -> Error {
 }
 
 impl Journal {
-    /// Opens `path` for appending (creating it).
-    pub(super) fn open(path: &Path, policy: FsyncPolicy) -> Result<Journal> {
+    /// Opens `path` for appending (creating it, private, with the magic of its version),
+    /// holding `lock` (from [`lock`]) while it is open.
+    pub(super) fn open(path: &Path, policy: FsyncPolicy, lock: File) -> Result<Journal> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io(path, "creating its directory"))?;
         }
-        let file = OpenOptions::new()
-            .create(true)
-            .append(true)
+        let mut file = private(OpenOptions::new().create(true).append(true))
             .open(path)
             .map_err(io(path, "opening"))?;
-        let bytes = file.metadata().map_err(io(path, "reading its size"))?.len();
+        make_private(path);
+        let mut bytes = file.metadata().map_err(io(path, "reading its size"))?.len();
+        if bytes == 0 {
+            file.write_all(MAGIC)
+                .and_then(|()| file.sync_all())
+                .map_err(io(path, "writing its magic"))?;
+            bytes = MAGIC.len() as u64;
+        }
         let handle = file.try_clone().map_err(io(path, "opening"))?;
         let commit = Arc::new(Commit {
             state: Mutex::new(CommitState {
@@ -492,6 +558,7 @@ impl Journal {
         }
         Ok(Journal {
             path: path.to_path_buf(),
+            _lock: lock,
             policy,
             inner: Mutex::new(Inner {
                 file: BufWriter::new(file),
@@ -640,9 +707,13 @@ impl Journal {
     pub(super) fn compact(&self, live: impl FnOnce(&mut dyn FnMut(Live<'_>))) -> Result<u64> {
         let tmp = self.path.with_extension("compacting");
         let written = {
-            let f = File::create(&tmp).map_err(io(&tmp, "creating"))?;
+            let f = private(OpenOptions::new().create(true).write(true).truncate(true))
+                .open(&tmp)
+                .map_err(io(&tmp, "creating"))?;
+            make_private(&tmp);
             let mut out = BufWriter::with_capacity(1 << 20, f);
-            let (mut buf, mut written, mut failed) = (Vec::new(), 0u64, None);
+            let (mut buf, mut written, mut failed) =
+                (Vec::new(), MAGIC.len() as u64, out.write_all(MAGIC).err());
             live(&mut |record| {
                 if failed.is_none() {
                     buf.clear();
@@ -702,7 +773,7 @@ mod tests {
     fn body(op: &Op) -> Vec<u8> {
         let mut out = Vec::new();
         encode(op, &mut out);
-        out[HEADER..].to_vec()
+        out[12..].to_vec()
     }
 
     #[test]

@@ -10,9 +10,12 @@
 //! instance), and the wake bus (nothing to carry). This file holds the engine itself: its
 //! opening, the journal's replay and compaction, and the store's memory-only calls.
 
+mod framing;
 mod id_index;
 mod jobs;
 mod journal;
+mod journal_tool;
+pub use self::journal_tool::{JournalCheck, Salvaged, check_journal, salvage_journal};
 mod membership;
 mod prefetch;
 mod rate;
@@ -31,6 +34,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 
 use self::journal::{Journal, Live, Op};
+
 use self::slot::SlotState;
 use super::engine::{Engine, WakeBus};
 use super::event_id::EventId;
@@ -236,13 +240,15 @@ impl MemoryEngine {
         };
         // Each record is applied as it is read: holding every record first cost the
         // memory of a second copy of the jobs, and the time to fault it in.
+        // One process per journal: the lock before anything is read.
+        let lock = journal::lock(path)?;
         let mut replayed = 0;
-        journal::read_each(path, |op| {
+        let (_, version) = journal::read_each(path, |op| {
             replayed += 1;
             store.replay_op(op, true)
         })?;
         store.replay_done();
-        let journal = Arc::new(Journal::open(path, policy)?);
+        let journal = Arc::new(Journal::open(path, policy, lock)?);
         store.durability = match policy {
             FsyncPolicy::Always => "durable: journal, fsync before every answer",
             FsyncPolicy::EverySecond => {
@@ -274,7 +280,11 @@ impl MemoryEngine {
             .flat_map(|t| t.slots.iter())
             .map(|s| s.lock().unwrap_or_else(PoisonError::into_inner).len())
             .sum();
-        if replayed > 2 * jobs && replayed > 2 * Self::live_count(topics, &store.events) {
+        // A journal of the first framing is rewritten in this one at once (a compaction).
+        let old_framing = version == framing::Version::V1 && replayed > 0;
+        if old_framing
+            || (replayed > 2 * jobs && replayed > 2 * Self::live_count(topics, &store.events))
+        {
             journal.compact(|emit| Self::each_live_op(topics, &store.events, emit))?;
         }
         store.journal = Some(journal);
