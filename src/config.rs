@@ -64,6 +64,8 @@ pub struct Settings {
     pub tokens: Vec<String>,
     /// Whether `/health` and `/metrics` need a token too.
     pub auth_health_and_metrics: bool,
+    /// Start although listening beyond loopback with no tokens.
+    pub allow_open: bool,
     /// Log format.
     pub log_format: LogFormat,
     /// HTTP limits.
@@ -90,6 +92,9 @@ pub struct HttpSettings {
     pub max_batch_body_bytes: usize,
     /// Most resets in one batch request.
     pub max_batch_resets: usize,
+    /// With auth off, host names a request's `Host` may carry besides IP addresses and
+    /// `localhost`.
+    pub allowed_hosts: Vec<String>,
 }
 
 /// Where the Redis store connects.
@@ -350,8 +355,18 @@ impl Settings {
         self.webhooks
             .validate()
             .map_err(|(field, message)| Error::invalid(field, message))?;
-        if self.tokens.iter().any(|t| t.trim().is_empty()) {
-            return Err(Error::invalid("tokens", "a token must not be empty"));
+        for (i, t) in self.tokens.iter().enumerate() {
+            crate::access::Grant::parse(t)
+                .map_err(|e| Error::invalid("tokens", format!("token {}: {e}", i + 1)))?;
+        }
+        if self.tokens.is_empty() && !self.listen.ip().is_loopback() && !self.allow_open {
+            return Err(Error::invalid(
+                "allow_open",
+                format!(
+                    "listening on {} with no tokens lets anyone who reaches it drive the service: set tokens, listen on loopback, or set allow_open = true",
+                    self.listen
+                ),
+            ));
         }
         Ok(())
     }
@@ -513,6 +528,28 @@ mod tests {
         assert!(e.contains("webhooks.max_redirects"), "{e}");
         let e = refused("TOC_WEBHOOKS_PROXY", "ftp://user:pa55@proxy/");
         assert!(e.contains("webhooks.proxy") && !e.contains("pa55"), "{e}");
+    }
+
+    #[test]
+    fn tokens_are_checked_and_an_open_listener_needs_allow_open() {
+        let e = Settings::load(None, env(&[("TOC_TOKENS", "s3cret:owner")]))
+            .unwrap_err()
+            .to_string();
+        assert!(
+            e.contains("tokens") && e.contains("token 1") && !e.contains("s3cret"),
+            "{e}"
+        );
+        let e = Settings::load(None, env(&[("TOC_LISTEN", "0.0.0.0:8080")]))
+            .unwrap_err()
+            .to_string();
+        assert!(e.contains("allow_open"), "{e}");
+        for ok in [
+            env(&[("TOC_LISTEN", "0.0.0.0:8080"), ("TOC_ALLOW_OPEN", "true")]),
+            env(&[("TOC_LISTEN", "0.0.0.0:8080"), ("TOC_TOKENS", "t:read")]),
+            env(&[("TOC_LISTEN", "[::1]:8080")]),
+        ] {
+            assert!(Settings::load(None, ok).is_ok());
+        }
     }
 
     #[test]

@@ -21,6 +21,7 @@
     clippy::unwrap_used
 )]
 
+mod access;
 mod actors;
 #[cfg(feature = "bench")]
 #[allow(missing_docs)]

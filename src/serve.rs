@@ -66,7 +66,7 @@ pub async fn start(settings: Settings, store: SharedStore) -> Result<Running> {
         center: center.clone(),
         settings: settings.clone(),
     });
-    let auth = Auth::new(settings.tokens.clone(), settings.auth_health_and_metrics);
+    let auth = Auth::new(&settings);
     let config = settings.clone();
     let server = HttpServer::new(move || {
         let config = config.clone();

@@ -988,6 +988,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/topics/{topic}/jobs/{id}/bury"),
     ("post", "/v1/topics/{topic}/jobs/{id}/touch"),
     ("post", "/v1/topics/{topic}/acks"),
+    ("get", "/v1/token"),
     ("get", "/health"),
     ("get", "/metrics"),
     ("get", "/openapi.json"),

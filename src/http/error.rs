@@ -49,6 +49,12 @@ impl ApiError {
         ApiError::new(StatusCode::NOT_FOUND, "not_found", what)
     }
 
+    /// 403: the token (or, with auth off, the `Host`) does not allow the call; `message`
+    /// says what it lacks.
+    pub(crate) fn forbidden(message: impl Into<String>) -> Self {
+        ApiError::new(StatusCode::FORBIDDEN, "forbidden", message)
+    }
+
     pub(crate) fn unauthorized() -> Self {
         ApiError::new(
             StatusCode::UNAUTHORIZED,
@@ -181,6 +187,7 @@ pub(crate) fn ensure_json_body<B: MessageBody + 'static>(
         StatusCode::PAYLOAD_TOO_LARGE => "payload_too_large",
         StatusCode::UNSUPPORTED_MEDIA_TYPE => "unsupported_media_type",
         StatusCode::UNAUTHORIZED => "unauthorized",
+        StatusCode::FORBIDDEN => "forbidden",
         s if s.is_client_error() => "bad_request",
         _ => "internal",
     };

@@ -86,6 +86,7 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
             web::resource("/v1/topics/{topic}/meetings/{id}/approve")
                 .post(meetings::approve_meeting),
         )
+        .service(web::resource("/v1/token").get(ops::token))
         .service(web::resource("/health").get(ops::health))
         .service(web::resource("/metrics").get(ops::metrics))
         .service(web::resource("/openapi.json").get(ops::openapi))

@@ -40,6 +40,7 @@ use super::{claims, error, jobs, meetings, ops, topics};
         claims::acks,
         ops::health,
         ops::metrics,
+        ops::token,
         ops::openapi,
     ),
     components(schemas(
@@ -135,6 +136,10 @@ fn describe_paths(doc: &mut serde_json::Value) {
                 let mut statuses = vec![
                     ("400", "Bad input: the message names the field."),
                     ("401", "A bearer token is required (when tokens are set)."),
+                    (
+                        "403",
+                        "The token's scope or topic pattern does not allow this call (the message says what it lacks); with auth off, a Host that is neither an IP address, localhost nor an allowed name.",
+                    ),
                     ("503", "The store is unavailable."),
                 ];
                 if path.contains("{topic}") {

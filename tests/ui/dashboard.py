@@ -26,6 +26,7 @@ import urllib.request
 from playwright.sync_api import expect, sync_playwright
 
 TOKEN = "dashboard-test-token"
+READ_TOKEN = "dashboard-viewer"
 WAIT_MS = 15_000
 
 
@@ -256,7 +257,22 @@ def check_tokens(browser, svc):
     other.goto(svc.base + "/ui")
     expect(other.locator("#auth-needed")).to_be_visible(timeout=WAIT_MS)
     context.close()
-    print("dashboard: with tokens set, refuses to work without the token; works with it")
+    # A read token: the page shows the topics, and offers no pause, requeue nor delete.
+    context = browser.new_context()
+    page = context.new_page()
+    page.goto(svc.base + "/ui")
+    page.fill("#token", READ_TOKEN)
+    page.click("#token-form button")
+    expect(page.locator('#topics tr[data-topic="secret"]')).to_have_count(1, timeout=WAIT_MS)
+    expect(page.locator("#status")).to_contain_text("a read token", timeout=WAIT_MS)
+    expect(page.locator("#topics .pause-toggle")).to_have_count(0)
+    # The admin token is offered the pause.
+    page.fill("#token", TOKEN)
+    page.click("#token-form button")
+    expect(page.locator("#topics tr[data-topic=\"secret\"] .pause-toggle")).to_have_count(1, timeout=WAIT_MS)
+    context.close()
+    print("dashboard: with tokens set, refuses to work without the token; works with it; "
+          "a read token sees the topics and is offered no change")
 
 
 def main():
@@ -266,7 +282,7 @@ def main():
     if not chromium:
         raise SystemExit("chromium is missing: apt-get install -y chromium (scripts/ui.sh does)")
     open_svc = Service(binary)
-    token_svc = Service(binary, tokens=[TOKEN])
+    token_svc = Service(binary, tokens=[TOKEN, READ_TOKEN + ":read"])
     try:
         with sync_playwright() as pw:
             browser = pw.chromium.launch(executable_path=chromium, args=["--no-sandbox"])

@@ -16,6 +16,7 @@ const state = {
   locked: false,        // the service answered 401
   history: [],          // [{at, total, topics: Map topic -> fires/s}], the last minutes
   slots: [],            // /health's slots, as last read
+  scope: "admin",       // what the token may do (/v1/token): read, write or admin
   lists: {              // the selected topic's listings: the cursor of the page on screen, and the next
     upcoming: { shown: null, next: null },
     running: { shown: null, next: null },
@@ -25,6 +26,10 @@ const state = {
 const HISTORY_MS = 5 * 60 * 1000;
 
 class Unauthorized extends Error {}
+
+const RANK = { read: 0, write: 1, admin: 2 };
+// Whether the token may do what needs `scope`: the page offers only what it may.
+const may = (scope) => RANK[state.scope] >= RANK[scope];
 
 async function api(path, options = {}) {
   const headers = Object.assign({}, options.headers);
@@ -197,7 +202,9 @@ async function refreshTopics() {
       ev.stopPropagation();
       setPaused(t.name, !t.paused);
     });
-    firing.append(t.paused ? "paused " : "firing ", toggle);
+    // Pausing changes a topic's settings: an admin token's.
+    if (may("admin")) firing.append(t.paused ? "paused " : "firing ", toggle);
+    else firing.append(t.paused ? "paused" : "firing");
     row.addEventListener("click", () => selectTopic(t.name));
     return row;
   });
@@ -329,7 +336,7 @@ async function showDead(cursor) {
         act(topicPath("/dead/" + encodeURIComponent(j.id)), "DELETE");
       }
     });
-    actions.append(requeue, " ", remove);
+    if (may("admin")) actions.append(requeue, " ", remove);
     return row;
   });
   $("#dead tbody").replaceChildren(...rows);
@@ -402,12 +409,15 @@ let timer = null;
 async function refresh() {
   clearTimeout(timer);
   try {
+    const me = await api("/v1/token");
+    state.scope = me.body.scope || "admin";
     await refreshMetrics();
     await Promise.all([refreshTopics(), refreshSlots()]);
     if (state.topic) await Promise.all([showDead(state.deadShown), tailEvents(), showLists()]);
     lock(false);
     showError(null);
-    $("#status").textContent = "updated " + new Date().toLocaleTimeString();
+    $("#status").textContent = "updated " + new Date().toLocaleTimeString() +
+      (may("admin") ? "" : " (a " + state.scope + " token: changes it may not make are hidden)");
   } catch (err) {
     handle(err);
   }

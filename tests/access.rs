@@ -1,0 +1,262 @@
+//! Scoped tokens against the real HTTP server: each scope allowed and refused on its routes
+//! (403 naming what it lacks), a token limited to a topic pattern, `/v1/token` saying what a
+//! token may do, `/health` without a token answering a summary that names neither the host
+//! nor the topics, and with auth off a `Host` of another name refused (DNS rebinding).
+
+mod common;
+
+use reqwest::Method;
+use serde_json::{Value, json};
+
+use common::RedisServer;
+use common::service::Service;
+
+/// `method path` with `token` (none when empty): the status and the JSON body.
+async fn call(
+    s: &Service,
+    token: &str,
+    method: Method,
+    path: &str,
+    body: Option<Value>,
+) -> (u16, Value) {
+    let mut req = s.http.request(method, s.url(path));
+    if !token.is_empty() {
+        req = req.bearer_auth(token);
+    }
+    if let Some(b) = body {
+        req = req.json(&b);
+    }
+    let res = req.send().await.unwrap();
+    let status = res.status().as_u16();
+    (status, res.json().await.unwrap_or(Value::Null))
+}
+
+#[actix_rt::test]
+async fn each_scope_is_allowed_and_refused_on_its_routes() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |c| {
+        c.tokens = vec![
+            "adm1n".into(),
+            "v1ew:read".into(),
+            "wr1te:write".into(),
+            "ord:write:orders*".into(),
+        ];
+    })
+    .await;
+    let job = || Some(json!({"delay_ms": 60_000}));
+    // admin: everything.
+    assert_eq!(
+        call(
+            &s,
+            "adm1n",
+            Method::PUT,
+            "/v1/topics/orders",
+            Some(json!({"slots": 2}))
+        )
+        .await
+        .0,
+        201
+    );
+    assert_eq!(
+        call(&s, "adm1n", Method::PUT, "/v1/topics/billing/jobs/b", job())
+            .await
+            .0,
+        201
+    );
+    // read: GET routes only.
+    for path in [
+        "/v1/topics",
+        "/v1/topics/orders",
+        "/v1/topics/billing/jobs/b",
+        "/v1/topics/orders/dead",
+        "/v1/topics/orders/events",
+    ] {
+        assert_eq!(
+            call(&s, "v1ew", Method::GET, path, None).await.0,
+            200,
+            "read may GET {path}"
+        );
+    }
+    for (method, path, need) in [
+        (Method::PUT, "/v1/topics/orders/jobs/a", "write"),
+        (Method::DELETE, "/v1/topics/billing/jobs/b", "write"),
+        (Method::POST, "/v1/topics/orders/claim", "write"),
+        (Method::PUT, "/v1/topics/orders", "admin"),
+        (Method::DELETE, "/v1/topics/orders", "admin"),
+    ] {
+        let (st, body) = call(&s, "v1ew", method.clone(), path, job()).await;
+        let msg = body["error"]["message"]
+            .as_str()
+            .unwrap_or_default()
+            .to_string();
+        assert_eq!(
+            (st, body["error"]["code"].as_str()),
+            (403, Some("forbidden")),
+            "read: {method} {path}"
+        );
+        assert!(
+            msg.contains("scope is read") && msg.contains(&format!("needs {need}")),
+            "{msg}"
+        );
+    }
+    // write: jobs, not topic settings nor dead letters' changes.
+    assert_eq!(
+        call(&s, "wr1te", Method::PUT, "/v1/topics/orders/jobs/a", job())
+            .await
+            .0,
+        201
+    );
+    assert_eq!(
+        call(&s, "wr1te", Method::GET, "/v1/topics/orders/jobs/a", None)
+            .await
+            .0,
+        200
+    );
+    assert_eq!(
+        call(
+            &s,
+            "wr1te",
+            Method::DELETE,
+            "/v1/topics/orders/jobs/a",
+            None
+        )
+        .await
+        .0,
+        204
+    );
+    let (st, body) = call(
+        &s,
+        "wr1te",
+        Method::PUT,
+        "/v1/topics/orders",
+        Some(json!({"slots": 2})),
+    )
+    .await;
+    assert!(
+        st == 403
+            && body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("needs admin")
+    );
+    assert_eq!(
+        call(
+            &s,
+            "wr1te",
+            Method::POST,
+            "/v1/topics/orders/dead/x/requeue",
+            None
+        )
+        .await
+        .0,
+        403
+    );
+    // A pattern: its topics only, and no list of every topic.
+    assert_eq!(
+        call(&s, "ord", Method::PUT, "/v1/topics/orders-eu/jobs/a", job())
+            .await
+            .0,
+        201
+    );
+    let (st, body) = call(&s, "ord", Method::PUT, "/v1/topics/billing/jobs/a", job()).await;
+    assert!(
+        st == 403
+            && body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("matching orders*"),
+        "{body}"
+    );
+    assert_eq!(
+        call(&s, "ord", Method::GET, "/v1/topics/billing/jobs/b", None)
+            .await
+            .0,
+        403
+    );
+    assert_eq!(
+        call(&s, "ord", Method::GET, "/v1/topics", None).await.0,
+        403
+    );
+    // What a token may do.
+    let (st, me) = call(&s, "ord", Method::GET, "/v1/token", None).await;
+    assert_eq!(
+        (st, me),
+        (
+            200,
+            json!({"auth": true, "scope": "write", "topics": "orders*"})
+        )
+    );
+    let (_, me) = call(&s, "v1ew", Method::GET, "/v1/token", None).await;
+    assert_eq!(me["scope"], "read");
+    // No token, a wrong one, one of another length, a scope written as a token: 401.
+    for t in ["", "nope", "adm1nadm1nadm1nadm1n", "v1ew:read"] {
+        assert_eq!(
+            call(&s, t, Method::GET, "/v1/topics", None).await.0,
+            401,
+            "{t:?}"
+        );
+    }
+    // /health: a summary without a token, the detail with one.
+    let (st, summary) = call(&s, "", Method::GET, "/health", None).await;
+    assert_eq!(st, 200);
+    assert!(
+        summary.get("instance").is_none() && summary["slots"].is_u64(),
+        "{summary}"
+    );
+    assert!(
+        !summary.to_string().contains("orders"),
+        "no topic named: {summary}"
+    );
+    let (_, detail) = call(&s, "v1ew", Method::GET, "/health", None).await;
+    assert!(
+        detail["instance"].is_string() && detail["slots"].is_array(),
+        "{detail}"
+    );
+}
+
+#[actix_rt::test]
+async fn with_auth_off_a_rebinding_host_is_refused() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |c| {
+        c.http.allowed_hosts = vec!["toc.internal".into()]
+    })
+    .await;
+    let port = s.addr.port();
+    let with_host = |host: String| {
+        let req = s.http.get(s.url("/v1/topics")).header("host", host);
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    for host in [
+        format!("evil.example:{port}"),
+        "attacker.test".into(),
+        format!("localhost.evil.example:{port}"),
+    ] {
+        assert_eq!(with_host(host.clone()).await, 403, "{host}");
+    }
+    for host in [
+        format!("127.0.0.1:{port}"),
+        format!("localhost:{port}"),
+        format!("[::1]:{port}"),
+        format!("toc.internal:{port}"),
+        "TOC.INTERNAL".into(),
+    ] {
+        assert_eq!(with_host(host.clone()).await, 200, "{host}");
+    }
+    let (st, body) = {
+        let res = s
+            .http
+            .get(s.url("/v1/topics"))
+            .header("host", "evil.example")
+            .send()
+            .await
+            .unwrap();
+        (res.status().as_u16(), res.json::<Value>().await.unwrap())
+    };
+    assert_eq!(st, 403);
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("http.allowed_hosts")
+    );
+}
