@@ -121,7 +121,7 @@ async fn main() {
         sentinel_master: String::new(),
         durability,
         durability_timeout_ms: 1_000,
-        allow_eviction: false,
+        ..config::Settings::defaults().redis
     };
     let (none, replica) = (
         settings(config::Durability::None),

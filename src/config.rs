@@ -116,6 +116,12 @@ pub struct RedisSettings {
     pub durability_timeout_ms: u64,
     /// Run on a Redis whose `maxmemory-policy` evicts keys (it deletes jobs when full).
     pub allow_eviction: bool,
+    /// For `rediss://`: a PEM file of the CA to trust instead of the system's roots.
+    pub tls_ca: String,
+    /// For `rediss://` with mutual TLS: the client's certificate (PEM).
+    pub tls_cert: String,
+    /// For `rediss://` with mutual TLS: the client's key (PEM).
+    pub tls_key: String,
 }
 
 /// What an acknowledgement of a write means on Redis (DESIGN.md, invariant 9).

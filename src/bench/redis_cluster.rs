@@ -16,6 +16,20 @@ impl RedisCluster {
         RedisCluster::create(nodes, 0)
     }
 
+    /// Three primaries, node `i` started with `extra(i)` after the harness's own settings
+    /// (a TLS port of its own, say).
+    pub fn start_each_with(extra: impl Fn(usize) -> Vec<String>) -> RedisCluster {
+        let nodes: Vec<RedisServer> = (0..3)
+            .map(|i| {
+                let args = extra(i);
+                RedisServer::start_clustered_with(
+                    &args.iter().map(String::as_str).collect::<Vec<_>>(),
+                )
+            })
+            .collect();
+        RedisCluster::create(nodes, 0)
+    }
+
     /// Makes a cluster of `nodes` with `replicas` replicas per primary, and waits for it.
     fn create(nodes: Vec<RedisServer>, replicas: u32) -> RedisCluster {
         let addrs: Vec<String> = nodes

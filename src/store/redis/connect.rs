@@ -40,26 +40,37 @@ impl Store {
                 Some(Duration::from_millis(settings.durability_timeout_ms.max(1)))
             }
         };
+        let certs = super::tls::certificates(settings)?;
         if !settings.cluster_nodes.is_empty() {
-            let mut engine = cluster(&settings.cluster_nodes, &options).await?;
+            let mut engine = cluster(&settings.cluster_nodes, certs.as_ref(), &options).await?;
             if let Some(timeout) = wait {
-                let conn = cluster_client(&settings.cluster_nodes)?
+                let conn = cluster_client(&settings.cluster_nodes, certs.as_ref())?
                     .get_async_connection()
                     .await?;
                 engine.confirm_writes_with(conn, 1, timeout);
             }
-            let nodes = eviction::Nodes::Cluster(settings.cluster_nodes.clone());
+            let nodes = eviction::Nodes::Cluster(settings.cluster_nodes.clone(), certs.clone());
             eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
             return Ok(Store::over(Arc::new(engine), None, options));
         }
         if !settings.sentinels.is_empty() {
             let node = redis::IntoConnectionInfo::into_connection_info(settings.url.as_str())
-                .map_err(|e| Error::invalid("redis.url", format!("{:?}: {e}", settings.url)))?;
+                .map_err(|e| {
+                    Error::invalid(
+                        "redis.url",
+                        format!(
+                            "{}: {}",
+                            super::tls::redact(&settings.url),
+                            super::tls::redact_text(&e.to_string(), &settings.url)
+                        ),
+                    )
+                })?;
             let connect = || {
                 SentinelConnection::connect(
                     &settings.sentinels,
                     &settings.sentinel_master,
-                    node.redis_settings().clone(),
+                    &node,
+                    certs.as_ref(),
                     manager_config(),
                 )
             };
@@ -74,9 +85,8 @@ impl Store {
             }
             return Ok(Store::over(Arc::new(engine), None, options));
         }
-        let mut engine = one_node(&settings.url, &options).await?;
-        let client = redis::Client::open(settings.url.as_str())
-            .map_err(|e| Error::invalid("redis.url", e.to_string()))?;
+        let mut engine = one_node(&settings.url, certs.as_ref(), &options).await?;
+        let client = super::tls::client(&settings.url, certs.as_ref(), "redis.url")?;
         if let Some(timeout) = wait {
             let conn = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
             engine.confirm_writes_with(PerThread::shared_only(conn), 1, timeout);
@@ -89,33 +99,58 @@ impl Store {
     /// A store on one Redis node. The connection is made lazily and remade after a loss, so
     /// a store created while Redis is down starts serving once Redis is back.
     pub async fn redis(url: &str, options: StoreOptions) -> Result<Store> {
-        let engine = one_node(url, &options).await?;
+        let engine = one_node(url, None, &options).await?;
         Ok(Store::over(Arc::new(engine), None, options))
     }
 
     /// A store on a Redis Cluster, reached through any of its nodes.
     pub async fn redis_cluster(nodes: &[String], options: StoreOptions) -> Result<Store> {
-        let engine = cluster(nodes, &options).await?;
+        let engine = cluster(nodes, None, &options).await?;
         Ok(Store::over(Arc::new(engine), None, options))
     }
 }
 
-fn cluster_client(nodes: &[String]) -> Result<redis::cluster::ClusterClient> {
-    redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
-        .response_timeout(RESPONSE_TIMEOUT)
-        .connection_timeout(CONNECT_TIMEOUT)
+fn cluster_client(
+    nodes: &[String],
+    certs: Option<&redis::TlsCertificates>,
+) -> Result<redis::cluster::ClusterClient> {
+    cluster_builder(nodes, certs)
         .build()
-        .map_err(|e| Error::invalid("redis.cluster_nodes", e.to_string()))
+        .map_err(|e| Error::invalid("redis.cluster_nodes", redact_nodes(nodes, &e.to_string())))
+}
+
+/// A Cluster client's builder over `nodes`, with `certs` for `rediss://` nodes.
+fn cluster_builder(
+    nodes: &[String],
+    certs: Option<&redis::TlsCertificates>,
+) -> redis::cluster::ClusterClientBuilder {
+    let builder = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
+        .response_timeout(RESPONSE_TIMEOUT)
+        .connection_timeout(CONNECT_TIMEOUT);
+    match certs {
+        Some(c) if nodes.iter().any(|n| n.starts_with("rediss://")) => builder.certs(c.clone()),
+        _ => builder,
+    }
+}
+
+/// `text` with the passwords of every node's URL replaced.
+fn redact_nodes(nodes: &[String], text: &str) -> String {
+    nodes
+        .iter()
+        .fold(text.to_string(), |t, n| super::tls::redact_text(&t, n))
 }
 
 /// The engine on one node, with a connection per thread (`per_thread.rs`).
-async fn one_node(url: &str, options: &StoreOptions) -> Result<RedisEngine<PerThread>> {
-    let client = redis::Client::open(url)
-        .map_err(|e| Error::invalid("redis.url", format!("{url:?}: {e}")))?;
+async fn one_node(
+    url: &str,
+    certs: Option<&redis::TlsCertificates>,
+    options: &StoreOptions,
+) -> Result<RedisEngine<PerThread>> {
+    let client = super::tls::client(url, certs, "redis.url")?;
     let shared = ConnectionManager::new_lazy_with_config(client.clone(), manager_config())?;
     let conn = PerThread::new(shared, client.clone(), manager_config());
     let mut engine = RedisEngine::new(conn, options);
-    engine.wakes = Wakes::Plain(WakeClient::Fixed(client));
+    engine.wakes = Wakes::Plain(WakeClient::Fixed(Box::new(client)));
     engine.sync_clock().await;
     Ok(engine)
 }
@@ -123,13 +158,12 @@ async fn one_node(url: &str, options: &StoreOptions) -> Result<RedisEngine<PerTh
 /// The engine on a Redis Cluster.
 async fn cluster(
     nodes: &[String],
+    certs: Option<&redis::TlsCertificates>,
     options: &StoreOptions,
 ) -> Result<RedisEngine<ClusterConnection>> {
-    let conn = cluster_client(nodes)?.get_async_connection().await?;
+    let conn = cluster_client(nodes, certs)?.get_async_connection().await?;
     let (tx, rx) = mpsc::unbounded_channel();
-    let pubsub = redis::cluster::ClusterClientBuilder::new(nodes.to_vec())
-        .response_timeout(RESPONSE_TIMEOUT)
-        .connection_timeout(CONNECT_TIMEOUT)
+    let pubsub = cluster_builder(nodes, certs)
         .use_protocol(redis::ProtocolVersion::RESP3)
         .push_sender(tx)
         .build()

@@ -17,25 +17,30 @@ const RECHECK_EVERY: Duration = Duration::from_secs(30);
 pub(super) enum Nodes {
     /// One node, or the primary of the moment behind Sentinel.
     One(Arc<dyn Fn() -> redis::Client + Send + Sync>),
-    /// Every primary of a Redis Cluster, found through any of `seeds`.
-    Cluster(Vec<String>),
+    /// Every primary of a Redis Cluster, found through any of `seeds` (with the TLS
+    /// certificates of `rediss://` seeds).
+    Cluster(Vec<String>, Option<redis::TlsCertificates>),
 }
 
 impl Nodes {
     async fn clients(&self) -> Result<Vec<redis::Client>> {
         match self {
             Nodes::One(client) => Ok(vec![client()]),
-            Nodes::Cluster(seeds) => cluster_primaries(seeds).await,
+            Nodes::Cluster(seeds, certs) => cluster_primaries(seeds, certs.as_ref()).await,
         }
     }
 }
 
 /// Every primary of the cluster, as `CLUSTER NODES` on the first seed that answers lists them.
-async fn cluster_primaries(seeds: &[String]) -> Result<Vec<redis::Client>> {
+/// A primary is reached as its seed is: the same scheme, credentials and certificates.
+async fn cluster_primaries(
+    seeds: &[String],
+    certs: Option<&redis::TlsCertificates>,
+) -> Result<Vec<redis::Client>> {
     let mut last = None;
     for seed in seeds {
+        let client = super::tls::client(seed, certs, "redis.cluster_nodes")?;
         let listed: redis::RedisResult<String> = async {
-            let client = redis::Client::open(seed.as_str())?;
             let mut conn = client.get_multiplexed_async_connection().await?;
             redis::cmd("CLUSTER")
                 .arg("NODES")
@@ -51,7 +56,7 @@ async fn cluster_primaries(seeds: &[String]) -> Result<Vec<redis::Client>> {
                     .filter_map(|l| l.split_whitespace().nth(1))
                     .map(|addr| {
                         let hostport = addr.split('@').next().unwrap_or(addr);
-                        redis::Client::open(format!("redis://{hostport}/")).map_err(Error::from)
+                        super::tls::client(&node_url(seed, hostport), certs, "redis.cluster_nodes")
                     })
                     .collect();
             }
@@ -62,6 +67,19 @@ async fn cluster_primaries(seeds: &[String]) -> Result<Vec<redis::Client>> {
         || Error::invalid("redis.cluster_nodes", "no nodes given"),
         Error::from,
     ))
+}
+
+/// The URL of the node at `hostport`, reached as `seed` is (scheme and credentials).
+fn node_url(seed: &str, hostport: &str) -> String {
+    let (host, port) = hostport.rsplit_once(':').unwrap_or((hostport, "6379"));
+    let Ok(mut u) = url::Url::parse(seed) else {
+        return format!("redis://{hostport}/");
+    };
+    if u.set_host(Some(host)).is_err() {
+        return format!("redis://{hostport}/");
+    }
+    let _ = u.set_port(port.parse().ok());
+    u.to_string()
 }
 
 /// Nodes whose policy evicts, as "address: policy"; nodes that do not let `CONFIG GET` be

@@ -19,6 +19,7 @@ mod rate;
 mod reply;
 mod scripts;
 mod sentinel;
+mod tls;
 mod topics;
 mod wake;
 

@@ -10,7 +10,7 @@ use std::sync::{Arc, RwLock};
 use std::time::{Duration, Instant};
 
 use redis::aio::{ConnectionLike, ConnectionManager, ConnectionManagerConfig};
-use redis::sentinel::{SentinelClient, SentinelNodeConnectionInfo, SentinelServerType};
+use redis::sentinel::{SentinelClient, SentinelClientBuilder, SentinelServerType};
 use redis::{Cmd, Pipeline, RedisFuture, Value};
 
 use crate::error::{Error, Result};
@@ -44,33 +44,71 @@ struct Current {
 
 impl SentinelConnection {
     /// Asks `sentinels` for the primary of `master`, connects to it, and keeps following
-    /// it. `node` gives the database and credentials of the Redis nodes (not of the
-    /// sentinels).
+    /// it. `node` gives the scheme (`rediss://`: TLS), database and credentials of the Redis
+    /// nodes; a sentinel written as a `rediss://` URL is reached over TLS, with its own
+    /// credentials if the URL has them. `certs` serve both (`redis.tls_*`).
     pub(super) async fn connect(
         sentinels: &[String],
         master: &str,
-        node: redis::RedisConnectionInfo,
+        node: &redis::ConnectionInfo,
+        certs: Option<&redis::TlsCertificates>,
         config: ConnectionManagerConfig,
     ) -> Result<Self> {
-        let urls: Vec<String> = sentinels
+        use redis::IntoConnectionInfo;
+        let invalid = |e: redis::RedisError| {
+            let text = sentinels
+                .iter()
+                .fold(e.to_string(), |t, s| super::tls::redact_text(&t, s));
+            Error::invalid("redis.sentinels", text)
+        };
+        let infos: Vec<redis::ConnectionInfo> = sentinels
             .iter()
             .map(|s| {
-                if s.contains("://") {
+                let url = if s.contains("://") {
                     s.clone()
                 } else {
                     format!("redis://{s}")
-                }
+                };
+                url.as_str().into_connection_info()
             })
-            .collect();
-        let db = node.db();
-        let node = SentinelNodeConnectionInfo::default().set_redis_connection_info(node);
-        let mut sentinel = SentinelClient::build(
-            urls,
-            master.to_string(),
-            Some(node),
+            .collect::<redis::RedisResult<_>>()
+            .map_err(invalid)?;
+        let settings = node.redis_settings();
+        let db = settings.db();
+        let mut builder = SentinelClientBuilder::new(
+            infos.iter().map(|i| i.addr().clone()),
+            master,
             SentinelServerType::Master,
         )
-        .map_err(|e| Error::invalid("redis.sentinels", e.to_string()))?;
+        .map_err(invalid)?
+        .set_client_to_redis_db(db);
+        if let Some(user) = settings.username() {
+            builder = builder.set_client_to_redis_username(user);
+        }
+        if let Some(password) = settings.password() {
+            builder = builder.set_client_to_redis_password(password);
+        }
+        if matches!(node.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+            builder = builder.set_client_to_redis_tls_mode(redis::TlsMode::Secure);
+        }
+        if let Some(first) = infos.first() {
+            let s = first.redis_settings();
+            if let Some(user) = s.username() {
+                builder = builder.set_client_to_sentinel_username(user);
+            }
+            if let Some(password) = s.password() {
+                builder = builder.set_client_to_sentinel_password(password);
+            }
+            if matches!(first.addr(), redis::ConnectionAddr::TcpTls { .. }) {
+                builder = builder.set_client_to_sentinel_tls_mode(redis::TlsMode::Secure);
+            }
+        }
+        if let Some(c) = certs {
+            builder = builder
+                .set_client_to_redis_certificates(c.clone())
+                .set_client_to_sentinel_certificates(c.clone());
+        }
+        let mut sentinel = builder.build().map_err(invalid)?;
         let client = sentinel.async_get_client().await?;
         let conn = ConnectionManager::new_lazy_with_config(client.clone(), config.clone())?;
         let follower = Arc::new(Follower {

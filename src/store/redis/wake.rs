@@ -52,14 +52,14 @@ impl ClusterWakes {
 /// Where the pub/sub connection for wake notices is made: one node, or whichever the
 /// sentinels name the primary when it (re)connects.
 pub(super) enum WakeClient {
-    Fixed(redis::Client),
+    Fixed(Box<redis::Client>),
     Sentinel(SentinelConnection),
 }
 
 impl WakeClient {
     pub(super) fn client(&self) -> redis::Client {
         match self {
-            WakeClient::Fixed(c) => c.clone(),
+            WakeClient::Fixed(c) => (**c).clone(),
             WakeClient::Sentinel(s) => s.client(),
         }
     }
