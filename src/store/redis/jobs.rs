@@ -104,14 +104,15 @@ where
         }
         let due = SlotKeys::new(&topic.name, slot).due;
         // Commands of their own, not a pipeline: a refusal (OOM) keeps its code (StoreFull).
+        let place = format!("topic {:?} slot {slot}", topic.name);
         let zadds = items.chunks(PLAIN_RESET_CHUNK).map(|chunk| {
             let mut cmd = redis::cmd("ZADD");
             cmd.arg(&due).arg("XX").arg("CH");
             for (id, at) in chunk {
                 cmd.arg(at).arg(id);
             }
-            let mut conn = self.write_conn();
-            async move { cmd.query_async::<usize>(&mut conn).await }
+            let place = &place;
+            async move { self.write::<usize>(&cmd, place).await }
         });
         let mut moved = 0;
         for zadd in futures_util::future::join_all(zadds).await {
@@ -121,7 +122,6 @@ where
             self.plain_tried(topic, slot, creates);
             return Ok(None);
         }
-        self.confirmed().await?;
         Ok(Some(SlotReset {
             reset: crate::num::usize_u64(items.len()),
             ..SlotReset::default()

@@ -59,9 +59,9 @@ pub(crate) struct RedisEngine<C> {
     events_max_len: usize,
     /// Redis' clock, as the sampler (`clock.rs`) reads it: the one clock that decides.
     clock: Arc<ServerClock>,
-    /// With `redis.durability = "replica"`: the connection that writes answered to a caller
-    /// take, and the grouped `WAIT` after them (`durable.rs`).
-    confirmer: Option<durable::Confirmer<C>>,
+    /// With `redis.durability = "replica"`: the `WAIT` each write answered to a caller is
+    /// sent with, in one pipeline (`durable.rs`).
+    durability: Option<durable::Wait>,
     /// What `/health` should say of the store (eviction allowed, see `eviction.rs`).
     warnings: Arc<std::sync::Mutex<Vec<String>>>,
     /// The slots, by topic, where `reset_many.lua` has run (it marks a slot written before
@@ -88,17 +88,17 @@ where
             topics: TopicCache::default(),
             events_max_len: options.events_max_len,
             clock,
-            confirmer: None,
+            durability: None,
             warnings: Arc::default(),
             plain: Default::default(),
         }
     }
 
-    /// Makes every write answered to a caller wait until `replicas` replicas hold it
-    /// (`WAIT`), over `conn`, a connection of its own to the same Redis; one not confirmed
-    /// within `timeout` is answered as `Error::Unavailable`.
-    fn confirm_writes_with(&mut self, conn: C, replicas: u32, timeout: Duration) {
-        self.confirmer = Some(durable::Confirmer::new(conn, replicas, timeout));
+    /// Makes every write answered to a caller wait until `replicas` replicas of the node
+    /// that took it hold it (`WAIT`, in the write's pipeline); one not confirmed within
+    /// `timeout` is answered as `Error::Unavailable`.
+    fn confirm_writes(&mut self, replicas: u32, timeout: Duration) {
+        self.durability = Some(durable::Wait::new(replicas, timeout));
     }
 }
 
@@ -110,19 +110,21 @@ where
         self.conn.clone()
     }
 
-    /// The connection for a write that is answered to a caller: the confirmer's when writes
-    /// are confirmed (its `WAIT` covers only writes sent on it).
-    fn write_conn(&self) -> C {
-        self.confirmer
-            .as_ref()
-            .map_or_else(|| self.conn.clone(), durable::Confirmer::conn)
-    }
-
-    /// After a write on `write_conn` came back: waits for its replicas, when asked to.
-    async fn confirmed(&self) -> Result<()> {
-        match &self.confirmer {
-            Some(c) => c.confirm().await,
-            None => Ok(()),
+    /// Sends a write that is answered to a caller: with its `WAIT` when writes are
+    /// confirmed, refused unless the node that took it has the replicas (`place` names what
+    /// was written, for the refusal).
+    async fn write<T: redis::FromRedisValue>(&self, cmd: &redis::Cmd, place: &str) -> Result<T> {
+        let mut conn = self.conn();
+        match &self.durability {
+            None => Ok(cmd.query_async(&mut conn).await?),
+            Some(wait) => {
+                let (reply, got) = wait
+                    .send(&mut conn, cmd)
+                    .await
+                    .map_err(|e| durable::unconfirmed(&e, place))?;
+                wait.check(got, place)?;
+                Ok(reply)
+            }
         }
     }
 
@@ -163,22 +165,29 @@ where
         call.build(&mut invocation);
         let answered = call.answered();
         let library = &self.scripts.library;
-        let reply = if answered {
-            library
-                .invoke(&mut self.write_conn(), lua, &invocation)
-                .await
-        } else {
-            library.invoke(&mut self.conn(), lua, &invocation).await
+        let wait = if answered { self.durability } else { None };
+        let place = || match call.place() {
+            Some((topic, slot)) => format!("topic {topic:?} slot {slot}"),
+            None => "the store".to_string(),
         };
-        let reply: K::Reply = reply.map_err(|e| match call.place() {
-            Some((topic, slot)) => refused(e, topic, slot),
-            None => e.into(),
-        })?;
-        if answered {
-            self.confirmed().await?;
+        let (reply, got): (K::Reply, Option<i64>) = library
+            .invoke(&mut self.conn(), lua, &invocation, wait.as_ref())
+            .await
+            .map_err(|e| match (call.place(), wait.is_some() && is_lost(&e)) {
+                (_, true) => durable::unconfirmed(&e, &place()),
+                (Some((topic, slot)), false) => refused(e, topic, slot),
+                (None, false) => e.into(),
+            })?;
+        if let (Some(wait), Some(got)) = (wait, got) {
+            wait.check(got, &place())?;
         }
         call.read(reply)
     }
+}
+
+/// An error that leaves a write's fate unknown (the connection went, or no answer came).
+fn is_lost(e: &redis::RedisError) -> bool {
+    e.is_io_error() || e.is_connection_dropped() || e.is_timeout() || e.is_unrecoverable_error()
 }
 
 #[async_trait]

@@ -75,14 +75,6 @@ impl PerThread {
         }
     }
 
-    /// Every call goes over `shared`, in the order it was sent.
-    pub(crate) fn shared_only(shared: ConnectionManager) -> Self {
-        PerThread {
-            shared,
-            local: None,
-        }
-    }
-
     /// This thread's own connection for a call made now; `None`: the shared one serves.
     fn own(&self) -> Option<ConnectionManager> {
         let opener = self.local.as_ref().filter(|_| OWN.get())?;

@@ -37,11 +37,11 @@ where
         let json = serde_json::to_string(&config).expect("topic config serialises");
         // Another instance may create it at the same moment: the first one wins and both
         // read back the same settings.
+        let mut hsetnx = redis::cmd("HSETNX");
+        hsetnx.arg(TOPICS).arg(&config.name).arg(json);
         let _: bool = self
-            .write_conn()
-            .hset_nx(TOPICS, &config.name, json)
+            .write(&hsetnx, &format!("the settings of topic {:?}", config.name))
             .await?;
-        self.confirmed().await?;
         self.load_topic(&config.name).await?.ok_or_else(|| {
             Error::Corrupt(format!(
                 "topic {:?} vanished as it was created",
@@ -54,7 +54,7 @@ where
         // Read, decide, then set only if nothing changed since (another instance, or a
         // call of this one, may be changing the topic at the same moment).
         for _ in 0..PUT_TRIES {
-            let old: Option<String> = self.write_conn().hget(TOPICS, &config.name).await?;
+            let old: Option<String> = self.conn().hget(TOPICS, &config.name).await?;
             let next = match &old {
                 Some(old) => check_update(&parse_topic(old)?, config.clone())?,
                 None => fresh(config.clone()),
@@ -88,26 +88,25 @@ where
     async fn delete_topic(&self, topic: &TopicConfig) -> Result<()> {
         // The settings first, so no instance that reads them anew writes to the topic again;
         // then each slot's keys (one hash tag: one DEL per slot, on its node of a Cluster).
-        let _: i64 = self.write_conn().hdel(TOPICS, &topic.name).await?;
+        let place = format!("topic {:?}", topic.name);
+        let mut hdel = redis::cmd("HDEL");
+        hdel.arg(TOPICS).arg(&topic.name);
+        let _: i64 = self.write(&hdel, &place).await?;
         self.topics.remove(&topic.name);
         let slots = topic.slots.max(topic.draining_from.unwrap_or(0));
         let dels = (0..slots).map(|slot| {
-            let keys = SlotKeys::new(&topic.name, slot).all().to_vec();
-            let mut conn = self.write_conn();
-            async move {
-                let _: i64 = redis::cmd("DEL").arg(&keys).query_async(&mut conn).await?;
-                Ok::<_, Error>(())
-            }
+            let mut del = redis::cmd("DEL");
+            del.arg(SlotKeys::new(&topic.name, slot).all().to_vec());
+            let place = &place;
+            async move { self.write::<i64>(&del, place).await.map(|_| ()) }
         });
         for r in futures_util::future::join_all(dels).await {
             r?;
         }
-        let rate = crate::store::keys::rate_key(&topic.name);
-        let _: i64 = redis::cmd("DEL")
-            .arg(rate)
-            .query_async(&mut self.write_conn())
-            .await?;
-        self.confirmed().await
+        let mut del = redis::cmd("DEL");
+        del.arg(crate::store::keys::rate_key(&topic.name));
+        let _: i64 = self.write(&del, &place).await?;
+        Ok(())
     }
 
     fn forget_topic(&self, name: &str) {

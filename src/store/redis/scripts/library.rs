@@ -16,6 +16,8 @@ use std::fmt::Write as _;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use redis::aio::ConnectionLike;
+
+use crate::store::redis::durable::Wait;
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs};
 
 /// The helpers every script runs with (`lua/lib.lua`).
@@ -64,6 +66,18 @@ pub(in crate::store::redis) struct Library {
     loading: tokio::sync::Mutex<()>,
 }
 
+/// `cmd` alone, or in one pipeline with its `WAIT`.
+async fn send<C: ConnectionLike, T: FromRedisValue>(
+    conn: &mut C,
+    cmd: &redis::Cmd,
+    wait: Option<&Wait>,
+) -> RedisResult<(T, Option<i64>)> {
+    match wait {
+        None => cmd.query_async(conn).await.map(|t| (t, None)),
+        Some(w) => w.send(conn, cmd).await.map(|(t, got)| (t, Some(got))),
+    }
+}
+
 impl Library {
     pub(super) fn new(sources: &[Source]) -> Self {
         let mut functions = String::new();
@@ -94,23 +108,27 @@ impl Library {
     /// Runs `lua` with `call`'s keys and arguments over `conn`: `FCALL` (loading the library
     /// where it is missing), or `EVALSHA` where Redis has no functions (loading the script
     /// after NOSCRIPT).
+    ///
+    /// With `wait`, the call goes in one pipeline with its `WAIT` (`durable.rs`), and the
+    /// replicas that hold it come back beside the reply.
     pub(in crate::store::redis) async fn invoke<C, T>(
         &self,
         conn: &mut C,
         lua: &Lua,
         call: &Invocation,
-    ) -> RedisResult<T>
+        wait: Option<&Wait>,
+    ) -> RedisResult<(T, Option<i64>)>
     where
         C: ConnectionLike,
         T: FromRedisValue,
     {
         if self.functions.load(Ordering::Relaxed) {
             let fcall = call.command("FCALL", &lua.function);
-            match fcall.query_async(conn).await {
+            match send(conn, &fcall, wait).await {
                 Err(e) if missing_function(&e) => {
                     let seen = self.loads.load(Ordering::SeqCst);
                     match self.load(conn, seen).await {
-                        Ok(()) => return fcall.query_async(conn).await,
+                        Ok(()) => return send(conn, &fcall, wait).await,
                         // A library that cannot load now (a full store refuses
                         // FUNCTION LOAD) leaves this call to EVALSHA.
                         Err(e) => tracing::warn!(
@@ -131,10 +149,10 @@ impl Library {
             }
         }
         let eval = call.command("EVALSHA", lua.script.get_hash());
-        match eval.query_async(conn).await {
+        match send(conn, &eval, wait).await {
             Err(e) if e.kind() == ErrorKind::Server(ServerErrorKind::NoScript) => {
                 lua.script.load_async(conn).await?;
-                eval.query_async(conn).await
+                send(conn, &eval, wait).await
             }
             reply => reply,
         }
