@@ -86,6 +86,8 @@ class Service:
             "TOC_RUNTIME_GRACE_MS": "500",
             # The receiver is on loopback, which the egress policy refuses by default.
             "TOC_WEBHOOKS_ALLOW_NETS": "127.0.0.0/8,::1",
+            # Retries after 50 ms, below the service's default floor of 1 s.
+            "TOC_LIMITS_MIN_RETRY_DELAY_MS": "0",
             "TOC_WEBHOOKS_SIGNING_KEYS": ",".join(keys),
             "RUST_LOG": "debug",
         })

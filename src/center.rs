@@ -246,6 +246,7 @@ impl TimeoutCenter {
         self.served.lock().expect("served lock").remove(name);
         self.keeper.do_send(DropTopic(name.to_string()));
         self.announce(&t);
+        self.rt.metrics.forget_topic(name, &self.job_types());
         Ok(held)
     }
 

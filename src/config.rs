@@ -80,6 +80,27 @@ pub struct Settings {
     pub topics: TopicsSettings,
     /// The `webhook` job type: egress policy, redirects, proxy, signing keys.
     pub webhooks: WebhookSettings,
+    /// What callers may ask of the service: topics, slots, periods, retries, long polls.
+    pub limits: LimitsSettings,
+}
+
+/// Limits the operator sets on what callers may ask; every refusal is a 4xx naming the
+/// limit and its setting, and changes nothing.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct LimitsSettings {
+    /// Most topics (0: no limit).
+    pub max_topics: usize,
+    /// Most slots of every topic together (0: no limit).
+    pub max_total_slots: u64,
+    /// The shortest `repeat.every_ms` a job may ask for, in ms.
+    pub min_every_ms: u64,
+    /// The shortest retry delay a caller may set (a topic's `backoff.base_ms`, a consumer's
+    /// retry `delay_ms`), in ms.
+    pub min_retry_delay_ms: u64,
+    /// Most long polls (claims with `wait_ms`) waiting at once on this instance; beyond it
+    /// 429 with `Retry-After` (0: no limit).
+    pub max_long_polls: usize,
 }
 
 /// Limits on what the HTTP API accepts.
@@ -92,6 +113,8 @@ pub struct HttpSettings {
     pub max_batch_body_bytes: usize,
     /// Most resets in one batch request.
     pub max_batch_resets: usize,
+    /// How long a request's body may take to arrive, in ms (408 past it).
+    pub body_timeout_ms: u64,
     /// With auth off, host names a request's `Host` may carry besides IP addresses and
     /// `localhost`.
     pub allowed_hosts: Vec<String>,
@@ -156,6 +179,8 @@ pub struct RuntimeSettings {
     pub grace_ms: u64,
     /// About how many events a topic's stream keeps.
     pub events_max_len: usize,
+    /// About how many bytes a topic's event stream keeps on the memory engine.
+    pub events_max_bytes: usize,
     /// Threads (actix arbiters) the slot actors are spread over; 0: one per core.
     pub workers: usize,
     /// Job types this instance accepts without running them: another instance sharing the
@@ -383,6 +408,10 @@ impl Settings {
             auto_create_topics: self.topics.auto_create,
             topic_defaults: self.topics.defaults.clone(),
             events_max_len: self.runtime.events_max_len,
+            events_max_bytes: self.runtime.events_max_bytes,
+            max_topics: (self.limits.max_topics > 0).then_some(self.limits.max_topics),
+            max_total_slots: (self.limits.max_total_slots > 0)
+                .then_some(self.limits.max_total_slots),
         }
     }
 

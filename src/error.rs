@@ -34,6 +34,16 @@ pub enum Error {
         limit: usize,
     },
 
+    /// A limit the operator set refuses the call (most topics, most slots in all, ...):
+    /// nothing changed.
+    #[error("{message} (the limit is {setting})")]
+    LimitReached {
+        /// The setting that sets the limit (`limits.max_topics`).
+        setting: &'static str,
+        /// What would pass the limit.
+        message: String,
+    },
+
     /// A topic that does not exist while auto-creation is off.
     #[error("topic {0:?} does not exist and auto-creation is off")]
     UnknownTopic(String),

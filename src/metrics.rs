@@ -156,6 +156,38 @@ impl Metrics {
         }
     }
 
+    /// Removes a deleted topic's series (its handler durations for each of `job_types`), so
+    /// that topics made and deleted leave no series behind.
+    pub fn forget_topic(&self, topic: &str, job_types: &[String]) {
+        for vec in [
+            &self.scheduled,
+            &self.reset,
+            &self.cancelled,
+            &self.fired,
+            &self.fired_after_pump,
+            &self.retried,
+            &self.dead,
+        ] {
+            let _ = vec.remove_label_values(&[topic]);
+        }
+        for state in ["scheduled", "running", "dead"] {
+            let _ = self.jobs.remove_label_values(&[topic, state]);
+        }
+        for vec in [
+            &self.lateness,
+            &self.pump_batch,
+            &self.pump_seconds,
+            &self.pump_lead,
+        ] {
+            let _ = vec.remove_label_values(&[topic]);
+        }
+        for t in job_types {
+            let _ = self
+                .handler_duration
+                .remove_label_values(&[topic, t.as_str()]);
+        }
+    }
+
     /// The Prometheus text format.
     pub fn render(&self) -> String {
         let mut out = Vec::new();

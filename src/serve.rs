@@ -65,14 +65,23 @@ pub async fn start(settings: Settings, store: SharedStore) -> Result<Running> {
     let state = web::Data::new(AppState {
         center: center.clone(),
         settings: settings.clone(),
+        long_polls: Default::default(),
     });
     let auth = Auth::new(&settings);
+    let deadline = http::deadline::BodyDeadline::new(
+        std::time::Duration::from_millis(settings.http.body_timeout_ms.max(1)),
+        settings
+            .http
+            .max_batch_body_bytes
+            .max(settings.http.max_body_bytes),
+    );
     let config = settings.clone();
     let server = HttpServer::new(move || {
         let config = config.clone();
         App::new()
             .app_data(state.clone())
             .wrap(http::json_errors())
+            .wrap(deadline)
             .wrap(auth.clone())
             .wrap(TracingLogger::default())
             .configure(move |cfg| http::configure(cfg, &config))

@@ -1261,7 +1261,8 @@ async fn the_cli_drives_the_api() {
 #[actix_rt::test]
 async fn put_of_a_topic_creates_it_changes_its_settings_and_only_doubles_its_slots() {
     let redis = RedisServer::start();
-    let s = Service::start(&redis, |_| {}).await;
+    // Short retries, below the service's default floor (tests/limits.rs tests the floor).
+    let s = Service::start(&redis, |c| c.limits.min_retry_delay_ms = 0).await;
     let (st, v) = s
         .send(
             Method::PUT,

@@ -27,6 +27,8 @@ use common::Kind as Engine;
 async fn service(engine: Engine) -> (Service, Option<RedisServer>) {
     let mut settings = Settings::defaults();
     settings.listen = "127.0.0.1:0".parse().unwrap();
+    // Consumers here retry at once, below the service's default floor (tests/limits.rs).
+    settings.limits.min_retry_delay_ms = 0;
     settings.topics.seed = vec![
         TopicConfig {
             slots: 4,

@@ -176,6 +176,10 @@ pub(crate) async fn claim(
         wait_ms: body.wait_ms.unwrap_or(0),
         lease_ms: body.lease_ms,
     };
+    let _waiting = match req.wait_ms {
+        0 => None,
+        _ => Some(LongPoll::enter(&state)?),
+    };
     let jobs = state.center.claim(&path, req).await?;
     let jobs = jobs
         .into_iter()
@@ -185,6 +189,38 @@ pub(crate) async fn claim(
         })
         .collect();
     Ok(HttpResponse::Ok().json(Claimed { jobs }))
+}
+
+/// A long poll counted among this instance's while it waits (`limits.max_long_polls`).
+struct LongPoll<'a>(&'a AppState);
+
+impl<'a> LongPoll<'a> {
+    /// Counts one more waiting long poll, or refuses it (429, `Retry-After: 1`) at the limit.
+    fn enter(state: &'a AppState) -> ApiResult<Self> {
+        use std::sync::atomic::Ordering;
+        let max = state.settings.limits.max_long_polls;
+        let before = state.long_polls.fetch_add(1, Ordering::SeqCst);
+        let poll = LongPoll(state);
+        if max > 0 && before >= max {
+            return Err(ApiError::new(
+                StatusCode::TOO_MANY_REQUESTS,
+                "too_many_long_polls",
+                format!(
+                    "{max} long polls are waiting on this instance already (the limit is limits.max_long_polls); claim again shortly, or without wait_ms"
+                ),
+            )
+            .retry_after(1));
+        }
+        Ok(poll)
+    }
+}
+
+impl Drop for LongPoll<'_> {
+    fn drop(&mut self) {
+        self.0
+            .long_polls
+            .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+    }
 }
 
 async fn settle_one(
@@ -240,6 +276,15 @@ pub(crate) async fn retry(
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
     let body = body.into_inner();
+    let floor = state.settings.limits.min_retry_delay_ms;
+    if let Some(d) = body.delay_ms
+        && d < floor
+    {
+        return Err(ApiError::invalid(
+            "delay_ms",
+            format!("must be at least {floor} (limits.min_retry_delay_ms), got {d}"),
+        ));
+    }
     let outcome = Outcome::Retry {
         error: body
             .error

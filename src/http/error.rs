@@ -26,6 +26,9 @@ pub(crate) struct ApiError {
     pub status: u16,
     pub code: &'static str,
     pub message: String,
+    /// Seconds for a `Retry-After` header (a 429 at a limit).
+    #[serde(skip)]
+    pub retry_after: Option<u64>,
 }
 
 impl ApiError {
@@ -34,7 +37,14 @@ impl ApiError {
             status: status.as_u16(),
             code,
             message: message.into(),
+            retry_after: None,
         }
+    }
+
+    /// The same error, answered with `Retry-After: secs`.
+    pub(crate) fn retry_after(mut self, secs: u64) -> Self {
+        self.retry_after = Some(secs);
+        self
     }
 
     pub(crate) fn invalid(field: &str, message: impl std::fmt::Display) -> Self {
@@ -76,7 +86,11 @@ impl ResponseError for ApiError {
     }
 
     fn error_response(&self) -> HttpResponse {
-        HttpResponse::build(self.status_code()).json(json!({"error": self}))
+        let mut res = HttpResponse::build(self.status_code());
+        if let Some(secs) = self.retry_after {
+            res.insert_header((actix_web::http::header::RETRY_AFTER, secs.to_string()));
+        }
+        res.json(json!({"error": self}))
     }
 }
 
@@ -101,6 +115,9 @@ impl From<Error> for ApiError {
             }
             Error::TopicConflict { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "topic_conflict", message)
+            }
+            Error::LimitReached { .. } => {
+                ApiError::new(StatusCode::CONFLICT, "limit_reached", message)
             }
             Error::Fenced { .. } => ApiError::new(StatusCode::CONFLICT, "fenced", message),
             Error::StaleLayout { .. } => {

@@ -12,8 +12,18 @@ use crate::model::{
     Scheduled,
 };
 
-fn new_job(id: String, body: JobBody, center: &crate::TimeoutCenter) -> ApiResult<NewJob> {
+fn new_job(id: String, body: JobBody, state: &AppState) -> ApiResult<NewJob> {
+    let center = &state.center;
     let repeat = body.repeat.map(|r| r.recurrence()).transpose()?;
+    let floor = state.settings.limits.min_every_ms;
+    if let Some(crate::Recurrence::Every { every_ms }) = &repeat
+        && *every_ms < floor
+    {
+        return Err(ApiError::invalid(
+            "repeat.every_ms",
+            format!("must be at least {floor} (limits.min_every_ms), got {every_ms}"),
+        ));
+    }
     let fire_at = match (&repeat, body.fire_at, body.delay_ms) {
         // A recurring job given no first fire starts at its schedule's first instant.
         (Some(r), None, None) => r.next_after(center.after(0)).ok_or_else(|| {
@@ -69,7 +79,7 @@ pub(crate) async fn put_job(
             ));
         }
     };
-    let job = new_job(id, body.into_inner(), &state.center)?;
+    let job = new_job(id, body.into_inner(), &state)?;
     let mode = if create_only {
         ScheduleMode::CreateOnly
     } else {
@@ -115,7 +125,7 @@ pub(crate) async fn post_job(
 ) -> ApiResult<HttpResponse> {
     let topic = path.into_inner();
     let id = uuid::Uuid::new_v4().to_string();
-    let job = new_job(id, body.into_inner(), &state.center)?;
+    let job = new_job(id, body.into_inner(), &state)?;
     let r = state
         .center
         .schedule(&topic, job.clone(), ScheduleMode::CreateOnly)

@@ -4,6 +4,7 @@
 pub(crate) mod auth;
 pub(crate) mod body;
 pub(crate) mod claims;
+pub(crate) mod deadline;
 pub(crate) mod error;
 pub(crate) mod jobs;
 pub(crate) mod meetings;
@@ -23,6 +24,8 @@ use crate::config::Settings;
 pub(crate) struct AppState {
     pub center: TimeoutCenter,
     pub settings: Settings,
+    /// Long polls waiting now on this instance (`limits.max_long_polls`).
+    pub long_polls: std::sync::atomic::AtomicUsize,
 }
 
 /// Every route of the API. The same function serves `toc serve` and the tests.

@@ -62,9 +62,12 @@ pub(crate) struct ApiDoc;
 /// is one of them.
 /// `payloads` are the payload schemas of the types that declare one: a job of such a type
 /// must match it.
+/// `limits` are the operator's floors (`limits.min_every_ms`, `limits.min_retry_delay_ms`):
+/// the fields they bound say so as their minimum.
 pub(crate) fn document(
     job_types: &[String],
     payloads: &std::collections::BTreeMap<String, serde_json::Value>,
+    limits: &crate::config::LimitsSettings,
 ) -> serde_json::Value {
     let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
     if let Some(config) = doc
@@ -75,6 +78,25 @@ pub(crate) fn document(
     }
     describe_paths(&mut doc);
     describe_bodies(&mut doc);
+    for (pointer, floor) in [
+        (
+            "/components/schemas/RepeatBody/properties/every_ms",
+            limits.min_every_ms,
+        ),
+        (
+            "/components/schemas/BackoffSettings/properties/base_ms",
+            limits.min_retry_delay_ms,
+        ),
+        (
+            "/components/schemas/RetryBody/properties/delay_ms",
+            limits.min_retry_delay_ms,
+        ),
+    ] {
+        if let Some(field) = doc.pointer_mut(pointer).and_then(|f| f.as_object_mut()) {
+            let least = field.get("minimum").and_then(|m| m.as_u64()).unwrap_or(0);
+            field.insert("minimum".into(), serde_json::json!(least.max(floor)));
+        }
+    }
     describe_job_types(&mut doc, job_types, payloads);
     tidy(&mut doc);
     doc
@@ -146,8 +168,18 @@ fn describe_paths(doc: &mut serde_json::Value) {
                     statuses.push(("404", "No such topic (topic_not_found), or no such job."));
                 }
                 if with_body || method == "put" || method == "post" {
+                    statuses.push((
+                        "408",
+                        "The body did not arrive within http.body_timeout_ms.",
+                    ));
                     statuses.push(("413", "The body is over the limit."));
                     statuses.push(("415", "The body must be JSON."));
+                    if path.contains("{topic}") {
+                        statuses.push(("409", "A limit the operator set (limit_reached: limits.max_topics, limits.max_total_slots), or a conflict the message names."));
+                    }
+                }
+                if path.ends_with("/claim") {
+                    statuses.push(("429", "Too many long polls wait on this instance (limits.max_long_polls): claim again after Retry-After."));
                 }
                 if path.ends_with("/meetings/{id}") && method == "put" {
                     statuses.push(("422", "Fields valid one by one disagree: the booking ends before it starts, a reminder falls before the epoch, or the body's id is not the path's."));

@@ -107,5 +107,9 @@ pub(crate) async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     responses((status = 200, description = "OpenAPI 3 document")))]
 pub(crate) async fn openapi(state: web::Data<AppState>) -> HttpResponse {
     let (types, payloads) = (state.center.job_types(), state.center.payload_schemas());
-    HttpResponse::Ok().json(super::openapi::document(&types, &payloads))
+    HttpResponse::Ok().json(super::openapi::document(
+        &types,
+        &payloads,
+        &state.settings.limits,
+    ))
 }

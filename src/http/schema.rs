@@ -57,7 +57,11 @@ mod tests {
     use serde_json::Value;
 
     fn doc() -> Value {
-        super::super::openapi::document(&[], &Default::default())
+        super::super::openapi::document(
+            &[],
+            &Default::default(),
+            &crate::config::Settings::defaults().limits,
+        )
     }
 
     fn field<'a>(doc: &'a Value, schema: &str, field: &str) -> &'a Value {

@@ -311,6 +311,17 @@ pub(crate) async fn put_topic(
     };
     let config = body.into_inner().over(base);
     config.validate()?;
+    let floor = state.settings.limits.min_retry_delay_ms;
+    if config.backoff.base_ms < floor {
+        return Err(crate::error::Error::invalid(
+            "backoff.base_ms",
+            format!(
+                "must be at least {floor} (limits.min_retry_delay_ms), got {}",
+                config.backoff.base_ms
+            ),
+        )
+        .into());
+    }
     let types = state.center.job_types();
     if !types.contains(&config.default_type) {
         return Err(crate::error::Error::invalid(

@@ -19,6 +19,14 @@ pub struct StoreOptions {
     pub topic_defaults: TopicConfig,
     /// About how many entries a topic's event stream keeps (the oldest are trimmed).
     pub events_max_len: usize,
+    /// About how many bytes a topic's event stream keeps on the memory engine (the oldest
+    /// are trimmed; on Redis its `maxmemory` bounds them).
+    pub events_max_bytes: usize,
+    /// Most topics the store may hold (`limits.max_topics`); `None`: no limit (the
+    /// library's default; the service sets one).
+    pub max_topics: Option<usize>,
+    /// Most slots of every topic together (`limits.max_total_slots`); `None`: no limit.
+    pub max_total_slots: Option<u64>,
 }
 
 impl Default for StoreOptions {
@@ -27,6 +35,9 @@ impl Default for StoreOptions {
             auto_create_topics: true,
             topic_defaults: TopicConfig::default(),
             events_max_len: 100_000,
+            events_max_bytes: 64 << 20,
+            max_topics: None,
+            max_total_slots: None,
         }
     }
 }

@@ -69,6 +69,10 @@ impl Toc {
         // The tests' webhook receivers listen on loopback, which the egress policy refuses by
         // default: allowed here, and a test of the default passes an empty list.
         cmd.env("TOC_WEBHOOKS_ALLOW_NETS", "127.0.0.0/8,::1")
+            // Short periods and retries, below the service's default floors (tested in
+            // tests/limits.rs): the tests' series run every few hundred ms.
+            .env("TOC_LIMITS_MIN_EVERY_MS", "1")
+            .env("TOC_LIMITS_MIN_RETRY_DELAY_MS", "0")
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
             .env("TOC_RUNTIME_INSTANCE", name)

@@ -18,6 +18,8 @@ impl Store {
         // Only a doubling and a sweep change `draining_from`: it is the store's.
         config.draining_from = None;
         let before = self.engine.reload_topic(&config.name).await?;
+        self.check_room(&config.name, before.as_ref().map(|b| b.slots), config.slots)
+            .await?;
         let now = self.engine.put_topic(config).await?;
         if let Some(before) = before
             && now.slots > before.slots
@@ -40,8 +42,46 @@ impl Store {
             Some(t) => Ok(t),
             None => {
                 let config = self.options.defaults_for(name)?;
+                self.check_room(name, None, config.slots).await?;
                 self.engine.create_topic(config).await
             }
+        }
+    }
+
+    /// Refuses a topic made, or grown to `slots`, past `limits.max_topics` or
+    /// `limits.max_total_slots`; `before`: its slots now, when it exists. Instances that
+    /// create topics at the same moment may pass a limit by the few each makes.
+    async fn check_room(&self, name: &str, before: Option<u32>, slots: u32) -> Result<()> {
+        let (max_topics, max_slots) = (self.options.max_topics, self.options.max_total_slots);
+        if max_topics.is_none() && max_slots.is_none() {
+            return Ok(());
+        }
+        let topics = self.engine.topics().await?;
+        if let (None, Some(max)) = (before, max_topics)
+            && topics.len() >= max
+        {
+            return Err(Error::LimitReached {
+                setting: "limits.max_topics",
+                message: format!(
+                    "topic {name:?} would be topic {} of at most {max}",
+                    topics.len() + 1
+                ),
+            });
+        }
+        let held: u64 = topics
+            .iter()
+            .map(|t| u64::from(t.slots.max(t.draining_from.unwrap_or(0))))
+            .sum();
+        let after = held - u64::from(before.unwrap_or(0)).min(held)
+            + u64::from(slots.max(before.unwrap_or(0)));
+        match max_slots {
+            Some(max) if after > max && slots > before.unwrap_or(0) => Err(Error::LimitReached {
+                setting: "limits.max_total_slots",
+                message: format!(
+                    "topic {name:?} with {slots} slots would bring the slots of every topic to {after}, over {max}"
+                ),
+            }),
+            _ => Ok(()),
         }
     }
 

@@ -234,7 +234,7 @@ impl SlotJobs for MemoryEngine {
                 topic: topic.name.clone(),
                 events: added.clone(),
             }])?;
-            ring.restore(added, self.events_max_len);
+            ring.restore(added, self.events_cap);
             ticket
         };
         if let Some(ticket) = ticket {

@@ -65,6 +65,40 @@ impl TopicSlots {
 struct EventRing {
     seq: u64,
     buf: VecDeque<Event>,
+    /// About how many bytes the events in `buf` hold.
+    bytes: usize,
+}
+
+/// What a topic's event ring may hold: entries, and about how many bytes.
+#[derive(Debug, Clone, Copy)]
+pub(super) struct RingCap {
+    pub(super) len: usize,
+    pub(super) bytes: usize,
+}
+
+/// About how many bytes an event holds (its strings and data, without walking allocator
+/// overhead): what the ring's byte cap counts.
+fn event_bytes(e: &Event) -> usize {
+    fn value(v: &serde_json::Value) -> usize {
+        match v {
+            serde_json::Value::Null | serde_json::Value::Bool(_) => 8,
+            serde_json::Value::Number(_) => 16,
+            serde_json::Value::String(s) => 24 + s.len(),
+            serde_json::Value::Array(a) => 24 + a.iter().map(value).sum::<usize>(),
+            serde_json::Value::Object(o) => {
+                24 + o
+                    .iter()
+                    .map(|(k, v)| 24 + k.len() + value(v))
+                    .sum::<usize>()
+            }
+        }
+    }
+    96 + e.id.len()
+        + e.topic.len()
+        + e.job_id.len()
+        + e.job_type.len()
+        + e.event.len()
+        + value(&e.data)
 }
 
 impl EventRing {
@@ -82,16 +116,20 @@ impl EventRing {
             .collect()
     }
 
-    /// Puts back events that already have their ids (replay).
-    fn restore(&mut self, events: impl IntoIterator<Item = Event>, max_len: usize) {
+    /// Adds events that already have their ids, then trims the oldest while the ring holds
+    /// more entries or bytes than `cap` (it keeps the newest one whatever its size).
+    fn restore(&mut self, events: impl IntoIterator<Item = Event>, cap: RingCap) {
         for e in events {
             self.seq = self
                 .seq
                 .max(EventId::parse(&e.id).map(|c| c.ms).unwrap_or(0));
+            self.bytes += event_bytes(&e);
             self.buf.push_back(e);
         }
-        while self.buf.len() > max_len.max(1) {
-            self.buf.pop_front();
+        while self.buf.len() > 1 && (self.buf.len() > cap.len.max(1) || self.bytes > cap.bytes) {
+            if let Some(old) = self.buf.pop_front() {
+                self.bytes = self.bytes.saturating_sub(event_bytes(&old));
+            }
         }
     }
 }
@@ -99,7 +137,7 @@ impl EventRing {
 /// The memory engine: per slot a timing wheel behind a lock, with an optional journal.
 pub(crate) struct MemoryEngine {
     topics: RwLock<HashMap<String, Arc<TopicSlots>>>,
-    events_max_len: usize,
+    events_cap: RingCap,
     events: Mutex<HashMap<String, EventRing>>,
     journal: Option<Arc<Journal>>,
     /// Set when a journal write failed: later changes are refused, since they could not be
@@ -149,7 +187,13 @@ impl Store {
         options: StoreOptions,
         journal: Option<(&Path, FsyncPolicy)>,
     ) -> Result<Self> {
-        let engine = Arc::new(MemoryEngine::open(options.events_max_len, journal)?);
+        let engine = Arc::new(MemoryEngine::open(
+            RingCap {
+                len: options.events_max_len,
+                bytes: options.events_max_bytes,
+            },
+            journal,
+        )?);
         Ok(Store::over(engine.clone(), Some(engine), options))
     }
 
@@ -223,10 +267,10 @@ pub struct JournalLen {
 }
 
 impl MemoryEngine {
-    fn open(events_max_len: usize, journal: Option<(&Path, FsyncPolicy)>) -> Result<Self> {
+    fn open(events_cap: RingCap, journal: Option<(&Path, FsyncPolicy)>) -> Result<Self> {
         let mut store = MemoryEngine {
             topics: RwLock::new(HashMap::new()),
-            events_max_len,
+            events_cap,
             events: Mutex::new(HashMap::new()),
             journal: None,
             failed: AtomicBool::new(false),
@@ -333,7 +377,7 @@ impl MemoryEngine {
                     .expect("events lock")
                     .entry(topic)
                     .or_default()
-                    .restore(events, self.events_max_len);
+                    .restore(events, self.events_cap);
             }
             Op::Drop { topic } => {
                 topics.remove(&topic);
@@ -647,7 +691,7 @@ impl MemoryEngine {
                 rings
                     .entry(name.clone())
                     .or_default()
-                    .restore(added, self.events_max_len);
+                    .restore(added, self.events_cap);
             }
             r
         };
@@ -690,3 +734,64 @@ impl Engine for MemoryEngine {
 
 #[async_trait]
 impl WakeBus for MemoryEngine {}
+
+#[cfg(test)]
+mod ring_tests {
+    use super::*;
+
+    fn event(n: usize, bytes: usize) -> Event {
+        let mut e: Event = serde_json::from_value(serde_json::json!({
+            "id": format!("{n}-0"), "topic": "t", "job_id": format!("j{n}"), "type": "emit",
+            "event": "job.emitted", "fire_at": 0, "fired_at": 0, "attempt": 1, "data": null
+        }))
+        .unwrap();
+        e.data = serde_json::json!({"pad": "x".repeat(bytes)});
+        e
+    }
+
+    /// A ring of 60 KB events capped at 1 MB keeps about 16 of them, whatever its count cap:
+    /// one emit job repeating with a large payload no longer grows memory without end.
+    #[test]
+    fn a_ring_is_bounded_in_bytes_as_well_as_entries() {
+        let mut ring = EventRing::default();
+        let cap = RingCap {
+            len: 100_000,
+            bytes: 1 << 20,
+        };
+        for n in 1..=1_000 {
+            ring.restore([event(n, 60_000)], cap);
+        }
+        assert!(ring.bytes <= 1 << 20, "{} bytes", ring.bytes);
+        assert!(
+            (15..=17).contains(&ring.buf.len()),
+            "{} events",
+            ring.buf.len()
+        );
+        assert_eq!(
+            ring.buf.back().map(|e| e.id.as_str()),
+            Some("1000-0"),
+            "the newest kept"
+        );
+        // Small events: the count cap still rules.
+        let mut ring = EventRing::default();
+        for n in 1..=50 {
+            ring.restore(
+                [event(n, 10)],
+                RingCap {
+                    len: 20,
+                    bytes: 1 << 20,
+                },
+            );
+        }
+        assert_eq!(ring.buf.len(), 20);
+        // One event larger than the cap is kept alone.
+        ring.restore(
+            [event(51, 2 << 20)],
+            RingCap {
+                len: 20,
+                bytes: 1 << 20,
+            },
+        );
+        assert_eq!(ring.buf.len(), 1);
+    }
+}

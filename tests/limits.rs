@@ -1,0 +1,309 @@
+//! Limits the operator sets, against the real HTTP server: most topics and most slots (409
+//! `limit_reached` naming the setting, nothing created), a floor for `repeat.every_ms` and for
+//! a retry's delay (400 naming the field and the setting), most waiting long polls (429 with
+//! `Retry-After`), a deadline for a request's body (408 for a body trickled past it), and a
+//! deleted topic's metric series removed. The memory engine's byte cap on an event ring is a
+//! unit test of `src/store/memory`.
+
+mod common;
+
+use std::time::{Duration, Instant};
+
+use reqwest::Method;
+use serde_json::{Value, json};
+use timeout_center::config::{Settings, StoreKind};
+
+use common::service::Service;
+
+async fn memory_service(tweak: impl FnOnce(&mut Settings)) -> Service {
+    let mut settings = Settings::defaults();
+    settings.store = StoreKind::Memory;
+    settings.listen = "127.0.0.1:0".parse().unwrap();
+    tweak(&mut settings);
+    Service::start_with(settings).await
+}
+
+fn refused(st: u16, body: &Value, status: u16, setting: &str) {
+    let msg = body["error"]["message"].as_str().unwrap_or_default();
+    assert_eq!(st, status, "{body}");
+    assert!(msg.contains(setting), "names {setting}: {msg}");
+}
+
+#[actix_rt::test]
+async fn topics_and_slots_stop_at_their_limits_and_nothing_is_created() {
+    let s = memory_service(|c| {
+        c.limits.max_topics = 3;
+        c.limits.max_total_slots = 96;
+    })
+    .await;
+    for (name, slots) in [("a", 32), ("b", 32)] {
+        assert_eq!(
+            s.send(
+                Method::PUT,
+                &format!("/v1/topics/{name}"),
+                Some(json!({"slots": slots}))
+            )
+            .await
+            .0,
+            201
+        );
+    }
+    // 64 of 96 slots: a third topic of 64 would pass the slots.
+    let (st, body) = s
+        .send(Method::PUT, "/v1/topics/c", Some(json!({"slots": 64})))
+        .await;
+    refused(st, &body, 409, "limits.max_total_slots");
+    assert_eq!(body["error"]["code"], "limit_reached");
+    // Doubling a topic past it is refused too; within it, allowed.
+    let (st, body) = s
+        .send(Method::PUT, "/v1/topics/a", Some(json!({"slots": 128})))
+        .await;
+    refused(st, &body, 409, "limits.max_total_slots");
+    assert_eq!(
+        s.send(Method::PUT, "/v1/topics/a", Some(json!({"slots": 64})))
+            .await
+            .0,
+        200
+    );
+    // 96 of 96 now: a topic a job would auto-create (16 slots) does not fit either.
+    let (st, body) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/c/jobs/j",
+            Some(json!({"delay_ms": 60_000})),
+        )
+        .await;
+    refused(st, &body, 409, "limits.max_total_slots");
+    let (st, body) = s.send(Method::GET, "/v1/topics", None).await;
+    assert_eq!(st, 200);
+    let list = body
+        .as_array()
+        .or_else(|| body["items"].as_array())
+        .expect("a list of topics");
+    let names: Vec<&str> = list.iter().filter_map(|t| t["name"].as_str()).collect();
+    assert_eq!(names.len(), 2, "nothing created: {names:?}");
+    let s = memory_service(|c| c.limits.max_topics = 2).await;
+    for name in ["x", "y"] {
+        assert_eq!(
+            s.send(
+                Method::PUT,
+                &format!("/v1/topics/{name}/jobs/j"),
+                Some(json!({"delay_ms": 60_000}))
+            )
+            .await
+            .0,
+            201
+        );
+    }
+    let (st, body) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/z/jobs/j",
+            Some(json!({"delay_ms": 60_000})),
+        )
+        .await;
+    refused(st, &body, 409, "limits.max_topics");
+    let (st, _) = s.send(Method::GET, "/v1/topics/z", None).await;
+    assert_eq!(st, 404, "no topic z");
+}
+
+#[actix_rt::test]
+async fn periods_and_retry_delays_have_a_floor() {
+    let s = memory_service(|_| {}).await;
+    let (st, body) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/t/jobs/r",
+            Some(json!({"repeat": {"every_ms": 1}})),
+        )
+        .await;
+    refused(st, &body, 400, "limits.min_every_ms");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("repeat.every_ms")
+    );
+    assert_eq!(
+        s.send(
+            Method::PUT,
+            "/v1/topics/t/jobs/r",
+            Some(json!({"repeat": {"every_ms": 1000}}))
+        )
+        .await
+        .0,
+        201
+    );
+    let (st, body) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/t",
+            Some(json!({"backoff": {"base_ms": 10}})),
+        )
+        .await;
+    refused(st, &body, 400, "limits.min_retry_delay_ms");
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("backoff.base_ms")
+    );
+    // A consumer's retry below the floor.
+    s.send(
+        Method::PUT,
+        "/v1/topics/q",
+        Some(json!({"default_type": "pull"})),
+    )
+    .await;
+    s.send(
+        Method::PUT,
+        "/v1/topics/q/jobs/p",
+        Some(json!({"delay_ms": 0})),
+    )
+    .await;
+    let (_, claimed) = s
+        .send(
+            Method::POST,
+            "/v1/topics/q/claim",
+            Some(json!({"max": 1, "wait_ms": 2000})),
+        )
+        .await;
+    let token = claimed["jobs"][0]["token"].as_u64().expect("a claimed job");
+    let (st, body) = s
+        .send(
+            Method::POST,
+            "/v1/topics/q/jobs/p/retry",
+            Some(json!({"token": token, "delay_ms": 5})),
+        )
+        .await;
+    refused(st, &body, 400, "limits.min_retry_delay_ms");
+    let (st, body) = s
+        .send(
+            Method::POST,
+            "/v1/topics/q/jobs/p/retry",
+            Some(json!({"token": token, "delay_ms": 1000})),
+        )
+        .await;
+    assert_eq!(
+        (st, body["result"].as_str()),
+        (200, Some("retrying")),
+        "{body}"
+    );
+}
+
+#[actix_rt::test]
+async fn long_polls_past_the_limit_are_told_to_come_back() {
+    let s = memory_service(|c| c.limits.max_long_polls = 2).await;
+    s.send(
+        Method::PUT,
+        "/v1/topics/q",
+        Some(json!({"default_type": "pull"})),
+    )
+    .await;
+    let poll = || {
+        let req = s
+            .http
+            .post(s.url("/v1/topics/q/claim"))
+            .json(&json!({"max": 1, "wait_ms": 3000}));
+        async move { req.send().await.unwrap() }
+    };
+    let (a, b) = (actix_rt::spawn(poll()), actix_rt::spawn(poll()));
+    // Both waiting: the third is refused at once.
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    let third = poll().await;
+    assert_eq!(third.status().as_u16(), 429);
+    assert_eq!(third.headers()["retry-after"], "1");
+    assert!(
+        started.elapsed() < Duration::from_secs(2),
+        "refused at once, not after waiting"
+    );
+    let body: Value = third.json().await.unwrap();
+    assert!(
+        body["error"]["message"]
+            .as_str()
+            .unwrap()
+            .contains("limits.max_long_polls")
+    );
+    assert_eq!(a.await.unwrap().status().as_u16(), 200);
+    assert_eq!(b.await.unwrap().status().as_u16(), 200);
+    // Once they answered, a long poll waits again.
+    let r = s
+        .http
+        .post(s.url("/v1/topics/q/claim"))
+        .json(&json!({"max": 1, "wait_ms": 100}))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status().as_u16(), 200);
+}
+
+#[actix_rt::test]
+async fn a_body_trickled_past_its_deadline_is_answered_408() {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let s = memory_service(|c| c.http.body_timeout_ms = 300).await;
+    let mut conn = tokio::net::TcpStream::connect(s.addr).await.unwrap();
+    let started = Instant::now();
+    conn.write_all(
+        b"PUT /v1/topics/t/jobs/slow HTTP/1.1\r\nhost: 127.0.0.1\r\ncontent-type: application/json\r\ncontent-length: 40\r\n\r\n{\"de",
+    )
+    .await
+    .unwrap();
+    // A byte every 100 ms: 40 bytes would take 4 s.
+    let mut answer = Vec::new();
+    for b in b"lay_ms\": 60000}".iter() {
+        if conn.write_all(&[*b]).await.is_err() {
+            break;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        let mut buf = [0u8; 4096];
+        if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(1), conn.read(&mut buf)).await
+            && n > 0
+        {
+            answer.extend_from_slice(&buf[..n]);
+            break;
+        }
+    }
+    if answer.is_empty() {
+        let _ = tokio::time::timeout(Duration::from_secs(2), conn.read_to_end(&mut answer)).await;
+    }
+    let text = String::from_utf8_lossy(&answer);
+    assert!(text.starts_with("HTTP/1.1 408"), "{text}");
+    assert!(text.contains("http.body_timeout_ms"), "{text}");
+    assert!(
+        started.elapsed() < Duration::from_secs(3),
+        "answered at the deadline"
+    );
+    let (st, _) = s.send(Method::GET, "/v1/topics/t/jobs/slow", None).await;
+    assert_eq!(st, 404, "nothing stored");
+}
+
+#[actix_rt::test]
+async fn a_deleted_topic_leaves_no_metric_series() {
+    let s = memory_service(|_| {}).await;
+    s.send(
+        Method::PUT,
+        "/v1/topics/gone/jobs/j",
+        Some(json!({"delay_ms": 0})),
+    )
+    .await;
+    let metrics = |s: &Service| {
+        let req = s.http.get(s.url("/metrics"));
+        async move { req.send().await.unwrap().text().await.unwrap() }
+    };
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while !metrics(&s)
+        .await
+        .contains("toc_jobs_fired_total{topic=\"gone\"}")
+    {
+        assert!(Instant::now() < deadline, "the job fired");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    assert_eq!(s.send(Method::DELETE, "/v1/topics/gone", None).await.0, 204);
+    let text = metrics(&s).await;
+    let left: Vec<&str> = text
+        .lines()
+        .filter(|l| l.contains("topic=\"gone\""))
+        .collect();
+    assert!(left.is_empty(), "series left: {left:?}");
+}
