@@ -638,3 +638,65 @@ async fn a_write_whose_connection_is_cut_before_its_wait_answers_is_not_confirme
         "answered at the cut, not at the timeout"
     );
 }
+
+/// With durability `replica` on one node whose replica is frozen (SIGSTOP), a write is never
+/// confirmed, even when the service's connections were just cut (`CLIENT KILL`) and are
+/// remade for it: the grouped `WAIT` runs on the write's own connection (checked by
+/// `CLIENT ID`) and times out, 503. What this cannot show: the old design's narrow window (a
+/// connection remade between a write's reply and its `WAIT`); it passes on that design too,
+/// whose `WAIT` met the cut connection and failed.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_frozen_replica_never_confirms_a_write_even_after_a_reconnection() {
+    let primary = RedisServer::start();
+    let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
+    let deadline = Instant::now() + Duration::from_secs(20);
+    while !replication_info(&replica).contains("master_link_status:up") {
+        assert!(Instant::now() < deadline, "the replica did not link");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let dir = tempfile::tempdir().unwrap();
+    let env = [
+        ("TOC_STORE", "redis".to_string()),
+        ("TOC_REDIS_URL", primary.url()),
+        ("TOC_REDIS_DURABILITY", "replica".to_string()),
+        ("TOC_REDIS_DURABILITY_TIMEOUT_MS", "500".to_string()),
+    ];
+    let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
+    let http = reqwest::Client::new();
+    let put = |id: &str| {
+        let req = http
+            .put(toc.url(&format!("/v1/topics/t/jobs/{id}")))
+            .json(&json!({"delay_ms": 3_600_000}));
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    let until = Instant::now() + Duration::from_secs(20);
+    while put("warm").await != 201 && put("warm").await != 200 {
+        assert!(
+            Instant::now() < until,
+            "a write confirmed while the replica keeps up"
+        );
+    }
+    signal(replica.pid(), "STOP");
+    let mut admin = primary.conn();
+    for k in 0..5 {
+        let _: redis::Value = redis::cmd("CLIENT")
+            .arg(&["KILL", "TYPE", "normal", "SKIPME", "yes"])
+            .query(&mut admin)
+            .unwrap();
+        let status = put(&format!("frozen-{k}")).await;
+        assert_ne!(
+            status, 201,
+            "a write confirmed although the only replica is frozen"
+        );
+        assert_eq!(status, 503);
+    }
+    signal(replica.pid(), "CONT");
+    let until = Instant::now() + Duration::from_secs(20);
+    while !matches!(put("thawed").await, 200 | 201) {
+        assert!(
+            Instant::now() < until,
+            "writes confirmed again once the replica is back"
+        );
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}

@@ -44,7 +44,7 @@ impl Store {
         if !settings.cluster_nodes.is_empty() {
             let mut engine = cluster(&settings.cluster_nodes, certs.as_ref(), &options).await?;
             if let Some(timeout) = wait {
-                engine.confirm_writes(1, timeout);
+                engine.confirm_writes(1, timeout, false);
             }
             let nodes = eviction::Nodes::Cluster(settings.cluster_nodes.clone(), certs.clone());
             eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
@@ -78,14 +78,14 @@ impl Store {
             eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
             engine.sync_clock().await;
             if let Some(timeout) = wait {
-                engine.confirm_writes(1, timeout);
+                engine.confirm_writes(1, timeout, true);
             }
             return Ok(Store::over(Arc::new(engine), None, options));
         }
         let mut engine = one_node(&settings.url, certs.as_ref(), &options).await?;
         let client = super::tls::client(&settings.url, certs.as_ref(), "redis.url")?;
         if let Some(timeout) = wait {
-            engine.confirm_writes(1, timeout);
+            engine.confirm_writes(1, timeout, true);
         }
         let nodes = eviction::Nodes::One(Arc::new(move || client.clone()));
         eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;

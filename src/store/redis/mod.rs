@@ -97,8 +97,10 @@ where
     /// Makes every write answered to a caller wait until `replicas` replicas of the node
     /// that took it hold it (`WAIT`, in the write's pipeline); one not confirmed within
     /// `timeout` is answered as `Error::Unavailable`.
-    fn confirm_writes(&mut self, replicas: u32, timeout: Duration) {
-        self.durability = Some(durable::Wait::new(replicas, timeout));
+    /// `grouped`: one node or Sentinel (one `WAIT` for many writes on their connection);
+    /// else a Cluster (a `WAIT` in each write's pipeline, to its node).
+    fn confirm_writes(&mut self, replicas: u32, timeout: Duration, grouped: bool) {
+        self.durability = Some(durable::Wait::new(replicas, timeout, grouped));
     }
 }
 
@@ -118,11 +120,11 @@ where
         match &self.durability {
             None => Ok(cmd.query_async(&mut conn).await?),
             Some(wait) => {
-                let (reply, got) = wait
+                let (reply, sent) = wait
                     .send(&mut conn, cmd)
                     .await
                     .map_err(|e| durable::unconfirmed(&e, place))?;
-                wait.check(got, place)?;
+                wait.confirm(&mut conn, sent, place).await?;
                 Ok(reply)
             }
         }
@@ -165,21 +167,26 @@ where
         call.build(&mut invocation);
         let answered = call.answered();
         let library = &self.scripts.library;
-        let wait = if answered { self.durability } else { None };
+        let wait = if answered {
+            self.durability.as_ref()
+        } else {
+            None
+        };
         let place = || match call.place() {
             Some((topic, slot)) => format!("topic {topic:?} slot {slot}"),
             None => "the store".to_string(),
         };
-        let (reply, got): (K::Reply, Option<i64>) = library
-            .invoke(&mut self.conn(), lua, &invocation, wait.as_ref())
+        let mut conn = self.conn();
+        let (reply, sent): (K::Reply, Option<durable::Sent>) = library
+            .invoke(&mut conn, lua, &invocation, wait)
             .await
             .map_err(|e| match (call.place(), wait.is_some() && is_lost(&e)) {
                 (_, true) => durable::unconfirmed(&e, &place()),
                 (Some((topic, slot)), false) => refused(e, topic, slot),
                 (None, false) => e.into(),
             })?;
-        if let (Some(wait), Some(got)) = (wait, got) {
-            wait.check(got, &place())?;
+        if let (Some(wait), Some(sent)) = (wait, sent) {
+            wait.confirm(&mut conn, sent, &place()).await?;
         }
         call.read(reply)
     }

@@ -17,7 +17,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use redis::aio::ConnectionLike;
 
-use crate::store::redis::durable::Wait;
+use crate::store::redis::durable::{Sent, Wait};
 use redis::{Cmd, ErrorKind, FromRedisValue, RedisResult, Script, ServerErrorKind, ToRedisArgs};
 
 /// The helpers every script runs with (`lua/lib.lua`).
@@ -71,10 +71,10 @@ async fn send<C: ConnectionLike, T: FromRedisValue>(
     conn: &mut C,
     cmd: &redis::Cmd,
     wait: Option<&Wait>,
-) -> RedisResult<(T, Option<i64>)> {
+) -> RedisResult<(T, Option<Sent>)> {
     match wait {
         None => cmd.query_async(conn).await.map(|t| (t, None)),
-        Some(w) => w.send(conn, cmd).await.map(|(t, got)| (t, Some(got))),
+        Some(w) => w.send(conn, cmd).await.map(|(t, sent)| (t, Some(sent))),
     }
 }
 
@@ -109,15 +109,15 @@ impl Library {
     /// where it is missing), or `EVALSHA` where Redis has no functions (loading the script
     /// after NOSCRIPT).
     ///
-    /// With `wait`, the call goes in one pipeline with its `WAIT` (`durable.rs`), and the
-    /// replicas that hold it come back beside the reply.
+    /// With `wait`, the call goes in one pipeline with its `WAIT` or `CLIENT ID`
+    /// (`durable.rs`), which comes back beside the reply.
     pub(in crate::store::redis) async fn invoke<C, T>(
         &self,
         conn: &mut C,
         lua: &Lua,
         call: &Invocation,
         wait: Option<&Wait>,
-    ) -> RedisResult<(T, Option<i64>)>
+    ) -> RedisResult<(T, Option<Sent>)>
     where
         C: ConnectionLike,
         T: FromRedisValue,
