@@ -2,7 +2,8 @@
 //! handler duration, pump batch sizes, pump durations and leads. One registry per runtime, rendered by `/metrics`.
 
 use prometheus::{
-    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGaugeVec, Opts, Registry, TextEncoder,
+    Encoder, HistogramOpts, HistogramVec, IntCounterVec, IntGauge, IntGaugeVec, Opts, Registry,
+    TextEncoder,
 };
 
 use crate::model::TopicStats;
@@ -17,6 +18,8 @@ pub struct Metrics {
     pub retried: IntCounterVec,
     pub dead: IntCounterVec,
     pub jobs: IntGaugeVec,
+    /// Long polls (claims with `wait_ms`) waiting now on this instance.
+    pub long_polls: IntGauge,
     pub lateness: HistogramVec,
     pub handler_duration: HistogramVec,
     pub pump_batch: HistogramVec,
@@ -75,7 +78,16 @@ impl Metrics {
         registry
             .register(Box::new(jobs.clone()))
             .expect("unique metric");
+        let long_polls = IntGauge::new(
+            "long_polls_waiting",
+            "Long polls (claims with wait_ms) waiting on this instance (limits.max_long_polls)",
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(long_polls.clone()))
+            .expect("unique metric");
         Metrics {
+            long_polls,
             scheduled: counter(
                 &registry,
                 "jobs_scheduled_total",

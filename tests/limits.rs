@@ -208,16 +208,32 @@ async fn long_polls_past_the_limit_are_told_to_come_back() {
         async move { req.send().await.unwrap() }
     };
     let (a, b) = (actix_rt::spawn(poll()), actix_rt::spawn(poll()));
-    // Both waiting: the third is refused at once.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Once both wait (the instance's gauge says so), a third is refused at once.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    loop {
+        let text = s
+            .http
+            .get(s.url("/metrics"))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap();
+        if text.lines().any(|l| l == "toc_long_polls_waiting 2") {
+            break;
+        }
+        assert!(Instant::now() < deadline, "the two long polls never waited");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
     let started = Instant::now();
     let third = poll().await;
     assert_eq!(third.status().as_u16(), 429);
-    assert_eq!(third.headers()["retry-after"], "1");
     assert!(
-        started.elapsed() < Duration::from_secs(2),
+        started.elapsed() < Duration::from_secs(1),
         "refused at once, not after waiting"
     );
+    assert_eq!(third.headers()["retry-after"], "1");
     let body: Value = third.json().await.unwrap();
     assert!(
         body["error"]["message"]

@@ -200,6 +200,7 @@ impl<'a> LongPoll<'a> {
         use std::sync::atomic::Ordering;
         let max = state.settings.limits.max_long_polls;
         let before = state.long_polls.fetch_add(1, Ordering::SeqCst);
+        state.center.metrics().long_polls.inc();
         let poll = LongPoll(state);
         if max > 0 && before >= max {
             return Err(ApiError::new(
@@ -220,6 +221,7 @@ impl Drop for LongPoll<'_> {
         self.0
             .long_polls
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
+        self.0.center.metrics().long_polls.dec();
     }
 }
 
