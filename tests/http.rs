@@ -1085,15 +1085,7 @@ async fn metrics_show_the_lateness_histogram_after_fires() {
             == 20
     })
     .await;
-    let text = s
-        .http
-        .get(s.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let text = s.text("/metrics").await;
     let value = |prefix: &str| -> f64 {
         text.lines()
             .find(|l| l.starts_with(prefix))

@@ -47,6 +47,12 @@ impl Service {
         format!("http://{}{path}", self.addr)
     }
 
+    /// The text `GET path` answers (`/metrics`), whatever its status.
+    pub async fn text(&self, path: &str) -> String {
+        let res = self.http.get(self.url(path)).send().await;
+        res.expect("the service answers").text().await.unwrap()
+    }
+
     pub async fn send(
         &self,
         method: reqwest::Method,

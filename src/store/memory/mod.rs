@@ -65,6 +65,9 @@ impl TopicSlots {
 struct EventRing {
     seq: u64,
     buf: VecDeque<Event>,
+    /// Each event's size in `buf` (`event_bytes`), measured once as it joins, so trimming
+    /// the oldest walks no event again.
+    sizes: VecDeque<usize>,
     /// About how many bytes the events in `buf` hold.
     bytes: usize,
 }
@@ -123,13 +126,16 @@ impl EventRing {
             self.seq = self
                 .seq
                 .max(EventId::parse(&e.id).map(|c| c.ms).unwrap_or(0));
-            self.bytes += event_bytes(&e);
+            let size = event_bytes(&e);
+            self.bytes += size;
+            self.sizes.push_back(size);
             self.buf.push_back(e);
         }
         while self.buf.len() > 1 && (self.buf.len() > cap.len.max(1) || self.bytes > cap.bytes) {
-            if let Some(old) = self.buf.pop_front() {
-                self.bytes = self.bytes.saturating_sub(event_bytes(&old));
-            }
+            self.buf.pop_front();
+            self.bytes = self
+                .bytes
+                .saturating_sub(self.sizes.pop_front().unwrap_or(0));
         }
     }
 }
