@@ -10,7 +10,8 @@
 //! - A 2xx reply is done; 410 Gone sends the job to the dead letters at once; 429 and 503
 //!   with `Retry-After` retry when the receiver asked (bounded by the topic's backoff
 //!   maximum); timeouts, connection errors, 408, 429 and 5xx retry on the topic's backoff;
-//!   any other status sends the job to the dead letters. At most 4 KiB of a reply is read,
+//!   any other status sends the job to the dead letters. At most `webhooks.max_reply_bytes`
+//!   (4 KiB) of a reply is read,
 //!   and the first bytes of a failure's body go into `last_error`.
 //! - A URL's userinfo and query, and the headers' values, never appear in `last_error`,
 //!   events or logs ([`redact`]).
@@ -298,7 +299,7 @@ impl JobHandler for Webhook {
             .get(reqwest::header::RETRY_AFTER)
             .and_then(|v| v.to_str().ok())
             .and_then(|v| reply::retry_after(v, SystemTime::now()));
-        let body = reply::read_capped(&mut reply).await;
+        let body = reply::read_capped(&mut reply, self.settings.max_reply_bytes).await;
         if status.is_success() {
             return Outcome::Done;
         }

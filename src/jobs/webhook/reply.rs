@@ -1,11 +1,8 @@
 //! How a receiver's reply steers the job: `Retry-After` on 429 and 503 sets the next
 //! attempt, and the first bytes of a failure's body are kept for `last_error`. A body is read
-//! to at most [`MAX_BODY_BYTES`], so a huge one never holds a handler.
+//! to at most `webhooks.max_reply_bytes` (4 KiB), so a huge one never holds a handler.
 
 use std::time::{Duration, SystemTime};
-
-/// The most of a reply's body read.
-pub const MAX_BODY_BYTES: usize = 4 * 1024;
 
 /// The most of a failure's body kept in `last_error`.
 const EXCERPT_CHARS: usize = 200;
@@ -21,13 +18,13 @@ pub fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
 }
 
-/// Reads at most [`MAX_BODY_BYTES`] of a reply's body (less if it ends or fails first).
-pub async fn read_capped(reply: &mut reqwest::Response) -> Vec<u8> {
+/// Reads at most `max` bytes of a reply's body (less if it ends or fails first).
+pub async fn read_capped(reply: &mut reqwest::Response, max: usize) -> Vec<u8> {
     let mut body = Vec::new();
-    while body.len() < MAX_BODY_BYTES {
+    while body.len() < max {
         match reply.chunk().await {
             Ok(Some(chunk)) => {
-                let room = MAX_BODY_BYTES - body.len();
+                let room = max - body.len();
                 body.extend_from_slice(&chunk[..chunk.len().min(room)]);
             }
             Ok(None) | Err(_) => break,

@@ -15,7 +15,7 @@ use super::signing::SigningKey;
 pub const MAX_REDIRECTS: u32 = 10;
 
 /// The `webhook` job type's settings.
-#[derive(Clone, Default, Deserialize)]
+#[derive(Clone, Deserialize)]
 #[serde(deny_unknown_fields, default)]
 pub struct WebhookSettings {
     /// Ranges calls may reach although they are not public (`127.0.0.0/8`, `10.1.0.0/16`,
@@ -34,6 +34,28 @@ pub struct WebhookSettings {
     pub signing_keys: Vec<SigningKey>,
     /// A topic's own keys, in place of `signing_keys` for its calls.
     pub topic_signing_keys: BTreeMap<String, Vec<SigningKey>>,
+    /// The most of a reply's body read (its first characters go into `last_error`).
+    #[serde(default = "max_reply_bytes")]
+    pub max_reply_bytes: usize,
+}
+
+/// 4 KiB: enough for a receiver's error, never a handler held by a huge body.
+fn max_reply_bytes() -> usize {
+    4 * 1024
+}
+
+impl Default for WebhookSettings {
+    fn default() -> Self {
+        WebhookSettings {
+            allow_nets: Vec::new(),
+            deny_nets: Vec::new(),
+            proxy: String::new(),
+            max_redirects: 0,
+            signing_keys: Vec::new(),
+            topic_signing_keys: BTreeMap::new(),
+            max_reply_bytes: max_reply_bytes(),
+        }
+    }
 }
 
 impl WebhookSettings {
@@ -87,6 +109,7 @@ impl fmt::Debug for WebhookSettings {
             .field("deny_nets", &self.deny_nets)
             .field("proxy", &super::redact::url_text(&self.proxy))
             .field("max_redirects", &self.max_redirects)
+            .field("max_reply_bytes", &self.max_reply_bytes)
             .field("signing_keys", &self.signing_keys.len())
             .field(
                 "topic_signing_keys",
