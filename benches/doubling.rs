@@ -8,21 +8,13 @@
 //! `TOC_BENCH_CLUSTER=1` to run on a local three-primary Redis Cluster instead (commands are
 //! then counted over every node).
 
-#[allow(dead_code)]
-#[path = "../src/bench/redis_server.rs"]
-mod redis_server;
-
-#[allow(dead_code)]
-#[path = "../src/bench/redis_cluster.rs"]
-mod redis_cluster;
-
 use std::sync::Arc;
 use std::time::Instant;
 
-use redis_cluster::RedisCluster;
-use redis_server::RedisServer;
 use timeout_center::Store;
 use timeout_center::*;
+use toc_testkit::RedisCluster;
+use toc_testkit::RedisServer;
 
 const BATCH: usize = 1_000;
 const T0: Millis = 1_700_000_000_000;

@@ -3,19 +3,15 @@
 //! calls in flight, as HTTP clients would send them) and resets per second (`reset_many`
 //! batches of 1,000, 4 in flight), through the library.
 //!
-//! Run: `cargo bench --features bench --bench durability` (needs `redis-server`).
+//! Run: `cargo bench --bench durability` (needs `redis-server`).
 //! Settings: `TOC_BENCH_SECONDS` (each measurement, default 3).
-
-#[allow(dead_code)]
-#[path = "../src/bench/redis_server.rs"]
-mod redis_server;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis_server::RedisServer;
 use timeout_center::Store;
 use timeout_center::*;
+use toc_testkit::RedisServer;
 
 const IN_FLIGHT: usize = 64;
 const BATCH: usize = 1_000;

@@ -6,10 +6,6 @@
 //! `TOC_BENCH_STORE=memory cargo bench --bench lateness` for the embedded engine.
 //! Settings: `TOC_BENCH_JOBS`, `TOC_BENCH_RATE` (fires per second).
 
-#[allow(dead_code)]
-#[path = "../src/bench/redis_server.rs"]
-mod redis_server;
-
 use std::sync::Arc;
 use std::time::{Duration, SystemTime, UNIX_EPOCH};
 
@@ -71,7 +67,7 @@ async fn main() {
     let store: SharedStore = match engine.as_str() {
         "memory" => Arc::new(Store::memory(options)),
         _ => {
-            let server = redis_server::RedisServer::start();
+            let server = toc_testkit::RedisServer::start();
             let store = Store::redis(&server.url(), options).await.unwrap();
             _server = Some(server);
             Arc::new(store)

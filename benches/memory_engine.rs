@@ -7,7 +7,7 @@
 //!    (batches of 1,000), `cancel`, and `pump` (batches of 1,000).
 //!
 //! Firing lateness at 10,000 fires per second is `TOC_BENCH_STORE=memory cargo bench --bench
-//! lateness`. Run this one with `cargo bench --features bench --bench memory_engine`; `TOC_BENCH_JOBS` sets the
+//! lateness`. Run this one with `cargo bench --bench memory_engine`; `TOC_BENCH_JOBS` sets the
 //! job count (default 1,000,000).
 
 use std::collections::{BTreeSet, HashMap};
@@ -15,7 +15,7 @@ use std::time::Instant;
 
 use rand::{Rng, SeedableRng};
 use timeout_center::Store;
-use timeout_center::bench_support::Wheel;
+use timeout_center::conformance::Wheel;
 use timeout_center::*;
 
 const T0: u64 = 1_700_000_000_000;

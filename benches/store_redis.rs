@@ -5,20 +5,16 @@
 //!   ZADD on the same server;
 //! - Redis memory per job (100,000 plain jobs) beside a bare sorted set of the same ids.
 //!
-//! Run: `cargo bench --features bench --bench store_redis` (needs `redis-server` and `redis-benchmark`).
+//! Run: `cargo bench --bench store_redis` (needs `redis-server` and `redis-benchmark`).
 //! Settings: `TOC_BENCH_JOBS` (default 100000), `TOC_BENCH_SECONDS` (default 5),
 //! `TOC_BENCH_SLOTS` (the topic's slots, default 16).
-
-#[allow(dead_code)]
-#[path = "../src/bench/redis_server.rs"]
-mod redis_server;
 
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use redis_server::RedisServer;
 use timeout_center::Store;
 use timeout_center::*;
+use toc_testkit::RedisServer;
 
 const BATCH: usize = 1_000;
 const IN_FLIGHT: usize = 4;
@@ -32,7 +28,7 @@ fn env_or(name: &str, default: u64) -> u64 {
 
 /// `redis-benchmark -P 64` with `args` against the server: requests per second.
 fn redis_benchmark(port: u16, requests: u64, args: &[&str]) -> f64 {
-    timeout_center::bench::redis_benchmark_at("127.0.0.1", port, requests, args)
+    toc_testkit::redis_server::redis_benchmark_at("127.0.0.1", port, requests, args)
         .unwrap_or_else(|e| panic!("{e}"))
 }
 

@@ -18,7 +18,7 @@
 --            (k), attempt (a) and fire time (f).
 -- Only scores <= now + lead are taken, where now is the caller's, but never later than this
 -- node's own clock (TIME): whatever the clock of the process that asks, the node holding
--- the slot decides what is due (DESIGN.md, invariant 3), and a job handed out ahead carries
+-- the slot decides what is due (docs/design.md, invariant 3), and a job handed out ahead carries
 -- its fire time, which the caller's clock (the node's TIME, sampled) waits for. Tests pass
 -- instants in the past, which the node's clock leaves as they are.
 local now, limit, lease = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])

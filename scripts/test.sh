@@ -25,11 +25,13 @@ hygiene=0
 if [ $# -eq 0 ]; then
   # The code's hygiene first: formatting, every clippy warning, and the docs' links.
   cargo fmt --all -- --check || { echo "hygiene: cargo fmt --check found unformatted code (run cargo fmt --all)"; hygiene=1; }
-  cargo clippy --locked --all-targets --all-features -- -D warnings || { echo "hygiene: clippy warnings"; hygiene=1; }
-  RUSTDOCFLAGS="-D warnings" cargo doc --locked --no-deps --quiet || { echo "hygiene: cargo doc warnings"; hygiene=1; }
+  cargo clippy --locked --workspace --all-targets -- -D warnings || { echo "hygiene: clippy warnings"; hygiene=1; }
+  RUSTDOCFLAGS="-D warnings" cargo doc --locked --workspace --no-deps --quiet || { echo "hygiene: cargo doc warnings"; hygiene=1; }
 fi
 set +e
-cargo test --locked "$@" 2>&1 | tee "$log"
+# The whole workspace: the product, the load generator (its unit tests, and `toc-bench all
+# --quick` end to end, two minutes) and the test kit.
+cargo test --locked --workspace "$@" 2>&1 | tee "$log"
 status=${PIPESTATUS[0]}
 set -e
 api=0
@@ -37,17 +39,6 @@ client=0
 ui=0
 hooks=0
 if [ $# -eq 0 ]; then
-  # `toc bench all --quick` end to end (two minutes; the load generator is behind the
-  # `bench` feature, so a plain `cargo test` leaves it out).
-  set +e
-  cargo test --locked --features bench --test bench 2>&1 | tee -a "$log"
-  bench_status=${PIPESTATUS[0]}
-  # The load generator's own unit tests (its module is compiled only with the feature).
-  cargo test --locked --features bench --lib bench:: 2>&1 | tee -a "$log"
-  bench_unit=${PIPESTATUS[0]}
-  if [ "$bench_status" -eq 0 ]; then bench_status=$bench_unit; fi
-  set -e
-  if [ "$status" -eq 0 ]; then status=$bench_status; fi
   # The API description against the running service, on both engines (schemathesis).
   # Run with the whole suite only (arguments select focused Rust tests).
   scripts/schemathesis.sh || api=1

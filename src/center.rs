@@ -591,13 +591,13 @@ impl TimeoutCenter {
         for o in outcomes {
             match &o.outcome {
                 Outcome::Retry { delay: Some(d), .. }
-                    if d.as_millis() > crate::validate::MAX_DELAY_MS as u128 =>
+                    if d.as_millis() > crate::time::MAX_DELAY_MS as u128 =>
                 {
                     return Err(Error::invalid(
                         "delay_ms",
                         format!(
                             "must be at most {}, got {}",
-                            crate::validate::MAX_DELAY_MS,
+                            crate::time::MAX_DELAY_MS,
                             d.as_millis()
                         ),
                     ));

@@ -34,12 +34,12 @@ pub(crate) const MAX_LEASE_MS: u64 = 86_400_000;
 pub(crate) mod schemas {
     use utoipa::openapi::schema::Object;
 
-    use crate::http::schema::integer;
+    use crate::wire::schema::integer;
 
     /// A run's token: a run counter, far below 10^14 (a bound every JSON parser carries
     /// exactly).
     pub(crate) fn token() -> Object {
-        integer(0, crate::validate::MAX_MILLIS, false).build()
+        integer(0, crate::time::MAX_MILLIS, false).build()
     }
 
     /// A claim's or a touch's `lease_ms`: 1 to `MAX_LEASE_MS`.
@@ -72,7 +72,7 @@ pub(crate) mod schemas {
 
     /// A retry's `delay_ms`: up to `MAX_DELAY_MS`.
     pub(crate) fn delay_ms() -> Object {
-        integer(0, crate::validate::MAX_DELAY_MS, true).build()
+        integer(0, crate::time::MAX_DELAY_MS, true).build()
     }
 }
 

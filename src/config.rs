@@ -147,7 +147,7 @@ pub struct RedisSettings {
     pub tls_key: String,
 }
 
-/// What an acknowledgement of a write means on Redis (DESIGN.md, invariant 9).
+/// What an acknowledgement of a write means on Redis (docs/design.md, invariant 9).
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum Durability {

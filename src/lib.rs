@@ -23,14 +23,12 @@
 
 mod access;
 mod actors;
-#[cfg(feature = "bench")]
-#[allow(missing_docs)]
-pub mod bench;
-/// What the focused benchmarks of `benches/` measure of the crate's insides.
-#[cfg(feature = "bench")]
+/// The one door to the crate's insides, for its own conformance tests and focused benchmarks
+/// (not an API: it may change with any release).
 #[doc(hidden)]
-pub mod bench_support {
+pub mod conformance {
     pub use crate::store::memory::wheel::Wheel;
+    pub use crate::store::state_machine;
 }
 mod center;
 mod claims;
@@ -52,6 +50,7 @@ pub mod store;
 pub mod time;
 mod topic;
 mod validate;
+mod wire;
 
 pub use center::{TimeoutCenter, TimeoutCenterBuilder};
 pub use claims::ClaimRequest;
@@ -64,6 +63,6 @@ pub use model::*;
 pub use recurrence::Recurrence;
 pub use routing::slot_of;
 pub use store::{SharedStore, Store, StoreOptions};
+pub use time::MAX_DELAY_MS;
 pub use time::Millis;
 pub use topic::{Backoff, TopicConfig};
-pub use validate::MAX_DELAY_MS;

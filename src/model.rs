@@ -376,6 +376,7 @@ pub struct Leased {
 /// stored record is still this text, the run is current, found with one string compare
 /// where a decode would be needed. Opaque: only the store makes one, and a run whose token
 /// is not the one it was written for settles without it.
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Eq, Default)]
 pub struct HandedRecord(Option<(u64, std::sync::Arc<str>)>);
 
@@ -395,6 +396,7 @@ impl HandedRecord {
 }
 
 /// The answer of `pump`.
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct Pumped {
     /// The jobs leased out, each with its run's token.
@@ -466,7 +468,7 @@ impl Outcome {
                 let delay = delay.map_or_else(backoff_ms, crate::num::duration_ms);
                 RunOutcome::Retry {
                     error,
-                    at: after(crate::num::millis(delay).min(crate::validate::MAX_DELAY_MS)),
+                    at: after(crate::num::millis(delay).min(crate::time::MAX_DELAY_MS)),
                 }
             }
             Outcome::Repeat { after: every } => RunOutcome::Repeat {
@@ -557,6 +559,7 @@ impl Emitted {
 /// result) in one atomic step, so no job is acknowledged whose events were not stored.
 ///
 /// [`Store::settle`]: crate::store::Store::settle
+#[doc(hidden)]
 #[derive(Debug, Clone, PartialEq)]
 pub struct Settlement {
     /// The run.

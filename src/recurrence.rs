@@ -93,7 +93,7 @@ impl Recurrence {
                 Ok(())
             }
             Recurrence::Every { every_ms } => {
-                let max = crate::num::unsigned(crate::validate::MAX_DELAY_MS);
+                let max = crate::num::unsigned(crate::time::MAX_DELAY_MS);
                 if !(MIN_EVERY_MS..=max).contains(every_ms) {
                     return Err(Error::invalid(
                         "repeat.every_ms",
@@ -116,7 +116,7 @@ impl Recurrence {
             }
             Recurrence::Every { every_ms } => after.checked_add(i64::try_from(*every_ms).ok()?),
         }
-        .filter(|at| *at <= crate::validate::MAX_MILLIS)
+        .filter(|at| *at <= crate::time::MAX_MILLIS)
     }
 
     /// The instant a run fired at `fire_at` and ended at `now` fires again: the schedule's
@@ -136,7 +136,7 @@ impl Recurrence {
                 };
                 fire_at
                     .checked_add(k.checked_mul(every)?)
-                    .filter(|at| *at <= crate::validate::MAX_MILLIS)
+                    .filter(|at| *at <= crate::time::MAX_MILLIS)
             }
         }
     }
@@ -176,7 +176,7 @@ pub(crate) const MAX_PATTERN_LEN: usize = 128;
 pub(crate) mod schemas {
     use utoipa::openapi::schema::{Object, ObjectBuilder, SchemaType, Type};
 
-    use crate::http::schema::integer;
+    use crate::wire::schema::integer;
 
     /// `repeat.cron`: a pattern of up to `MAX_PATTERN_LEN` characters.
     pub(crate) fn cron() -> Object {
@@ -191,7 +191,7 @@ pub(crate) mod schemas {
     pub(crate) fn every_ms() -> Object {
         integer(
             crate::num::signed(super::MIN_EVERY_MS),
-            crate::validate::MAX_DELAY_MS,
+            crate::time::MAX_DELAY_MS,
             true,
         )
         .build()

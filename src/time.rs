@@ -2,7 +2,7 @@
 //! store call as an argument (`now`), so tests choose it; only the runtime's edge reads a
 //! clock, through [`Clock`].
 //!
-//! One clock decides (DESIGN.md, invariant 3): the store's. A process never trusts its own
+//! One clock decides (docs/design.md, invariant 3): the store's. A process never trusts its own
 //! wall clock for a comparison of times, since another host's may differ from it and either
 //! may step (NTP, a VM resumed). The memory engine's clock is [`SteadyClock`]: the wall clock
 //! read once, then carried forward by the monotonic clock, so no step forward fires anything
@@ -17,6 +17,12 @@ use std::time::{Instant, SystemTime, UNIX_EPOCH};
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = i64;
+
+/// Longest delay a job may be scheduled with (about 2,850 years), so that every delay the
+/// API documents fits below `MAX_MILLIS` whatever the clock says.
+pub const MAX_DELAY_MS: i64 = 89_999_999_999_999;
+/// Latest instant accepted (as a job's `fire_at`): the largest 14-digit number of milliseconds.
+pub(crate) const MAX_MILLIS: Millis = 99_999_999_999_999;
 
 /// The wall clock, in milliseconds.
 pub fn now_ms() -> Millis {

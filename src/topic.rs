@@ -28,7 +28,7 @@ const MAX_DESCRIBED_JITTER: f64 = 0.99;
 pub(crate) mod schemas {
     use utoipa::openapi::schema::Object;
 
-    use crate::http::schema::{integer, number, one_of};
+    use crate::wire::schema::{integer, number, one_of};
 
     /// `slots`: a power of two up to `MAX_SLOTS`.
     pub(crate) fn slots() -> Object {
@@ -63,7 +63,7 @@ pub(crate) mod schemas {
 
     /// A backoff's `base_ms` and `max_ms`: a delay up to `MAX_DELAY_MS`.
     pub(crate) fn backoff_ms() -> Object {
-        integer(0, crate::validate::MAX_DELAY_MS, true).build()
+        integer(0, crate::time::MAX_DELAY_MS, true).build()
     }
 
     /// A backoff's `factor`: 1 to `MAX_BACKOFF_FACTOR`.
@@ -135,7 +135,7 @@ impl Backoff {
         if !(0.0..1.0).contains(&self.jitter) {
             return Err(Error::invalid("backoff.jitter", "must be in [0, 1)"));
         }
-        let max_delay = crate::validate::MAX_DELAY_MS as u64;
+        let max_delay = crate::time::MAX_DELAY_MS as u64;
         if self.base_ms > max_delay {
             return Err(Error::invalid(
                 "backoff.base_ms",

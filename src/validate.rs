@@ -5,21 +5,17 @@ use serde_json::Value;
 
 use crate::error::{Error, Result};
 use crate::model::{CreateSpec, NewJob, Reset};
+use crate::time::MAX_MILLIS;
 use crate::time::Millis;
 
 /// Longest job id or shard key, in characters.
 pub(crate) const MAX_ID_LEN: usize = 512;
 /// What an id or shard key may hold, as the API document says it: anything but NUL.
 pub(crate) const KEY_PATTERN: &str = "^[^\\u0000]*$";
-/// Longest delay a job may be scheduled with (about 2,850 years), so that every delay the
-/// API documents fits below `MAX_MILLIS` whatever the clock says.
-pub const MAX_DELAY_MS: i64 = 89_999_999_999_999;
 /// Longest topic name accepted.
 pub(crate) const MAX_TOPIC_NAME: usize = 128;
 /// Longest job type name.
 pub(crate) const MAX_TYPE_LEN: usize = 64;
-/// Latest instant accepted: the largest 14-digit number of milliseconds.
-pub(crate) const MAX_MILLIS: Millis = 99_999_999_999_999;
 
 pub(crate) fn job_id(id: &str) -> Result<()> {
     key_like("id", id)
@@ -91,28 +87,28 @@ pub(crate) fn fire_at(field: &'static str, at: Millis) -> Result<()> {
 pub(crate) mod schemas {
     use utoipa::openapi::schema::Object;
 
-    use crate::http::schema::integer;
+    use crate::wire::schema::integer;
 
     const EXACTLY_ONE: &str = "Exactly one of fire_at (ms since the epoch, on the client's \
                                clock) and delay_ms (ms from now, on the store's clock) is given.";
 
     /// A job's `fire_at`: an instant up to `MAX_MILLIS` (`instant`).
     pub(crate) fn fire_at() -> Object {
-        integer(0, super::MAX_MILLIS, true)
+        integer(0, crate::time::MAX_MILLIS, true)
             .description(Some(EXACTLY_ONE))
             .build()
     }
 
     /// A job's `delay_ms`: up to `MAX_DELAY_MS` (`http::body::when`).
     pub(crate) fn delay_ms() -> Object {
-        integer(0, super::MAX_DELAY_MS, true)
+        integer(0, crate::time::MAX_DELAY_MS, true)
             .description(Some(EXACTLY_ONE))
             .build()
     }
 
     /// An instant other than a fire time (`max_fire_at`).
     pub(crate) fn instant() -> Object {
-        integer(0, super::MAX_MILLIS, true).build()
+        integer(0, crate::time::MAX_MILLIS, true).build()
     }
 
     /// A job's id, as `job_id` checks it (a body's; a path's is described with its route).

@@ -1,4 +1,4 @@
-//! Never early on any host's clock (DESIGN.md, invariant 3), with real processes: `toc
+//! Never early on any host's clock (docs/design.md, invariant 3), with real processes: `toc
 //! serve` under libfaketime, its wall clock offset or stepped while its monotonic clock runs
 //! true (as after NTP drift, a paused VM or a clock step), webhooks to a local receiver, and
 //! every arrival measured on this test's own clock.

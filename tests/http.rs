@@ -961,7 +961,7 @@ async fn the_batch_reset_endpoint_takes_ten_thousand_resets_with_create() {
     );
 }
 
-/// The routes of DESIGN.md's v1 table, plus the meeting routes.
+/// The routes of docs/design.md's v1 table, plus the meeting routes.
 const ROUTES: &[(&str, &str)] = &[
     ("put", "/v1/topics/{topic}/jobs/{id}"),
     ("post", "/v1/topics/{topic}/jobs"),

@@ -204,7 +204,7 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
 
 /// A pump's lead is added to the node's clock, not to the caller's: a process whose clock runs
 /// a minute ahead, pumping with a lead, is handed nothing due later than the node's `TIME`
-/// plus the lead (DESIGN.md, invariant 3). What it cannot show is a skewed process's runtime
+/// plus the lead (docs/design.md, invariant 3). What it cannot show is a skewed process's runtime
 /// (`tests/clocks.rs` runs those, with the default lead).
 #[tokio::test]
 async fn a_pumps_lead_counts_from_the_nodes_clock_not_the_callers() {
@@ -1208,4 +1208,146 @@ fn a_thread_that_asks_calls_over_a_connection_of_its_own() {
         "a thread's connection closes when the thread ends"
     );
     assert!(shared.block_on(store.reload_topic("t")).unwrap().is_none());
+}
+
+/// How a settle reaches `lua/settle.lua`.
+#[derive(Clone, Copy, Debug)]
+enum SettleForm {
+    /// The runtime's runs (`Store::settle`): a `done` with no events in the short form (the
+    /// record as handed out, the event whole), the rest in the long form with their heads.
+    Runtime,
+    /// A consumer's acks through the store that claimed the runs: `done` in the short form,
+    /// the rest in the long form with an empty head (the script reads the record).
+    ConsumerHere,
+    /// A consumer's acks through another store (another instance): every run in the long
+    /// form with an empty head.
+    ConsumerElsewhere,
+}
+
+/// The same runs (one done, one retried, one dead, one recurring) leased at `T0` and settled
+/// at `T0 + 7` through `form` on a fresh Redis: each job as read after, the dead letters and
+/// the events (their stream ids left out: Redis makes them from its own clock).
+async fn settled_through(form: SettleForm) -> (Vec<Option<Job>>, Vec<String>, Vec<events::Event>) {
+    let e = Engine::redis().await;
+    let (a, server) = (&*e.store, e.redis.as_ref().unwrap());
+    let b = Store::redis(&server.url(), StoreOptions::default())
+        .await
+        .unwrap();
+    a.put_topic(TopicConfig {
+        default_type: "pull".into(),
+        slots: 1,
+        max_attempts: 2,
+        ..TopicConfig::named("q")
+    })
+    .await
+    .unwrap();
+    let ids = ["done", "retry", "dead", "every"];
+    for id in ids {
+        let mut job = NewJob::new(id, T0);
+        if id == "every" {
+            job = job.repeat(Recurrence::every(std::time::Duration::from_secs(60)).unwrap());
+        }
+        a.schedule("q", job, ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+    let outcome = |id: &str| match id {
+        "done" | "every" => Outcome::Done,
+        "retry" => Outcome::Retry {
+            error: "boom".into(),
+            delay: Some(std::time::Duration::from_millis(1_000)),
+        },
+        _ => Outcome::Dead {
+            error: "no such order".into(),
+        },
+    };
+    let now = T0 + 7;
+    let done = match form {
+        SettleForm::Runtime => {
+            let runs = a.pump("q", 0, T0, 10).await.unwrap().jobs;
+            let batch: Vec<Settlement> = runs
+                .into_iter()
+                .map(|run| {
+                    // What the runtime makes of `outcome` (`Outcome::into_run`).
+                    let o = match run.job.id.as_str() {
+                        "done" | "every" => RunOutcome::Done,
+                        "retry" => RunOutcome::Retry {
+                            error: "boom".into(),
+                            at: now + 1_000,
+                        },
+                        _ => RunOutcome::Dead {
+                            error: "no such order".into(),
+                        },
+                    };
+                    Settlement::new(run, o, now)
+                })
+                .collect();
+            a.settle("q", 0, &batch, now).await.unwrap()
+        }
+        SettleForm::ConsumerHere | SettleForm::ConsumerElsewhere => {
+            let runs = a.claim("q", 0, T0, 10, 30_000).await.unwrap().jobs;
+            let acks: Vec<ClaimOutcome> = runs
+                .iter()
+                .map(|run| ClaimOutcome {
+                    job: JobRef::new(run.job.id.clone()),
+                    token: run.token,
+                    outcome: outcome(&run.job.id),
+                })
+                .collect();
+            let through = if matches!(form, SettleForm::ConsumerHere) {
+                a
+            } else {
+                &b
+            };
+            through.settle_claims("q", &acks, now).await.unwrap()
+        }
+    };
+    assert_eq!(done.len(), ids.len(), "{form:?}: every run settled");
+    let mut jobs = Vec::new();
+    for id in ids {
+        jobs.push(a.get("q", &JobRef::new(id)).await.unwrap());
+    }
+    let dead: Vec<String> = a
+        .dead_list("q", None, 10)
+        .await
+        .unwrap()
+        .items
+        .into_iter()
+        .map(|d| format!("{d:?}"))
+        .collect();
+    // A page holds back the events of Redis' current millisecond: read until it has passed.
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    let mut events = loop {
+        let items = a.read_events("q", None, 100).await.unwrap().items;
+        if items.len() >= ids.len() || std::time::Instant::now() > deadline {
+            break items;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    };
+    for ev in &mut events {
+        ev.id = String::new();
+    }
+    events.sort_by(|x, y| x.job_id.cmp(&y.job_id));
+    (jobs, dead, events)
+}
+
+/// Every form of `lua/settle.lua` (the runtime's short and long, a consumer's through the
+/// instance that claimed the runs and through another) leaves the store the same for the
+/// same runs and outcomes: the jobs, the dead letters and the events.
+#[tokio::test]
+async fn every_form_of_settle_lua_leaves_the_same_store() {
+    let runtime = settled_through(SettleForm::Runtime).await;
+    assert_eq!(runtime.2.len(), 4, "an event per run: {:?}", runtime.2);
+    assert!(
+        runtime.0[0].is_none() && runtime.0[3].is_some(),
+        "{:?}",
+        runtime.0
+    );
+    for form in [SettleForm::ConsumerHere, SettleForm::ConsumerElsewhere] {
+        assert_eq!(
+            settled_through(form).await,
+            runtime,
+            "{form:?} against the runtime's"
+        );
+    }
 }

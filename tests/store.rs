@@ -1736,7 +1736,7 @@ async fn deleting_a_topic_removes_all_of_it_and_a_new_one_starts_empty(e: Engine
 /// a job of its own: the job is brought to the row's state, the row's operation applied, and
 /// the state after and the operation's answer compared with the row's.
 async fn every_transition_of_the_state_machine_holds(e: Engine) {
-    use timeout_center::store::state_machine::{From, Op, TRANSITIONS, To};
+    use timeout_center::conformance::state_machine::{From, Op, TRANSITIONS, To};
     let s = &*e.store;
     for (i, t) in TRANSITIONS.iter().enumerate() {
         let topic = format!("sm{i}");
@@ -1890,7 +1890,7 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
 fn the_architecture_documents_the_state_machine_of_the_code() {
     let doc = std::fs::read_to_string(concat!(env!("CARGO_MANIFEST_DIR"), "/docs/architecture.md"))
         .unwrap();
-    let table = timeout_center::store::state_machine::markdown();
+    let table = timeout_center::conformance::state_machine::markdown();
     assert!(
         doc.contains(&table),
         "docs/architecture.md's state machine table is not store::state_machine::markdown(), \

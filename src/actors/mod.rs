@@ -9,6 +9,7 @@ pub(crate) mod messages;
 pub(crate) mod owners;
 pub(crate) mod runtime;
 pub(crate) mod slot;
+mod slot_core;
 pub(crate) mod timer;
 
 pub(crate) use messages::SlotHealth;

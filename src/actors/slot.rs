@@ -25,28 +25,20 @@ use super::handler::LocalHandlers;
 use super::lead::Lead;
 use super::messages::{Drain, Halt, Pump, Refence, Retune, RunJob, RunReport, SlotHealth, Wake};
 use super::runtime::Runtime;
+use super::slot_core::{AfterPump, PumpEnd, SettleEnd, SettleWhen, SlotCore};
 use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
 use crate::model::{Finished, Leased, Pumped, RunOutcome, Settlement};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
-
-/// Wait before pumping again after the store failed.
-const ERROR_BACKOFF_MS: Millis = 500;
-
-/// The first wait before settling again outcomes the store could not take, doubled at each
-/// failure up to `SETTLE_RETRY_MAX`: a store back from an outage hears of them within about
-/// a second, rather than when their leases run out.
-const SETTLE_RETRY_FIRST: Duration = Duration::from_millis(50);
-const SETTLE_RETRY_MAX: Duration = Duration::from_secs(1);
 
 pub(crate) struct SlotActor {
     topic: Arc<TopicConfig>,
     slot: u32,
     /// The owner lease's fence this actor pumps under (see `Store::own`).
     fence: u64,
-    /// A pump was refused for an old fence: another instance owns the slot now, and this
-    /// actor pumps no more (the slot keeper stops it at its next round).
-    fenced: bool,
+    /// What the slot is doing (pumping, settling, its batch window): `slot_core.rs`, whose
+    /// answers this actor carries out.
+    core: SlotCore,
     rt: Arc<Runtime>,
     /// Shared with the slot keeper, which reads it for `/health`.
     status: Arc<Mutex<SlotHealth>>,
@@ -56,32 +48,16 @@ pub(crate) struct SlotActor {
     running: HashMap<String, Arc<Leased>, foldhash::fast::RandomState>,
     /// Reported outcomes waiting for the next settle.
     outcomes: Vec<Settlement>,
-    /// Outcomes in the settle call now in flight (0: none is).
-    settling: usize,
-    /// Settles that failed in a row because the store was unavailable (the retry's backoff).
-    settle_failures: u32,
-    /// A settle is to be tried again after a failure: new outcomes wait for it.
-    settle_retry_armed: bool,
-    /// Runs not yet settled in the store (all three above), for `Drain` to wait on.
+    /// Runs not yet settled in the store (running, waiting, settling), for `Drain` to wait on.
     in_flight: watch::Sender<usize>,
-    /// A pump is in flight. Its answer holds the runs the store leased to this actor, which
-    /// `Drain` waits for: stopped before it, they would stay leased to no one until their
-    /// lease ran out.
+    /// A pump is in flight (the core's state, published). Its answer holds the runs the
+    /// store leased to this actor, which `Drain` waits for: stopped before it, they would
+    /// stay leased to no one until their lease ran out.
     pumping: watch::Sender<bool>,
-    /// The highest run token this actor's pumps handed it.
-    max_token: u64,
-    /// A pump failed: it may have leased jobs whose answer was lost, which the next pump
-    /// adopts first (`Store::adopt`).
-    pump_lost: bool,
-    /// A wake or a settled run arrived while pumping: pump again when it returns.
-    again: bool,
-    draining: bool,
     /// The pending wake-up and its instant.
     timer: Option<(SpawnHandle, Millis)>,
-    /// Outcomes wait for the batch window to close (`settle_soon`).
+    /// The batch window's timer, while it is open.
     flush: Option<SpawnHandle>,
-    /// The window closed while a settle was in flight: what waits goes when it returns.
-    flush_due: bool,
     /// How long before their fire time this slot's pumps lease jobs: `runtime.fire_lead_ms`,
     /// longer while the store answers slowly (see `super::lead`).
     lead: Lead,
@@ -114,7 +90,7 @@ impl SlotActor {
         let lead = Lead::new(rt.settings.fire_lead_ms, rt.settings.fire_lead_max_ms);
         SlotActor {
             fence,
-            fenced: false,
+            core: SlotCore::default(),
             lead,
             fired: m.fired.with_label_values(&name),
             fired_after_pump: m.fired_after_pump.with_label_values(&name),
@@ -132,18 +108,10 @@ impl SlotActor {
             status,
             running: HashMap::default(),
             outcomes: Vec::new(),
-            settling: 0,
-            settle_failures: 0,
-            settle_retry_armed: false,
             in_flight: watch::channel(0).0,
             pumping: watch::channel(false).0,
-            max_token: 0,
-            pump_lost: false,
-            again: false,
-            draining: false,
             timer: None,
             flush: None,
-            flush_due: false,
         }
     }
 
@@ -175,47 +143,37 @@ impl SlotActor {
         self.timer = Some((handle, at));
     }
 
-    fn is_pumping(&self) -> bool {
-        *self.pumping.borrow()
+    /// Publishes whether a pump is in flight (for `Drain`).
+    fn publish_pumping(&self) {
+        self.pumping.send_replace(self.core.pump_in_flight());
     }
 
     fn unsettled(&self) -> usize {
-        self.running.len() + self.outcomes.len() + self.settling
+        self.running.len() + self.outcomes.len() + self.core.settling_runs()
     }
 
     fn capacity(&self) -> usize {
         self.rt.settings.pump_batch.saturating_sub(self.unsettled())
     }
 
+    /// Pumps now if the core allows it (see `SlotCore::want_pump`).
     fn pump(&mut self, ctx: &mut Context<Self>) {
-        if self.draining || self.fenced || self.topic.paused {
-            // Paused: nothing is pumped until a Retune resumes the topic.
-            return;
-        }
-        if self.is_pumping() {
-            self.again = true;
-            return;
-        }
         let capacity = self.capacity();
-        if capacity == 0 {
-            // Every run slot is taken: the next settled run pumps again.
-            self.again = true;
+        let Some(start) = self.core.want_pump(capacity, self.topic.paused) else {
             return;
-        }
+        };
         self.cancel_timer(ctx);
-        self.pumping.send_replace(true);
-        self.again = false;
+        self.publish_pumping();
         let now = self.rt.clock.now();
         let store = self.rt.store.clone();
         let (topic, slot, fence) = (self.topic.name.clone(), self.slot, self.fence);
-        let adopt_above = (self.pump_lost && self.max_token > 0).then_some(self.max_token);
         let limited = self.topic.max_fires_per_s.is_some();
         // Past the lead, the window: jobs due in it go out in this pump too.
         let (lead, window) = (self.lead(), self.window());
         let reach = lead.saturating_add(window);
         self.pump_lead.observe(crate::num::float(lead) / 1_000.0);
         let fut = async move {
-            let adopted = match adopt_above {
+            let adopted = match start.adopt_above {
                 Some(above) => store.adopt(&topic, slot, fence, above).await?,
                 None => Vec::new(),
             };
@@ -244,88 +202,99 @@ impl SlotActor {
         let asked = std::time::Instant::now();
         let asked_us = self.rt.clock.now_us();
         ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
-            act.pumping.send_replace(false);
             let answered = std::time::Instant::now();
             let round_trip = answered.saturating_duration_since(asked);
             act.pump_seconds.observe(round_trip.as_secs_f64());
-            if result.is_ok() {
-                act.lead.observe(round_trip, answered);
-            }
-            match result {
-                Ok((adopted, pumped, grant)) if grant.granted < crate::num::to_u32(capacity) && pumped.jobs.len() >= usize::try_from(grant.granted).unwrap_or(0) => {
-                    // Held back by the rate limit: what was granted goes out, and the slot
-                    // sleeps until the bucket holds more (never sooner: no polling).
-                    act.pump_lost = false;
-                    let now_us = act.rt.clock.now_us();
-                    let mut held = Vec::new();
-                    for lease in adopted.into_iter().chain(pumped.jobs) {
-                        if !act.running.contains_key(&lease.job.id) {
-                            act.max_token = act.max_token.max(lease.token);
-                            act.dispatch(lease, now_us, &mut held, ctx);
-                        }
-                    }
-                    act.hold(held, ctx);
-                    act.track();
-                    let wait = crate::num::millis(grant.retry_in_ms.max(1));
-                    act.arm(Some(act.rt.clock.now().saturating_add(wait)), ctx);
-                }
-                Ok((adopted, pumped, _)) => {
-                    act.pump_lost = false;
-                    let now_us = act.rt.clock.now_us();
-                    let mut held = Vec::new();
-                    for lease in adopted {
-                        if !act.running.contains_key(&lease.job.id) {
-                            tracing::info!(topic = %act.topic.name, slot = act.slot, job = %lease.job.id, "running a job whose pump's answer was lost");
-                            act.max_token = act.max_token.max(lease.token);
-                            act.dispatch(lease, now_us, &mut held, ctx);
-                        }
-                    }
-                    let n = pumped.jobs.len();
-                    act.set_status(|s| {
-                        s.last_pump = Some(now);
-                        s.last_error = None;
-                    });
-                    act.pump_batch.observe(crate::num::float(crate::num::signed(crate::num::usize_u64(n))));
-                    // Due between the ask and the answer: late by the round trip past the lead.
-                    let after = pumped
-                        .jobs
-                        .iter()
-                        .filter(|lease| (asked_us + 1..=now_us).contains(&lease.job.fire_at.saturating_mul(1_000)))
-                        .count();
-                    act.fired_after_pump.inc_by(crate::num::usize_u64(after));
-                    for lease in pumped.jobs {
-                        act.max_token = act.max_token.max(lease.token);
-                        act.dispatch(lease, now_us, &mut held, ctx);
-                    }
-                    act.hold(held, ctx);
-                    act.track();
-                    if n >= capacity || act.again {
-                        // A full batch: more may be due right now.
-                        act.again = false;
-                        ctx.notify(Pump);
+            let (end, next_at) = match result {
+                Ok((adopted, pumped, grant)) => {
+                    act.lead.observe(round_trip, answered);
+                    let granted = usize::try_from(grant.granted).unwrap_or(0);
+                    let held_back = granted < capacity && pumped.jobs.len() >= granted;
+                    let full = pumped.jobs.len() >= capacity;
+                    let next_at = pumped.next_at;
+                    act.take_runs(adopted, pumped, asked_us, now, ctx);
+                    let end = if held_back {
+                        PumpEnd::Limited { retry_in_ms: grant.retry_in_ms }
                     } else {
-                        // The store counts the next time back from the next fire time by
-                        // the whole reach; the slot pumps a lead before it (the lead as it
-                        // stands now, which this pump's round trip may have moved), so that
-                        // the pump takes the window that follows it.
-                        let back = reach.saturating_sub(act.lead());
-                        act.arm(pumped.next_at.map(|at| at.saturating_add(back)), ctx);
-                    }
+                        PumpEnd::Leased { full }
+                    };
+                    (end, next_at)
                 }
                 Err(e @ crate::error::Error::Fenced { .. }) => {
                     tracing::info!(topic = %act.topic.name, slot = act.slot, error = %e, "another instance owns the slot now: pumping stops");
-                    act.fenced = true;
                     act.set_status(|s| s.last_error = Some(e.to_string()));
+                    (PumpEnd::Fenced, None)
                 }
                 Err(e) => {
                     tracing::warn!(topic = %act.topic.name, slot = act.slot, error = %e, "pump failed");
-                    act.pump_lost = true;
                     act.set_status(|s| s.last_error = Some(e.to_string()));
-                    let retry_at = act.rt.clock.now() + ERROR_BACKOFF_MS;
-                    act.arm(Some(retry_at), ctx);
+                    (PumpEnd::Failed, None)
                 }
+            };
+            let after = act.core.pump_answered(end);
+            act.publish_pumping();
+            match after {
+                AfterPump::PumpAgain => ctx.notify(Pump),
+                // The store counts the next time back from the next fire time by the whole
+                // reach; the slot pumps a lead before it (the lead as it stands now, which
+                // this pump's round trip may have moved), so that the pump takes the window
+                // that follows it.
+                AfterPump::SleepUntilNext => {
+                    let back = reach.saturating_sub(act.lead());
+                    act.arm(next_at.map(|at| at.saturating_add(back)), ctx);
+                }
+                AfterPump::SleepFor(wait) => {
+                    let at = act.rt.clock.now().saturating_add(crate::num::millis(crate::num::duration_ms(wait)));
+                    act.arm(Some(at), ctx);
+                }
+                AfterPump::Nothing => {}
             }
         }));
+    }
+
+    /// Takes in the runs a pump answered with: the adopted ones (a lost answer's, not yet
+    /// running here) and the pumped ones, each to its handler now or held until its fire time.
+    fn take_runs(
+        &mut self,
+        adopted: Vec<Leased>,
+        pumped: Pumped,
+        asked_us: i64,
+        now: Millis,
+        ctx: &mut Context<Self>,
+    ) {
+        let now_us = self.rt.clock.now_us();
+        let mut held = Vec::new();
+        for lease in adopted {
+            if !self.running.contains_key(&lease.job.id) {
+                tracing::info!(topic = %self.topic.name, slot = self.slot, job = %lease.job.id, "running a job whose pump's answer was lost");
+                self.core.saw_token(lease.token);
+                self.dispatch(lease, now_us, &mut held, ctx);
+            }
+        }
+        let n = pumped.jobs.len();
+        self.set_status(|s| {
+            s.last_pump = Some(now);
+            s.last_error = None;
+        });
+        self.pump_batch
+            .observe(crate::num::float(crate::num::signed(
+                crate::num::usize_u64(n),
+            )));
+        // Due between the ask and the answer: late by the round trip past the lead.
+        let after = pumped
+            .jobs
+            .iter()
+            .filter(|lease| {
+                (asked_us + 1..=now_us).contains(&lease.job.fire_at.saturating_mul(1_000))
+            })
+            .count();
+        self.fired_after_pump.inc_by(crate::num::usize_u64(after));
+        for lease in pumped.jobs {
+            self.core.saw_token(lease.token);
+            self.dispatch(lease, now_us, &mut held, ctx);
+        }
+        self.hold(held, ctx);
+        self.track();
     }
 
     fn track(&mut self) {
@@ -523,35 +492,34 @@ impl SlotActor {
     /// draining, or once a pump's worth has gathered.
     fn settle_soon(&mut self, ctx: &mut Context<Self>) {
         let window = self.window();
-        let now = window == 0
-            || self.flush_due
-            || self.draining
-            || self.running.is_empty()
-            || self.outcomes.len() >= self.rt.settings.pump_batch;
-        if now {
-            self.settle(ctx);
-        } else if self.flush.is_none() {
-            let wait = Duration::from_millis(crate::num::unsigned(window));
-            self.flush = Some(ctx.run_later(wait, |act, ctx| {
-                act.flush = None;
-                act.flush_due = true;
-                act.settle(ctx);
-            }));
+        let full = self.outcomes.len() >= self.rt.settings.pump_batch;
+        let when =
+            self.core
+                .settle_when(crate::num::unsigned(window), !self.running.is_empty(), full);
+        match when {
+            SettleWhen::Now => self.settle(ctx),
+            SettleWhen::OpenWindow => {
+                let wait = Duration::from_millis(crate::num::unsigned(window));
+                self.flush = Some(ctx.run_later(wait, |act, ctx| {
+                    act.flush = None;
+                    act.core.window_closed();
+                    act.settle(ctx);
+                }));
+            }
+            SettleWhen::Wait => {}
         }
     }
 
     /// Sends every gathered outcome to the store in one call, unless a call is in flight
-    /// (its return sends what gathered meanwhile).
+    /// (its return sends what gathered meanwhile) or waits out its backoff.
     fn settle(&mut self, ctx: &mut Context<Self>) {
-        if self.settling > 0 || self.settle_retry_armed || self.outcomes.is_empty() {
+        if !self.core.begin_settle(self.outcomes.len()) {
             return;
         }
         if let Some(flush) = self.flush.take() {
             ctx.cancel_future(flush);
         }
-        self.flush_due = false;
         let batch = std::mem::take(&mut self.outcomes);
-        self.settling = batch.len();
         let store = self.rt.store.clone();
         let (topic, slot, now) = (self.topic.name.clone(), self.slot, self.rt.clock.now());
         let fut = async move {
@@ -559,10 +527,10 @@ impl SlotActor {
             (batch, result)
         };
         ctx.spawn(fut.into_actor(self).map(|(batch, result), act, ctx| {
-            act.settling = 0;
-            match result {
+            let mut unavailable = None;
+            let end = match result {
                 Ok(done) => {
-                    act.settle_failures = 0;
+                    let mut rescheduled = false;
                     for (item, finished) in batch.iter().zip(done) {
                         match finished {
                             Finished::Retrying => act.retried.inc(),
@@ -570,43 +538,44 @@ impl SlotActor {
                             Finished::Stale => tracing::warn!(job = %item.run.job.id, "a run's outcome was stale: another run holds the job"),
                             _ => {}
                         }
-                        if matches!(finished, Finished::Retrying | Finished::Repeating | Finished::Rescheduled | Finished::Released) {
-                            // Scheduled again, perhaps before the slot's timer (armed for
-                            // the run's lease deadline): a pump learns the slot's next time.
-                            act.again = true;
-                        }
+                        // Scheduled again, perhaps before the slot's timer (armed for the
+                        // run's lease deadline): a pump learns the slot's next time.
+                        rescheduled |= matches!(finished, Finished::Retrying | Finished::Repeating | Finished::Rescheduled | Finished::Released);
                     }
+                    SettleEnd::Applied { rescheduled }
                 }
                 Err(e @ (crate::error::Error::Unavailable(_) | crate::error::Error::StoreFull(_))) => {
                     // Nothing of the batch was applied (one atomic step), and the store may
                     // be back in a moment: the outcomes are kept, ahead of those gathered
                     // since, and sent again. Each run's token still decides in the store
                     // whether its outcome is current.
-                    act.settle_failures += 1;
-                    let wait = SETTLE_RETRY_FIRST
-                        .saturating_mul(1 << (act.settle_failures - 1).min(8))
-                        .min(SETTLE_RETRY_MAX);
-                    tracing::warn!(topic = %act.topic.name, slot = act.slot, runs = batch.len(), error = %e, retry_in_ms = crate::num::duration_ms(wait), "could not settle runs: trying again");
                     act.set_status(|s| s.last_error = Some(e.to_string()));
+                    unavailable = Some((batch.len(), e));
                     let mut kept = batch;
                     kept.append(&mut act.outcomes);
                     act.outcomes = kept;
-                    act.settle_retry_armed = true;
-                    ctx.run_later(wait, |act, ctx| {
-                        act.settle_retry_armed = false;
-                        act.settle(ctx);
-                    });
+                    SettleEnd::Unavailable
                 }
                 Err(e) => {
                     // Refused for a reason a retry would not change: the runs stay running
                     // in the store, and come back when their lease runs out (at least once).
                     tracing::warn!(topic = %act.topic.name, slot = act.slot, runs = batch.len(), error = %e, "could not settle runs; their leases will expire and they run again");
                     act.set_status(|s| s.last_error = Some(e.to_string()));
+                    SettleEnd::Refused
                 }
+            };
+            if let Some(wait) = act.core.settle_answered(end) {
+                if let Some((runs, e)) = &unavailable {
+                    tracing::warn!(topic = %act.topic.name, slot = act.slot, runs, error = %e, retry_in_ms = crate::num::duration_ms(wait), "could not settle runs: trying again");
+                }
+                ctx.run_later(wait, |act, ctx| {
+                    act.core.backoff_over();
+                    act.settle(ctx);
+                });
             }
             act.track();
             act.settle_soon(ctx);
-            if act.again && !act.draining {
+            if act.core.pump_wanted() {
                 act.pump(ctx);
             }
         }));
@@ -674,15 +643,11 @@ impl Supervised for SlotActor {
         // run again (at least once).
         self.running.clear();
         self.outcomes.clear();
-        self.settling = 0;
-        self.settle_failures = 0;
-        self.settle_retry_armed = false;
+        self.core.restarted();
         self.track();
-        self.pumping.send_replace(false);
-        self.again = false;
+        self.publish_pumping();
         self.timer = None;
         self.flush = None;
-        self.flush_due = false;
         self.set_status(|s| s.restarts += 1);
     }
 }
@@ -712,11 +677,7 @@ impl Handler<Wake> for SlotActor {
     type Result = ();
 
     fn handle(&mut self, msg: Wake, ctx: &mut Context<Self>) {
-        if self.draining {
-            return;
-        }
-        if self.is_pumping() {
-            self.again = true;
+        if !self.core.woken() {
             return;
         }
         // Pumped a lead before its fire time, as the pump's own next time is.
@@ -733,10 +694,7 @@ impl Handler<Refence> for SlotActor {
 
     fn handle(&mut self, msg: Refence, ctx: &mut Context<Self>) {
         self.fence = msg.0;
-        self.fenced = false;
-        // Runs with a token above the highest this actor saw may be another owner's, leased
-        // while it held the slot: none is adopted (a lost pump's runs wait for their lease).
-        self.pump_lost = false;
+        self.core.refenced();
         self.set_status(|s| s.fence = msg.0);
         self.pump(ctx);
     }
@@ -748,7 +706,7 @@ impl Handler<Halt> for SlotActor {
     fn handle(&mut self, _: Halt, ctx: &mut Context<Self>) {
         // Outcomes waiting for the batch window are settled all the same, outside the
         // actor (its futures stop with it), so that their jobs are not run again.
-        if !self.outcomes.is_empty() && !self.settle_retry_armed {
+        if !self.outcomes.is_empty() && !self.core.settle_backing_off() {
             let batch = std::mem::take(&mut self.outcomes);
             let (store, topic, slot, now) = (
                 self.rt.store.clone(),
@@ -770,7 +728,7 @@ impl Handler<Drain> for SlotActor {
     type Result = ResponseActFuture<Self, usize>;
 
     fn handle(&mut self, msg: Drain, ctx: &mut Context<Self>) -> Self::Result {
-        self.draining = true;
+        self.core.drain();
         self.cancel_timer(ctx);
         // Outcomes waiting for the batch window go now.
         self.settle(ctx);

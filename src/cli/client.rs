@@ -133,9 +133,9 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
         token: cli.token.clone(),
     };
     let (value, view): (Value, View) = match cli.command {
-        Command::Serve { .. } | Command::Journal(_) => unreachable!("not a client command"),
-        #[cfg(feature = "bench")]
-        Command::Bench(_) => unreachable!("not a client command"),
+        Command::Serve { .. } | Command::Journal(_) | Command::Bench { .. } => {
+            unreachable!("not a client command")
+        }
         Command::Job(JobCmd::Put {
             topic,
             id,

@@ -105,11 +105,15 @@ pub(crate) enum Command {
     /// The memory engine's journal, offline: check it, or salvage what reads of it.
     #[command(subcommand)]
     Journal(JournalCmd),
-    /// Load generator and benchmark: `toc bench all --quick` for a short check, `toc bench
-    /// all` for the published figures (BENCHMARKS.md). With RUST_LOG set (e.g. `info`), the
-    /// service's own log goes to stderr.
-    #[cfg(feature = "bench")]
-    Bench(crate::bench::BenchArgs),
+    /// The load generator (`toc-bench`, a crate of its own: `cargo build --release -p
+    /// toc-bench`): `toc bench all --quick` for a short check, `toc bench all` for the
+    /// published figures (BENCHMARKS.md). `toc bench --help` for its options.
+    #[command(disable_help_flag = true)]
+    Bench {
+        /// What `toc-bench` is given.
+        #[arg(trailing_var_arg = true, allow_hyphen_values = true)]
+        args: Vec<std::ffi::OsString>,
+    },
 }
 
 #[derive(Subcommand)]
@@ -247,21 +251,37 @@ pub(crate) enum TopicCmd {
     },
 }
 
+/// `toc bench ARGS`: runs `toc-bench ARGS`, found beside this binary (cargo builds both into
+/// one target folder) or on PATH.
+fn bench_main(args: &[std::ffi::OsString]) -> ExitCode {
+    let beside = std::env::current_exe()
+        .ok()
+        .and_then(|exe| Some(exe.parent()?.join("toc-bench")))
+        .filter(|p| p.is_file());
+    let bench = beside.unwrap_or_else(|| PathBuf::from("toc-bench"));
+    match std::process::Command::new(&bench).args(args).status() {
+        Ok(status) => match status.code().and_then(|c| u8::try_from(c).ok()) {
+            Some(code) => ExitCode::from(code),
+            None => ExitCode::FAILURE,
+        },
+        Err(e) => {
+            eprintln!(
+                "toc bench: cannot run {} ({e}): the load generator is a crate of its own; \
+                 build it with `cargo build --release -p toc-bench` (it lands beside toc)",
+                bench.display()
+            );
+            ExitCode::from(2)
+        }
+    }
+}
+
 /// The `toc` binary: parses the command line and runs the command.
 pub fn toc_main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
         Command::Serve { config } => return serve_main(config),
         Command::Journal(cmd) => return journal_main(cmd),
-        #[cfg(feature = "bench")]
-        Command::Bench(args) => {
-            // The service's own log (warnings of failed pumps, slots changing hands) only
-            // when asked for: it would break the progress bars.
-            if std::env::var_os("RUST_LOG").is_some() {
-                init_logging(LogFormat::Text);
-            }
-            return crate::bench::run(args);
-        }
+        Command::Bench { args } => return bench_main(&args),
         _ => {}
     }
     let runtime = tokio::runtime::Builder::new_current_thread()

@@ -7,46 +7,7 @@ use utoipa::{IntoParams, ToSchema};
 use super::error::{ApiError, ApiResult};
 use crate::model::{CreateSpec, JobRef, JobState};
 use crate::time::Millis;
-
-/// Integers as JSON (and JSON Schema) count them: `5` and `5.0` alike; `5.5` is refused.
-pub(crate) mod integer {
-    use serde::de::Error;
-    use serde::{Deserialize, Deserializer};
-
-    fn exact<T: TryFrom<i64>>(n: serde_json::Number) -> Result<T, String> {
-        let i = match (n.as_i64(), n.as_f64()) {
-            (Some(i), _) => i,
-            (None, Some(f)) if f.fract() == 0.0 && f.abs() < 9.0e15 => crate::num::float_int(f),
-            _ => return Err(format!("expected an integer, got {n}")),
-        };
-        T::try_from(i).map_err(|_| format!("{i} is out of range"))
-    }
-
-    pub(crate) fn option<'de, D: Deserializer<'de>, T: TryFrom<i64>>(
-        d: D,
-    ) -> Result<Option<T>, D::Error> {
-        Option::<serde_json::Number>::deserialize(d)?
-            .map(exact)
-            .transpose()
-            .map_err(D::Error::custom)
-    }
-
-    pub(crate) fn required<'de, D: Deserializer<'de>, T: TryFrom<i64>>(
-        d: D,
-    ) -> Result<T, D::Error> {
-        exact(serde_json::Number::deserialize(d)?).map_err(D::Error::custom)
-    }
-
-    pub(crate) fn list<'de, D: Deserializer<'de>, T: TryFrom<i64>>(
-        d: D,
-    ) -> Result<Vec<T>, D::Error> {
-        Vec::<serde_json::Number>::deserialize(d)?
-            .into_iter()
-            .map(exact)
-            .collect::<Result<_, _>>()
-            .map_err(D::Error::custom)
-    }
-}
+use crate::wire::integer;
 
 /// When a job fires: exactly one of `fire_at` (ms since the epoch, on the client's clock)
 /// and `delay_ms`, turned into an instant by `after` (the store's clock, never early).
@@ -69,9 +30,9 @@ pub(crate) fn when(
             "delay_ms",
             format!("must not be negative, got {d}"),
         )),
-        (None, Some(d)) if d > crate::validate::MAX_DELAY_MS => Err(ApiError::invalid(
+        (None, Some(d)) if d > crate::time::MAX_DELAY_MS => Err(ApiError::invalid(
             "delay_ms",
-            format!("must be at most {}, got {d}", crate::validate::MAX_DELAY_MS),
+            format!("must be at most {}, got {d}", crate::time::MAX_DELAY_MS),
         )),
         (None, Some(d)) => Ok(after(d)),
     }

@@ -8,11 +8,12 @@ use serde::{Deserialize, Serialize};
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::body::{ShardQuery, integer};
+use super::body::ShardQuery;
 use super::error::{ApiError, ApiResult, ErrorBody};
-use super::schema::described;
 use crate::claims::ClaimRequest;
 use crate::model::{ClaimOutcome, Finished, Job, JobRef, Outcome};
+use crate::wire::integer;
+use crate::wire::schema::described;
 use utoipa::openapi::{Array, schema::Object};
 
 described! {

@@ -10,7 +10,6 @@ pub(crate) mod jobs;
 pub(crate) mod meetings;
 pub(crate) mod openapi;
 pub(crate) mod ops;
-pub(crate) mod schema;
 pub(crate) mod topics;
 pub(crate) mod ui;
 
@@ -92,7 +91,7 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .service(web::resource("/v1/token").get(ops::token))
         .service(web::resource("/health").get(ops::health))
         .service(web::resource("/metrics").get(ops::metrics))
-        .service(web::resource("/openapi.json").get(ops::openapi))
+        .service(web::resource("/openapi.json").get(openapi::openapi))
         .configure(ui::configure);
 }
 

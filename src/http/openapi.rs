@@ -1,8 +1,11 @@
 //! The OpenAPI document: what utoipa derives from the handlers and the request types (whose
-//! bounded fields build their schemas beside their checks, see `schema.rs`), and what it
+//! bounded fields build their schemas beside their checks, see `wire/schema.rs`), and what it
 //! cannot say.
 
+use actix_web::{HttpResponse, web};
 use utoipa::OpenApi;
+
+use super::AppState;
 
 use super::{claims, error, jobs, meetings, ops, topics};
 
@@ -41,7 +44,7 @@ use super::{claims, error, jobs, meetings, ops, topics};
         ops::health,
         ops::metrics,
         ops::token,
-        ops::openapi,
+        openapi,
     ),
     components(schemas(
         error::ErrorBody,
@@ -350,5 +353,63 @@ fn unwrap_single_refs(value: &mut serde_json::Value) {
         }
         serde_json::Value::Array(items) => items.iter_mut().for_each(unwrap_single_refs),
         _ => {}
+    }
+}
+
+/// This API's description, generated from the route handlers.
+#[utoipa::path(operation_id = "get_openapi", get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "OpenAPI 3 document")))]
+pub(crate) async fn openapi(state: web::Data<AppState>) -> HttpResponse {
+    let (types, payloads) = (state.center.job_types(), state.center.payload_schemas());
+    HttpResponse::Ok().json(document(&types, &payloads, &state.settings.limits))
+}
+
+/// The field schemas of `wire/schema.rs` as the served document shows them.
+#[cfg(test)]
+mod field_schemas {
+    use serde_json::Value;
+
+    fn doc() -> Value {
+        super::document(
+            &[],
+            &Default::default(),
+            &crate::config::Settings::defaults().limits,
+        )
+    }
+
+    fn field<'a>(doc: &'a Value, schema: &str, field: &str) -> &'a Value {
+        &doc["components"]["schemas"][schema]["properties"][field]
+    }
+
+    #[test]
+    fn the_description_states_the_bounds_that_are_checked() {
+        let doc = doc();
+        let max = |s, f| field(&doc, s, f)["maximum"].as_i64();
+        assert_eq!(max("JobBody", "delay_ms"), Some(crate::time::MAX_DELAY_MS));
+        assert_eq!(max("JobBody", "fire_at"), Some(crate::time::MAX_MILLIS));
+        assert_eq!(
+            max("ClaimBody", "max"),
+            Some(crate::num::signed(crate::num::usize_u64(
+                crate::claims::MAX_CLAIM
+            )))
+        );
+        assert_eq!(
+            max("TopicSettings", "max_attempts"),
+            Some(i64::from(crate::topic::MAX_ATTEMPTS))
+        );
+        let slots = field(&doc, "TopicSettings", "slots")["enum"]
+            .as_array()
+            .cloned();
+        assert_eq!(
+            slots.and_then(|s| s.last().and_then(Value::as_i64)),
+            Some(i64::from(crate::topic::MAX_SLOTS))
+        );
+        assert_eq!(
+            field(&doc, "AckItem", "id")["maxLength"].as_u64(),
+            Some(crate::num::usize_u64(crate::validate::MAX_ID_LEN))
+        );
+        // Integer bounds are written as integers, and a field keeps its description.
+        assert!(field(&doc, "ClaimBody", "wait_ms")["maximum"].is_u64());
+        assert!(field(&doc, "ClaimBody", "wait_ms")["description"].is_string());
     }
 }

@@ -1,4 +1,4 @@
-//! The operator's routes: `/health`, `/metrics`, `/openapi.json`, and `/v1/token` (what the
+//! The operator's routes: `/health`, `/metrics` and `/v1/token` (what the
 //! caller's token may do).
 
 use std::time::Duration;
@@ -100,16 +100,4 @@ pub(crate) async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     HttpResponse::Ok()
         .content_type("text/plain; version=0.0.4")
         .body(state.center.metrics().render())
-}
-
-/// This API's description, generated from the route handlers.
-#[utoipa::path(operation_id = "get_openapi", get, path = "/openapi.json", tag = "operations",
-    responses((status = 200, description = "OpenAPI 3 document")))]
-pub(crate) async fn openapi(state: web::Data<AppState>) -> HttpResponse {
-    let (types, payloads) = (state.center.job_types(), state.center.payload_schemas());
-    HttpResponse::Ok().json(super::openapi::document(
-        &types,
-        &payloads,
-        &state.settings.limits,
-    ))
 }

@@ -6,12 +6,13 @@ use serde_json::json;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::body::{PageQuery, ShardQuery, integer};
+use super::body::{PageQuery, ShardQuery};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::events::EventPage;
 use crate::model::{DeadPage, Job};
 use crate::time::Millis;
 use crate::topic::{Backoff, TopicConfig};
+use crate::wire::integer;
 
 /// A topic: its settings and its figures.
 #[derive(Serialize, ToSchema)]

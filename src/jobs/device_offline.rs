@@ -26,13 +26,13 @@ const PARKED: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
 #[serde(deny_unknown_fields)]
 pub struct DevicePayload {
     /// The silence that raises the alarm (the heartbeat's delay), to report silence in full.
-    #[serde(default, deserialize_with = "crate::http::body::integer::option")]
+    #[serde(default, deserialize_with = "crate::wire::integer::option")]
     pub timeout_ms: Option<u64>,
     /// How often the alarm repeats, in ms; the type's default when `None`.
-    #[serde(default, deserialize_with = "crate::http::body::integer::option")]
+    #[serde(default, deserialize_with = "crate::wire::integer::option")]
     pub repeat_ms: Option<u64>,
     /// Most alarms before the job stops repeating; the type's default when `None`.
-    #[serde(default, deserialize_with = "crate::http::body::integer::option")]
+    #[serde(default, deserialize_with = "crate::wire::integer::option")]
     pub max_alarms: Option<u32>,
 }
 

@@ -30,8 +30,8 @@ mod schemas {
     use utoipa::openapi::schema::{ArrayBuilder, Object, ObjectBuilder, SchemaType, Type};
     use utoipa::openapi::{Array, RefOr, Schema};
 
-    use crate::http::schema::integer;
-    use crate::validate::MAX_MILLIS;
+    use crate::time::MAX_MILLIS;
+    use crate::wire::schema::integer;
 
     pub(super) fn room() -> Object {
         ObjectBuilder::new()
@@ -57,7 +57,7 @@ mod schemas {
     }
 }
 
-crate::http::schema::described! {
+crate::wire::schema::described! {
     fn booking_deadline() -> utoipa::openapi::schema::Object = schemas::deadline,
         "Unapproved at this instant: the booking is rejected.";
     fn booking_end() -> utoipa::openapi::schema::Object = schemas::time,
@@ -83,23 +83,23 @@ pub struct Booking {
     #[schema(schema_with = booking_room)]
     pub room: String,
     /// When the meeting starts.
-    #[serde(deserialize_with = "crate::http::body::integer::required")]
+    #[serde(deserialize_with = "crate::wire::integer::required")]
     #[schema(schema_with = booking_start)]
     pub start: Millis,
     /// When it ends.
-    #[serde(deserialize_with = "crate::http::body::integer::required")]
+    #[serde(deserialize_with = "crate::wire::integer::required")]
     #[schema(schema_with = booking_end)]
     pub end: Millis,
     /// Reminders this long before the start, in ms.
-    #[serde(default, deserialize_with = "crate::http::body::integer::list")]
+    #[serde(default, deserialize_with = "crate::wire::integer::list")]
     #[schema(schema_with = booking_reminders)]
     pub reminders_ms: Vec<u64>,
     /// Reminders this long before the end, in ms.
-    #[serde(default, deserialize_with = "crate::http::body::integer::list")]
+    #[serde(default, deserialize_with = "crate::wire::integer::list")]
     #[schema(schema_with = booking_end_reminders)]
     pub end_reminders_ms: Vec<u64>,
     /// Unapproved at this instant: the booking is rejected.
-    #[serde(default, deserialize_with = "crate::http::body::integer::option")]
+    #[serde(default, deserialize_with = "crate::wire::integer::option")]
     #[schema(schema_with = booking_deadline)]
     pub approval_deadline: Option<Millis>,
     /// Whether it is approved (an unapproved booking is released at its deadline).
@@ -132,7 +132,7 @@ pub enum MeetingJob {
         /// What it reminds of.
         of: String,
         /// How long before the start.
-        #[serde(deserialize_with = "crate::http::body::integer::required")]
+        #[serde(deserialize_with = "crate::wire::integer::required")]
         before_ms: u64,
     },
     /// The approval deadline of an unapproved booking.

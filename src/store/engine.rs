@@ -2,7 +2,7 @@
 //! of `lua/` implement on Redis and `memory/slot.rs` implements in memory, plus where each
 //! engine keeps topic settings and events. Everything both engines would otherwise repeat
 //! (validation, routing, limits, cursors, grouping by slot, building `Rearmed`) is the
-//! front's, in `front.rs`.
+//! front's, in `front/`.
 //!
 //! Callers have checked their arguments: the topic exists, the slot is below its count, ids
 //! are valid, pages are within `MAX_PAGE`.
@@ -33,7 +33,37 @@ pub(crate) struct ClaimSettlement<'a> {
     pub(crate) outcome: RunOutcome,
     /// The run as this process handed it out, when it did (`front/handouts.rs`): a hint the
     /// Redis engine checks against the stored record; `None` reads the record alone.
-    pub(crate) handed: Option<super::front::Handout>,
+    pub(crate) handed: Option<Handout>,
+}
+
+/// A handed-out run, as its ack's short form needs it.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub(crate) struct Handout {
+    pub(crate) id: String,
+    /// The record as the store wrote it when it handed the run out (shared with the run).
+    pub(crate) record: HandedRecord,
+    pub(crate) job_type: String,
+    pub(crate) fire_at: Millis,
+    pub(crate) attempt: u32,
+    pub(crate) lease_until: Millis,
+}
+
+impl Handout {
+    /// The run's `job.done` event whole, as `settle.lua` would build it from the run's
+    /// record (fired at the ack's `now`), for the script's short form.
+    pub(crate) fn done_event(&self, topic: &str, now: Millis) -> String {
+        let mut text = crate::events::Head {
+            topic,
+            job_id: &self.id,
+            job_type: &self.job_type,
+            fire_at: self.fire_at,
+            fired_at: now,
+            attempt: self.attempt,
+        }
+        .open_json();
+        text.push_str(crate::events::DONE_TAIL);
+        text
+    }
 }
 
 /// A reset job that had fired (and repeated) since its last reset, as an engine reports it.

@@ -1,8 +1,23 @@
-//! The store: one type, [`Store`] (`front.rs`), over one of two engines (`memory/`,
-//! `redis/`), each implementing the four concerns of `engine.rs`: a topic's settings, one
-//! slot's jobs, membership and ownership, the wake bus. Every method that changes a job is
-//! atomic (one Lua script in Redis), and takes `now` as an argument so callers and tests
-//! choose the time.
+//! The store: one type, [`Store`] (`front/`), over one of two engines (`memory/`,
+//! `redis/`), each implementing the five concerns of `engine.rs`: a topic's settings, one
+//! slot's jobs, membership and ownership, the wake bus, the fire rate. Every method that
+//! changes a job is atomic (one Lua script in Redis), and takes `now` as an argument so
+//! callers and tests choose the time.
+//!
+//! A library user schedules through [`crate::TimeoutCenter`], which also wakes the slot that
+//! must fire the job; the `Store`'s own calls are for reading and operating a store without a
+//! runtime. The runtime's calls (hidden from the docs, reached by the conformance tests) and
+//! the names of one run's trip:
+//!
+//! - `pump` / `pump_fenced`: a slot's due jobs become runs (`Leased`: the job, its token, its
+//!   lease deadline, `HandedRecord`: the record as handed out), answered as `Pumped` (the
+//!   runs and the slot's next time); `adopt`: the runs of a pump whose answer was lost.
+//! - `settle` / `finish`: a run's outcome (`RunOutcome`, in a `Settlement` with its events)
+//!   applied, answered as `Finished` (done, retrying, repeating, dead, stale, ...).
+//! - `own` / `disown` / `register`: owner leases with fencing tokens, the instance registry.
+//! - `take_fires` / `give_back_fires`: the topic's fire-rate bucket (`Grant`).
+//! - `extend`: a run's lease moved on; `sweep`: old copies after a doubling;
+//!   `reload_topic`: a topic's settings read again.
 
 mod doubling;
 mod engine;
@@ -12,7 +27,8 @@ mod keys;
 pub(crate) mod memory;
 pub(crate) mod rate;
 mod record;
-mod redis;
+pub(crate) mod redis;
+#[doc(hidden)]
 pub mod state_machine;
 mod topic_policy;
 

@@ -1,16 +1,10 @@
 //! Shared test support: a real Redis per test, and helpers over the store.
 #![allow(dead_code, unused_imports, unused_macros)]
 
-// A slow Redis on loopback: the bench's (`toc bench --redis-delay-ms`).
-#[path = "../../src/bench/delay_proxy.rs"]
-pub mod delay;
-pub mod process;
-#[path = "../../src/bench/redis_cluster.rs"]
-pub mod redis_cluster;
-// The Redis harness is the product's own (`toc bench` starts redis-server with it); the
-// tests include it rather than the product including a test file.
-#[path = "../../src/bench/redis_server.rs"]
-pub mod redis_server;
+// The real processes the tests run against live in the test kit (`crates/toc-testkit`),
+// shared with the benchmarks and the load generator.
+pub use toc_testkit::delay_proxy as delay;
+pub use toc_testkit::{process, redis_cluster, redis_server};
 pub mod runtime;
 pub mod service;
 
@@ -160,17 +154,4 @@ pub async fn kind(k: Kind) -> Kind {
     k
 }
 
-/// A `toc serve` command of the binary `bin`, without the `TOC_*` variables of the test's
-/// own environment: `toc serve` refuses a `TOC_*` it does not know, so a harness setting
-/// such as `TOC_OWNERS_JOBS` must not reach it, and a developer's own settings must not
-/// change what a test runs. The test passes what the service needs with `.env`.
-pub fn toc_serve(bin: &str) -> std::process::Command {
-    let mut cmd = std::process::Command::new(bin);
-    cmd.arg("serve");
-    for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("TOC_") {
-            cmd.env_remove(name);
-        }
-    }
-    cmd
-}
+pub use toc_testkit::process::toc_serve;

@@ -71,7 +71,7 @@ pub struct WebhookPayload {
     #[serde(default)]
     pub body: Option<Value>,
     /// The call's timeout, in ms; the type's default when `None`.
-    #[serde(default, deserialize_with = "crate::http::body::integer::option")]
+    #[serde(default, deserialize_with = "crate::wire::integer::option")]
     pub timeout_ms: Option<u64>,
 }
 

@@ -8,44 +8,15 @@
 use std::collections::HashMap;
 use std::sync::{Mutex, PoisonError};
 
-use crate::model::{HandedRecord, Leased};
+use crate::model::Leased;
+use crate::store::engine::Handout;
 use crate::time::Millis;
 
 /// Most runs kept per process: past it, those whose lease ended go, then all of them.
 const MAX_KEPT: usize = 200_000;
 
-/// A handed-out run, as its ack's short form needs it.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub(crate) struct Handout {
-    pub(crate) id: String,
-    /// The record as the store wrote it when it handed the run out (shared with the run).
-    pub(crate) record: HandedRecord,
-    pub(crate) job_type: String,
-    pub(crate) fire_at: Millis,
-    pub(crate) attempt: u32,
-    lease_until: Millis,
-}
-
 /// One topic's runs claimed here and not yet settled, by slot and token.
 type TopicRuns = HashMap<(u32, u64), Handout>;
-
-impl Handout {
-    /// The run's `job.done` event whole, as `settle.lua` would build it from the run's
-    /// record (fired at the ack's `now`), for the script's short form.
-    pub(crate) fn done_event(&self, topic: &str, now: Millis) -> String {
-        let mut text = crate::events::Head {
-            topic,
-            job_id: &self.id,
-            job_type: &self.job_type,
-            fire_at: self.fire_at,
-            fired_at: now,
-            attempt: self.attempt,
-        }
-        .open_json();
-        text.push_str(crate::events::DONE_TAIL);
-        text
-    }
-}
 
 /// Per topic, the runs claimed here and not yet settled.
 #[derive(Default)]
@@ -112,7 +83,7 @@ mod tests {
     use std::sync::Arc;
 
     use super::*;
-    use crate::model::Job;
+    use crate::model::{HandedRecord, Job};
 
     fn run(id: &str, token: u64, lease_until: Millis) -> Leased {
         let job: Job = serde_json::from_value(serde_json::json!({

@@ -1,15 +1,15 @@
 //! [`Store`]: the one store type, over an engine (`Arc<dyn Engine>`, the Redis scripts or the
 //! memory slots). It checks arguments, finds or creates topics, routes jobs to slots, groups
 //! batches by slot, decodes cursors, clamps pages and builds the answers; the engine only
-//! runs one slot's operation. Its constructors are in the engines' modules
-//! ([`Store::memory`], [`Store::redis`], ...); its calls are one file per concern:
+//! runs one slot's operation. Its constructors ([`Store::memory`], [`Store::redis`], ...) are
+//! in `open.rs`, over what each engine's module makes; its calls are one file per concern:
 //! `topics.rs`, `jobs.rs` (schedule, reset, cancel, get), `runs.rs` (pump, claim, settle,
 //! touch), `members.rs` (registry and owners), `reads.rs` (dead letters, counts, events).
 
 mod handouts;
-pub(crate) use handouts::Handout;
 mod jobs;
 mod members;
+mod open;
 mod reads;
 pub use reads::ListQuery;
 mod runs;
@@ -131,7 +131,7 @@ impl Store {
         self.engine.ping().await
     }
 
-    /// The clock that decides every comparison of times for this store's jobs (DESIGN.md,
+    /// The clock that decides every comparison of times for this store's jobs (docs/design.md,
     /// invariant 3): Redis' own clock, or the memory engine's steady clock. The runtime
     /// reads `now` from it unless a test gives it another.
     pub fn clock(&self) -> SharedClock {

@@ -41,7 +41,7 @@ impl Default for ListQuery {
         ListQuery {
             state: JobState::Scheduled,
             from: 0,
-            to: crate::validate::MAX_MILLIS,
+            to: crate::time::MAX_MILLIS,
             cursor: None,
             limit: 100,
         }

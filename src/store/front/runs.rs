@@ -18,6 +18,7 @@ use super::handouts::Handouts;
 impl Store {
     /// Hands out up to `limit` of a slot's due jobs (fire time at or before `now`) with a
     /// lease, and takes back runs whose lease expired.
+    #[doc(hidden)]
     pub async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
         let lease_ms = t.visibility_timeout_ms;
@@ -32,6 +33,7 @@ impl Store {
     /// `runtime.batch_window_ms`); `next_at` is
     /// then when to pump again (the next due job's fire time less `lead`, or a lease
     /// deadline).
+    #[doc(hidden)]
     pub async fn pump_fenced(
         &self,
         topic: &str,
@@ -51,6 +53,7 @@ impl Store {
     /// For the slot's owner after a pump whose answer it never got: the runs handed out
     /// with a token above `above` (the highest it saw), so it runs them now rather than when
     /// their leases end. Refused with `Error::Fenced` unless `fence` is the slot's.
+    #[doc(hidden)]
     pub async fn adopt(
         &self,
         topic: &str,
@@ -158,6 +161,7 @@ impl Store {
     /// (Redis) or one lock and one journal write (memory). Tokens are checked run by run: a
     /// run whose lease was taken over gets `Finished::Stale`, and changes nothing. Answers
     /// what happened to each run, in order.
+    #[doc(hidden)]
     pub async fn settle(
         &self,
         topic: &str,
@@ -178,35 +182,28 @@ impl Store {
                 batch.len()
             )));
         }
-        let ended = recurring(&done);
-        if !ended.is_empty() {
-            let runs: Vec<(&str, &RunOutcome)> = ended
-                .iter()
-                .map(|&k| (batch[k].run.job.id.as_str(), &batch[k].outcome))
-                .collect();
-            let next = next_instants(&*self.engine, &t, slot, &runs, now).await?;
-            let again: Vec<(usize, Settlement)> = ended
-                .iter()
-                .zip(next)
-                .filter_map(|(&k, outcome)| {
-                    let mut s = batch[k].clone();
-                    s.outcome = outcome?;
-                    Some((k, s))
+        let ended: Vec<(usize, &str, &RunOutcome)> = recurring(&done)
+            .into_iter()
+            .map(|k| (k, batch[k].run.job.id.as_str(), &batch[k].outcome))
+            .collect();
+        let engine = &*self.engine;
+        settle_recurring(engine, &t, slot, &mut done, &ended, now, |again| {
+            let runs: Vec<Settlement> = again
+                .into_iter()
+                .map(|(k, outcome)| Settlement {
+                    outcome,
+                    ..batch[k].clone()
                 })
                 .collect();
-            for &k in &ended {
-                done[k] = Finished::Stale;
-            }
-            let runs: Vec<Settlement> = again.iter().map(|(_, s)| s.clone()).collect();
-            let results = self.engine.settle(&t, slot, &runs, now).await?;
-            for ((k, _), f) in again.iter().zip(results) {
-                done[*k] = f;
-            }
-        }
+            let t = &t;
+            async move { engine.settle(t, slot, &runs, now).await }
+        })
+        .await?;
         Ok(done)
     }
 
     /// Applies one run's outcome, with no events of its handler's (`settle` of one).
+    #[doc(hidden)]
     pub async fn finish(
         &self,
         topic: &str,
@@ -225,6 +222,7 @@ impl Store {
     /// by every instance: all of them when the topic has no limit, with no call to the
     /// store. A pump or claim asks for what it may hand out and gives back with
     /// [`Store::give_back_fires`] what it did not.
+    #[doc(hidden)]
     pub async fn take_fires(&self, topic: &str, want: u32, now: Millis) -> Result<Grant> {
         let t = self.existing_topic(topic).await?;
         match t.max_fires_per_s {
@@ -234,6 +232,7 @@ impl Store {
     }
 
     /// Gives back `n` fires taken with [`Store::take_fires`] and not used.
+    #[doc(hidden)]
     pub async fn give_back_fires(&self, topic: &str, n: u32, now: Millis) -> Result<()> {
         let t = self.existing_topic(topic).await?;
         match t.max_fires_per_s {
@@ -243,6 +242,7 @@ impl Store {
     }
 
     /// Extends a live run's lease to `until`; false when the run is stale.
+    #[doc(hidden)]
     pub async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
         Self::check_slot(&t, run.slot)?;
@@ -282,7 +282,7 @@ async fn pump_slot(
         .pump(t, slot, now, lead.max(0), limit.max(1), lease_ms, fence)
         .await?;
     let lease_until =
-        now.saturating_add(crate::num::millis(lease_ms).min(crate::validate::MAX_DELAY_MS));
+        now.saturating_add(crate::num::millis(lease_ms).min(crate::time::MAX_DELAY_MS));
     let jobs = p
         .handed
         .into_iter()
@@ -352,35 +352,31 @@ async fn settle_slot_claims(
         return Ok(done);
     }
     let results = engine.settle_claimed(t, slot, &batch, now).await?;
-    let ended = recurring(&results);
-    for (k, f) in live.iter().zip(results) {
-        done[*k] = f;
+    for (k, f) in live.iter().zip(&results) {
+        done[*k] = *f;
     }
-    if !ended.is_empty() {
-        let runs: Vec<(&str, &RunOutcome)> = ended
-            .iter()
-            .map(|&j| (batch[j].id, &batch[j].outcome))
+    let ended: Vec<(usize, &str, &RunOutcome)> = recurring(&results)
+        .into_iter()
+        .map(|j| (live[j], batch[j].id, &batch[j].outcome))
+        .collect();
+    let tokens: HashMap<usize, (&str, u64)> = live
+        .iter()
+        .zip(&batch)
+        .map(|(&k, b)| (k, (b.id, b.token)))
+        .collect();
+    settle_recurring(engine, t, slot, &mut done, &ended, now, |again| {
+        let runs: Vec<ClaimSettlement> = again
+            .into_iter()
+            .map(|(k, outcome)| ClaimSettlement {
+                id: tokens[&k].0,
+                token: tokens[&k].1,
+                outcome,
+                handed: None,
+            })
             .collect();
-        let next = next_instants(engine, t, slot, &runs, now).await?;
-        let mut again = Vec::new();
-        let mut places = Vec::new();
-        for (&j, outcome) in ended.iter().zip(next) {
-            done[live[j]] = Finished::Stale;
-            if let Some(outcome) = outcome {
-                again.push(ClaimSettlement {
-                    id: batch[j].id,
-                    token: batch[j].token,
-                    outcome,
-                    handed: None,
-                });
-                places.push(live[j]);
-            }
-        }
-        let results = engine.settle_claimed(t, slot, &again, now).await?;
-        for (k, f) in places.into_iter().zip(results) {
-            done[k] = f;
-        }
-    }
+        async move { engine.settle_claimed(t, slot, &runs, now).await }
+    })
+    .await?;
     Ok(done)
 }
 
@@ -392,6 +388,41 @@ fn recurring(results: &[Finished]) -> Vec<usize> {
         .filter(|(_, f)| **f == Finished::Recur)
         .map(|(k, _)| k)
         .collect()
+}
+
+/// The second settle of the runs of recurring jobs an engine answered `Finished::Recur` for
+/// (`ended`: each one's place in `done`, id and outcome): each repeats at its next instant
+/// (`next_instants`), settled by `again` (the runtime's form or a consumer's) in one more
+/// call; a run whose job is gone since is stale. The one place both settles write it.
+async fn settle_recurring<Fut>(
+    engine: &dyn Engine,
+    t: &TopicConfig,
+    slot: u32,
+    done: &mut [Finished],
+    ended: &[(usize, &str, &RunOutcome)],
+    now: Millis,
+    again: impl FnOnce(Vec<(usize, RunOutcome)>) -> Fut,
+) -> Result<()>
+where
+    Fut: std::future::Future<Output = Result<Vec<Finished>>>,
+{
+    if ended.is_empty() {
+        return Ok(());
+    }
+    let runs: Vec<(&str, &RunOutcome)> = ended.iter().map(|(_, id, o)| (*id, *o)).collect();
+    let next = next_instants(engine, t, slot, &runs, now).await?;
+    let mut repeats = Vec::new();
+    for (&(k, _, _), outcome) in ended.iter().zip(next) {
+        done[k] = Finished::Stale;
+        if let Some(outcome) = outcome {
+            repeats.push((k, outcome));
+        }
+    }
+    let places: Vec<usize> = repeats.iter().map(|(k, _)| *k).collect();
+    for (k, f) in places.into_iter().zip(again(repeats).await?) {
+        done[k] = f;
+    }
+    Ok(())
 }
 
 /// For runs of recurring jobs that ended (`(id, outcome)`, answered `Finished::Recur`): the
@@ -423,7 +454,7 @@ async fn next_instants(
             // job at the latest one: it never fires again, and stays readable and cancellable.
             let at = schedule
                 .next_fire(fire_at, now)
-                .unwrap_or(crate::validate::MAX_MILLIS);
+                .unwrap_or(crate::time::MAX_MILLIS);
             Some(RunOutcome::Repeat { at, error })
         })
         .collect())

@@ -87,6 +87,7 @@ impl Store {
 
     /// A topic's settings read from the store past any cache, for an instance told that
     /// another changed them (a doubling). Never creates one.
+    #[doc(hidden)]
     pub async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
         validate::topic_name(name)?;
         self.engine.reload_topic(name).await
@@ -143,6 +144,7 @@ impl Store {
     /// For a topic draining from a doubling: looks for old copies in the slots it had
     /// before, and marks it drained when none is left. Answers the slot count it still
     /// drains from (`None`: drained, or never doubled).
+    #[doc(hidden)]
     pub async fn sweep(&self, topic: &str) -> Result<Option<u32>> {
         let t = self.existing_topic(topic).await?;
         if t.draining_from.is_none() {

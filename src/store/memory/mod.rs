@@ -21,8 +21,7 @@ mod prefetch;
 mod rate;
 mod slot;
 mod topics;
-// Public only for the focused benchmark of the wheel (`bench_support`).
-#[cfg_attr(not(feature = "bench"), allow(unreachable_pub))]
+// Reached from outside only through the `conformance` door (the wheel's focused benchmark).
 pub(crate) mod wheel;
 
 use std::collections::{HashMap, VecDeque};
@@ -38,7 +37,6 @@ use self::journal::{Journal, Live, Op};
 use self::slot::SlotState;
 use super::engine::{Engine, WakeBus};
 use super::event_id::EventId;
-use super::front::Store;
 use super::topic_policy::StoreOptions;
 use crate::config::FsyncPolicy;
 use crate::error::{Error, Result};
@@ -180,84 +178,58 @@ fn grown_topic(
     })
 }
 
-/// The memory engine's constructors, and what only it has (its journal). On another engine
-/// these answer as a memory store without a journal would.
-impl Store {
-    /// A memory-only store: the zero-setup default.
-    pub fn memory(options: StoreOptions) -> Self {
-        Store::open_memory(options, None).expect("a store without a journal always opens")
-    }
-
-    /// A memory store that journals to `journal` (replaying what it holds), or memory only.
-    pub fn open_memory(
-        options: StoreOptions,
+/// What only the memory engine has, as the store's front reaches it (`front/open.rs`): its
+/// opening with a journal, compaction, and the views tests use.
+impl MemoryEngine {
+    /// The engine with `options`' event caps, journaling to `journal` (replaying what it
+    /// holds), or memory only.
+    pub(crate) fn open_with(
+        options: &StoreOptions,
         journal: Option<(&Path, FsyncPolicy)>,
     ) -> Result<Self> {
-        let engine = Arc::new(MemoryEngine::open(
+        MemoryEngine::open(
             RingCap {
                 len: options.events_max_len,
                 bytes: options.events_max_bytes,
             },
             journal,
-        )?);
-        Ok(Store::over(engine.clone(), Some(engine), options))
+        )
     }
 
-    /// Rewrites the memory engine's journal as the live state now. Runs by itself when the
-    /// journal has grown well past the live data; public for operations and tests.
-    pub fn compact(&self) -> Result<()> {
-        self.memory.as_ref().map_or(Ok(()), |e| e.compact())
+    /// Group commits of the journal so far; 0 without a journal.
+    pub(crate) fn group_commits(&self) -> u64 {
+        self.journal.as_ref().map_or(0, |j| j.group_commits())
     }
 
-    /// Group commits of the journal so far (`fsync = always`): each covers every change
-    /// waiting for the disk at the time. 0 without a journal.
-    pub fn group_commits(&self) -> u64 {
-        self.memory
-            .as_ref()
-            .and_then(|e| e.journal.as_ref())
-            .map_or(0, |j| j.group_commits())
-    }
-
-    /// Panics while holding one slot's lock, as a bug in a slot operation would: for the
-    /// test that such a panic does not take the slot down for good (a poisoned lock is
-    /// taken over, not refused).
-    #[doc(hidden)]
-    pub fn panic_in_slot(&self, topic: &str, slot: u32) {
-        let Some(engine) = &self.memory else { return };
-        let t = engine.slots_of(topic).expect("the topic exists");
+    /// Panics while holding one slot's lock, as a bug in a slot operation would.
+    pub(crate) fn panic_in_slot(&self, topic: &str, slot: u32) {
+        let t = self.slots_of(topic).expect("the topic exists");
         let _ = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
             let _held = t.slots[slot as usize].lock();
             panic!("a bug in a slot operation");
         }));
     }
 
-    /// The memory engine's whole live state, one JSON line per record: for tests that check
-    /// a rejected call changed nothing, and for debugging. Empty on another engine.
-    pub fn dump(&self) -> Vec<String> {
-        let Some(engine) = &self.memory else {
-            return Vec::new();
-        };
-        let topics = engine.topics.read().unwrap_or_else(PoisonError::into_inner);
+    /// The whole live state, one JSON line per record.
+    pub(crate) fn dump(&self) -> Vec<String> {
+        let topics = self.topics.read().unwrap_or_else(PoisonError::into_inner);
         let mut lines = Vec::new();
-        MemoryEngine::each_live_op(&topics, &engine.events, &mut |record| {
+        MemoryEngine::each_live_op(&topics, &self.events, &mut |record| {
             let op = record.into_op();
             lines.push(serde_json::to_string(&op).expect("a record serialises"));
         });
         lines
     }
 
-    /// Records in the journal file, and live records now (for tests of compaction).
-    pub fn journal_len(&self) -> Result<JournalLen> {
-        let Some(e) = &self.memory else {
-            return Ok(JournalLen::default());
-        };
-        let Some(journal) = &e.journal else {
+    /// Records in the journal file, and live records now.
+    pub(crate) fn journal_len(&self) -> Result<JournalLen> {
+        let Some(journal) = &self.journal else {
             return Ok(JournalLen::default());
         };
         let on_disk = journal::read(journal.path())?.len();
         let live = MemoryEngine::live_count(
-            &e.topics.read().unwrap_or_else(PoisonError::into_inner),
-            &e.events,
+            &self.topics.read().unwrap_or_else(PoisonError::into_inner),
+            &self.events,
         );
         Ok(JournalLen { on_disk, live })
     }
@@ -507,7 +479,7 @@ impl MemoryEngine {
     }
 
     /// Rewrites the journal as the live state now.
-    fn compact(&self) -> Result<()> {
+    pub(crate) fn compact(&self) -> Result<()> {
         let Some(journal) = &self.journal else {
             return Ok(());
         };

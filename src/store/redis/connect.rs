@@ -14,7 +14,7 @@ use super::per_thread::PerThread;
 use super::wake::{ClusterWakes, WakeClient, Wakes};
 use super::{CONNECT_TIMEOUT, RESPONSE_TIMEOUT, RedisEngine, SentinelConnection, eviction};
 use crate::error::{Error, Result};
-use crate::store::Store;
+use crate::store::engine::Engine;
 use crate::store::topic_policy::StoreOptions;
 
 fn manager_config() -> ConnectionManagerConfig {
@@ -25,85 +25,69 @@ fn manager_config() -> ConnectionManagerConfig {
         .set_max_delay(Duration::from_millis(500))
 }
 
-impl Store {
-    /// Opens the Redis store `settings` describe: a Cluster, a primary behind Sentinel, or
-    /// one node; with `durability = "replica"`, writes answered to callers are confirmed on
-    /// a connection of their own (`durable.rs`).
-    pub async fn open_redis(
-        settings: &crate::config::RedisSettings,
-        options: StoreOptions,
-    ) -> Result<Store> {
-        use crate::config::Durability;
-        let wait = match settings.durability {
-            Durability::None => None,
-            Durability::Replica => {
-                Some(Duration::from_millis(settings.durability_timeout_ms.max(1)))
-            }
-        };
-        let certs = super::tls::certificates(settings)?;
-        if !settings.cluster_nodes.is_empty() {
-            let mut engine = cluster(&settings.cluster_nodes, certs.as_ref(), &options).await?;
-            if let Some(timeout) = wait {
-                engine.confirm_writes(1, timeout, false);
-            }
-            let nodes = eviction::Nodes::Cluster(settings.cluster_nodes.clone(), certs.clone());
-            eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
-            return Ok(Store::over(Arc::new(engine), None, options));
+/// The engine `settings` describe: a Cluster, a primary behind Sentinel, or one node; with
+/// `durability = "replica"`, writes answered to callers are confirmed on a connection of their
+/// own (`durable.rs`); refused on an evicting Redis unless allowed.
+pub(crate) async fn open(
+    settings: &crate::config::RedisSettings,
+    options: &StoreOptions,
+) -> Result<Arc<dyn Engine>> {
+    use crate::config::Durability;
+    let wait = match settings.durability {
+        Durability::None => None,
+        Durability::Replica => Some(Duration::from_millis(settings.durability_timeout_ms.max(1))),
+    };
+    let certs = super::tls::certificates(settings)?;
+    if !settings.cluster_nodes.is_empty() {
+        let mut engine = cluster(&settings.cluster_nodes, certs.as_ref(), options).await?;
+        if let Some(timeout) = wait {
+            engine.confirm_writes(1, timeout, false);
         }
-        if !settings.sentinels.is_empty() {
-            let node = redis::IntoConnectionInfo::into_connection_info(settings.url.as_str())
-                .map_err(|e| {
-                    Error::invalid(
-                        "redis.url",
-                        format!(
-                            "{}: {}",
-                            super::tls::redact(&settings.url),
-                            super::tls::redact_text(&e.to_string(), &settings.url)
-                        ),
-                    )
-                })?;
-            let connect = || {
-                SentinelConnection::connect(
-                    &settings.sentinels,
-                    &settings.sentinel_master,
-                    &node,
-                    certs.as_ref(),
-                    manager_config(),
+        let nodes = eviction::Nodes::Cluster(settings.cluster_nodes.clone(), certs.clone());
+        eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
+        return Ok(Arc::new(engine));
+    }
+    if !settings.sentinels.is_empty() {
+        let node = redis::IntoConnectionInfo::into_connection_info(settings.url.as_str()).map_err(
+            |e| {
+                Error::invalid(
+                    "redis.url",
+                    format!(
+                        "{}: {}",
+                        super::tls::redact(&settings.url),
+                        super::tls::redact_text(&e.to_string(), &settings.url)
+                    ),
                 )
-            };
-            let conn = connect().await?;
-            let mut engine = RedisEngine::new(conn.clone(), &options);
-            engine.wakes = Wakes::Plain(WakeClient::Sentinel(conn.clone()));
-            let nodes = eviction::Nodes::One(Arc::new(move || conn.client()));
-            eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
-            engine.sync_clock().await;
-            if let Some(timeout) = wait {
-                engine.confirm_writes(1, timeout, true);
-            }
-            return Ok(Store::over(Arc::new(engine), None, options));
-        }
-        let mut engine = one_node(&settings.url, certs.as_ref(), &options).await?;
-        let client = super::tls::client(&settings.url, certs.as_ref(), "redis.url")?;
+            },
+        )?;
+        let connect = || {
+            SentinelConnection::connect(
+                &settings.sentinels,
+                &settings.sentinel_master,
+                &node,
+                certs.as_ref(),
+                manager_config(),
+            )
+        };
+        let conn = connect().await?;
+        let mut engine = RedisEngine::new(conn.clone(), options);
+        engine.wakes = Wakes::Plain(WakeClient::Sentinel(conn.clone()));
+        let nodes = eviction::Nodes::One(Arc::new(move || conn.client()));
+        eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
+        engine.sync_clock().await;
         if let Some(timeout) = wait {
             engine.confirm_writes(1, timeout, true);
         }
-        let nodes = eviction::Nodes::One(Arc::new(move || client.clone()));
-        eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
-        Ok(Store::over(Arc::new(engine), None, options))
+        return Ok(Arc::new(engine));
     }
-
-    /// A store on one Redis node. The connection is made lazily and remade after a loss, so
-    /// a store created while Redis is down starts serving once Redis is back.
-    pub async fn redis(url: &str, options: StoreOptions) -> Result<Store> {
-        let engine = one_node(url, None, &options).await?;
-        Ok(Store::over(Arc::new(engine), None, options))
+    let mut engine = one_node(&settings.url, certs.as_ref(), options).await?;
+    let client = super::tls::client(&settings.url, certs.as_ref(), "redis.url")?;
+    if let Some(timeout) = wait {
+        engine.confirm_writes(1, timeout, true);
     }
-
-    /// A store on a Redis Cluster, reached through any of its nodes.
-    pub async fn redis_cluster(nodes: &[String], options: StoreOptions) -> Result<Store> {
-        let engine = cluster(nodes, None, &options).await?;
-        Ok(Store::over(Arc::new(engine), None, options))
-    }
+    let nodes = eviction::Nodes::One(Arc::new(move || client.clone()));
+    eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
+    Ok(Arc::new(engine))
 }
 
 fn cluster_client(
@@ -137,7 +121,7 @@ fn redact_nodes(nodes: &[String], text: &str) -> String {
 }
 
 /// The engine on one node, with a connection per thread (`per_thread.rs`).
-async fn one_node(
+pub(crate) async fn one_node(
     url: &str,
     certs: Option<&redis::TlsCertificates>,
     options: &StoreOptions,
@@ -152,7 +136,7 @@ async fn one_node(
 }
 
 /// The engine on a Redis Cluster.
-async fn cluster(
+pub(crate) async fn cluster(
     nodes: &[String],
     certs: Option<&redis::TlsCertificates>,
     options: &StoreOptions,

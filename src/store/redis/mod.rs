@@ -9,7 +9,7 @@
 //! one node, `durable.rs` confirms writes, `clock.rs` samples `TIME`.
 
 mod clock;
-mod connect;
+pub(crate) mod connect;
 mod durable;
 mod eviction;
 mod jobs;

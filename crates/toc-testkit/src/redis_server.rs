@@ -246,3 +246,34 @@ impl Drop for RedisServer {
         self.stop();
     }
 }
+
+/// `redis-benchmark -P 64` with `args` against `host:port`: requests per second.
+pub fn redis_benchmark_at(
+    host: &str,
+    port: u16,
+    requests: u64,
+    args: &[&str],
+) -> Result<f64, String> {
+    let out = std::process::Command::new("redis-benchmark")
+        .args([
+            "-h",
+            host,
+            "-p",
+            &port.to_string(),
+            "-P",
+            "64",
+            "-q",
+            "-n",
+            &requests.to_string(),
+        ])
+        .args(args)
+        .output()
+        .map_err(|e| format!("redis-benchmark (it comes with redis-server): {e}"))?;
+    let text = String::from_utf8_lossy(&out.stdout);
+    text.rsplit('\r')
+        .next()
+        .unwrap_or(&text)
+        .split_whitespace()
+        .find_map(|w| w.parse::<f64>().ok())
+        .ok_or_else(|| format!("cannot read redis-benchmark's output: {text}"))
+}

@@ -11,11 +11,11 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::time::{Duration, Instant};
 
 use super::Ctx;
-use super::redis_cluster::RedisCluster;
 use super::scenarios::{Noop, histogram, schedule_burst, topic, wait_drained};
-use crate::store::{Store, StoreOptions};
-use crate::topic::TopicConfig;
-use crate::{SharedStore, TimeoutCenter};
+use timeout_center::TopicConfig;
+use timeout_center::store::{Store, StoreOptions};
+use timeout_center::{SharedStore, TimeoutCenter};
+use toc_testkit::redis_cluster::RedisCluster;
 
 pub(super) async fn cluster(ctx: &mut Ctx) -> Result<(), String> {
     let cluster = tokio::task::spawn_blocking(RedisCluster::start)
@@ -58,7 +58,11 @@ fn cpu(cluster: &RedisCluster) -> Vec<f64> {
                 .unwrap_or_default();
             ["used_cpu_user", "used_cpu_sys"]
                 .iter()
-                .filter_map(|f| super::redis_cluster::field(&info, f)?.parse::<f64>().ok())
+                .filter_map(|f| {
+                    toc_testkit::redis_cluster::field(&info, f)?
+                        .parse::<f64>()
+                        .ok()
+                })
                 .sum()
         })
         .collect()

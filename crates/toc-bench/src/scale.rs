@@ -19,8 +19,8 @@ use super::scenarios::{
 };
 use serde_json::json;
 
-use crate::model::{CreateSpec, Reset};
-use crate::time::now_ms;
+use timeout_center::time::now_ms;
+use timeout_center::{CreateSpec, Reset};
 
 /// Memory the machine has available, in bytes (Linux: `MemAvailable`).
 fn available() -> Option<u64> {
@@ -264,7 +264,7 @@ struct Child {
 
 impl Child {
     async fn start(journal: &std::path::Path) -> Result<Child, String> {
-        let port = super::redis_server::free_port();
+        let port = toc_testkit::redis_server::free_port();
         let log = journal.with_extension(format!("{port}.log"));
         let exe = std::env::current_exe().map_err(|e| e.to_string())?;
         let child = std::process::Command::new(exe)

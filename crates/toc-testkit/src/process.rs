@@ -10,7 +10,45 @@ use std::process::{Child, Stdio};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
 
-use super::redis_server::free_port;
+use crate::redis_server::free_port;
+
+/// The `toc` binary of the build that runs the test: `TOC_BIN` when set, else `toc` in the
+/// target directory of the test's own executable (cargo puts test executables in
+/// `target/PROFILE/deps/` and builds the package's binaries into `target/PROFILE/` before
+/// its integration tests run).
+pub fn toc_binary() -> PathBuf {
+    if let Some(bin) = std::env::var_os("TOC_BIN") {
+        return PathBuf::from(bin);
+    }
+    let exe = std::env::current_exe().expect("the test's own executable");
+    let bin = exe
+        .parent()
+        .and_then(|deps| deps.parent())
+        .map(|profile| profile.join("toc"))
+        .expect("the test executable sits in target/PROFILE/deps/");
+    assert!(
+        bin.is_file(),
+        "{} is missing: build it with `cargo build` (cargo builds it before the product's \
+         integration tests), or point TOC_BIN at a `toc` binary",
+        bin.display()
+    );
+    bin
+}
+
+/// A `toc serve` command of the binary `bin`, without the `TOC_*` variables of the test's
+/// own environment: `toc serve` refuses a `TOC_*` it does not know, so a harness setting
+/// such as `TOC_OWNERS_JOBS` must not reach it, and a developer's own settings must not
+/// change what a test runs. The test passes what the service needs with `.env`.
+pub fn toc_serve(bin: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin);
+    cmd.arg("serve");
+    for (name, _) in std::env::vars_os() {
+        if name.to_string_lossy().starts_with("TOC_") && name != "TOC_BIN" {
+            cmd.env_remove(name);
+        }
+    }
+    cmd
+}
 
 /// Where Debian's `faketime` package puts the multi-threaded preload library.
 const FAKETIME_LIB: &str = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
@@ -65,7 +103,7 @@ impl Toc {
     pub fn spawn(name: &str, env: &[(&str, String)], skew: Skew, dir: &Path) -> Toc {
         let port = free_port();
         let log = dir.join(format!("{name}.log"));
-        let mut cmd = super::toc_serve(env!("CARGO_BIN_EXE_toc"));
+        let mut cmd = toc_serve(toc_binary());
         // The tests' webhook receivers listen on loopback, which the egress policy refuses by
         // default: allowed here, and a test of the default passes an empty list.
         cmd.env("TOC_WEBHOOKS_ALLOW_NETS", "127.0.0.0/8,::1")
@@ -106,7 +144,7 @@ impl Toc {
     /// Starts `toc serve` expecting it to refuse to start: its exit status and log, or a
     /// panic if it is still running after 30 s.
     pub fn refused(env: &[(&str, String)]) -> (std::process::ExitStatus, String) {
-        let child = super::toc_serve(env!("CARGO_BIN_EXE_toc"))
+        let child = toc_serve(toc_binary())
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("TOC_LISTEN", format!("127.0.0.1:{}", free_port()))
             .stdout(Stdio::null())

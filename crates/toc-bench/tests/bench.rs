@@ -7,8 +7,8 @@ use serde_json::Value;
 #[test]
 fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
     let out = tempfile::tempdir().unwrap();
-    let run = std::process::Command::new(env!("CARGO_BIN_EXE_toc"))
-        .args(["bench", "all", "--quick", "--no-peers", "--out"])
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_toc-bench"))
+        .args(["all", "--quick", "--no-peers", "--out"])
         .arg(out.path())
         .output()
         .unwrap();

@@ -9,10 +9,10 @@ use futures_util::StreamExt;
 use serde_json::json;
 
 use super::Ctx;
-use crate::jobs::webhook::signing::{self, SigningKey};
-use crate::store::Store;
-use crate::time::now_ms;
-use crate::*;
+use timeout_center::jobs::webhook::signing::{self, SigningKey};
+use timeout_center::store::Store;
+use timeout_center::time::now_ms;
+use timeout_center::*;
 
 /// A key of the run's own (not a secret: it signs calls to the bench's receiver).
 const KEY: &str = "whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw";

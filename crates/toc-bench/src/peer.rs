@@ -1,4 +1,4 @@
-//! The peer: BullMQ (`bench/peers/bullmq/`), installed from the npm registry on first use and
+//! The peer: BullMQ (`crates/toc-bench/peers/bullmq/`), installed from the npm registry on first use and
 //! run with Node on the same Redis. Its figures join the run's table.
 
 use std::path::PathBuf;
@@ -8,7 +8,7 @@ use serde_json::Value;
 use super::Ctx;
 
 fn peer_dir() -> PathBuf {
-    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("bench/peers/bullmq")
+    PathBuf::from(env!("CARGO_MANIFEST_DIR")).join("peers/bullmq")
 }
 
 async fn command(
@@ -63,7 +63,7 @@ pub(super) async fn bullmq(ctx: &mut Ctx) -> Result<(), String> {
         ("SECONDS", s.latency_seconds.to_string()),
         ("BURST", burst.to_string()),
     ];
-    println!("  running bench/peers/bullmq/bench.js (this takes a while)");
+    println!("  running crates/toc-bench/peers/bullmq/bench.js (this takes a while)");
     let stdout = command("node", &["bench.js"], &dir, &envs).await?;
     let line = stdout.lines().last().unwrap_or_default();
     let v: Value =

@@ -1,4 +1,4 @@
-//! `toc bench`: the load generator. Each scenario measures one figure users choose a timeout
+//! `toc-bench` (also reached as `toc bench`): the load generator. Each scenario measures one figure users choose a timeout
 //! center by, against a baseline measured in the same run on the same Redis
 //! (`redis-benchmark`, a bare sorted set) and, with `all`, beside BullMQ (the peer users would
 //! pick instead) running the same scenarios on the same Redis. `all` writes `BENCHMARKS.md`,
@@ -16,17 +16,8 @@
 
 mod bare_zset;
 mod cluster;
-// A slow Redis on loopback (`--redis-delay-ms`); `tests/` include it too.
-#[allow(dead_code, unreachable_pub)]
-mod delay_proxy;
 mod peer;
 mod pull;
-// The Redis harness `toc bench` starts its servers and its cluster with; `tests/` (and
-// `benches/`, for the server) include these files too.
-#[allow(dead_code, unreachable_pub)]
-mod redis_cluster;
-#[allow(dead_code, unreachable_pub)]
-mod redis_server;
 mod report;
 mod scale;
 mod scenarios;
@@ -41,7 +32,7 @@ use std::time::Duration;
 use clap::{Args, ValueEnum};
 use serde::Serialize;
 
-use self::redis_server::RedisServer;
+use toc_testkit::RedisServer;
 
 #[derive(Debug, Clone, Copy, PartialEq, Eq, ValueEnum)]
 pub enum Scenario {
@@ -181,16 +172,22 @@ impl Sizes {
             } else {
                 vec![100_000, 1_000_000]
             }),
-            fire_lead_ms: args
-                .fire_lead_ms
-                .unwrap_or_else(|| crate::config::Settings::defaults().runtime.fire_lead_ms),
-            fire_lead_max_ms: args
-                .fire_lead_max_ms
-                .unwrap_or_else(|| crate::config::Settings::defaults().runtime.fire_lead_max_ms),
+            fire_lead_ms: args.fire_lead_ms.unwrap_or_else(|| {
+                timeout_center::config::Settings::defaults()
+                    .runtime
+                    .fire_lead_ms
+            }),
+            fire_lead_max_ms: args.fire_lead_max_ms.unwrap_or_else(|| {
+                timeout_center::config::Settings::defaults()
+                    .runtime
+                    .fire_lead_max_ms
+            }),
             redis_delay_ms: args.redis_delay_ms.unwrap_or(0),
-            batch_window_ms: args
-                .batch_window_ms
-                .unwrap_or_else(|| crate::config::Settings::defaults().runtime.batch_window_ms),
+            batch_window_ms: args.batch_window_ms.unwrap_or_else(|| {
+                timeout_center::config::Settings::defaults()
+                    .runtime
+                    .batch_window_ms
+            }),
         }
     }
 }
@@ -288,35 +285,16 @@ pub fn redis_benchmark(ctx: &Ctx, requests: u64, args: &[&str]) -> Result<f64, S
     redis_benchmark_at(&host, port, requests, args)
 }
 
-/// `redis-benchmark -P 64` with `args` against `host:port`: requests per second.
-pub fn redis_benchmark_at(
-    host: &str,
-    port: u16,
-    requests: u64,
-    args: &[&str],
-) -> Result<f64, String> {
-    let out = std::process::Command::new("redis-benchmark")
-        .args([
-            "-h",
-            host,
-            "-p",
-            &port.to_string(),
-            "-P",
-            "64",
-            "-q",
-            "-n",
-            &requests.to_string(),
-        ])
-        .args(args)
-        .output()
-        .map_err(|e| format!("redis-benchmark (it comes with redis-server): {e}"))?;
-    let text = String::from_utf8_lossy(&out.stdout);
-    text.rsplit('\r')
-        .next()
-        .unwrap_or(&text)
-        .split_whitespace()
-        .find_map(|w| w.parse::<f64>().ok())
-        .ok_or_else(|| format!("cannot read redis-benchmark's output: {text}"))
+pub use toc_testkit::redis_server::redis_benchmark_at;
+
+/// The repository's top folder, as written in this build (shown as `.` in reports).
+pub(crate) fn repo_root() -> String {
+    let here = std::path::Path::new(env!("CARGO_MANIFEST_DIR"));
+    here.parent()
+        .and_then(std::path::Path::parent)
+        .unwrap_or(here)
+        .display()
+        .to_string()
 }
 
 /// Runs `toc bench`; the process's exit code.

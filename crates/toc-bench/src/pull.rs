@@ -16,8 +16,8 @@ use serde_json::json;
 
 use super::Ctx;
 use super::scenarios::{RedisCpu, add_percentiles, histogram, now_us, open, service, topic};
-use crate::time::now_ms;
-use crate::*;
+use timeout_center::time::now_ms;
+use timeout_center::*;
 
 const CONSUMERS: usize = 16;
 const BATCH: usize = 100;

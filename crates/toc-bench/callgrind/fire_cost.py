@@ -18,7 +18,7 @@ and measures two cadences:
 - in turn with the batch window: each pump takes 2, 3 or 6 jobs due a millisecond apart,
   settled together (runtime.batch_window_ms gathering a slot's fires).
 
-Usage: python3 bench/callgrind/fire_cost.py [--jobs 1000] [--repo .]
+Usage: python3 crates/toc-bench/callgrind/fire_cost.py [--jobs 1000] [--repo .]
 Needs valgrind and redis-server (Debian: apt-get install -y valgrind redis-server).
 Prints instructions per job for the pump and the settle of each cadence.
 """

@@ -11,7 +11,7 @@ use redis::aio::MultiplexedConnection;
 
 use super::Ctx;
 use super::scenarios::{Span, paced_heartbeats, redis_conn, settle_lazyfree};
-use crate::time::{Millis, now_ms};
+use timeout_center::time::{Millis, now_ms};
 
 const SLOTS: u32 = 16;
 

@@ -11,10 +11,10 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
 use super::{Ctx, Lateness, redis_benchmark};
-use crate::config::{Settings, StoreKind};
-use crate::store::{SharedStore, Store};
-use crate::time::now_ms;
-use crate::*;
+use timeout_center::config::{Settings, StoreKind};
+use timeout_center::store::{SharedStore, Store};
+use timeout_center::time::now_ms;
+use timeout_center::*;
 
 pub(super) const NOOP: &str = "bench_noop";
 pub(super) const ENGINES: [&str; 2] = ["memory", "redis"];
@@ -108,7 +108,7 @@ async fn open_for_latency(ctx: &Ctx, engine: &str) -> Result<SharedStore, String
         .map_err(|e| e.to_string())?
         .next()
         .ok_or_else(|| format!("{host} has no address"))?;
-    let proxy = super::delay_proxy::DelayProxy::start(upstream, Duration::from_millis(delay))
+    let proxy = toc_testkit::delay_proxy::DelayProxy::start(upstream, Duration::from_millis(delay))
         .map_err(|e| format!("could not start the delay proxy: {e}"))?;
     Ok(Arc::new(
         Store::redis(&proxy.redis_url(), options())
@@ -146,7 +146,7 @@ pub(super) async fn service(store: SharedStore, engine: &str) -> Result<Service,
     settings.http.max_batch_resets = 10_000;
     // The service only schedules the no-op jobs; the scenario's own runtime runs them.
     settings.runtime.foreign_types = vec![NOOP.to_string()];
-    let running = crate::serve::start(settings, store)
+    let running = timeout_center::serve::start(settings, store)
         .await
         .map_err(|e| e.to_string())?;
     let (center, base, handle) = (
@@ -297,7 +297,7 @@ async fn journaled_schedules(ctx: &mut Ctx) -> Result<(), String> {
     let path = dir.path().join("bench.journal");
     let store = Store::open_memory(
         options(),
-        Some((path.as_path(), crate::config::FsyncPolicy::Always)),
+        Some((path.as_path(), timeout_center::config::FsyncPolicy::Always)),
     )
     .map_err(|e| e.to_string())?;
     let n = (ctx.sizes.schedule_jobs / 5).max(1_000);
@@ -607,8 +607,8 @@ pub(super) fn add_percentiles(
 
 /// The service's runtime settings with the run's `fire_lead_ms`, `fire_lead_max_ms` and
 /// `batch_window_ms`.
-fn lead_settings(ctx: &Ctx) -> crate::config::RuntimeSettings {
-    crate::config::RuntimeSettings {
+fn lead_settings(ctx: &Ctx) -> timeout_center::config::RuntimeSettings {
+    timeout_center::config::RuntimeSettings {
         fire_lead_ms: ctx.sizes.fire_lead_ms,
         fire_lead_max_ms: ctx.sizes.fire_lead_max_ms,
         batch_window_ms: ctx.sizes.batch_window_ms,

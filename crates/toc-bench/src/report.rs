@@ -288,7 +288,7 @@ pub(super) fn commands(command: &str, s: &super::Sizes) -> String {
          process on a free port) and the embedded engine.\n\
          - `redis-benchmark -h <redis host> -p <redis port> -P 64 -q -n {} -t zadd`\n\
          - `redis-benchmark -h <redis host> -p <redis port> -P 64 -q -n {} -r {} ZADD bench-moving __rand_int__ device-__rand_int__`\n\
-         - `cd bench/peers/bullmq && npm install && REDIS_URL=<the same Redis> JOBS={} DEVICES={} RESET_SECONDS={} RATE={bullmq_rate} SECONDS={} BURST={bullmq_burst} node bench.js`\n",
+         - `cd crates/toc-bench/peers/bullmq && npm install && REDIS_URL=<the same Redis> JOBS={} DEVICES={} RESET_SECONDS={} RATE={bullmq_rate} SECONDS={} BURST={bullmq_burst} node bench.js`\n",
         s.zadd_requests,
         s.zadd_requests / 2,
         s.devices,
@@ -341,7 +341,7 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
     let _ = writeln!(
         m,
         "Written by `{}`{}.\n",
-        command.join(" ").replace(env!("CARGO_MANIFEST_DIR"), "."),
+        command.join(" ").replace(&super::repo_root(), "."),
         if args.quick {
             " (a scaled-down run: figures are for checking, not for comparing)"
         } else {
@@ -417,7 +417,7 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
             "\n![resets per second against resident jobs]({DATA_DIR}/scale.svg)"
         );
     }
-    let shown = command.join(" ").replace(env!("CARGO_MANIFEST_DIR"), ".");
+    let shown = command.join(" ").replace(&super::repo_root(), ".");
     let _ = writeln!(m, "\n{}", commands(&shown, &ctx.sizes));
     let _ = writeln!(m, "## Notes\n");
     let _ = writeln!(
