@@ -837,16 +837,7 @@ async fn an_ack_of_a_run_claimed_here_settles_in_the_short_form() {
     );
     // FCALL, the function, 8, the eight keys, five arguments, then the run's.
     assert_eq!(settle_calls(&mut conn), [3 + 8 + 5 + 4, 3 + 8 + 5 + 8]);
-    // A page holds back the events of Redis' current millisecond (so that a later page never
-    // misses one): read again until that millisecond has passed (CI once read in it).
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    let mut events: Vec<events::Event> = loop {
-        let items = a.read_events("q", None, 10).await.unwrap().items;
-        if items.len() >= 2 || std::time::Instant::now() > deadline {
-            break items;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    };
+    let mut events = events_of(a, "q", 2).await;
     assert_eq!(events.len(), 2);
     for ev in &mut events {
         ev.id = String::new();
@@ -1210,6 +1201,20 @@ fn a_thread_that_asks_calls_over_a_connection_of_its_own() {
     assert!(shared.block_on(store.reload_topic("t")).unwrap().is_none());
 }
 
+/// The events of `topic`, once `n` of them can be read (or after 2 s). A page holds back the
+/// events of Redis' current millisecond (so that a later page never misses one): read again
+/// until that millisecond has passed (CI once read in it).
+async fn events_of(store: &Store, topic: &str, n: usize) -> Vec<events::Event> {
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
+    loop {
+        let items = store.read_events(topic, None, 100).await.unwrap().items;
+        if items.len() >= n || std::time::Instant::now() > deadline {
+            return items;
+        }
+        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
+    }
+}
+
 /// How a settle reaches `lua/settle.lua`.
 #[derive(Clone, Copy, Debug)]
 enum SettleForm {
@@ -1315,15 +1320,7 @@ async fn settled_through(form: SettleForm) -> (Vec<Option<Job>>, Vec<String>, Ve
         .into_iter()
         .map(|d| format!("{d:?}"))
         .collect();
-    // A page holds back the events of Redis' current millisecond: read until it has passed.
-    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(2);
-    let mut events = loop {
-        let items = a.read_events("q", None, 100).await.unwrap().items;
-        if items.len() >= ids.len() || std::time::Instant::now() > deadline {
-            break items;
-        }
-        tokio::time::sleep(std::time::Duration::from_millis(1)).await;
-    };
+    let mut events = events_of(a, "q", ids.len()).await;
     for ev in &mut events {
         ev.id = String::new();
     }
