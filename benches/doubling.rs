@@ -12,6 +12,7 @@ use std::sync::Arc;
 use std::time::Instant;
 
 use timeout_center::Store;
+use timeout_center::conformance::*;
 use timeout_center::*;
 use toc_testkit::RedisCluster;
 use toc_testkit::RedisServer;

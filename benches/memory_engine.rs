@@ -16,6 +16,7 @@ use std::time::Instant;
 use rand::{Rng, SeedableRng};
 use timeout_center::Store;
 use timeout_center::conformance::Wheel;
+use timeout_center::conformance::*;
 use timeout_center::*;
 
 const T0: u64 = 1_700_000_000_000;

@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use timeout_center::Store;
+use timeout_center::conformance::*;
 use timeout_center::*;
 use toc_testkit::RedisServer;
 

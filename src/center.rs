@@ -160,8 +160,8 @@ impl TimeoutCenter {
         }
     }
 
-    /// The store under the center.
-    pub fn store(&self) -> &SharedStore {
+    /// The store under the center (for the crate; tests reach it through the conformance door).
+    pub(crate) fn store(&self) -> &SharedStore {
         &self.rt.store
     }
 
@@ -238,8 +238,11 @@ impl TimeoutCenter {
         Ok(topic)
     }
 
-    /// Deletes a topic whole (see [`crate::Store::delete_topic`]); this instance stops
-    /// serving it at once, and the others when they hear its notice. Answers what it held.
+    /// Deletes a topic whole: its settings, jobs, dead letters, events and owner leases.
+    /// Refused with `TopicConflict` while any of its jobs is running (a handler or a consumer
+    /// holds it), unless `force`; a topic of the same name made later starts empty. This
+    /// instance stops serving it at once, and the others when they hear its notice. Answers
+    /// what it held.
     pub async fn delete_topic(&self, name: &str, force: bool) -> Result<TopicStats> {
         let t = self.rt.store.existing_topic(name).await?;
         let held = self.rt.store.delete_topic(name, force).await?;

@@ -23,17 +23,12 @@
 
 mod access;
 mod actors;
-/// The one door to the crate's insides, for its own conformance tests and focused benchmarks
-/// (not an API: it may change with any release).
-#[doc(hidden)]
-pub mod conformance {
-    pub use crate::store::memory::wheel::Wheel;
-    pub use crate::store::state_machine;
-}
 mod center;
 mod claims;
 mod cli;
 pub mod config;
+#[doc(hidden)]
+pub mod conformance;
 mod error;
 pub mod events;
 mod http;
@@ -59,7 +54,11 @@ pub use error::{Error, Result};
 pub use events::{Event, EventPage};
 pub use job_type::{Handlers, JobContext, JobHandler, OtherJobs, Outcome};
 pub use jobs::webhook::WebhookSettings;
-pub use model::*;
+pub use model::{
+    ClaimOutcome, CreateSpec, DeadCursor, DeadPage, Emitted, Finished, Job, JobPage, JobRef,
+    JobState, Leased, ListCursor, NewJob, Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode,
+    ScheduleOutcome, Scheduled, SlotHead, SlotStats, TopicStats,
+};
 pub use recurrence::Recurrence;
 pub use routing::slot_of;
 pub use store::{SharedStore, Store, StoreOptions};

@@ -16,6 +16,7 @@ use proptest::prelude::*;
 use proptest::test_runner::{Config, TestCaseError};
 use serde_json::json;
 use timeout_center::Store;
+use timeout_center::conformance::*;
 use timeout_center::*;
 
 use common::RedisServer;

@@ -10,6 +10,7 @@ use std::collections::{BTreeMap, HashSet};
 
 use rand::{Rng, SeedableRng};
 use serde_json::json;
+use timeout_center::conformance::*;
 use timeout_center::*;
 
 use common::Engine;

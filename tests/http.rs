@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use reqwest::Method;
 use serde_json::{Value, json};
+use timeout_center::conformance::{RuntimeOps, store_of};
 use timeout_center::time::now_ms;
 
 use common::RedisServer;
@@ -1431,7 +1432,7 @@ async fn jobs_written_before_and_after_a_doubling_all_fire_once() {
         "{v}"
     );
     // Every job has left: a sweep finds no old copy and the topic shows it drained.
-    assert_eq!(s.center.store().sweep("grow").await.unwrap(), None);
+    assert_eq!(store_of(&s.center).sweep("grow").await.unwrap(), None);
     let (_, v) = s.send(Method::GET, "/v1/topics/grow", None).await;
     assert_eq!(v["draining_from"], Value::Null, "{v}");
 }

@@ -11,6 +11,7 @@ use std::time::Duration;
 use serde_json::json;
 use timeout_center::Store;
 use timeout_center::config::FsyncPolicy;
+use timeout_center::conformance::*;
 use timeout_center::*;
 
 use common::redis_server::free_port;

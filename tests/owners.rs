@@ -12,6 +12,7 @@ use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
+use timeout_center::conformance::*;
 use timeout_center::store::Ownership;
 use timeout_center::*;
 

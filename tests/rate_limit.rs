@@ -15,6 +15,7 @@ mod common;
 use std::time::Duration;
 
 use serde_json::{Value, json};
+use timeout_center::conformance::*;
 use timeout_center::*;
 
 use common::Engine;

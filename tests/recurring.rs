@@ -17,6 +17,7 @@ mod common;
 use std::time::Duration;
 
 use serde_json::json;
+use timeout_center::conformance::*;
 use timeout_center::*;
 
 use common::Engine;

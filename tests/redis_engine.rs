@@ -9,6 +9,7 @@ use std::collections::HashSet;
 
 use serde_json::json;
 use timeout_center::Store;
+use timeout_center::conformance::*;
 use timeout_center::store::Ownership;
 use timeout_center::*;
 

@@ -11,6 +11,7 @@ use std::time::Duration;
 
 use serde_json::json;
 use timeout_center::config::RuntimeSettings;
+use timeout_center::conformance::*;
 use timeout_center::events::kind;
 use timeout_center::time::now_ms;
 use timeout_center::*;
@@ -532,8 +533,7 @@ async fn a_topic_deleted_by_one_runtime_is_no_longer_served_by_the_other() {
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
     assert!(
-        centers[1]
-            .store()
+        store_of(&centers[1])
             .find_topic("doomed")
             .await
             .unwrap()

@@ -9,6 +9,7 @@ use std::collections::{HashMap, HashSet};
 
 use rand::{Rng, SeedableRng};
 use serde_json::json;
+use timeout_center::conformance::*;
 use timeout_center::store::{MAX_PAGE, Ownership};
 use timeout_center::*;
 

@@ -4,10 +4,13 @@
 //! changes a job is atomic (one Lua script in Redis), and takes `now` as an argument so
 //! callers and tests choose the time.
 //!
-//! A library user schedules through [`crate::TimeoutCenter`], which also wakes the slot that
-//! must fire the job; the `Store`'s own calls are for reading and operating a store without a
-//! runtime. The runtime's calls (hidden from the docs, reached by the conformance tests) and
-//! the names of one run's trip:
+//! A library user acts through [`crate::TimeoutCenter`], which checks a job's type, serves a
+//! new topic's slots and wakes the slot that must fire the job. The `Store`'s public calls are
+//! those that mean the same without a runtime: opening, reading, cancelling, maintenance.
+//! Writes a runtime must hear of (`schedule`, `reset_many`, `put_topic`, `topic`,
+//! `delete_topic`, `dead_requeue`) and the runtime's own calls are crate-private; the
+//! conformance suite reaches them through `conformance::RuntimeOps`. The names of one run's
+//! trip:
 //!
 //! - `pump` / `pump_fenced`: a slot's due jobs become runs (`Leased`: the job, its token, its
 //!   lease deadline, `HandedRecord`: the record as handed out), answered as `Pumped` (the

@@ -8,6 +8,7 @@ use std::time::Duration;
 use async_trait::async_trait;
 use serde_json::Value;
 use timeout_center::config::{RuntimeSettings, Settings};
+use timeout_center::conformance::*;
 use timeout_center::events::Event;
 use timeout_center::time::now_ms;
 use timeout_center::*;

@@ -16,6 +16,7 @@ use serde_json::json;
 
 use super::Ctx;
 use super::scenarios::{RedisCpu, add_percentiles, histogram, now_us, open, service, topic};
+use timeout_center::conformance::RuntimeOps;
 use timeout_center::time::now_ms;
 use timeout_center::*;
 

@@ -12,6 +12,7 @@ use serde_json::{Value, json};
 
 use super::{Ctx, Lateness, redis_benchmark};
 use timeout_center::config::{Settings, StoreKind};
+use timeout_center::conformance::*;
 use timeout_center::store::{SharedStore, Store};
 use timeout_center::time::now_ms;
 use timeout_center::*;

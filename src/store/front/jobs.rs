@@ -218,7 +218,7 @@ impl Store {
     }
 
     /// Creates, replaces or moves one job, as `mode` says.
-    pub async fn schedule(
+    pub(crate) async fn schedule(
         &self,
         topic: &str,
         job: NewJob,
@@ -260,7 +260,7 @@ impl Store {
 
     /// Moves many jobs' fire times (heartbeats); with `create`, a missing job is created. A
     /// job named twice in one batch is reset twice, in order, as two calls would.
-    pub async fn reset_many(
+    pub(crate) async fn reset_many(
         &self,
         topic: &str,
         resets: &[Reset],

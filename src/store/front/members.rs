@@ -11,8 +11,12 @@ impl Store {
     /// Heartbeat of `instance` in the registry of instances sharing the store, valid for
     /// `ttl_ms` (0: the instance leaves); answers the live instances, sorted. An engine that
     /// is never shared answers this one alone.
-    #[doc(hidden)]
-    pub async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
+    pub(crate) async fn register(
+        &self,
+        instance: &str,
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Vec<String>> {
         validate::instance(instance)?;
         let mut live = self.engine.register(instance, now, ttl_ms).await?;
         live.sort();
@@ -21,8 +25,7 @@ impl Store {
 
     /// Takes or renews `instance`'s owner lease of a slot for `ttl_ms`. A new owner gets a
     /// fence above every earlier one; an owner renewing keeps its own.
-    #[doc(hidden)]
-    pub async fn own(
+    pub(crate) async fn own(
         &self,
         topic: &str,
         slot: u32,
@@ -39,8 +42,7 @@ impl Store {
     }
 
     /// Gives up `instance`'s owner lease of a slot (a handoff); false when it held none.
-    #[doc(hidden)]
-    pub async fn disown(&self, topic: &str, slot: u32, instance: &str) -> Result<bool> {
+    pub(crate) async fn disown(&self, topic: &str, slot: u32, instance: &str) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
         Self::check_slot(&t, slot)?;
         self.engine.disown(&t, slot, instance).await

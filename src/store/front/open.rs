@@ -64,8 +64,7 @@ impl Store {
     /// Panics while holding one slot's lock, as a bug in a slot operation would: for the
     /// test that such a panic does not take the slot down for good (a poisoned lock is
     /// taken over, not refused).
-    #[doc(hidden)]
-    pub fn panic_in_slot(&self, topic: &str, slot: u32) {
+    pub(crate) fn panic_in_slot(&self, topic: &str, slot: u32) {
         if let Some(engine) = &self.memory {
             engine.panic_in_slot(topic, slot);
         }

@@ -171,7 +171,12 @@ impl Store {
     }
 
     /// Schedules a dead job again, due `now`, attempts starting again; false if none.
-    pub async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {
+    pub(crate) async fn dead_requeue(
+        &self,
+        topic: &str,
+        job: &JobRef,
+        now: Millis,
+    ) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
         let (slot, old) = Self::places(&t, job)?;
         for slot in std::iter::once(slot).chain(old) {
@@ -207,7 +212,7 @@ impl Store {
 
     /// Appends events that belong to no run's outcome (a re-arm, the application's own) to
     /// the topic's stream, which keeps about `StoreOptions::events_max_len` entries.
-    pub async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()> {
+    pub(crate) async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }

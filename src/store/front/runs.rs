@@ -18,8 +18,13 @@ use super::handouts::Handouts;
 impl Store {
     /// Hands out up to `limit` of a slot's due jobs (fire time at or before `now`) with a
     /// lease, and takes back runs whose lease expired.
-    #[doc(hidden)]
-    pub async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
+    pub(crate) async fn pump(
+        &self,
+        topic: &str,
+        slot: u32,
+        now: Millis,
+        limit: usize,
+    ) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
         let lease_ms = t.visibility_timeout_ms;
         pump_slot(&*self.engine, &t, slot, now, 0, limit, lease_ms, 0).await
@@ -33,8 +38,7 @@ impl Store {
     /// `runtime.batch_window_ms`); `next_at` is
     /// then when to pump again (the next due job's fire time less `lead`, or a lease
     /// deadline).
-    #[doc(hidden)]
-    pub async fn pump_fenced(
+    pub(crate) async fn pump_fenced(
         &self,
         topic: &str,
         slot: u32,
@@ -53,8 +57,7 @@ impl Store {
     /// For the slot's owner after a pump whose answer it never got: the runs handed out
     /// with a token above `above` (the highest it saw), so it runs them now rather than when
     /// their leases end. Refused with `Error::Fenced` unless `fence` is the slot's.
-    #[doc(hidden)]
-    pub async fn adopt(
+    pub(crate) async fn adopt(
         &self,
         topic: &str,
         slot: u32,
@@ -73,7 +76,7 @@ impl Store {
 
     /// `pump` with a lease of `lease_ms` in place of the topic's visibility timeout: a
     /// consumer's claim.
-    pub async fn claim(
+    pub(crate) async fn claim(
         &self,
         topic: &str,
         slot: u32,
@@ -91,7 +94,7 @@ impl Store {
     /// `settle` of the runs whose token is live (with their `job.done`, `job.retry` or
     /// `job.dead` event), `Finished::Stale` for the others, which change nothing. Answers
     /// in order.
-    pub async fn settle_claims(
+    pub(crate) async fn settle_claims(
         &self,
         topic: &str,
         claims: &[ClaimOutcome],
@@ -138,7 +141,7 @@ impl Store {
     }
 
     /// Moves a claimed run's lease deadline to `until`; false when the token is stale.
-    pub async fn touch(
+    pub(crate) async fn touch(
         &self,
         topic: &str,
         job: &JobRef,
@@ -161,8 +164,7 @@ impl Store {
     /// (Redis) or one lock and one journal write (memory). Tokens are checked run by run: a
     /// run whose lease was taken over gets `Finished::Stale`, and changes nothing. Answers
     /// what happened to each run, in order.
-    #[doc(hidden)]
-    pub async fn settle(
+    pub(crate) async fn settle(
         &self,
         topic: &str,
         slot: u32,
@@ -203,8 +205,7 @@ impl Store {
     }
 
     /// Applies one run's outcome, with no events of its handler's (`settle` of one).
-    #[doc(hidden)]
-    pub async fn finish(
+    pub(crate) async fn finish(
         &self,
         topic: &str,
         run: &Leased,
@@ -222,8 +223,7 @@ impl Store {
     /// by every instance: all of them when the topic has no limit, with no call to the
     /// store. A pump or claim asks for what it may hand out and gives back with
     /// [`Store::give_back_fires`] what it did not.
-    #[doc(hidden)]
-    pub async fn take_fires(&self, topic: &str, want: u32, now: Millis) -> Result<Grant> {
+    pub(crate) async fn take_fires(&self, topic: &str, want: u32, now: Millis) -> Result<Grant> {
         let t = self.existing_topic(topic).await?;
         match t.max_fires_per_s {
             None => Ok(Grant::all(want)),
@@ -232,8 +232,7 @@ impl Store {
     }
 
     /// Gives back `n` fires taken with [`Store::take_fires`] and not used.
-    #[doc(hidden)]
-    pub async fn give_back_fires(&self, topic: &str, n: u32, now: Millis) -> Result<()> {
+    pub(crate) async fn give_back_fires(&self, topic: &str, n: u32, now: Millis) -> Result<()> {
         let t = self.existing_topic(topic).await?;
         match t.max_fires_per_s {
             Some(rate) if n > 0 => self.engine.give_back_fires(&t, rate, n, now).await,
@@ -242,8 +241,7 @@ impl Store {
     }
 
     /// Extends a live run's lease to `until`; false when the run is stale.
-    #[doc(hidden)]
-    pub async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
+    pub(crate) async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
         let t = self.existing_topic(topic).await?;
         Self::check_slot(&t, run.slot)?;
         self.engine

@@ -13,7 +13,7 @@ use super::{Store, lock};
 impl Store {
     /// Creates or updates a topic. A topic's slot count may only double once it exists (no
     /// job moves; see `TopicConfig::draining_from`).
-    pub async fn put_topic(&self, mut config: TopicConfig) -> Result<Arc<TopicConfig>> {
+    pub(crate) async fn put_topic(&self, mut config: TopicConfig) -> Result<Arc<TopicConfig>> {
         config.validate()?;
         // Only a doubling and a sweep change `draining_from`: it is the store's.
         config.draining_from = None;
@@ -36,7 +36,7 @@ impl Store {
 
     /// A topic's settings; a topic used but never configured is created with the defaults
     /// unless auto-creation is off.
-    pub async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
+    pub(crate) async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {
         validate::topic_name(name)?;
         match self.engine.find_topic(name).await? {
             Some(t) => Ok(t),
@@ -87,8 +87,7 @@ impl Store {
 
     /// A topic's settings read from the store past any cache, for an instance told that
     /// another changed them (a doubling). Never creates one.
-    #[doc(hidden)]
-    pub async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
+    pub(crate) async fn reload_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
         validate::topic_name(name)?;
         self.engine.reload_topic(name).await
     }
@@ -117,7 +116,7 @@ impl Store {
     /// Refused with `TopicConflict` while any of its jobs is running (a handler or a consumer
     /// holds it), unless `force`. Answers what it held. A topic of the same name made later
     /// starts empty.
-    pub async fn delete_topic(&self, name: &str, force: bool) -> Result<TopicStats> {
+    pub(crate) async fn delete_topic(&self, name: &str, force: bool) -> Result<TopicStats> {
         let t = self.existing_topic(name).await?;
         let held = self.stats(name).await?;
         if held.running > 0 && !force {
@@ -144,8 +143,7 @@ impl Store {
     /// For a topic draining from a doubling: looks for old copies in the slots it had
     /// before, and marks it drained when none is left. Answers the slot count it still
     /// drains from (`None`: drained, or never doubled).
-    #[doc(hidden)]
-    pub async fn sweep(&self, topic: &str) -> Result<Option<u32>> {
+    pub(crate) async fn sweep(&self, topic: &str) -> Result<Option<u32>> {
         let t = self.existing_topic(topic).await?;
         if t.draining_from.is_none() {
             return Ok(None);
