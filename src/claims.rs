@@ -12,7 +12,6 @@
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use tokio::sync::Notify;
 
@@ -400,11 +399,10 @@ impl Claims {
             let until = wake_at.map_or(deadline, |at| at.min(deadline));
             // To the microsecond: `now` is truncated to the ms, and sleeping whole ms from it
             // would wake up to a ms after the job came due.
-            let left_us = until.saturating_mul(1_000) - clock.now_us();
-            let sleep = Duration::from_micros(crate::num::unsigned(left_us.max(1)));
+            let at_us = until.saturating_mul(1_000).max(clock.now_us() + 1);
             tokio::select! {
                 _ = &mut woken => {}
-                _ = crate::actors::timer::sleep(sleep) => {}
+                _ = clock.until(at_us) => {}
             }
         }
     }

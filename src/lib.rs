@@ -43,6 +43,7 @@ mod routing;
 pub mod serve;
 pub mod store;
 pub mod time;
+mod timer;
 mod topic;
 mod validate;
 mod wire;

@@ -11,9 +11,13 @@
 //! so it answers the earliest the server's clock may read now (`now`, for "is it due?") and
 //! the latest (`latest`, the base a delay is added to), and neither is ever early.
 
+use std::future::Future;
+use std::pin::Pin;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::{Arc, Mutex};
-use std::time::{Instant, SystemTime, UNIX_EPOCH};
+use std::time::{Duration, Instant, SystemTime, UNIX_EPOCH};
+
+use tokio::sync::watch;
 
 /// Milliseconds since the Unix epoch.
 pub type Millis = i64;
@@ -64,6 +68,67 @@ pub trait Clock: Send + Sync + 'static {
         } else {
             self.latest().saturating_add(delay_ms)
         }
+    }
+
+    /// Resolves once this clock's `now_us` reads `at_us` or later, or about then: the clocks
+    /// that follow the machine's time sleep (to within tens of µs, see `timer.rs`), and a
+    /// [`ManualClock`] waits until a test moves it there. The runtime waits for every fire
+    /// time through this, so a test that drives the clock drives the firing.
+    fn until(&self, at_us: i64) -> WaitUntil {
+        let left = at_us.saturating_sub(self.now_us());
+        Box::pin(crate::timer::sleep(Duration::from_micros(
+            u64::try_from(left).unwrap_or(0),
+        )))
+    }
+}
+
+/// What [`Clock::until`] answers.
+pub type WaitUntil = Pin<Box<dyn Future<Output = ()> + Send + 'static>>;
+
+/// A clock that reads what a test sets, and wakes the runtime's waits as it is moved: the
+/// test clock of the runtime (fire times, holds of runs leased ahead, a long poll's wait for
+/// a head). Durations that are not instants on the store's clock (a batch window, a settle's
+/// backoff, lease renewals) stay on Tokio's timer.
+#[derive(Debug)]
+pub struct ManualClock {
+    us: watch::Sender<i64>,
+}
+
+impl ManualClock {
+    /// A clock standing at `at` (ms since the epoch).
+    pub fn at(at: Millis) -> Self {
+        ManualClock {
+            us: watch::Sender::new(at.saturating_mul(1_000)),
+        }
+    }
+
+    /// Sets the clock to `at` (ms), forward or back, and wakes every wait it reaches.
+    pub fn set(&self, at: Millis) {
+        self.us.send_replace(at.saturating_mul(1_000));
+    }
+
+    /// Moves the clock `ms` forward.
+    pub fn advance(&self, ms: Millis) {
+        self.us
+            .send_modify(|us| *us = us.saturating_add(ms.saturating_mul(1_000)));
+    }
+}
+
+impl Clock for ManualClock {
+    fn now(&self) -> Millis {
+        self.now_us().div_euclid(1_000)
+    }
+
+    fn now_us(&self) -> i64 {
+        *self.us.borrow()
+    }
+
+    fn until(&self, at_us: i64) -> WaitUntil {
+        let mut moved = self.us.subscribe();
+        Box::pin(async move {
+            // The sender lives as long as the clock; a clock dropped ends every wait.
+            let _ = moved.wait_for(|us| *us >= at_us).await;
+        })
     }
 }
 
@@ -294,5 +359,27 @@ mod tests {
         assert!(clock.offset_us.load(Ordering::Relaxed) <= wall_us());
         let again = clock.now_us();
         assert!(again >= read && again <= wall_us(), "{again} after {read}");
+    }
+
+    /// A manual clock's wait ends when the clock is moved to its instant or past it, not
+    /// before, and a wait for an instant already reached ends at once.
+    #[test]
+    fn a_manual_clocks_wait_ends_when_the_clock_reaches_it() {
+        use futures_util::FutureExt;
+        let clock = ManualClock::at(1_000);
+        let mut wait = clock.until(1_050_000);
+        assert!(
+            (&mut wait).now_or_never().is_none(),
+            "ended before any move"
+        );
+        clock.set(1_049);
+        assert!((&mut wait).now_or_never().is_none(), "ended 1 ms early");
+        clock.advance(1);
+        assert!(
+            (&mut wait).now_or_never().is_some(),
+            "not ended at its instant"
+        );
+        assert_eq!((clock.now(), clock.now_us()), (1_050, 1_050_000));
+        assert!(clock.until(1_000_000).now_or_never().is_some());
     }
 }

@@ -13,10 +13,10 @@ use serde_json::json;
 use timeout_center::config::RuntimeSettings;
 use timeout_center::conformance::*;
 use timeout_center::events::kind;
-use timeout_center::time::now_ms;
+use timeout_center::time::{Clock, ManualClock, now_ms};
 use timeout_center::*;
 
-use common::runtime::{Probe, events_until, names, next, settings};
+use common::runtime::{Probe, events_until, eventually, names, next, quiet, settings};
 use common::{Engine, RedisServer};
 
 async fn center(e: &Engine, probe: Probe, poll_ms: u64) -> TimeoutCenter {
@@ -77,19 +77,15 @@ async fn an_earlier_job_wakes_its_slot_without_waiting_for_the_poll(e: Engine) {
     .await
     .unwrap();
     // Let the slot go to sleep until the late job (or its 60 s poll).
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while c
-        .health()
-        .await
-        .iter()
-        .all(|h| h.topic != "t" || h.last_pump.is_none())
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the slot never pumped"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(5, || async {
+        c.health()
+            .await
+            .iter()
+            .any(|h| h.topic == "t" && h.last_pump.is_some())
+            .then_some(())
+            .ok_or("the slot never pumped".to_string())
+    })
+    .await;
     let at = now_ms() + 100;
     c.schedule("t", probe_job("early", at), ScheduleMode::Upsert)
         .await
@@ -344,26 +340,28 @@ async fn the_slot_keeper_restarts_a_slot_actor_that_stopped(e: Engine) {
     let c = center(&e, probe, 1_000).await;
     one_slot_topic(&c, "t", 16).await;
     c.topic("t").await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    while !c.health().await.iter().any(|h| h.topic == "t") {
-        assert!(std::time::Instant::now() < deadline);
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(5, || async {
+        c.health()
+            .await
+            .iter()
+            .any(|h| h.topic == "t")
+            .then_some(())
+            .ok_or("the slot never started".to_string())
+    })
+    .await;
     assert!(c.halt_slot("t", 0).await);
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    loop {
+    eventually(5, || async {
         let h = c
             .health()
             .await
             .into_iter()
             .find(|h| h.topic == "t")
             .unwrap();
-        if h.restarts == 1 && h.alive {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "not restarted: {h:?}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        (h.restarts == 1 && h.alive)
+            .then_some(())
+            .ok_or(format!("not restarted: {h:?}"))
+    })
+    .await;
     c.schedule("t", probe_job("after", now_ms()), ScheduleMode::Upsert)
         .await
         .unwrap();
@@ -428,8 +426,7 @@ async fn two_runtimes_on_one_redis_share_the_slots_and_handle_each_job_exactly_o
     // Each slot gets one owner; both runtimes own some.
     centers[0].topic("shared").await.unwrap();
     centers[1].topic("shared").await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    loop {
+    eventually(10, || async {
         let mut owners: HashMap<u32, u32> = HashMap::new();
         let mut mine = [0; 2];
         for (i, c) in centers.iter().enumerate() {
@@ -438,15 +435,13 @@ async fn two_runtimes_on_one_redis_share_the_slots_and_handle_each_job_exactly_o
                 mine[i] += 1;
             }
         }
-        if owners.len() == 16 && owners.values().all(|n| *n == 1) && mine.iter().all(|n| *n > 0) {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the slots did not settle: {owners:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        let settled =
+            owners.len() == 16 && owners.values().all(|n| *n == 1) && mine.iter().all(|n| *n > 0);
+        settled
+            .then_some(())
+            .ok_or(format!("the slots did not settle: {owners:?}"))
+    })
+    .await;
     let at = now_ms() + 500;
     let resets: Vec<Reset> = (0..5_000)
         .map(|i| Reset::new(format!("j{i}"), at))
@@ -462,24 +457,24 @@ async fn two_runtimes_on_one_redis_share_the_slots_and_handle_each_job_exactly_o
             .unwrap();
     }
     let mut per_runtime = [0u32; 2];
-    let deadline = std::time::Instant::now() + Duration::from_secs(30);
+    let deadline = tokio::time::Instant::now() + Duration::from_secs(30);
+    let [rx0, rx1] = &mut receivers[..] else {
+        unreachable!("two runtimes")
+    };
     while counts.lock().unwrap().len() < 5_000 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "only {} jobs ran",
-            counts.lock().unwrap().len()
-        );
-        for (i, rx) in receivers.iter_mut().enumerate() {
-            while let Ok(seen) = rx.try_recv() {
-                assert!(seen.fired_at >= at);
-                per_runtime[i] += 1;
-                *counts.lock().unwrap().entry(seen.job.id).or_default() += 1;
+        let (i, seen) = tokio::select! {
+            Some(seen) = rx0.recv() => (0, seen),
+            Some(seen) = rx1.recv() => (1, seen),
+            () = tokio::time::sleep_until(deadline) => {
+                panic!("only {} jobs ran within 30 s", counts.lock().unwrap().len())
             }
-        }
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        };
+        assert!(seen.fired_at >= at);
+        per_runtime[i] += 1;
+        *counts.lock().unwrap().entry(seen.job.id).or_default() += 1;
     }
     // Nothing more arrives: every job ran exactly once.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    quiet(300).await;
     for rx in receivers.iter_mut() {
         assert!(rx.try_recv().is_err(), "a job ran twice");
     }
@@ -515,23 +510,19 @@ async fn a_topic_deleted_by_one_runtime_is_no_longer_served_by_the_other() {
                 .count()
         }
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while served(&centers[1]).await == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the other runtime never served the topic"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(10, || async {
+        (served(&centers[1]).await > 0)
+            .then_some(())
+            .ok_or("the other runtime never served the topic".to_string())
+    })
+    .await;
     centers[0].delete_topic("doomed", true).await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while served(&centers[0]).await + served(&centers[1]).await > 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "a runtime still serves the deleted topic's slots"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(10, || async {
+        (served(&centers[0]).await + served(&centers[1]).await == 0)
+            .then_some(())
+            .ok_or("a runtime still serves the deleted topic's slots".to_string())
+    })
+    .await;
     assert!(
         store_of(&centers[1])
             .find_topic("doomed")
@@ -571,6 +562,9 @@ async fn a_held_run(
 async fn a_long_run_keeps_its_lease_and_is_not_taken_over(e: Engine) {
     let (c, mut rx, hold, _) = a_held_run(&e, 300).await;
     // Three lease lengths pass while the run holds; the slot pumps every 100 ms meanwhile.
+    // On the wall clock, as it must be: the lease is extended by the runtime's renewals (a
+    // duration on Tokio's timer) against the store's clock, and the test samples the job
+    // every 50 ms for 900 ms to see it never lapse.
     let started = now_ms();
     while now_ms() < started + 900 {
         let job = c.get("t", &"long".into()).await.unwrap().unwrap();
@@ -593,12 +587,15 @@ async fn a_long_run_keeps_its_lease_and_is_not_taken_over(e: Engine) {
     );
 }
 
-/// A clock that reads what the test sets.
-struct Manual(std::sync::atomic::AtomicI64);
+/// A clock held still at an instant, whose waits run on the wall clock as the machine's
+/// clocks' do (the default `Clock::until`): a slot on it pumps again and again while the
+/// store's time stands still. Only the slow-store test uses it, and must: it shows that a
+/// lead fixed at 2 ms never reaches a job 50 ms ahead however many pumps the slot makes.
+struct Frozen(Millis);
 
-impl timeout_center::time::Clock for Manual {
+impl timeout_center::time::Clock for Frozen {
     fn now(&self) -> Millis {
-        self.0.load(std::sync::atomic::Ordering::SeqCst)
+        self.0
     }
 }
 
@@ -611,7 +608,7 @@ async fn a_job_leased_ahead(
     e: &Engine,
 ) -> (
     TimeoutCenter,
-    Arc<Manual>,
+    Arc<ManualClock>,
     tokio::sync::mpsc::UnboundedReceiver<common::runtime::Seen>,
 ) {
     let window = timeout_center::config::Settings::defaults()
@@ -620,19 +617,21 @@ async fn a_job_leased_ahead(
     leased_ahead(e, window, &[("a", 60)]).await
 }
 
-/// A center on an injected clock held still at `T`, with a 100 ms lead and a batch window of
-/// `window_ms`, whose one-slot topic `t` holds `jobs` (id, fire time after `T`), once the
-/// slot has leased them all ahead (they are running).
+/// A center on an injected clock standing at `T`, with a 100 ms lead and a batch window of
+/// `window_ms`, whose one-slot topic `t` holds `jobs` (id, fire time after `T`, in order),
+/// once the slot has leased them all ahead (they are running). A job whose pump time (its
+/// fire time less the lead) is after `T` is leased when the clock is moved there, as it
+/// would be on the machine's clock; no job is due yet when this returns.
 async fn leased_ahead(
     e: &Engine,
     window_ms: u64,
     jobs: &[(&str, Millis)],
 ) -> (
     TimeoutCenter,
-    Arc<Manual>,
+    Arc<ManualClock>,
     tokio::sync::mpsc::UnboundedReceiver<common::runtime::Seen>,
 ) {
-    let clock = Arc::new(Manual(T.into()));
+    let clock = Arc::new(ManualClock::at(T));
     let (probe, rx) = Probe::done();
     let c = TimeoutCenter::builder(e.store.clone())
         .settings(RuntimeSettings {
@@ -652,14 +651,16 @@ async fn leased_ahead(
             .unwrap();
     }
     for (id, after) in jobs {
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while state(&c, id).await != Some(JobState::Running) {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "{id} (due at T + {after}) not leased ahead with a 100 ms lead and a {window_ms} ms window"
-            );
-            tokio::time::sleep(Duration::from_millis(5)).await;
+        let pump_at = T + after - 100;
+        if pump_at > clock.now() {
+            clock.set(pump_at);
         }
+        eventually(10, || async {
+            (state(&c, id).await == Some(JobState::Running)).then_some(()).ok_or(format!(
+                "{id} (due at T + {after}) not leased ahead with a 100 ms lead and a {window_ms} ms window"
+            ))
+        })
+        .await;
     }
     (c, clock, rx)
 }
@@ -669,14 +670,14 @@ async fn state(c: &TimeoutCenter, id: &str) -> Option<JobState> {
     c.get("t", &id.into()).await.unwrap().map(|j| j.state)
 }
 
-/// Sets the injected clock.
-fn set(clock: &Manual, at: Millis) {
-    clock.0.store(at, std::sync::atomic::Ordering::SeqCst);
+/// Sets the injected clock: the runtime's waits for fire times it reaches end now.
+fn set(clock: &ManualClock, at: Millis) {
+    clock.set(at);
 }
 
 /// Sets the injected clock to `T + after` and expects `id` handled next, fired then.
 async fn fires_at(
-    clock: &Manual,
+    clock: &ManualClock,
     rx: &mut tokio::sync::mpsc::UnboundedReceiver<common::runtime::Seen>,
     id: &str,
     after: Millis,
@@ -689,12 +690,15 @@ async fn fires_at(
 /// Waits up to 10 s for the store to hold none of `ids` in topic `t` (settled done), or
 /// fails with `why`.
 async fn until_gone(c: &TimeoutCenter, ids: &[&str], why: &str) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
     for id in ids {
-        while state(c, id).await.is_some() {
-            assert!(std::time::Instant::now() < deadline, "{why}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        eventually(10, || async {
+            state(c, id)
+                .await
+                .is_none()
+                .then_some(())
+                .ok_or(why.to_string())
+        })
+        .await;
     }
 }
 
@@ -705,13 +709,13 @@ async fn an_outcome_waiting(
     e: &Engine,
 ) -> (
     TimeoutCenter,
-    Arc<Manual>,
+    Arc<ManualClock>,
     tokio::sync::mpsc::UnboundedReceiver<common::runtime::Seen>,
 ) {
     let (c, clock, mut rx) = leased_ahead(e, 600_000, &[("a", 60), ("b", 80)]).await;
     set(&clock, T + 60);
     assert_eq!(next(&mut rx, 5).await.job.id, "a");
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    quiet(300).await;
     assert_eq!(
         state(&c, "a").await,
         Some(JobState::Running),
@@ -728,7 +732,7 @@ async fn an_outcome_waiting(
 async fn a_pump_leases_its_window_and_each_job_fires_at_its_own_time(e: Engine) {
     let (_c, clock, mut rx) = leased_ahead(&e, 100, &[("a", 60), ("b", 150)]).await;
     fires_at(&clock, &mut rx, "a", 60).await;
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    quiet(300).await;
     assert!(rx.try_recv().is_err(), "b was handled before its fire time");
     fires_at(&clock, &mut rx, "b", 150).await;
 }
@@ -769,8 +773,8 @@ async fn a_runs_outcome_is_settled_when_the_window_closes(e: Engine) {
 /// load (`toc bench latency`).
 async fn a_job_leased_ahead_is_held_until_its_fire_time(e: Engine) {
     let (_c, clock, mut rx) = a_job_leased_ahead(&e).await;
-    // Held: the hold waits 60 ms at a time, and checks the clock again each time.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // Held: the hold waits for the clock to reach the fire time.
+    quiet(300).await;
     assert!(rx.try_recv().is_err(), "handled before its fire time");
     fires_at(&clock, &mut rx, "a", 60).await;
 }
@@ -788,8 +792,8 @@ async fn a_job_leased_ahead_and_given_back_by_a_shutdown_does_not_run_here(e: En
     );
     assert_eq!(state(&c, "a").await, Some(JobState::Scheduled));
     set(&clock, T + 60);
-    // The hold checks the clock every 60 ms: five of its rounds pass.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    // The hold's wait for the fire time ended with the move of the clock.
+    quiet(300).await;
     assert!(rx.try_recv().is_err(), "a job given back ran here");
 }
 
@@ -873,6 +877,7 @@ impl JobHandler for Bounded {
         use std::sync::atomic::Ordering::SeqCst;
         let at_once = self.now.fetch_add(1, SeqCst) + 1;
         self.most.fetch_max(at_once, SeqCst);
+        // The run's work: it must last, so that runs overlap if nothing bounds them.
         tokio::time::sleep(Duration::from_millis(50)).await;
         self.now.fetch_sub(1, SeqCst);
         let _ = self.done.send(());
@@ -969,18 +974,13 @@ async fn a_slot_another_instance_took_over_gives_its_runs_back_not_a_lease_later
         .query(&mut e.redis.as_ref().unwrap().conn())
         .unwrap();
     // The next ownership round (every third of the 5 s owner lease) finds the slot held.
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    loop {
+    eventually(15, || async {
         let job = c.get("t", &"long".into()).await.unwrap().unwrap();
-        if job.state == JobState::Scheduled {
-            break;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the run was left running: {job:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        (job.state == JobState::Scheduled)
+            .then_some(())
+            .ok_or(format!("the run was left running: {job:?}"))
+    })
+    .await;
     hold.notify_one();
 }
 
@@ -1006,20 +1006,15 @@ async fn a_slot_owned_again_under_a_new_fence_keeps_its_runs() {
         .unwrap();
     // The next ownership round (every third of the 5 s owner lease) takes the run-out lease:
     // fence 1001.
-    let deadline = std::time::Instant::now() + Duration::from_secs(15);
-    while !c
-        .health()
-        .await
-        .iter()
-        .any(|h| (h.topic.as_str(), h.slot, h.fence) == ("t", 0, 1_001))
-    {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the slot was not owned again: {:?}",
-            c.health().await
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    eventually(15, || async {
+        let health = c.health().await;
+        health
+            .iter()
+            .any(|h| (h.topic.as_str(), h.slot, h.fence) == ("t", 0, 1_001))
+            .then_some(())
+            .ok_or(format!("the slot was not owned again: {health:?}"))
+    })
+    .await;
     hold.notify_one();
     events_until(&c, "t", 5, |ev| names(ev) == [kind::DONE]).await;
     assert!(c.get("t", &"long".into()).await.unwrap().is_none());
@@ -1040,14 +1035,12 @@ async fn a_topic_made_a_pull_topic_lets_its_runs_settle(e: Engine) {
     let mut t = (*c.topic("t").await.unwrap()).clone();
     t.default_type = "pull".into();
     c.put_topic(t).await.unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while c.health().await.iter().any(|h| h.topic == "t") {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the pull topic's slots are still served"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(10, || async {
+        (!c.health().await.iter().any(|h| h.topic == "t"))
+            .then_some(())
+            .ok_or("the pull topic's slots are still served".to_string())
+    })
+    .await;
     hold.notify_one();
     events_until(&c, "t", 5, |ev| names(ev) == [kind::DONE]).await;
     assert!(c.get("t", &"long".into()).await.unwrap().is_none());
@@ -1116,7 +1109,7 @@ async fn behind_a_delay(server: &RedisServer, delay_ms: u64) -> Store {
 async fn leased_ahead_behind_a_slow_store(lead_max_ms: u64, visibility_ms: u64) -> (bool, u64) {
     let server = RedisServer::start();
     let store = behind_a_delay(&server, 60).await;
-    let clock = Arc::new(Manual(T.into()));
+    let clock = Arc::new(Frozen(T));
     let (probe, _rx) = Probe::done();
     let builder = TimeoutCenter::builder(Arc::new(store))
         .settings(RuntimeSettings {
@@ -1203,14 +1196,12 @@ async fn a_shutdown_waits_for_the_pump_in_flight_and_gives_back_what_it_leased()
             .with_label_values(&["t"])
             .get_sample_count()
     };
-    let deadline = std::time::Instant::now() + Duration::from_secs(10);
-    while pumps() == 0 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the slot never pumped"
-        );
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    eventually(10, || async {
+        (pumps() > 0)
+            .then_some(())
+            .ok_or("the slot never pumped".to_string())
+    })
+    .await;
     // Scheduled on Redis itself: the slot's next poll (every 500 ms) leases it.
     let direct = Store::redis(&server.url(), StoreOptions::default())
         .await
@@ -1226,19 +1217,16 @@ async fn a_shutdown_waits_for_the_pump_in_flight_and_gives_back_what_it_leased()
         .unwrap();
     // Seen on Redis itself, not through the proxy: once the pump has leased `a`, its answer
     // is half a round trip (200 ms) away.
-    let mut redis = server.conn();
-    loop {
+    let redis = std::cell::RefCell::new(server.conn());
+    eventually(10, || async {
         let leased: Option<f64> = redis::cmd("ZSCORE")
             .arg("toc:{t:0}:run")
             .arg("a")
-            .query(&mut redis)
+            .query(&mut *redis.borrow_mut())
             .unwrap();
-        if leased.is_some() {
-            break;
-        }
-        assert!(std::time::Instant::now() < deadline, "a was never leased");
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    }
+        leased.map(|_| ()).ok_or("a was never leased".to_string())
+    })
+    .await;
     assert_eq!(
         c.shutdown(Duration::ZERO).await,
         1,

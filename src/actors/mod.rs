@@ -10,7 +10,6 @@ pub(crate) mod owners;
 pub(crate) mod runtime;
 pub(crate) mod slot;
 mod slot_core;
-pub(crate) mod timer;
 
 pub(crate) use messages::SlotHealth;
 pub(crate) use runtime::Runtime;

@@ -132,8 +132,10 @@ impl SlotActor {
         let poll_at = now_us / 1_000 + crate::num::millis(self.rt.settings.poll_ms);
         let at = next_at.map_or(poll_at, |n| n.min(poll_at));
         // To the microsecond: the job is due at the start of its millisecond.
-        let delay = Duration::from_micros(crate::num::unsigned(at * 1_000 - now_us));
-        let wake = super::timer::sleep(delay)
+        let wake = self
+            .rt
+            .clock
+            .until(at * 1_000)
             .into_actor(self)
             .map(|_, act, ctx| {
                 act.timer = None;
@@ -350,8 +352,10 @@ impl SlotActor {
         held.sort_by_key(|lease| lease.job.fire_at);
         for group in held.chunk_by(|a, b| a.job.fire_at == b.job.fire_at) {
             let group = group.to_vec();
-            let early_us = group[0].job.fire_at.saturating_mul(1_000) - self.rt.clock.now_us();
-            let wait = super::timer::sleep(Duration::from_micros(crate::num::unsigned(early_us)));
+            let wait = self
+                .rt
+                .clock
+                .until(group[0].job.fire_at.saturating_mul(1_000));
             ctx.spawn(wait.into_actor(self).map(move |_, act, ctx| {
                 let now_us = act.rt.clock.now_us();
                 let mut still = Vec::new();

@@ -108,22 +108,52 @@ pub async fn events_until(
     secs: u64,
     pred: impl Fn(&[Event]) -> bool,
 ) -> Vec<Event> {
-    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
-    loop {
+    eventually(secs, || async {
         let events = center.events(topic, None, 1_000).await.unwrap().items;
         if pred(&events) {
-            return events;
+            return Ok(events);
         }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "events of {topic} never matched within {secs} s: {:#?}",
+        Err(format!(
+            "events of {topic} never matched: {:#?}",
             events
                 .iter()
                 .map(|e| (&e.job_id, &e.event, &e.data))
                 .collect::<Vec<_>>()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
+        ))
+    })
+    .await
+}
+
+/// Checks `probe` every 5 ms until it answers `Ok`, and answers that; fails with its last
+/// `Err` after `secs` seconds. This is the runtime tests' one wait on the wall clock for a
+/// state: a state seen only from outside the runtime (its health, the store, a metric, the
+/// event stream) has no notice to await, and the runtime reaches it in its own time (a
+/// pump's round trip, an ownership round). Fire times are not waited for this way: the
+/// tests that check them drive a `ManualClock`.
+pub async fn eventually<T, F, Fut>(secs: u64, mut probe: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: std::future::Future<Output = Result<T, String>>,
+{
+    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
+    loop {
+        match probe().await {
+            Ok(found) => return found,
+            Err(why) => assert!(
+                std::time::Instant::now() < deadline,
+                "not within {secs} s: {why}"
+            ),
+        }
+        tokio::time::sleep(Duration::from_millis(5)).await;
     }
+}
+
+/// Lets `ms` of wall time pass, for a test about to show that something did not happen (no
+/// run before its time, no second run): an absence is shown only by a span in which the
+/// runtime, left alone, would have done it. Every caller gives a span many times what the
+/// runtime takes to act on its own.
+pub async fn quiet(ms: u64) {
+    tokio::time::sleep(Duration::from_millis(ms)).await;
 }
 
 pub fn names(events: &[Event]) -> Vec<String> {
