@@ -332,6 +332,12 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
         "sizes": ctx.sizes,
         "figures": ctx.figures,
         "lateness": ctx.lateness,
+        "headline": goals(ctx)
+            .into_iter()
+            .map(|(name, value, target, met)| {
+                json!({"name": name, "value": value, "target": target, "met": met})
+            })
+            .collect::<Vec<_>>(),
     });
     std::fs::write(&js, serde_json::to_string_pretty(&json).expect("json"))
         .map_err(|e| e.to_string())?;
