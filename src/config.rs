@@ -187,8 +187,10 @@ pub struct RuntimeSettings {
     /// store registers them. Their payload is not checked here.
     #[serde(default)]
     pub foreign_types: Vec<String>,
-    /// This instance's name among those sharing the store, for slot owners; empty: one is
-    /// made at start (host name, process id and a random part).
+    /// This instance's name among those sharing the store, for slot owners; empty: `toc
+    /// serve` uses host name and HTTP port (the same at each start, so a restarted process
+    /// takes its predecessor's slots over at once), a library's center host name, process id
+    /// and a random part. Two live processes must not share a name (docs/operations.md).
     #[serde(default)]
     pub instance: String,
     /// How long an instance's registration and its slots' owner leases last, in ms. Both

@@ -54,8 +54,12 @@ pub struct Running {
 
 /// Starts the runtime and the HTTP server over `store`. Must run inside an actix system.
 pub async fn start(settings: Settings, store: SharedStore) -> Result<Running> {
+    let mut runtime = settings.runtime.clone();
+    if runtime.instance.is_empty() && settings.listen.port() != 0 {
+        runtime.instance = crate::actors::runtime::served_name(settings.listen.port());
+    }
     let center = TimeoutCenter::builder(store)
-        .settings(settings.runtime.clone())
+        .settings(runtime)
         .webhooks(settings.webhooks.clone())
         .start()
         .await?;

@@ -207,6 +207,23 @@ pub(crate) fn instance(name: &str) -> Result<()> {
     Ok(())
 }
 
+/// An owner lease's id: an instance name, alone or with a process's incarnation after a
+/// colon (`store::owner_id`: 16 hex digits).
+pub(crate) fn owner(id: &str) -> Result<()> {
+    let (name, incarnation) = id.split_once(':').unwrap_or((id, "0"));
+    instance(name)?;
+    if incarnation.is_empty()
+        || incarnation.len() > 16
+        || !incarnation.chars().all(|c| c.is_ascii_hexdigit())
+    {
+        return Err(Error::invalid(
+            "instance",
+            format!("an owner id is NAME or NAME:INCARNATION (1 to 16 hex digits), got {id:?}"),
+        ));
+    }
+    Ok(())
+}
+
 /// A topic name: 1 to 128 characters of `[A-Za-z0-9_.-]`.
 pub(crate) fn topic_name(name: &str) -> Result<()> {
     if name.is_empty() || name.len() > MAX_TOPIC_NAME {

@@ -121,6 +121,63 @@ async fn a_handoff_lets_the_next_owner_in_at_once(e: Engine) {
     assert_eq!(b, Ownership::Owned { fence: 2 });
 }
 
+/// A lease held under a name by one incarnation (`name:incarnation`: a process) is taken
+/// over at once by another incarnation of the same name (the process restarted), under a
+/// new fence that refuses the old one's pumps, while an owner of another name is still
+/// refused until the lease runs out. The old incarnation can neither give the lease up
+/// (it no longer holds it) nor pump; if it lives on it takes the lease back the same way,
+/// again under a new fence (two live processes under one name: docs/operations.md).
+async fn a_restarted_process_takes_its_names_lease_over_at_once_under_a_new_fence(e: Engine) {
+    let s = one_topic(&e).await;
+    let Ownership::Owned { fence: first } = s.own("o", 0, "a:01", T0, 60_000).await.unwrap() else {
+        panic!("the first owner gets the slot");
+    };
+    let other = s.own("o", 0, "b:02", T0 + 1, 60_000).await.unwrap();
+    assert_eq!(
+        other,
+        Ownership::Held {
+            by: "a:01".into(),
+            until: T0 + 60_000
+        },
+        "another name waits for the lease"
+    );
+    let Ownership::Owned { fence: second } = s.own("o", 0, "a:03", T0 + 2, 60_000).await.unwrap()
+    else {
+        panic!("a new incarnation of the name takes the lease over at once");
+    };
+    assert!(second > first, "fence {second} after {first}");
+    let refused = s
+        .pump_fenced("o", 0, first, T0 + 3, 0, 10)
+        .await
+        .unwrap_err();
+    assert!(matches!(refused, Error::Fenced { .. }), "{refused}");
+    s.pump_fenced("o", 0, second, T0 + 3, 0, 10).await.unwrap();
+    assert!(
+        !s.disown("o", 0, "a:01").await.unwrap(),
+        "the old incarnation gave up a lease it no longer holds"
+    );
+    // Renewing keeps the fence; the old incarnation taking it back gets a new one.
+    let renewed = s.own("o", 0, "a:03", T0 + 4, 60_000).await.unwrap();
+    assert_eq!(renewed, Ownership::Owned { fence: second });
+    let Ownership::Owned { fence: third } = s.own("o", 0, "a:01", T0 + 5, 60_000).await.unwrap()
+    else {
+        panic!("the name's other incarnation takes it back");
+    };
+    assert!(third > second);
+    // An owner id that is not NAME or NAME:HEX is refused, naming the field.
+    let bad = s.own("o", 0, "a:xyz", T0, 1_000).await.unwrap_err();
+    assert!(
+        matches!(
+            bad,
+            Error::Invalid {
+                field: "instance",
+                ..
+            }
+        ),
+        "{bad}"
+    );
+}
+
 async fn the_registry_lists_live_instances(e: Engine) {
     let s = one_topic(&e).await;
     let live = s.register("b", T0, 1_000).await.unwrap();
@@ -142,6 +199,7 @@ engine_matrix!(
     a_lease_is_taken_renewed_and_refused_to_others_while_it_lasts,
     a_former_owner_never_pumps_and_changes_nothing,
     a_handoff_lets_the_next_owner_in_at_once,
+    a_restarted_process_takes_its_names_lease_over_at_once_under_a_new_fence,
     the_registry_lists_live_instances,
 );
 
@@ -550,6 +608,57 @@ async fn three_instances_on_a_redis_cluster_share_the_slots_and_survive_a_kill()
     ];
     three_instances(env, jobs_per_phase()).await;
     drop(cluster);
+}
+
+/// A `toc serve` on Redis with no `runtime.instance` (its name is then host and HTTP port),
+/// killed with SIGKILL and started again on the same port, takes its slots back at once: a
+/// webhook series every 300 ms fires again within 10 s of the new process answering,
+/// though the killed process's owner leases last 60 s. (With the name made anew at each
+/// start, the new process waited the leases out: no fire for a minute.) The topic's 2 s
+/// visibility timeout bounds the wait for a run the kill interrupted. What it cannot show:
+/// two live processes under one name (they take the slots from each other at each
+/// ownership round; `a_restarted_process_takes_its_names_lease_over_at_once_under_a_new_fence`
+/// shows the fences that keep one pump per slot then).
+#[tokio::test]
+async fn a_process_restarted_under_its_default_name_takes_its_slots_back_at_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = common::RedisServer::start();
+    let mut env = common::process::redis_env(redis.url());
+    env.push(("TOC_RUNTIME_OWNER_LEASE_MS", "60000".into()));
+    let port = free_port();
+    let first = Instance::start_unnamed("restarted", port, &env, dir.path()).await;
+    let http = reqwest::Client::new();
+    let hook = common::process::Receiver::start();
+    first
+        .put_topic(
+            &http,
+            "hooks",
+            json!({"slots": 2, "visibility_timeout_ms": 2_000}),
+        )
+        .await;
+    let start = common::process::wall_us() / 1_000 + 100;
+    let body = json!({"type": "webhook", "fire_at": start, "repeat": {"every_ms": 300},
+                      "payload": {"url": hook.url(), "body": {"id": "tick"}}});
+    first.put_job(&http, "hooks", "tick", &body).await;
+    let fired = |hook: &common::process::Receiver| hook.seen().get("tick").map_or(0, Vec::len);
+    let deadline = Instant::now() + Duration::from_secs(10);
+    while fired(&hook) < 2 {
+        assert!(Instant::now() < deadline, "the series never fired");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    common::process::signal(first.pid(), "KILL");
+    drop(first);
+    let before = fired(&hook);
+    let second = Instance::start_unnamed("restarted", port, &env, dir.path()).await;
+    let answered = Instant::now();
+    while fired(&hook) <= before + 1 {
+        assert!(
+            answered.elapsed() < Duration::from_secs(10),
+            "no fire within 10 s of the restart under the same name (the old leases last 60 s): {}",
+            second.log_text()
+        );
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
 }
 
 // ---- Figures (not a check) ----

@@ -45,9 +45,28 @@ pub(crate) fn instance_name(settings: &RuntimeSettings) -> String {
     }
 }
 
-/// A name for this instance when `runtime.instance` gives none: host, process and a random
-/// part, so that two processes on one host, or one restarted, never share a name.
+/// A name for this instance when `runtime.instance` gives none and nothing stable names it
+/// (a library user's center): host, process and a random part, so that two processes on one
+/// host never share a name.
 fn made_name() -> String {
+    format!(
+        "{}-{}-{:04x}",
+        host(),
+        std::process::id(),
+        rand::random::<u16>()
+    )
+}
+
+/// `toc serve`'s name when `runtime.instance` gives none: host and HTTP port, the same at
+/// each start, so that a restarted process takes its predecessor's slots over at once (its
+/// owner leases carry the name and a new incarnation: `store::owner_id`) rather than wait
+/// for them to run out.
+pub(crate) fn served_name(port: u16) -> String {
+    format!("{}-{port}", host())
+}
+
+/// The host's name, in the characters an instance name may hold ("toc" when unknown).
+fn host() -> String {
     let host = std::env::var("HOSTNAME")
         .ok()
         .or_else(|| std::fs::read_to_string("/etc/hostname").ok())
@@ -64,14 +83,9 @@ fn made_name() -> String {
         })
         .take(64)
         .collect();
-    let host = if host.is_empty() {
+    if host.is_empty() {
         "toc".to_string()
     } else {
         host
-    };
-    format!(
-        "{host}-{}-{:04x}",
-        std::process::id(),
-        rand::random::<u16>()
-    )
+    }
 }

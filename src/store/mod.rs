@@ -70,6 +70,19 @@ pub enum Ownership {
 /// A store shared by the runtime and the HTTP layer.
 pub type SharedStore = Arc<Store>;
 
+/// The id an owner lease carries: an instance's name and one process's incarnation,
+/// `name:incarnation`. A lease whose id has the same name but another incarnation belongs to
+/// an earlier process under that name (one restarted): `own` takes it over at once, under a
+/// new fence, rather than wait for it to run out. A plain name (no incarnation) is an id too.
+pub(crate) fn owner_id(instance: &str, incarnation: u64) -> String {
+    format!("{instance}:{incarnation:016x}")
+}
+
+/// The instance name of an owner id (`owner_id`), or the id itself when it is a plain name.
+pub(crate) fn owner_name(id: &str) -> &str {
+    id.split_once(':').map_or(id, |(name, _)| name)
+}
+
 /// A notice that a slot has a job due at `at`, earlier than the slot may be sleeping.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct WakeNotice {

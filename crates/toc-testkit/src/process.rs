@@ -101,7 +101,26 @@ impl Toc {
 
     /// Starts `toc serve` as `start` does, without waiting for it to answer.
     pub fn spawn(name: &str, env: &[(&str, String)], skew: Skew, dir: &Path) -> Toc {
-        let port = free_port();
+        Toc::spawn_on(name, Some(name), free_port(), env, skew, dir)
+    }
+
+    /// Starts `toc serve` on `port` with no `runtime.instance`, so that it takes its default
+    /// name (host and port: the same when started again on that port), and waits until it
+    /// answers. `label` names its log (`label.log`, appended to at each start).
+    pub async fn start_unnamed(label: &str, port: u16, env: &[(&str, String)], dir: &Path) -> Toc {
+        let mut toc = Toc::spawn_on(label, None, port, env, Skew::None, dir);
+        toc.wait_healthy().await;
+        toc
+    }
+
+    fn spawn_on(
+        name: &str,
+        instance: Option<&str>,
+        port: u16,
+        env: &[(&str, String)],
+        skew: Skew,
+        dir: &Path,
+    ) -> Toc {
         let log = dir.join(format!("{name}.log"));
         let mut cmd = toc_serve(toc_binary());
         // The tests' webhook receivers listen on loopback, which the egress policy refuses by
@@ -113,10 +132,19 @@ impl Toc {
             .env("TOC_LIMITS_MIN_RETRY_DELAY_MS", "0")
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
-            .env("TOC_RUNTIME_INSTANCE", name)
             .env("RUST_LOG", "info")
             .stdout(Stdio::null())
-            .stderr(std::fs::File::create(&log).unwrap());
+            .stderr(
+                std::fs::OpenOptions::new()
+                    .create(true)
+                    .append(true)
+                    .open(&log)
+                    .unwrap(),
+            );
+        match instance {
+            Some(instance) => cmd.env("TOC_RUNTIME_INSTANCE", instance),
+            None => cmd.env_remove("TOC_RUNTIME_INSTANCE"),
+        };
         let faked = !matches!(skew, Skew::None);
         match skew {
             Skew::None => {}

@@ -47,6 +47,10 @@ pub(crate) struct SlotKeeper {
     topics: BTreeMap<String, Arc<TopicConfig>>,
     /// This instance's name, and the live instances as the registry last answered.
     instance: String,
+    /// The id this process's owner leases carry: the name and this process's incarnation
+    /// (`store::owner_id`), so that a process restarted under the same name takes its
+    /// predecessor's slots over at once, under new fences.
+    owner: String,
     live: Vec<String>,
     stopping: bool,
     /// The threads slot actors run on.
@@ -63,6 +67,7 @@ impl SlotKeeper {
         let instance = rt.instance.clone();
         SlotKeeper {
             live: vec![instance.clone()],
+            owner: crate::store::owner_id(&instance, rand::random()),
             instance,
             rt,
             slots: BTreeMap::new(),
@@ -266,7 +271,11 @@ impl Handler<Shutdown> for SlotKeeper {
             .collect();
         // Then the slots are handed off, so other instances take them at once.
         let owned: Vec<(String, u32)> = self.slots.keys().cloned().collect();
-        let (store, instance) = (self.rt.store.clone(), self.instance.clone());
+        let (store, instance, owner) = (
+            self.rt.store.clone(),
+            self.instance.clone(),
+            self.owner.clone(),
+        );
         let now = self.rt.clock.now();
         Box::pin(async move {
             let released = futures_util::future::join_all(drains)
@@ -276,7 +285,7 @@ impl Handler<Shutdown> for SlotKeeper {
                 .sum();
             let gone = owned
                 .iter()
-                .map(|(topic, slot)| store.disown(topic, *slot, &instance));
+                .map(|(topic, slot)| store.disown(topic, *slot, &owner));
             for r in futures_util::future::join_all(gone).await {
                 if let Err(e) = r {
                     tracing::warn!(error = %e, "could not hand a slot off; its lease runs out instead");

@@ -28,11 +28,11 @@ impl SlotKeeper {
         for slot in leaving {
             self.hand_off(ctx, &name, slot);
         }
-        let (store, instance) = (self.rt.store.clone(), self.instance.clone());
+        let (store, owner) = (self.rt.store.clone(), self.owner.clone());
         let (now, lease) = (self.rt.clock.now(), self.lease_ms());
         let asks = mine.into_iter().map(move |slot| {
-            let (store, name, instance) = (store.clone(), name.clone(), instance.clone());
-            async move { (slot, store.own(&name, slot, &instance, now, lease).await) }
+            let (store, name, owner) = (store.clone(), name.clone(), owner.clone());
+            async move { (slot, store.own(&name, slot, &owner, now, lease).await) }
         });
         let topic_name = topic.name.clone();
         ctx.spawn(
@@ -75,11 +75,7 @@ impl SlotKeeper {
             return;
         };
         self.watch(topic, slot, false);
-        let (store, instance, topic) = (
-            self.rt.store.clone(),
-            self.instance.clone(),
-            topic.to_string(),
-        );
+        let (store, owner, topic) = (self.rt.store.clone(), self.owner.clone(), topic.to_string());
         let drained = entry.addr.send(Drain {
             grace: Duration::from_millis(self.lease_ms() / 3),
         });
@@ -90,7 +86,7 @@ impl SlotKeeper {
                 if !disown {
                     return;
                 }
-                if let Err(e) = store.disown(&topic, slot, &instance).await {
+                if let Err(e) = store.disown(&topic, slot, &owner).await {
                     tracing::warn!(%topic, slot, error = %e, "could not hand the slot off; its lease runs out instead");
                 }
             }

@@ -23,8 +23,10 @@ impl Store {
         Ok(live)
     }
 
-    /// Takes or renews `instance`'s owner lease of a slot for `ttl_ms`. A new owner gets a
-    /// fence above every earlier one; an owner renewing keeps its own.
+    /// Takes or renews the owner lease of a slot for `ttl_ms`, for `instance`: an owner id
+    /// (`store::owner_id`, or a plain name). A new owner gets a fence above every earlier
+    /// one; an owner renewing keeps its own; a lease of the same name under another
+    /// incarnation (a restarted process's predecessor) is taken over at once.
     pub(crate) async fn own(
         &self,
         topic: &str,
@@ -33,7 +35,7 @@ impl Store {
         now: Millis,
         ttl_ms: u64,
     ) -> Result<Ownership> {
-        validate::instance(instance)?;
+        validate::owner(instance)?;
         let t = self.existing_topic(topic).await?;
         Self::check_slot(&t, slot)?;
         self.engine

@@ -14,11 +14,11 @@ use super::wheel::{Due, Wheel};
 use crate::model::{
     DeadCursor, Finished, JobState, ListCursor, RunOutcome, ScheduleOutcome, SlotStats,
 };
-use crate::store::Ownership;
 use crate::store::engine::{
     DeadEntry, Handed, Refired, SlotPumped, SlotReset, SlotScheduled, Stored,
 };
 use crate::store::record::Record;
+use crate::store::{Ownership, owner_name};
 use crate::time::Millis;
 
 /// A job id, held in its entry: up to 24 bytes inline (a device id, a numbered job), longer
@@ -148,10 +148,12 @@ impl SlotState {
         self.track = track;
     }
 
-    /// `own.lua`.
+    /// `own.lua`. `instance` is an owner id (`store::owner_id`): a lease held under the
+    /// same name by another incarnation is taken over at once.
     pub(super) fn own(&mut self, instance: &str, now: Millis, ttl: Millis) -> Ownership {
+        let other_name = |id: &str| owner_name(id) != owner_name(instance);
         match &self.owner {
-            Some((id, until)) if id != instance && *until > now => {
+            Some((id, until)) if id != instance && other_name(id) && *until > now => {
                 return Ownership::Held {
                     by: id.clone(),
                     until: *until,
