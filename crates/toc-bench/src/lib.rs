@@ -15,6 +15,7 @@
 )]
 
 mod bare_zset;
+mod child;
 mod cluster;
 mod peer;
 mod pull;
@@ -22,6 +23,7 @@ mod report;
 mod scale;
 mod scenarios;
 mod steal;
+mod topics;
 mod webhooks;
 
 use std::path::PathBuf;
@@ -45,6 +47,7 @@ pub enum Scenario {
     Scale,
     Cluster,
     Webhook,
+    Topics,
     All,
 }
 
@@ -82,6 +85,10 @@ pub struct BenchArgs {
     /// with --quick 10000,50000): 10000000 for the 10M figures.
     #[arg(long, value_delimiter = ',')]
     pub scale_sizes: Option<Vec<usize>>,
+    /// Topic counts for the topics scenario, comma separated (default 1000; with --quick
+    /// 100): 1000,10000 for the table, 100000 on demand.
+    #[arg(long, value_delimiter = ',')]
+    pub topics: Option<Vec<usize>>,
     /// The runtime's `fire_lead_ms` in the latency and webhook scenarios (default: the
     /// service's, 2): 0 leases a job only once it is due.
     #[arg(long)]
@@ -140,6 +147,10 @@ pub struct Sizes {
     pub zadd_requests: u64,
     /// Resident job counts of the scale scenario.
     pub scale: Vec<usize>,
+    /// Topic counts of the topics scenario, and its settling pause and measured span (s).
+    pub topics: Vec<usize>,
+    pub topics_settle_s: u64,
+    pub topics_span_s: u64,
     /// The runtime's `fire_lead_ms` in the latency and webhook scenarios.
     pub fire_lead_ms: u64,
     /// The runtime's `fire_lead_max_ms` in the latency and webhook scenarios.
@@ -172,6 +183,12 @@ impl Sizes {
             } else {
                 vec![100_000, 1_000_000]
             }),
+            topics: args
+                .topics
+                .clone()
+                .unwrap_or_else(|| topics::default_sizes(q)),
+            topics_settle_s: if q { 3 } else { 30 },
+            topics_span_s: if q { 3 } else { 20 },
             fire_lead_ms: args.fire_lead_ms.unwrap_or_else(|| {
                 timeout_center::config::Settings::defaults()
                     .runtime
@@ -381,7 +398,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
             .to_string();
     }
     let all = scenario == Scenario::All;
-    let steps: [(Scenario, Step); 9] = [
+    let steps: [(Scenario, Step); 10] = [
         (Scenario::Schedule, |c| Box::pin(scenarios::schedule(c))),
         (Scenario::Reset, |c| Box::pin(scenarios::reset(c))),
         (Scenario::Latency, |c| Box::pin(scenarios::latency(c))),
@@ -391,6 +408,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
         (Scenario::Scale, |c| Box::pin(scale::scale(c))),
         (Scenario::Cluster, |c| Box::pin(cluster::cluster(c))),
         (Scenario::Webhook, |c| Box::pin(webhooks::webhook(c))),
+        (Scenario::Topics, |c| Box::pin(topics::topics(c))),
     ];
     for (s, step) in steps {
         if (all || s == scenario) && !ctx.stopped() {

@@ -13,6 +13,7 @@ use std::time::Instant;
 
 use super::Ctx;
 use super::bare_zset::bare_resets;
+use super::child::Child;
 use super::scenarios::{
     ENGINES, Span, device_batches, heartbeats, http_bodies, http_resets, open, redis_conn, service,
     settle_lazyfree, topic, used_memory,
@@ -253,88 +254,4 @@ async fn served(ctx: &mut Ctx, n: usize, batches: &[Vec<Reset>]) -> Result<(), S
         &format!("{note}; {:.0} jobs/s replayed", n as f64 / secs),
     );
     Ok(())
-}
-
-/// `toc serve` (this binary) on the memory engine with a journal, on a free port.
-struct Child {
-    child: std::process::Child,
-    base: String,
-    log: std::path::PathBuf,
-}
-
-impl Child {
-    async fn start(journal: &std::path::Path) -> Result<Child, String> {
-        let port = toc_testkit::redis_server::free_port();
-        let log = journal.with_extension(format!("{port}.log"));
-        let exe = std::env::current_exe().map_err(|e| e.to_string())?;
-        let child = std::process::Command::new(exe)
-            .arg("serve")
-            .env_clear()
-            .env("PATH", std::env::var("PATH").unwrap_or_default())
-            .env("TOC_STORE", "memory")
-            .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
-            .env("TOC_MEMORY_JOURNAL", journal)
-            .env("TOC_MEMORY_FSYNC", "every_second")
-            .env("TOC_HTTP_MAX_BATCH_RESETS", "10000")
-            .env("RUST_LOG", "warn")
-            .stdout(std::process::Stdio::null())
-            .stderr(std::fs::File::create(&log).map_err(|e| e.to_string())?)
-            .spawn()
-            .map_err(|e| e.to_string())?;
-        let mut c = Child {
-            child,
-            base: format!("http://127.0.0.1:{port}"),
-            log,
-        };
-        let http = reqwest::Client::new();
-        let deadline = Instant::now() + std::time::Duration::from_secs(600);
-        loop {
-            if let Ok(r) = http.get(format!("{}/health", c.base)).send().await
-                && r.status().is_success()
-            {
-                return Ok(c);
-            }
-            if let Ok(Some(status)) = c.child.try_wait() {
-                return Err(format!("toc serve stopped ({status}): {}", c.log()));
-            }
-            if Instant::now() > deadline {
-                c.stop();
-                return Err("toc serve was not healthy within 10 minutes".into());
-            }
-            tokio::time::sleep(std::time::Duration::from_millis(10)).await;
-        }
-    }
-
-    /// The end of what the child logged.
-    fn log(&self) -> String {
-        let text = std::fs::read_to_string(&self.log).unwrap_or_default();
-        let tail: Vec<&str> = text.lines().rev().take(5).collect();
-        tail.into_iter().rev().collect::<Vec<_>>().join(" | ")
-    }
-
-    fn rss(&self) -> Result<u64, String> {
-        let statm = std::fs::read_to_string(format!("/proc/{}/statm", self.child.id()))
-            .map_err(|e| e.to_string())?;
-        let pages: u64 = statm
-            .split_whitespace()
-            .nth(1)
-            .and_then(|p| p.parse().ok())
-            .ok_or("cannot read statm")?;
-        Ok(pages * 4096)
-    }
-
-    fn stop(&mut self) {
-        let _ = std::process::Command::new("kill")
-            .arg("-TERM")
-            .arg(self.child.id().to_string())
-            .status();
-        let _ = self.child.wait();
-    }
-}
-
-impl Drop for Child {
-    fn drop(&mut self) {
-        let _ = self.child.kill();
-        let _ = self.child.wait();
-    }
 }
