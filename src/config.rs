@@ -193,8 +193,10 @@ pub struct RuntimeSettings {
     /// and a random part. Two live processes must not share a name (docs/operations.md).
     #[serde(default)]
     pub instance: String,
-    /// How long an instance's registration and its slots' owner leases last, in ms. Both
-    /// are renewed every third of it; a dead instance's slots are taken over within two.
+    /// How long an instance's registration and a slot's owner lease last, in ms. The
+    /// registration is renewed every third of it (a slot's lease is taken once and not
+    /// renewed while the membership stands); a dead instance's slots are taken over within
+    /// two.
     #[serde(default = "default_owner_lease_ms")]
     pub owner_lease_ms: u64,
     /// How long before its fire time a slot's pump may lease a job, in ms: the job is held
@@ -347,7 +349,7 @@ impl Settings {
         if self.runtime.owner_lease_ms < 30 {
             return Err(Error::invalid(
                 "runtime.owner_lease_ms",
-                "must be at least 30 (leases are renewed every third of it)",
+                "must be at least 30 (the registration is renewed every third of it)",
             ));
         }
         if !self.runtime.instance.is_empty() {

@@ -488,6 +488,49 @@ async fn two_runtimes_on_one_redis_share_the_slots_and_handle_each_job_exactly_o
     let _ = json!(null);
 }
 
+/// A slot's owner lease is taken once and not renewed while the membership stands: the
+/// instance's registration (renewed every third of the 300 ms owner lease) says it lives,
+/// and the lease's fence keeps any other owner's pumps out. Over ten of its rounds the
+/// owner hash is not written again, and the slot still fires. (Each round renewed every
+/// slot's lease: 16 writes a round per topic, the largest part of an idle topic's cost
+/// after its polls.) What it cannot show: a take-over, which `tests/owners.rs` shows with
+/// killed processes.
+#[actix_rt::test]
+async fn a_stable_membership_renews_no_slot_lease() {
+    let server = RedisServer::start();
+    let (c, mut rx) = redis_runtime(&server).await;
+    let mut t = TopicConfig::named("t");
+    t.slots = 1;
+    c.put_topic(t).await.unwrap();
+    let mut redis = server.conn();
+    let mut owner_hash = move || -> Vec<Option<String>> {
+        redis::cmd("HMGET")
+            .arg("toc:{t:0}:owner")
+            .arg("id")
+            .arg("until")
+            .arg("fence")
+            .query(&mut redis)
+            .unwrap()
+    };
+    let taken = eventually(10, || {
+        let hash = owner_hash();
+        async move {
+            hash[0]
+                .is_some()
+                .then_some(hash.clone())
+                .ok_or("the slot was never owned".to_string())
+        }
+    })
+    .await;
+    // An absence: ten ownership rounds (every 100 ms) pass without a write.
+    quiet(1_000).await;
+    assert_eq!(owner_hash(), taken, "the slot's lease was written again");
+    c.schedule("t", probe_job("a", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    assert_eq!(next(&mut rx, 5).await.job.id, "a");
+}
+
 /// Two runtimes on one Redis serve a topic; one deletes it, and the other stops serving its
 /// slots too (it hears the deletion as a topic notice), so neither runs a slot actor for it
 /// and neither holds its settings. What it cannot show: a notice lost on the way.

@@ -112,4 +112,8 @@ pub struct SlotHealth {
     pub in_flight: usize,
     pub restarts: u32,
     pub last_error: Option<String>,
+    /// The store refused the slot's last pump: another owner's fence is current. The keeper
+    /// asks for the slot's lease again at its next round (it renews no lease it holds).
+    #[serde(skip)]
+    pub(crate) fenced: bool,
 }

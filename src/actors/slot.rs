@@ -224,7 +224,10 @@ impl SlotActor {
                 }
                 Err(e @ crate::error::Error::Fenced { .. }) => {
                     tracing::info!(topic = %act.topic.name, slot = act.slot, error = %e, "another instance owns the slot now: pumping stops");
-                    act.set_status(|s| s.last_error = Some(e.to_string()));
+                    act.set_status(|s| {
+                        s.last_error = Some(e.to_string());
+                        s.fenced = true;
+                    });
                     (PumpEnd::Fenced, None)
                 }
                 Err(e) => {
@@ -699,7 +702,10 @@ impl Handler<Refence> for SlotActor {
     fn handle(&mut self, msg: Refence, ctx: &mut Context<Self>) {
         self.fence = msg.0;
         self.core.refenced();
-        self.set_status(|s| s.fence = msg.0);
+        self.set_status(|s| {
+            s.fence = msg.0;
+            s.fenced = false;
+        });
         self.pump(ctx);
     }
 }

@@ -5,9 +5,10 @@
 //!
 //! - `ownership.rs`: every third of `runtime.owner_lease_ms` the instance renews its
 //!   registration in the store, learns the live instances, and for every known topic takes
-//!   or renews the owner lease of each slot that rendezvous hashing gives it
-//!   (`actors/owners.rs`), starting a slot actor under the lease's fence; a slot it should
-//!   no longer own is drained and handed off. A slot actor pumps with its fence, so one
+//!   the owner lease of each slot that rendezvous hashing gives it (`actors/owners.rs`) and
+//!   it has no actor for, or whose actor was fenced, starting a slot actor under the lease's
+//!   fence (a lease held is not renewed: the registration says the instance lives); a slot
+//!   it should no longer own is drained and handed off. A slot actor pumps with its fence, so one
 //!   whose lease was taken over (a paused process) is refused by the store and stops. A
 //!   single instance owns every slot.
 //! - `discovery.rs`: topics created or changed elsewhere (another instance, the HTTP API)

@@ -1,5 +1,5 @@
 //! The keeper's ownership rounds: the registry heartbeat, then each known topic's slots
-//! taken, renewed or handed off (see the module above).
+//! taken (once: a lease held is not renewed) or handed off (see the module above).
 
 use std::time::Duration;
 
@@ -12,7 +12,7 @@ use crate::store::Ownership;
 use crate::topic::TopicConfig;
 
 impl SlotKeeper {
-    /// Takes or renews the owner lease of each slot of `topic` that this instance should
+    /// Takes the owner lease of each slot of `topic` that this instance should
     /// own, starting slot actors for those it gets; hands off those it should not own.
     pub(super) fn own_slots(&mut self, ctx: &mut Context<Self>, topic: &TopicConfig) {
         let name = topic.name.clone();
@@ -28,6 +28,18 @@ impl SlotKeeper {
         for slot in leaving {
             self.hand_off(ctx, &name, slot);
         }
+        // A lease held is not renewed: while the membership stands, nothing per slot is
+        // written. A slot is asked for when this instance has no actor for it, or its actor
+        // was fenced (another instance took the slot over meanwhile).
+        let mine: Vec<u32> = mine
+            .into_iter()
+            .filter(|&slot| match self.slots.get(&(name.clone(), slot)) {
+                Some(entry) => {
+                    !entry.addr.connected() || entry.status.lock().expect("slot status lock").fenced
+                }
+                None => true,
+            })
+            .collect();
         let (store, owner) = (self.rt.store.clone(), self.owner.clone());
         let (now, lease) = (self.rt.clock.now(), self.lease_ms());
         let asks = mine.into_iter().map(move |slot| {
@@ -45,14 +57,14 @@ impl SlotKeeper {
                             Ok(Ownership::Held { by, until }) => {
                                 // Not ours (yet): its holder's lease has to run out or be
                                 // handed off first. An actor this instance still runs for
-                                // it (its renewals stalled past the lease, and the holder
+                                // it (it was fenced: stalled past its registration, the holder
                                 // took the slot over) is given up as in a handoff: its runs
                                 // end or are given back, not dropped for a lease to end.
                                 tracing::debug!(topic = %topic_name, slot, %by, until, "slot held by another instance");
                                 act.give_up(ctx, &topic_name, slot, false);
                             }
                             Err(e) => {
-                                tracing::warn!(topic = %topic_name, slot, error = %e, "could not take or renew the slot's owner lease");
+                                tracing::warn!(topic = %topic_name, slot, error = %e, "could not take the slot's owner lease");
                             }
                         }
                     }
