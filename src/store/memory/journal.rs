@@ -467,10 +467,55 @@ pub(super) fn lock_path(path: &Path) -> PathBuf {
     PathBuf::from(p)
 }
 
+/// How long an open waits for a lock that this very process holds (see [`lock`]).
+const OWN_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
+
 /// Takes the journal's exclusive lock (`FILE.lock`, held until the returned file is
 /// dropped), or refuses naming the process that holds it: two processes on one journal
-/// would each lose the other's jobs at the next start.
+/// would each lose the other's jobs at the next start. A lock this process holds (by its
+/// own pid in the file) is waited for a moment before the refusal: a store of this process
+/// just closed, and a child process being started elsewhere in it may hold a copy of the
+/// lock's descriptor until it runs its program (an `flock` is released only when every
+/// copy is closed).
 pub(super) fn lock(path: &Path) -> Result<File> {
+    let started = std::time::Instant::now();
+    loop {
+        match try_lock(path) {
+            Err(Held(holder)) if holder == own_pid() && started.elapsed() < OWN_LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(Held(holder)) => {
+                return Err(Error::Unavailable(format!(
+                    "journal {} is in use by another process ({holder}, holding {}): one journal serves one process",
+                    path.display(),
+                    lock_path(path).display()
+                )));
+            }
+            Err(Failed(e)) => return Err(e),
+            Ok(f) => return Ok(f),
+        }
+    }
+}
+
+/// What the lock file says of this process.
+fn own_pid() -> String {
+    format!("pid {}", std::process::id())
+}
+
+/// Why [`try_lock`] did not take the lock.
+enum NotLocked {
+    /// Held, by the process the lock file names.
+    Held(String),
+    Failed(Error),
+}
+use NotLocked::{Failed, Held};
+
+fn try_lock(path: &Path) -> std::result::Result<File, NotLocked> {
+    lock_once(path).map_err(Failed)?
+}
+
+/// One attempt: the lock file, or who holds it (the outer error: the attempt failed).
+fn lock_once(path: &Path) -> Result<std::result::Result<File, NotLocked>> {
     if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
         std::fs::create_dir_all(dir).map_err(io(path, "creating its directory"))?;
     }
@@ -482,20 +527,15 @@ pub(super) fn lock(path: &Path) -> Result<File> {
     match f.try_lock() {
         Ok(()) => {
             make_private(&lp);
-            let me = format!("pid {}\n", std::process::id());
+            let me = format!("{}\n", own_pid());
             f.set_len(0)
                 .and_then(|()| f.write_all(me.as_bytes()))
                 .map_err(io(&lp, "writing the lock"))?;
-            Ok(f)
+            Ok(Ok(f))
         }
         Err(std::fs::TryLockError::WouldBlock) => {
             let holder = std::fs::read_to_string(&lp).unwrap_or_default();
-            Err(Error::Unavailable(format!(
-                "journal {} is in use by another process ({}, holding {}): one journal serves one process",
-                path.display(),
-                holder.trim(),
-                lp.display()
-            )))
+            Ok(Err(Held(holder.trim().to_string())))
         }
         Err(std::fs::TryLockError::Error(e)) => Err(io(&lp, "locking")(e)),
     }
