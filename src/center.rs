@@ -258,13 +258,13 @@ impl TimeoutCenter {
         self.rt.store.topics().await
     }
 
-    /// Wakes the slot when `at` comes before its safety-net poll would: its actor here, and
+    /// Wakes the slot when `at` comes before the safety net's next round: its actor here, and
     /// its owner elsewhere through the store's wake bus (which chooses the transport).
     async fn wake(&self, topic: &TopicConfig, slot: u32, at: Millis) {
         // A long poll may wait longer than the slots' poll: it is told of every head.
         self.claims.wake(&topic.name, slot, at);
         if at > self.now() + crate::num::millis(self.rt.settings.poll_ms) {
-            return; // the slot's poll finds it in time
+            return; // the safety net's next round finds it in time
         }
         let notice = WakeNotice {
             topic: topic.name.clone(),

@@ -129,8 +129,8 @@ pub(crate) struct Claims {
     /// Per pull topic, its view.
     topics: Mutex<HashMap<String, Arc<TopicView>>>,
     /// How long a slot's known next time is trusted before the slot is asked again: the
-    /// slots' safety-net poll, since notices of far-off jobs from other instances are not
-    /// sent (a slot actor's poll finds them in time).
+    /// safety net's round, since notices of far-off jobs from other instances are not
+    /// sent (the instance's safety net finds them in time).
     refresh_ms: Millis,
 }
 

@@ -171,7 +171,9 @@ pub struct MemorySettings {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct RuntimeSettings {
-    /// The safety-net poll of an idle slot, in ms (wake-ups normally come first).
+    /// The round of the instance's safety net, in ms: how often the heads of the slots it
+    /// owns are read, so that a job whose wake notice was lost is found (notices normally
+    /// come first).
     pub poll_ms: u64,
     /// Most jobs one pump leases out.
     pub pump_batch: usize,

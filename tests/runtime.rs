@@ -604,7 +604,8 @@ async fn a_held_run(
 
 async fn a_long_run_keeps_its_lease_and_is_not_taken_over(e: Engine) {
     let (c, mut rx, hold, _) = a_held_run(&e, 300).await;
-    // Three lease lengths pass while the run holds; the slot pumps every 100 ms meanwhile.
+    // Three lease lengths pass while the run holds; the safety net reads the slot's head
+    // every 100 ms meanwhile.
     // On the wall clock, as it must be: the lease is extended by the runtime's renewals (a
     // duration on Tokio's timer) against the store's clock, and the test samples the job
     // every 50 ms for 900 ms to see it never lapse.
@@ -969,8 +970,81 @@ async fn a_job_types_concurrency_bounds_its_runs_over_every_thread(e: Engine) {
 }
 
 // Every test above that takes an engine, once per engine (see tests/common).
+/// The pumps `t`'s slots have made so far.
+fn pumps(c: &TimeoutCenter) -> u64 {
+    c.metrics()
+        .pump_seconds
+        .with_label_values(&["t"])
+        .get_sample_count()
+}
+
+/// An idle slot (its one job due in an hour) pumps nothing of its own accord: with the
+/// safety net's round every 100 ms, ten rounds pass without a pump, the net having read the
+/// slot's next time and found it later than the slot's own timer. (Each slot polled the
+/// store itself every `runtime.poll_ms`: ten pumps here.) What it cannot show: the cost this
+/// saves at scale, which `toc bench topics` measures.
+async fn an_idle_slot_pumps_nothing_of_its_own_accord(e: Engine) {
+    let (probe, _rx) = Probe::done();
+    let c = center(&e, probe, 100).await;
+    one_slot_topic(&c, "t", 16).await;
+    c.schedule(
+        "t",
+        probe_job("later", now_ms() + 3_600_000),
+        ScheduleMode::Upsert,
+    )
+    .await
+    .unwrap();
+    let first = eventually(5, || async {
+        let n = pumps(&c);
+        (n > 0)
+            .then_some(n)
+            .ok_or("the slot never pumped".to_string())
+    })
+    .await;
+    // An absence: ten of the net's rounds.
+    quiet(1_000).await;
+    assert_eq!(pumps(&c), first, "the idle slot pumped again");
+}
+
+/// A job written with no wake notice (straight into the store, as a lost notice leaves it)
+/// is found by the instance's safety net within its round and fires: the slot holds no poll
+/// of its own, so nothing else would pump it before the job's hour-later neighbour.
+async fn a_job_whose_notice_was_lost_is_found_by_the_safety_net(e: Engine) {
+    let (probe, mut rx) = Probe::done();
+    let c = center(&e, probe, 200).await;
+    one_slot_topic(&c, "t", 16).await;
+    c.schedule(
+        "t",
+        probe_job("later", now_ms() + 3_600_000),
+        ScheduleMode::Upsert,
+    )
+    .await
+    .unwrap();
+    eventually(5, || async {
+        (pumps(&c) > 0)
+            .then_some(())
+            .ok_or("the slot never pumped".to_string())
+    })
+    .await;
+    let at = now_ms() + 50;
+    store_of(&c)
+        .schedule(
+            "t",
+            probe_job("unannounced", at),
+            ScheduleMode::Upsert,
+            now_ms(),
+        )
+        .await
+        .unwrap();
+    let seen = next(&mut rx, 5).await;
+    assert_eq!(seen.job.id, "unannounced");
+    assert!(seen.fired_at >= at, "fired before its time");
+}
+
 engine_matrix!(
     #[actix_rt::test] crate::common::Engine::of;
+    an_idle_slot_pumps_nothing_of_its_own_accord,
+    a_job_whose_notice_was_lost_is_found_by_the_safety_net,
     a_job_fires_on_time_and_never_before_its_fire_at,
     an_earlier_job_wakes_its_slot_without_waiting_for_the_poll,
     a_failed_run_retries_with_backoff_then_succeeds,
@@ -996,12 +1070,16 @@ engine_matrix!(
     a_shutdown_settles_the_outcomes_waiting_for_its_window,
 );
 
-/// A slot whose owner lease another instance holds now (as when this one's renewals stalled
-/// past the lease, and the other took the slot over) is given up as a handoff is: its run,
-/// still in its handler, is given back when the drain's grace ends, so the slot's new owner
-/// can run the job at once. (The actor was halted, its run dropped with it, and the job left
-/// running until its 60 s lease ran out.) What it cannot show: that the other instance then
-/// runs it; the owner here is a name written into the owner hash, with no process behind it.
+/// A slot whose owner lease another instance holds now (as when this one was stalled past
+/// its registration, and the other took the slot over) is given up as a handoff is, once
+/// this instance learns of it: a pump (here woken by a job scheduled meanwhile) is refused
+/// by the new fence, the next ownership round finds the lease held, and the run still in its
+/// handler is given back when the drain's grace ends, so the slot's new owner can run the
+/// job at once. (The actor was halted, its run dropped with it, and the job left running
+/// until its 60 s lease ran out.) A lease held is not renewed, so nothing tells an idle
+/// slot's actor of the takeover before its next pump. What it cannot show: that the other
+/// instance then runs it; the owner here is a name written into the owner hash, with no
+/// process behind it.
 #[actix_rt::test]
 async fn a_slot_another_instance_took_over_gives_its_runs_back_not_a_lease_later() {
     let e = Engine::redis().await;
@@ -1016,7 +1094,11 @@ async fn a_slot_another_instance_took_over_gives_its_runs_back_not_a_lease_later
         .arg(1_000)
         .query(&mut e.redis.as_ref().unwrap().conn())
         .unwrap();
-    // The next ownership round (every third of the 5 s owner lease) finds the slot held.
+    c.schedule("t", probe_job("woken", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    // The pump it wakes is fenced; the next ownership round (every third of the 5 s owner
+    // lease) finds the slot held.
     eventually(15, || async {
         let job = c.get("t", &"long".into()).await.unwrap().unwrap();
         (job.state == JobState::Scheduled)
@@ -1032,7 +1114,10 @@ async fn a_slot_another_instance_took_over_gives_its_runs_back_not_a_lease_later
 /// already over) goes on with the same slot actor under the new fence: the run in its
 /// handler settles when it ends, and the slot pumps on. (The keeper halted the actor and
 /// started another: the run's outcome was dropped, and the job stayed running until its
-/// 60 s lease ran out.) What it cannot show: a real second instance's runs in between.
+/// 60 s lease ran out.) A lease held is not renewed, so the takeover is learnt at the next
+/// pump (here woken by a job scheduled meanwhile), which the fence refuses; the next
+/// ownership round takes the run-out lease. What it cannot show: a real second instance's
+/// runs in between.
 #[actix_rt::test]
 async fn a_slot_owned_again_under_a_new_fence_keeps_its_runs() {
     let e = Engine::redis().await;
@@ -1047,8 +1132,11 @@ async fn a_slot_owned_again_under_a_new_fence_keeps_its_runs() {
         .arg(1_000)
         .query(&mut e.redis.as_ref().unwrap().conn())
         .unwrap();
-    // The next ownership round (every third of the 5 s owner lease) takes the run-out lease:
-    // fence 1001.
+    c.schedule("t", probe_job("woken", now_ms()), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    // The pump it wakes is fenced; the next ownership round (every third of the 5 s owner
+    // lease) takes the run-out lease: fence 1001, and the woken job runs under it.
     eventually(15, || async {
         let health = c.health().await;
         health
@@ -1058,9 +1146,12 @@ async fn a_slot_owned_again_under_a_new_fence_keeps_its_runs() {
             .ok_or(format!("the slot was not owned again: {health:?}"))
     })
     .await;
+    assert_eq!(next(&mut rx, 5).await.job.id, "woken");
     hold.notify_one();
-    events_until(&c, "t", 5, |ev| names(ev) == [kind::DONE]).await;
+    hold.notify_one();
+    events_until(&c, "t", 5, |ev| names(ev) == [kind::DONE, kind::DONE]).await;
     assert!(c.get("t", &"long".into()).await.unwrap().is_none());
+    assert!(c.get("t", &"woken".into()).await.unwrap().is_none());
     // And the slot pumps under its new fence.
     c.schedule("t", probe_job("next", now_ms()), ScheduleMode::Upsert)
         .await
@@ -1099,7 +1190,8 @@ async fn a_topic_made_a_pull_topic_lets_its_runs_settle(e: Engine) {
 async fn a_run_that_ends_after_its_job_was_leased_again_leaves_the_new_run_held() {
     let e = Engine::redis().await;
     let (c, mut rx, hold, first) = a_held_run(&e, 30_000).await;
-    // The lease (30 s) runs out now: the slot's next poll takes it back and leases it again.
+    // The lease (30 s) runs out now: the safety net sees the slot's head move before its
+    // timer and wakes it, and the pump takes the job back and leases it again.
     let _: i64 = redis::cmd("ZADD")
         .arg("toc:{t:0}:run")
         .arg("XX")
@@ -1245,7 +1337,8 @@ async fn a_shutdown_waits_for_the_pump_in_flight_and_gives_back_what_it_leased()
             .ok_or("the slot never pumped".to_string())
     })
     .await;
-    // Scheduled on Redis itself: the slot's next poll (every 500 ms) leases it.
+    // Scheduled on Redis itself, with no notice: the safety net's next round (every 500 ms)
+    // wakes the slot, which leases it.
     let direct = Store::redis(&server.url(), StoreOptions::default())
         .await
         .unwrap();

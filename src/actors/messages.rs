@@ -116,4 +116,8 @@ pub struct SlotHealth {
     /// asks for the slot's lease again at its next round (it renews no lease it holds).
     #[serde(skip)]
     pub(crate) fenced: bool,
+    /// When the slot's timer will pump it (its next time less the lead), if armed: the
+    /// safety net wakes a slot only when the store shows a job it would pump too late for.
+    #[serde(skip)]
+    pub(crate) armed_at: Option<Millis>,
 }

@@ -1,6 +1,7 @@
 //! The slot actor: a Reactor dispatcher for one (topic, slot). It sleeps until its slot next
-//! needs attention (the earliest due job or lease deadline, as `pump` reports it, capped by a
-//! safety-net poll), or until told of an earlier job; pumps a bounded batch; hands each job
+//! needs attention (the earliest due job or lease deadline, as `pump` reports it; with
+//! none, it holds no timer), or until told of an earlier job (a wake notice, or the
+//! instance's safety net); pumps a bounded batch; hands each job
 //! to its type's handler actor; and turns outcomes into ack, retry, repeat or dead letter.
 //! It never runs business code itself.
 //!
@@ -123,14 +124,18 @@ impl SlotActor {
         if let Some((handle, _)) = self.timer.take() {
             ctx.cancel_future(handle);
         }
+        self.set_status(|s| s.armed_at = None);
     }
 
-    /// Sleeps until `next_at`, or the safety-net poll if that comes first.
+    /// Sleeps until `next_at`; with none, holds no timer at all. A job written after the
+    /// pump that told `next_at` wakes the slot by its notice, and one whose notice was lost
+    /// is found by the instance's safety net (the keeper's `safety_net`), not by a poll of
+    /// each slot's own.
     fn arm(&mut self, next_at: Option<Millis>, ctx: &mut Context<Self>) {
         self.cancel_timer(ctx);
-        let now_us = self.rt.clock.now_us();
-        let poll_at = now_us / 1_000 + crate::num::millis(self.rt.settings.poll_ms);
-        let at = next_at.map_or(poll_at, |n| n.min(poll_at));
+        let Some(at) = next_at else {
+            return;
+        };
         // To the microsecond: the job is due at the start of its millisecond.
         let wake = self
             .rt
@@ -139,10 +144,12 @@ impl SlotActor {
             .into_actor(self)
             .map(|_, act, ctx| {
                 act.timer = None;
+                act.set_status(|s| s.armed_at = None);
                 act.pump(ctx);
             });
         let handle = ctx.spawn(wake);
         self.timer = Some((handle, at));
+        self.set_status(|s| s.armed_at = Some(at));
     }
 
     /// Publishes whether a pump is in flight (for `Drain`).
@@ -655,7 +662,10 @@ impl Supervised for SlotActor {
         self.publish_pumping();
         self.timer = None;
         self.flush = None;
-        self.set_status(|s| s.restarts += 1);
+        self.set_status(|s| {
+            s.restarts += 1;
+            s.armed_at = None;
+        });
     }
 }
 

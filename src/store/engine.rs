@@ -369,6 +369,11 @@ pub(crate) trait Membership: Send + Sync + 'static {
 
     /// `disown.lua`: see [`super::Store::disown`].
     async fn disown(&self, topic: &TopicConfig, slot: u32, instance: &str) -> Result<bool>;
+
+    /// The slot's next time, if any: its earliest scheduled job's fire time or run's lease
+    /// deadline. What the instance's safety net reads (no write) to find a slot whose wake
+    /// notice was lost.
+    async fn head(&self, topic: &TopicConfig, slot: u32) -> Result<Option<Millis>>;
 }
 
 /// Wake notices between the instances sharing a store: which transport carries a notice

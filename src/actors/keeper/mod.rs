@@ -13,6 +13,8 @@
 //!   single instance owns every slot.
 //! - `discovery.rs`: topics created or changed elsewhere (another instance, the HTTP API)
 //!   are found by a periodic listing and by topic notices, and served.
+//! - `safety_net.rs`: once per `runtime.poll_ms`, the heads of the slots it owns are read
+//!   and a slot whose head comes before its own timer is woken (a lost notice caught).
 //! - `sweep.rs`: a doubled topic's old slots are swept until no old copy is left.
 
 use std::collections::BTreeMap;
@@ -23,6 +25,7 @@ use actix::prelude::*;
 
 mod discovery;
 mod ownership;
+mod safety_net;
 mod sweep;
 mod workers;
 
@@ -54,6 +57,8 @@ pub(crate) struct SlotKeeper {
     owner: String,
     live: Vec<String>,
     stopping: bool,
+    /// A round of the safety net is reading heads (`safety_net.rs`).
+    net_running: bool,
     /// The threads slot actors run on.
     workers: Workers,
 }
@@ -74,6 +79,7 @@ impl SlotKeeper {
             slots: BTreeMap::new(),
             topics: BTreeMap::new(),
             stopping: false,
+            net_running: false,
             workers,
         }
     }
@@ -152,6 +158,10 @@ impl Actor for SlotKeeper {
         tracing::info!(instance = %self.instance, "serving the slots this instance owns");
         self.rebalance(ctx);
         self.discover(ctx);
+        ctx.run_interval(
+            Duration::from_millis(self.rt.settings.poll_ms),
+            Self::safety_net,
+        );
         let every = Duration::from_millis(self.rt.settings.poll_ms * u64::from(DISCOVERY_POLLS));
         ctx.run_interval(every, |act, ctx| {
             if !act.stopping {

@@ -3,6 +3,7 @@
 use crate::error::Result;
 use crate::store::Ownership;
 use crate::time::Millis;
+use crate::topic::TopicConfig;
 use crate::validate;
 
 use super::Store;
@@ -41,6 +42,12 @@ impl Store {
         self.engine
             .own(&t, slot, instance, now, ttl_ms.max(1))
             .await
+    }
+
+    /// A slot's next time, if any: its earliest job's fire time or run's lease deadline (the
+    /// safety net's read).
+    pub(crate) async fn head(&self, topic: &TopicConfig, slot: u32) -> Result<Option<Millis>> {
+        self.engine.head(topic, slot).await
     }
 
     /// Gives up `instance`'s owner lease of a slot (a handoff); false when it held none.

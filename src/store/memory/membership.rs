@@ -34,4 +34,8 @@ impl Membership for MemoryEngine {
         self.with_slot(topic, slot, false, |s| s.disown(instance))
             .await
     }
+
+    async fn head(&self, topic: &TopicConfig, slot: u32) -> Result<Option<Millis>> {
+        self.with_slot(topic, slot, false, |s| s.next_time()).await
+    }
 }

@@ -319,6 +319,15 @@ impl SlotState {
         self.wheel.next_at().map(crate::num::signed)
     }
 
+    /// The slot's next time for the safety net: its earliest due job or lease deadline.
+    pub(super) fn next_time(&self) -> Option<Millis> {
+        let lease = self.run.first().map(|(d, _)| *d);
+        match (self.head(), lease) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        }
+    }
+
     /// `schedule.lua`.
     pub(super) fn schedule(
         &mut self,

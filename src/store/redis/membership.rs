@@ -9,6 +9,7 @@ use super::scripts::{Disown, Own, Register};
 use crate::error::Result;
 use crate::store::Ownership;
 use crate::store::engine::Membership;
+use crate::store::keys::SlotKeys;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -51,5 +52,24 @@ where
             instance,
         })
         .await
+    }
+
+    async fn head(&self, topic: &TopicConfig, slot: u32) -> Result<Option<Millis>> {
+        let keys = SlotKeys::new(&topic.name, slot);
+        let (due, run): (Vec<(String, f64)>, Vec<(String, f64)>) = redis::pipe()
+            .zrange_withscores(&keys.due, 0, 0)
+            .zrange_withscores(&keys.run, 0, 0)
+            .query_async(&mut self.conn())
+            .await?;
+        // The run set's padding member (score +inf, see pump.lua) is no run.
+        let first = |set: &[(String, f64)]| {
+            set.first()
+                .filter(|(_, s)| s.is_finite())
+                .map(|(_, s)| crate::num::float_int(*s))
+        };
+        Ok(match (first(&due), first(&run)) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        })
     }
 }
