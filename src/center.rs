@@ -107,9 +107,15 @@ impl TimeoutCenterBuilder {
         // Wake notices from other instances sharing the store.
         let (tx, mut rx) = mpsc::unbounded_channel();
         let store = self.store.clone();
+        let resyncs = tx.clone();
+        let round = Duration::from_millis(rt.settings.poll_ms);
         actix_rt::spawn(async move {
             if let Err(e) = store.wake_bus().listen(tx).await {
-                tracing::warn!(error = %e, "not listening for wake notices; slots rely on their poll");
+                // Deaf to other writers: the safety net reads every slot's head each round.
+                tracing::warn!(error = %e, "not listening for wake notices; the safety net reads every slot each round");
+                while resyncs.send(WakeNotice::resync()).is_ok() {
+                    tokio::time::sleep(round).await;
+                }
             }
         });
         let sup = keeper.clone();
@@ -119,7 +125,7 @@ impl TimeoutCenterBuilder {
             while let Some(notice) = rx.recv().await {
                 if notice.slot == WakeNotice::TOPIC {
                     waiting.topic_changed(&notice.topic);
-                } else {
+                } else if notice.slot != WakeNotice::RESYNC {
                     waiting.wake(&notice.topic, notice.slot, notice.at);
                 }
                 sup.do_send(WakeSlot(notice));
@@ -263,8 +269,11 @@ impl TimeoutCenter {
     async fn wake(&self, topic: &TopicConfig, slot: u32, at: Millis) {
         // A long poll may wait longer than the slots' poll: it is told of every head.
         self.claims.wake(&topic.name, slot, at);
-        if at > self.now() + crate::num::millis(self.rt.settings.poll_ms) {
-            return; // the safety net's next round finds it in time
+        if at
+            > self.now()
+                + crate::num::millis(self.rt.settings.net_sweep_ms() + self.rt.settings.poll_ms)
+        {
+            return; // the safety net reads the slot's head before then
         }
         let notice = WakeNotice {
             topic: topic.name.clone(),

@@ -175,6 +175,11 @@ pub struct RuntimeSettings {
     /// owns are read, so that a job whose wake notice was lost is found (notices normally
     /// come first).
     pub poll_ms: u64,
+    /// How long the safety net takes to read the head of every slot the instance owns, in
+    /// ms: each round reads its share, so a lost notice is found within this (its own
+    /// listener's reconnections are not lost: they make it read every slot at once). At most
+    /// `poll_ms` reads every slot each round.
+    pub safety_net_ms: u64,
     /// Most jobs one pump leases out.
     pub pump_batch: usize,
     /// How long a stopping service waits for running jobs, in ms.
@@ -257,6 +262,12 @@ impl RuntimeSettings {
             0 => std::thread::available_parallelism().map_or(1, |n| n.get()),
             n => n,
         }
+    }
+
+    /// How long the safety net takes to read every slot once: `safety_net_ms`, and at
+    /// least one round.
+    pub fn net_sweep_ms(&self) -> u64 {
+        self.safety_net_ms.max(self.poll_ms)
     }
 }
 
@@ -347,6 +358,12 @@ impl Settings {
         }
         if self.runtime.poll_ms == 0 {
             return Err(Error::invalid("runtime.poll_ms", "must be at least 1"));
+        }
+        if self.runtime.safety_net_ms == 0 {
+            return Err(Error::invalid(
+                "runtime.safety_net_ms",
+                "must be at least 1",
+            ));
         }
         if self.runtime.owner_lease_ms < 30 {
             return Err(Error::invalid(

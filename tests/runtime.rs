@@ -1041,9 +1041,65 @@ async fn a_job_whose_notice_was_lost_is_found_by_the_safety_net(e: Engine) {
     assert!(seen.fired_at >= at, "fired before its time");
 }
 
+/// A center whose safety net reads one slot per 100 ms round (a sweep of 600 s over the
+/// topic's slots: each of 64 slots read every 6.4 s), with a topic of `slots` slots.
+async fn slow_sweep_center(e: &Engine, probe: Probe, slots: u32) -> TimeoutCenter {
+    let c = TimeoutCenter::builder(e.store.clone())
+        .settings(RuntimeSettings {
+            safety_net_ms: 600_000,
+            ..settings(100)
+        })
+        .handler(probe)
+        .start()
+        .await
+        .unwrap();
+    let mut t = TopicConfig::named("t");
+    t.slots = slots;
+    c.put_topic(t).await.unwrap();
+    c
+}
+
+/// An id whose slot among `slots` is in the upper half: the sweep, walking the slots in
+/// order one a round from the first, reaches none of them within the test.
+fn id_in_upper_half(prefix: &str, slots: u32) -> String {
+    (0..)
+        .map(|i| format!("{prefix}-{i}"))
+        .find(|id| slot_of(id, slots) >= slots / 2)
+        .unwrap()
+}
+
+/// A job due after the safety net's round but before its sweep comes round is told to its
+/// slot by the writer, not left to the sweep: with a round of 100 ms and a sweep of 600 s
+/// over 64 slots, a job due in 1.5 s in a slot the sweep reaches only after 3 s fires on
+/// time. (The writer told only of jobs due within one round, when every slot was read each
+/// round.) What it cannot show: a notice lost on its way, which the next tests cover.
+async fn a_job_due_before_the_sweep_comes_round_is_told_to_its_slot(e: Engine) {
+    let (probe, mut rx) = Probe::done();
+    let c = slow_sweep_center(&e, probe, 64).await;
+    // Every slot's first pump done (it would find the job), and the net's full rounds after
+    // the listener's first subscription over.
+    eventually(20, || async {
+        let n = pumps(&c);
+        (n >= 64)
+            .then_some(())
+            .ok_or(format!("{n} of 64 slots pumped"))
+    })
+    .await;
+    quiet(1_000).await;
+    let at = now_ms() + 1_500;
+    let id = id_in_upper_half("soon", 64);
+    c.schedule("t", probe_job(&id, at), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let seen = next(&mut rx, 3).await;
+    assert_eq!(seen.job.id, id);
+    assert!(seen.fired_at >= at, "fired before its time");
+}
+
 engine_matrix!(
     #[actix_rt::test] crate::common::Engine::of;
     an_idle_slot_pumps_nothing_of_its_own_accord,
+    a_job_due_before_the_sweep_comes_round_is_told_to_its_slot,
     a_job_whose_notice_was_lost_is_found_by_the_safety_net,
     a_job_fires_on_time_and_never_before_its_fire_at,
     an_earlier_job_wakes_its_slot_without_waiting_for_the_poll,
@@ -1400,4 +1456,47 @@ async fn a_job_due_while_its_pump_is_in_flight_counts_as_fired_after_its_pump() 
     assert_eq!(seen.job.id, "a");
     assert_eq!(after(), 1, "a came due while its pump was in flight");
     c.shutdown(Duration::ZERO).await;
+}
+
+/// Wake notices published while the listener's connection was down are lost; a listener
+/// that connects again says so, and the safety net reads every slot's head at once. Here a
+/// job is written straight into Redis (no notice, as a lost one leaves it) in a slot the
+/// sweep (one slot of 1,024 a round) would reach only after a minute or more; it stays
+/// unfired for a second, then the service's pub/sub connection is killed (`CLIENT KILL TYPE
+/// pubsub`), and the job fires within the reconnection. What it cannot show: a notice lost in
+/// flight on a Cluster, whose connection resubscribes by itself and says only that it lost
+/// its connection.
+#[actix_rt::test]
+async fn a_listener_that_connects_again_has_every_slot_read_at_once() {
+    let e = Engine::redis().await;
+    let (probe, mut rx) = Probe::done();
+    let c = slow_sweep_center(&e, probe, 1_024).await;
+    // Every slot actor's first pump done, and the net's full rounds after the listener's
+    // first subscription over.
+    eventually(20, || async {
+        let n = pumps(&c);
+        (n >= 1_024)
+            .then_some(())
+            .ok_or(format!("{n} of 1,024 slots pumped"))
+    })
+    .await;
+    quiet(1_000).await;
+    let id = id_in_upper_half("unannounced", 1_024);
+    let at = now_ms();
+    store_of(&c)
+        .schedule("t", probe_job(&id, at), ScheduleMode::Upsert, now_ms())
+        .await
+        .unwrap();
+    // An absence: ten rounds of the net, none reaching the job's slot.
+    quiet(1_000).await;
+    assert!(rx.try_recv().is_err(), "the sweep reached the slot");
+    let killed: i64 = redis::cmd("CLIENT")
+        .arg("KILL")
+        .arg("TYPE")
+        .arg("pubsub")
+        .query(&mut e.redis.as_ref().unwrap().conn())
+        .unwrap();
+    assert!(killed >= 1, "no pub/sub connection to kill");
+    let seen = next(&mut rx, 5).await;
+    assert_eq!(seen.job.id, id);
 }

@@ -99,6 +99,20 @@ impl WakeNotice {
     /// doubling) or an instance began serving it, and the others read them anew.
     pub const TOPIC: u32 = u32::MAX;
 
+    /// The slot number of a notice the listener makes itself, naming no topic: notices may
+    /// have been lost (its connection was remade, or it hears none at all), so the slots'
+    /// heads are read anew.
+    pub const RESYNC: u32 = u32::MAX - 1;
+
+    /// The listener's own notice that notices may have been lost.
+    pub fn resync() -> Self {
+        WakeNotice {
+            topic: String::new(),
+            slot: Self::RESYNC,
+            at: 0,
+        }
+    }
+
     /// The pub/sub message form: `slot:at`.
     pub fn encode(&self) -> String {
         format!("{}:{}", self.slot, self.at)

@@ -89,6 +89,8 @@ impl JobHandler for Probe {
 pub fn settings(poll_ms: u64) -> RuntimeSettings {
     RuntimeSettings {
         poll_ms,
+        // Every slot's head read each round, unless a test says otherwise.
+        safety_net_ms: poll_ms,
         ..Settings::defaults().runtime
     }
 }

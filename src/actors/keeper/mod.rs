@@ -13,8 +13,10 @@
 //!   single instance owns every slot.
 //! - `discovery.rs`: topics created or changed elsewhere (another instance, the HTTP API)
 //!   are found by a periodic listing and by topic notices, and served.
-//! - `safety_net.rs`: once per `runtime.poll_ms`, the heads of the slots it owns are read
-//!   and a slot whose head comes before its own timer is woken (a lost notice caught).
+//! - `safety_net.rs`: once per `runtime.poll_ms`, the heads of a share of the slots it owns
+//!   are read (every slot once per `runtime.safety_net_ms`, and all at once after the
+//!   listener's reconnection), and a slot whose head comes before its own timer is woken
+//!   (a lost notice caught).
 //! - `sweep.rs`: a doubled topic's old slots are swept until no old copy is left.
 
 use std::collections::BTreeMap;
@@ -57,8 +59,8 @@ pub(crate) struct SlotKeeper {
     owner: String,
     live: Vec<String>,
     stopping: bool,
-    /// A round of the safety net is reading heads (`safety_net.rs`).
-    net_running: bool,
+    /// The safety net's round and sweep (`safety_net.rs`).
+    net: safety_net::Net,
     /// The threads slot actors run on.
     workers: Workers,
 }
@@ -79,7 +81,7 @@ impl SlotKeeper {
             slots: BTreeMap::new(),
             topics: BTreeMap::new(),
             stopping: false,
-            net_running: false,
+            net: safety_net::Net::default(),
             workers,
         }
     }
@@ -198,6 +200,10 @@ impl Handler<WakeSlot> for SlotKeeper {
 
     fn handle(&mut self, msg: WakeSlot, ctx: &mut Context<Self>) {
         let notice = msg.0;
+        if notice.slot == crate::store::WakeNotice::RESYNC {
+            self.resync(ctx);
+            return;
+        }
         if notice.slot == crate::store::WakeNotice::TOPIC {
             // Another instance serves the topic now, or changed its settings.
             let (store, name) = (self.rt.store.clone(), notice.topic);

@@ -1,11 +1,23 @@
-//! The instance's safety net: once per `runtime.poll_ms` the keeper reads the next time of
-//! each slot it owns (its earliest job or lease deadline; nothing written: two `ZRANGE`s in
-//! one round trip on Redis) and wakes only the slots whose next time comes before their own
-//! timer. A slot actor
-//! holds no poll of its own: it sleeps until its next time, and a job written after its
-//! last pump wakes it by notice; the net finds the one whose notice was lost (a pub/sub
-//! connection remade, a notice the writer skipped because the job was due after the net's
-//! next round) within a round.
+//! The instance's safety net. A slot actor holds no poll of its own: it sleeps until its
+//! next time, and a job written after its last pump wakes it by notice. The net finds the
+//! job whose notice was lost: every `runtime.poll_ms` the keeper reads the next time of a
+//! share of the slots it owns (its earliest job or lease deadline; nothing written: two
+//! `ZRANGE`s in one round trip on Redis), so that every slot is read once per
+//! `runtime.safety_net_ms`, and wakes only the slots whose next time comes before their own
+//! timer.
+//!
+//! What can lose a notice, and what finds it:
+//! - the listener's connection lost and remade (or a Cluster's resubscription): the
+//!   listener says so (`WakeNotice::RESYNC`), and the net reads every slot for the next
+//!   `RESYNC_ROUNDS` rounds;
+//! - a listener that hears nothing at all (a store made on a connection of its own): a
+//!   resync every round, so every slot is read each round;
+//! - a writer gone between its write and its notice, a write made to the store around the
+//!   service, a job due after the net's sweep (whose notice the writer skips): the sweep,
+//!   within `runtime.safety_net_ms`.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
 
 use actix::prelude::*;
 use futures_util::StreamExt;
@@ -16,27 +28,88 @@ use crate::actors::messages::Wake;
 /// How many heads the net reads at once.
 const IN_FLIGHT: usize = 64;
 
+/// Rounds that read every slot after a resync: the time a Cluster connection takes to
+/// resubscribe after it says it lost its connection.
+const RESYNC_ROUNDS: u32 = 5;
+
+/// Where the net stands.
+#[derive(Debug, Default)]
+pub(super) struct Net {
+    /// A round is reading heads.
+    running: bool,
+    /// A resync came while a round was reading: another round follows it at once.
+    again: bool,
+    /// The last slot read by the sweep; the next round starts after it.
+    cursor: Option<(String, u32)>,
+    /// Rounds left that read every slot.
+    full_rounds: u32,
+}
+
+/// How many of `total` slots a round reads, so that each is read once per `sweep_ms`
+/// with a round every `round_ms`.
+pub(super) fn share(total: usize, round_ms: u64, sweep_ms: u64) -> usize {
+    let rounds = sweep_ms.div_ceil(round_ms.max(1)).max(1);
+    total.div_ceil(usize::try_from(rounds).unwrap_or(usize::MAX))
+}
+
+/// The `n` keys after `cursor` in `map`, going round to its start, each at most once.
+pub(super) fn after<K: Ord + Clone, V>(
+    map: &BTreeMap<K, V>,
+    cursor: Option<&K>,
+    n: usize,
+) -> Vec<K> {
+    let n = n.min(map.len());
+    let tail = match cursor {
+        Some(c) => map.range((Bound::Excluded(c), Bound::Unbounded)),
+        None => map.range::<K, _>(..),
+    };
+    tail.chain(map.iter())
+        .take(n)
+        .map(|(k, _)| k.clone())
+        .collect()
+}
+
 impl SlotKeeper {
+    /// Notices may have been lost: every slot is read at once and for the next rounds.
+    pub(super) fn resync(&mut self, ctx: &mut Context<Self>) {
+        self.net.full_rounds = RESYNC_ROUNDS;
+        if self.net.running {
+            self.net.again = true;
+        } else {
+            self.safety_net(ctx);
+        }
+    }
+
     /// One round of the net, unless the last one is still reading.
     pub(super) fn safety_net(&mut self, ctx: &mut Context<Self>) {
-        if self.net_running || self.stopping {
+        if self.net.running || self.stopping {
             return;
         }
+        let keys = if self.net.full_rounds > 0 {
+            self.net.full_rounds -= 1;
+            self.slots.keys().cloned().collect()
+        } else {
+            let s = &self.rt.settings;
+            let n = share(self.slots.len(), s.poll_ms, s.net_sweep_ms());
+            let keys = after(&self.slots, self.net.cursor.as_ref(), n);
+            self.net.cursor = keys.last().cloned().or(self.net.cursor.take());
+            keys
+        };
         let mut asks = Vec::new();
-        for ((topic, slot), entry) in &self.slots {
+        for key in keys {
+            let (Some(entry), Some(t)) = (self.slots.get(&key), self.topics.get(&key.0)) else {
+                continue;
+            };
             let status = entry.status.lock().expect("slot status lock");
             if !entry.addr.connected() || status.fenced {
                 continue;
             }
-            let Some(t) = self.topics.get(topic) else {
-                continue;
-            };
-            asks.push((t.clone(), *slot, status.armed_at, entry.addr.clone()));
+            asks.push((t.clone(), key.1, status.armed_at, entry.addr.clone()));
         }
         if asks.is_empty() {
             return;
         }
-        self.net_running = true;
+        self.net.running = true;
         let store = self.rt.store.clone();
         let round = futures_util::stream::iter(asks)
             .map(move |(t, slot, armed_at, addr)| {
@@ -57,8 +130,48 @@ impl SlotKeeper {
             })
             .buffer_unordered(IN_FLIGHT)
             .collect::<Vec<()>>();
-        ctx.spawn(round.into_actor(self).map(|_, act, _| {
-            act.net_running = false;
+        ctx.spawn(round.into_actor(self).map(|_, act, ctx| {
+            act.net.running = false;
+            if std::mem::take(&mut act.net.again) {
+                act.safety_net(ctx);
+            }
         }));
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_round_reads_its_share_of_a_sweep() {
+        // 16,000 slots, a round a second, a sweep a minute: 267 a round.
+        assert_eq!(share(16_000, 1_000, 60_000), 267);
+        // A sweep no longer than a round reads every slot.
+        assert_eq!(share(16_000, 1_000, 1_000), 16_000);
+        assert_eq!(share(16_000, 1_000, 10), 16_000);
+        // A sweep that is not a whole number of rounds still reads each slot within it.
+        assert_eq!(share(10, 1_000, 2_500), 4);
+        assert_eq!(share(0, 1_000, 60_000), 0);
+        assert_eq!(share(1, 1_000, 60_000), 1);
+    }
+
+    #[test]
+    fn the_sweep_goes_round_every_slot_once_before_any_twice() {
+        let map: BTreeMap<u32, ()> = (0..10).map(|k| (k, ())).collect();
+        let mut cursor = None;
+        let mut seen = Vec::new();
+        for _ in 0..3 {
+            let keys = after(&map, cursor.as_ref(), 4);
+            cursor = keys.last().copied();
+            seen.extend(keys);
+        }
+        assert_eq!(seen, [0, 1, 2, 3, 4, 5, 6, 7, 8, 9, 0, 1]);
+        // A cursor whose slot is gone starts after where it was.
+        let fewer: BTreeMap<u32, ()> = [1, 5, 9].into_iter().map(|k| (k, ())).collect();
+        assert_eq!(after(&fewer, Some(&4), 2), [5, 9]);
+        // More than there are: each once.
+        assert_eq!(after(&fewer, Some(&5), 10), [9, 1, 5]);
+        assert!(after(&BTreeMap::<u32, ()>::new(), None, 3).is_empty());
     }
 }

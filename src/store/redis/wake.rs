@@ -143,7 +143,11 @@ impl Wakes {
     /// Hears notices into `tx` until it closes, reconnecting after a loss.
     pub(super) async fn listen(&self, tx: mpsc::UnboundedSender<WakeNotice>) -> Result<()> {
         let source = match self {
-            Wakes::None => return Ok(()),
+            Wakes::None => {
+                return Err(Error::Unavailable(
+                    "a store made on a connection of its own hears no wake notices".into(),
+                ));
+            }
             Wakes::Cluster(wakes) => return listen_cluster(wakes, tx).await,
             Wakes::Plain(source) => source,
         };
@@ -166,6 +170,11 @@ async fn listen_once(client: &redis::Client, tx: &mpsc::UnboundedSender<WakeNoti
     use futures_util::StreamExt;
     let mut pubsub = client.get_async_pubsub().await?;
     pubsub.psubscribe(wake_channel("*")).await?;
+    // Subscribed (again): whatever was published while no connection listened is read
+    // from the slots' heads.
+    if tx.send(WakeNotice::resync()).is_err() {
+        return Ok(());
+    }
     let prefix = wake_channel("");
     let mut messages = pubsub.on_message();
     while let Some(msg) = messages.next().await {
@@ -210,6 +219,12 @@ async fn listen_cluster(wakes: &ClusterWakes, tx: mpsc::UnboundedSender<WakeNoti
                 channel
                     .strip_prefix(&prefix)
                     .and_then(|topic| WakeNotice::decode(topic, &payload))
+            }
+            // A connection lost (the connection resubscribes by itself) or the pattern
+            // subscribed (again): notices may have been lost meanwhile, so the slots' heads
+            // are read anew.
+            (redis::PushKind::Disconnection | redis::PushKind::PSubscribe, _) => {
+                Some(WakeNotice::resync())
             }
             _ => None,
         };
