@@ -978,6 +978,18 @@ fn pumps(c: &TimeoutCenter) -> u64 {
         .get_sample_count()
 }
 
+/// Waits until `t`'s slots have pumped `n` times or more (each slot pumps once when its
+/// actor starts), and answers the count.
+async fn pumped_at_least(c: &TimeoutCenter, n: u64) -> u64 {
+    eventually(20, || async {
+        let seen = pumps(c);
+        (seen >= n)
+            .then_some(seen)
+            .ok_or(format!("{seen} of {n} pumps"))
+    })
+    .await
+}
+
 /// An idle slot (its one job due in an hour) pumps nothing of its own accord: with the
 /// safety net's round every 100 ms, ten rounds pass without a pump, the net having read the
 /// slot's next time and found it later than the slot's own timer. (Each slot polled the
@@ -994,13 +1006,7 @@ async fn an_idle_slot_pumps_nothing_of_its_own_accord(e: Engine) {
     )
     .await
     .unwrap();
-    let first = eventually(5, || async {
-        let n = pumps(&c);
-        (n > 0)
-            .then_some(n)
-            .ok_or("the slot never pumped".to_string())
-    })
-    .await;
+    let first = pumped_at_least(&c, 1).await;
     // An absence: ten of the net's rounds.
     quiet(1_000).await;
     assert_eq!(pumps(&c), first, "the idle slot pumped again");
@@ -1020,12 +1026,7 @@ async fn a_job_whose_notice_was_lost_is_found_by_the_safety_net(e: Engine) {
     )
     .await
     .unwrap();
-    eventually(5, || async {
-        (pumps(&c) > 0)
-            .then_some(())
-            .ok_or("the slot never pumped".to_string())
-    })
-    .await;
+    pumped_at_least(&c, 1).await;
     let at = now_ms() + 50;
     store_of(&c)
         .schedule(
@@ -1078,13 +1079,7 @@ async fn a_job_due_before_the_sweep_comes_round_is_told_to_its_slot(e: Engine) {
     let c = slow_sweep_center(&e, probe, 64).await;
     // Every slot's first pump done (it would find the job), and the net's full rounds after
     // the listener's first subscription over.
-    eventually(20, || async {
-        let n = pumps(&c);
-        (n >= 64)
-            .then_some(())
-            .ok_or(format!("{n} of 64 slots pumped"))
-    })
-    .await;
+    pumped_at_least(&c, 64).await;
     quiet(1_000).await;
     let at = now_ms() + 1_500;
     let id = id_in_upper_half("soon", 64);
@@ -1473,13 +1468,7 @@ async fn a_listener_that_connects_again_has_every_slot_read_at_once() {
     let c = slow_sweep_center(&e, probe, 1_024).await;
     // Every slot actor's first pump done, and the net's full rounds after the listener's
     // first subscription over.
-    eventually(20, || async {
-        let n = pumps(&c);
-        (n >= 1_024)
-            .then_some(())
-            .ok_or(format!("{n} of 1,024 slots pumped"))
-    })
-    .await;
+    pumped_at_least(&c, 1_024).await;
     quiet(1_000).await;
     let id = id_in_upper_half("unannounced", 1_024);
     let at = now_ms();
