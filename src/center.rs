@@ -264,17 +264,14 @@ impl TimeoutCenter {
         self.rt.store.topics().await
     }
 
-    /// Wakes the slot when `at` comes before the safety net's next round: its actor here, and
-    /// its owner elsewhere through the store's wake bus (which chooses the transport).
+    /// Tells the slot of its new head `at`: its actor here, and its owner elsewhere through
+    /// the store's wake bus (which chooses the transport).
     async fn wake(&self, topic: &TopicConfig, slot: u32, at: Millis) {
         // A long poll may wait longer than the slots' poll: it is told of every head.
         self.claims.wake(&topic.name, slot, at);
-        if at
-            > self.now()
-                + crate::num::millis(self.rt.settings.net_sweep_ms() + self.rt.settings.poll_ms)
-        {
-            return; // the safety net reads the slot's head before then
-        }
+        // Told however far ahead: the sweep may take longer than `safety_net_ms` (its reads
+        // are bounded by `safety_net_reads_per_s`), so it cannot be counted on to come round
+        // before a job is due. A new head is rare among resets (they mostly push a job later).
         let notice = WakeNotice {
             topic: topic.name.clone(),
             slot,

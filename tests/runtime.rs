@@ -1045,11 +1045,27 @@ async fn a_job_whose_notice_was_lost_is_found_by_the_safety_net(e: Engine) {
 /// A center whose safety net reads one slot per 100 ms round (a sweep of 600 s over the
 /// topic's slots: each of 64 slots read every 6.4 s), with a topic of `slots` slots.
 async fn slow_sweep_center(e: &Engine, probe: Probe, slots: u32) -> TimeoutCenter {
-    let c = TimeoutCenter::builder(e.store.clone())
-        .settings(RuntimeSettings {
+    sweep_center(
+        e,
+        probe,
+        slots,
+        RuntimeSettings {
             safety_net_ms: 600_000,
             ..settings(100)
-        })
+        },
+    )
+    .await
+}
+
+/// A center with `settings` and a topic of `slots` slots.
+async fn sweep_center(
+    e: &Engine,
+    probe: Probe,
+    slots: u32,
+    settings: RuntimeSettings,
+) -> TimeoutCenter {
+    let c = TimeoutCenter::builder(e.store.clone())
+        .settings(settings)
         .handler(probe)
         .start()
         .await
@@ -1091,10 +1107,41 @@ async fn a_job_due_before_the_sweep_comes_round_is_told_to_its_slot(e: Engine) {
     assert!(seen.fired_at >= at, "fired before its time");
 }
 
+/// The sweep's reads are bounded (`runtime.safety_net_reads_per_s`), so it may take far
+/// longer than `safety_net_ms`: a writer tells of every new head however far ahead. With a
+/// nominal sweep of 300 ms but one read a second over 64 slots (a real sweep of 64 s), a job
+/// due in 1.5 s in a slot the sweep reaches only after 32 s fires on time. (The writer once
+/// left a job due after the nominal sweep to the sweep.)
+async fn a_job_due_after_the_nominal_sweep_is_told_when_reads_slow_the_sweep(e: Engine) {
+    let (probe, mut rx) = Probe::done();
+    let c = sweep_center(
+        &e,
+        probe,
+        64,
+        RuntimeSettings {
+            safety_net_ms: 300,
+            safety_net_reads_per_s: 1,
+            ..settings(100)
+        },
+    )
+    .await;
+    pumped_at_least(&c, 64).await;
+    quiet(1_000).await;
+    let at = now_ms() + 1_500;
+    let id = id_in_upper_half("far", 64);
+    c.schedule("t", probe_job(&id, at), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let seen = next(&mut rx, 4).await;
+    assert_eq!(seen.job.id, id);
+    assert!(seen.fired_at >= at, "fired before its time");
+}
+
 engine_matrix!(
     #[actix_rt::test] crate::common::Engine::of;
     an_idle_slot_pumps_nothing_of_its_own_accord,
     a_job_due_before_the_sweep_comes_round_is_told_to_its_slot,
+    a_job_due_after_the_nominal_sweep_is_told_when_reads_slow_the_sweep,
     a_job_whose_notice_was_lost_is_found_by_the_safety_net,
     a_job_fires_on_time_and_never_before_its_fire_at,
     an_earlier_job_wakes_its_slot_without_waiting_for_the_poll,

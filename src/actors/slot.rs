@@ -59,6 +59,9 @@ pub(crate) struct SlotActor {
     timer: Option<(SpawnHandle, Millis)>,
     /// The batch window's timer, while it is open.
     flush: Option<SpawnHandle>,
+    /// The lease sweep's timer is set: only while runs are out (an idle slot holds no
+    /// timer, issue 48).
+    lease_sweep: bool,
     /// How long before their fire time this slot's pumps lease jobs: `runtime.fire_lead_ms`,
     /// longer while the store answers slowly (see `super::lead`).
     lead: Lead,
@@ -113,6 +116,7 @@ impl SlotActor {
             pumping: watch::channel(false).0,
             timer: None,
             flush: None,
+            lease_sweep: false,
         }
     }
 
@@ -348,6 +352,7 @@ impl SlotActor {
         // The lease is shared by the running map and this run's future.
         let lease = Arc::new(lease);
         self.running.insert(lease.job.id.clone(), lease.clone());
+        self.arm_lease_sweep(ctx);
         if lease.job.fire_at.saturating_mul(1_000) > now_us {
             held.push(lease);
         } else {
@@ -414,12 +419,20 @@ impl SlotActor {
         }));
     }
 
-    /// Checks the runs' leases every sixth of a lease, for as long as the actor lives.
+    /// Checks the runs' leases every sixth of a lease, from the first run out for as long as
+    /// runs are out.
     fn arm_lease_sweep(&mut self, ctx: &mut Context<Self>) {
+        if self.lease_sweep {
+            return;
+        }
+        self.lease_sweep = true;
         let every = Duration::from_millis((self.topic.visibility_timeout_ms / 6).max(1));
         ctx.run_later(every, |act, ctx| {
+            act.lease_sweep = false;
             act.sweep_leases(ctx);
-            act.arm_lease_sweep(ctx);
+            if !act.running.is_empty() {
+                act.arm_lease_sweep(ctx);
+            }
         });
     }
 
@@ -642,7 +655,6 @@ impl Actor for SlotActor {
 
     fn started(&mut self, ctx: &mut Context<Self>) {
         self.set_status(|s| s.alive = true);
-        self.arm_lease_sweep(ctx);
         self.pump(ctx);
     }
 
@@ -657,6 +669,8 @@ impl Supervised for SlotActor {
         // run again (at least once).
         self.running.clear();
         self.outcomes.clear();
+        // The old context's timers are gone with it.
+        self.lease_sweep = false;
         self.core.restarted();
         self.track();
         self.publish_pumping();

@@ -91,6 +91,7 @@ pub fn settings(poll_ms: u64) -> RuntimeSettings {
         poll_ms,
         // Every slot's head read each round, unless a test says otherwise.
         safety_net_ms: poll_ms,
+        safety_net_reads_per_s: u64::MAX,
         ..Settings::defaults().runtime
     }
 }

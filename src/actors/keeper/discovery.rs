@@ -39,23 +39,19 @@ impl SlotKeeper {
             // topic has its slots handed off: their runs end or are given back within the
             // drain's grace (halted, the actors dropped them until their leases ran out).
             self.topics.remove(&topic.name);
-            let gone: Vec<u32> = self
-                .slots
-                .keys()
-                .filter(|(name, _)| name == &topic.name)
-                .map(|(_, slot)| *slot)
-                .collect();
+            let gone: Vec<u32> = self.slots_of(&topic.name).map(|(slot, _)| slot).collect();
             for slot in gone {
                 self.hand_off(ctx, &topic.name, slot);
             }
             return;
         }
-        for ((name, _), entry) in &self.slots {
-            if name == &topic.name {
+        let before = self.topics.insert(topic.name.clone(), topic.clone());
+        // Each discovery round serves every topic again: only a change is told to the slots.
+        if before.as_ref() != Some(&topic) {
+            for (_, entry) in self.slots_of(&topic.name) {
                 entry.addr.do_send(Retune(topic.clone()));
             }
         }
-        let before = self.topics.insert(topic.name.clone(), topic.clone());
         if before.is_none_or(|b| b.slots != topic.slots) {
             self.own_slots(ctx, &topic);
         }

@@ -90,6 +90,14 @@ impl SlotKeeper {
         self.rt.settings.owner_lease_ms
     }
 
+    /// The slots of `topic` this instance runs an actor for, by slot: a range of the map,
+    /// not a look through every topic's slots (that made each discovery round cost topics x
+    /// slots, issue 48).
+    fn slots_of<'a>(&'a self, topic: &str) -> impl Iterator<Item = (u32, &'a SlotEntry)> + 'a {
+        let (from, to) = ((topic.to_string(), 0), (topic.to_string(), u32::MAX));
+        self.slots.range(from..=to).map(|((_, slot), e)| (*slot, e))
+    }
+
     /// Starts the slot actor of an owned slot under `fence`, unless one runs under it.
     fn start(&mut self, topic: &str, slot: u32, fence: u64) {
         let Some(t) = self.topics.get(topic).cloned() else {

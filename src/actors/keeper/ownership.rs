@@ -20,10 +20,9 @@ impl SlotKeeper {
             .filter(|&slot| owners::owner_of(&self.live, &name, slot) == Some(&self.instance))
             .collect();
         let leaving: Vec<u32> = self
-            .slots
-            .keys()
-            .filter(|(n, slot)| n == &name && !mine.contains(slot))
-            .map(|(_, slot)| *slot)
+            .slots_of(&name)
+            .map(|(slot, _)| slot)
+            .filter(|slot| !mine.contains(slot))
             .collect();
         for slot in leaving {
             self.hand_off(ctx, &name, slot);

@@ -43,6 +43,25 @@ pub(super) struct Net {
     cursor: Option<(String, u32)>,
     /// Rounds left that read every slot.
     full_rounds: u32,
+    /// Reads the sweep may still make, in thousandths (see `allowance`).
+    credit: u64,
+}
+
+/// How many of the `want` heads a round of the sweep reads, when it may read `per_s` a
+/// second with a round every `round_ms`: each round earns `per_s * round_ms` thousandths of a
+/// read, and unspent credit is kept up to one round's worth and less than a read more (so one
+/// read a second over 100 ms rounds reads once every tenth round, and an idle spell earns no
+/// burst).
+pub(super) fn allowance(credit: &mut u64, per_s: u64, round_ms: u64, want: usize) -> usize {
+    let earned = per_s.saturating_mul(round_ms);
+    *credit = credit
+        .saturating_add(earned)
+        .min(earned.saturating_add(999));
+    let n = usize::try_from(*credit / 1_000)
+        .unwrap_or(usize::MAX)
+        .min(want);
+    *credit -= u64::try_from(n).unwrap_or(u64::MAX).saturating_mul(1_000);
+    n
 }
 
 /// How many of `total` slots a round reads, so that each is read once per `sweep_ms`
@@ -90,7 +109,13 @@ impl SlotKeeper {
             self.slots.keys().cloned().collect()
         } else {
             let s = &self.rt.settings;
-            let n = share(self.slots.len(), s.poll_ms, s.net_sweep_ms());
+            let want = share(self.slots.len(), s.poll_ms, s.net_sweep_ms());
+            let n = allowance(
+                &mut self.net.credit,
+                s.safety_net_reads_per_s,
+                s.poll_ms,
+                want,
+            );
             let keys = after(&self.slots, self.net.cursor.as_ref(), n);
             self.net.cursor = keys.last().cloned().or(self.net.cursor.take());
             keys
@@ -154,6 +179,28 @@ mod tests {
         assert_eq!(share(10, 1_000, 2_500), 4);
         assert_eq!(share(0, 1_000, 60_000), 0);
         assert_eq!(share(1, 1_000, 60_000), 1);
+    }
+
+    #[test]
+    fn the_sweep_reads_no_more_than_its_rate() {
+        let reads = |per_s: u64, round_ms: u64, want: usize, rounds: usize| {
+            let mut credit = 0;
+            (0..rounds)
+                .map(|_| allowance(&mut credit, per_s, round_ms, want))
+                .collect::<Vec<_>>()
+        };
+        // 200 a second, a round a second: 200 of the 2,667 a minute's sweep of 160,000 wants.
+        assert_eq!(reads(200, 1_000, 2_667, 3), [200, 200, 200]);
+        // Fewer wanted than allowed: no more, and no credit saved up for a burst.
+        assert_eq!(reads(200, 1_000, 10, 2), [10, 10]);
+        // One a second over 100 ms rounds: one read every tenth round.
+        let slow = reads(1, 100, 64, 30);
+        assert_eq!(slow.iter().sum::<usize>(), 3);
+        assert_eq!(slow.iter().position(|&n| n == 1), Some(9));
+        // 15 a second over 100 ms rounds: 1 or 2 a round, 15 in ten rounds.
+        assert_eq!(reads(15, 100, 64, 10).iter().sum::<usize>(), 15);
+        // Unbounded (the tests' setting): every slot wanted.
+        assert_eq!(reads(u64::MAX, 100, 64, 1), [64]);
     }
 
     #[test]

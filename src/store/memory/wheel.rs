@@ -44,6 +44,8 @@ struct Key {
 
 struct Level {
     occupied: u64,
+    /// Empty until a key is first placed in the level: an idle topic's slot holds one job or
+    /// none, and 6 levels of 64 lists made up for 9 KB of each slot's 15 (issue 48).
     slots: Vec<Vec<u32>>,
 }
 
@@ -92,7 +94,7 @@ impl Wheel {
             levels: (0..LEVELS)
                 .map(|_| Level {
                     occupied: 0,
-                    slots: (0..SLOTS).map(|_| Vec::new()).collect(),
+                    slots: Vec::new(),
                 })
                 .collect(),
             overflow: BTreeSet::new(),
@@ -151,6 +153,9 @@ impl Wheel {
             let level = self.level_for(when);
             let slot = ((when >> (level as u32 * SLOT_BITS)) as usize) & (SLOTS - 1);
             let lv = &mut self.levels[level];
+            if lv.slots.is_empty() {
+                lv.slots = (0..SLOTS).map(|_| Vec::new()).collect();
+            }
             lv.slots[slot].push(key);
             lv.occupied |= 1 << slot;
             self.keys[k].loc = Loc::Slot {
@@ -352,6 +357,22 @@ mod tests {
         std::iter::from_fn(|| w.pop_ready(now))
             .map(|d| (d.key, d.when))
             .collect()
+    }
+
+    /// A wheel holds a level's 64 lists only once a key is placed in it: an empty wheel none,
+    /// a wheel of one job due in an hour one level's; the job still fires on time.
+    #[test]
+    fn levels_hold_lists_only_once_used() {
+        let allocated = |w: &Wheel| w.levels.iter().filter(|l| !l.slots.is_empty()).count();
+        let mut w = Wheel::new(1_000);
+        assert_eq!(allocated(&w), 0);
+        w.insert(0, 1_000 + 3_600_000);
+        assert_eq!(allocated(&w), 1);
+        assert_eq!(
+            drain(&mut w, 1_000 + 3_600_000),
+            vec![(0, 1_000 + 3_600_000)]
+        );
+        assert_eq!(w.next_at(), None);
     }
 
     #[test]
