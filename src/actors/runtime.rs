@@ -34,6 +34,9 @@ pub(crate) struct Runtime {
     pub metrics: Arc<Metrics>,
     /// This instance's name among those sharing the store (`runtime.instance`, or made).
     pub instance: String,
+    /// Counts slot actors fenced or stopped: the keeper's ownership round looks at every
+    /// slot again only when this moved (or the membership changed, or a backstop round).
+    pub slot_changes: std::sync::atomic::AtomicU64,
 }
 
 /// This instance's name: `runtime.instance`, or one made from host, process and a random

@@ -120,6 +120,14 @@ impl SlotActor {
         }
     }
 
+    /// Tells the keeper's next ownership round to look at every slot (this one was fenced
+    /// or stopped).
+    fn slot_changed(&self) {
+        self.rt
+            .slot_changes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
     fn set_status(&self, f: impl FnOnce(&mut SlotHealth)) {
         f(&mut self.status.lock().expect("slot status lock"));
     }
@@ -239,6 +247,7 @@ impl SlotActor {
                         s.last_error = Some(e.to_string());
                         s.fenced = true;
                     });
+                    act.slot_changed();
                     (PumpEnd::Fenced, None)
                 }
                 Err(e) => {
@@ -660,6 +669,7 @@ impl Actor for SlotActor {
 
     fn stopped(&mut self, _: &mut Context<Self>) {
         self.set_status(|s| s.alive = false);
+        self.slot_changed();
     }
 }
 

@@ -101,6 +101,12 @@ impl Child {
         Ok((ticks(11)? + ticks(12)?) / clock_ticks())
     }
 
+    /// Kills the process with SIGKILL, as a crash would.
+    pub(super) fn kill(&mut self) {
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+
     pub(super) fn stop(&mut self) {
         let _ = std::process::Command::new("kill")
             .arg("-TERM")

@@ -63,6 +63,12 @@ pub(crate) struct SlotKeeper {
     net: safety_net::Net,
     /// The threads slot actors run on.
     workers: Workers,
+    /// What the last ownership round that looked at every slot saw: the live instances and
+    /// `Runtime::slot_changes`; `None` when a slot it asked for was not obtained. While both
+    /// stand, a round looks at no slot (see `ownership.rs`).
+    checked: Option<(Vec<String>, u64)>,
+    /// Rounds since the last that looked at every slot.
+    quiet_rounds: u32,
 }
 
 /// How often the supervisor looks for topics created elsewhere (another instance, the
@@ -83,6 +89,8 @@ impl SlotKeeper {
             stopping: false,
             net: safety_net::Net::default(),
             workers,
+            checked: None,
+            quiet_rounds: 0,
         }
     }
 

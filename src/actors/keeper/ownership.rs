@@ -1,7 +1,11 @@
 //! The keeper's ownership rounds: the registry heartbeat, then each known topic's slots
 //! taken (once: a lease held is not renewed) or handed off (see the module above).
 
+use std::sync::atomic::Ordering;
 use std::time::Duration;
+
+/// Ownership rounds after which one looks at every slot even though nothing seemed to move.
+const FULL_ROUND_EVERY: u32 = 10;
 
 use actix::prelude::*;
 
@@ -19,26 +23,31 @@ impl SlotKeeper {
         let mine: Vec<u32> = (0..topic.slots)
             .filter(|&slot| owners::owner_of(&self.live, &name, slot) == Some(&self.instance))
             .collect();
-        let leaving: Vec<u32> = self
+        // This topic's actors, each with whether it pumps (running, not fenced): one range of
+        // the keeper's map, not a search of it per slot (every round reads every topic).
+        let running: Vec<(u32, bool)> = self
             .slots_of(&name)
-            .map(|(slot, _)| slot)
-            .filter(|slot| !mine.contains(slot))
+            .map(|(slot, e)| {
+                let pumps =
+                    e.addr.connected() && !e.status.lock().expect("slot status lock").fenced;
+                (slot, pumps)
+            })
             .collect();
-        for slot in leaving {
-            self.hand_off(ctx, &name, slot);
+        for &(slot, _) in &running {
+            if !mine.contains(&slot) {
+                self.hand_off(ctx, &name, slot);
+            }
         }
         // A lease held is not renewed: while the membership stands, nothing per slot is
         // written. A slot is asked for when this instance has no actor for it, or its actor
         // was fenced (another instance took the slot over meanwhile).
         let mine: Vec<u32> = mine
             .into_iter()
-            .filter(|&slot| match self.slots.get(&(name.clone(), slot)) {
-                Some(entry) => {
-                    !entry.addr.connected() || entry.status.lock().expect("slot status lock").fenced
-                }
-                None => true,
-            })
+            .filter(|slot| !running.contains(&(*slot, true)))
             .collect();
+        if mine.is_empty() {
+            return;
+        }
         let (store, owner) = (self.rt.store.clone(), self.owner.clone());
         let (now, lease) = (self.rt.clock.now(), self.lease_ms());
         let asks = mine.into_iter().map(move |slot| {
@@ -54,6 +63,7 @@ impl SlotKeeper {
                         match answer {
                             Ok(Ownership::Owned { fence }) => act.start(&topic_name, slot, fence),
                             Ok(Ownership::Held { by, until }) => {
+                                act.checked = None;
                                 // Not ours (yet): its holder's lease has to run out or be
                                 // handed off first. An actor this instance still runs for
                                 // it (it was fenced: stalled past its registration, the holder
@@ -63,6 +73,7 @@ impl SlotKeeper {
                                 act.give_up(ctx, &topic_name, slot, false);
                             }
                             Err(e) => {
+                                act.checked = None;
                                 tracing::warn!(topic = %topic_name, slot, error = %e, "could not take the slot's owner lease");
                             }
                         }
@@ -126,6 +137,17 @@ impl SlotKeeper {
                     if act.stopping {
                         return;
                     }
+                    // Every slot is looked at only when something may have moved: the
+                    // membership, a slot fenced or stopped, a slot asked for and not
+                    // obtained; and every `FULL_ROUND_EVERY` rounds all the same. A stable
+                    // instance's round costs nothing per slot (issue 48).
+                    let seen = (act.live.clone(), act.rt.slot_changes.load(Ordering::Relaxed));
+                    if act.checked.as_ref() == Some(&seen) && act.quiet_rounds < FULL_ROUND_EVERY {
+                        act.quiet_rounds += 1;
+                        return;
+                    }
+                    act.checked = Some(seen);
+                    act.quiet_rounds = 0;
                     let topics: Vec<_> = act.topics.values().cloned().collect();
                     for t in topics {
                         act.own_slots(ctx, &t);
