@@ -66,7 +66,7 @@ pub(super) async fn topics(ctx: &mut Ctx) -> Result<(), String> {
             ctx.add(
                 "topics",
                 engine,
-                &format!("busy topic p99 firing lateness, alone"),
+                "busy topic p99 firing lateness, alone",
                 p99_alone,
                 "ms",
                 &how,
