@@ -266,7 +266,13 @@ impl SlotActor {
                 // that follows it.
                 AfterPump::SleepUntilNext => {
                     let back = reach.saturating_sub(act.lead());
-                    act.arm(next_at.map(|at| at.saturating_add(back)), ctx);
+                    let next = next_at.map(|at| at.saturating_add(back));
+                    // A wake told during the pump (rule 6 of `slot_core.rs`).
+                    let next = match (next, act.core.take_woken()) {
+                        (Some(n), Some(w)) => Some(n.min(w)),
+                        (n, w) => n.or(w),
+                    };
+                    act.arm(next, ctx);
                 }
                 AfterPump::SleepFor(wait) => {
                     let at = act.rt.clock.now().saturating_add(crate::num::millis(crate::num::duration_ms(wait)));
@@ -718,11 +724,11 @@ impl Handler<Wake> for SlotActor {
     type Result = ();
 
     fn handle(&mut self, msg: Wake, ctx: &mut Context<Self>) {
-        if !self.core.woken() {
-            return;
-        }
         // Pumped a lead before its fire time, as the pump's own next time is.
         let pump_at = msg.at.saturating_sub(self.lead());
+        if !self.core.woken(pump_at) {
+            return;
+        }
         match self.timer {
             Some((_, at)) if at <= pump_at => {}
             _ => self.arm(Some(pump_at), ctx),

@@ -17,6 +17,10 @@
 //!    leased above the highest token this slot has seen, unless the fence changed since.
 //! 5. Outcomes wait for the batch window only while other runs of the slot may still join
 //!    them; a window that closes while a settle is in flight is honoured when it returns.
+//! 6. A wake notice that comes while a pump is in flight does not pump again: its instant is
+//!    kept, and the slot sleeps until the earlier of it and the pump's next time (the
+//!    pump's answer may predate the job, whose own instant is then known). Every new head
+//!    is told, however far ahead, so a pump again per notice would pump for nothing.
 
 use std::time::Duration;
 
@@ -128,6 +132,8 @@ pub(crate) struct SlotCore {
     pump_lost: bool,
     /// The highest run token this slot's pumps handed it.
     max_token: u64,
+    /// The earliest instant a wake told while a pump was in flight (rule 6).
+    woken_at: Option<i64>,
 }
 
 impl Default for SlotCore {
@@ -139,6 +145,7 @@ impl Default for SlotCore {
             settle_failures: 0,
             pump_lost: false,
             max_token: 0,
+            woken_at: None,
         }
     }
 }
@@ -223,6 +230,10 @@ impl SlotCore {
             Pumping::Idle { .. } | Pumping::Fenced => return AfterPump::Nothing,
         };
         self.pump_lost = matches!(end, PumpEnd::Failed);
+        if !matches!(end, PumpEnd::Leased { full: false }) || again {
+            // Another pump follows (now, or after a wait), and it finds the job.
+            self.woken_at = None;
+        }
         match end {
             PumpEnd::Leased { full } if full || again => {
                 self.pumping = Pumping::Idle { again: false };
@@ -249,18 +260,24 @@ impl SlotCore {
         }
     }
 
-    /// A wake notice (a job due earlier than the slot knew). True when the actor should arm
-    /// its timer for it; a pump in flight pumps again instead, since its answer may predate
-    /// the job.
-    pub(crate) fn woken(&mut self) -> bool {
+    /// A wake notice: a job whose pump is due at `pump_at` (ms), perhaps earlier than the
+    /// slot knew. True when the actor should arm its timer for it; with a pump in flight,
+    /// whose answer may predate the job, the instant is kept for `take_woken` (rule 6).
+    pub(crate) fn woken(&mut self, pump_at: i64) -> bool {
         match &mut self.pumping {
             Pumping::Idle { .. } => true,
-            Pumping::InFlight { again } => {
-                *again = true;
+            Pumping::InFlight { .. } => {
+                self.woken_at = Some(self.woken_at.map_or(pump_at, |w| w.min(pump_at)));
                 false
             }
             Pumping::Fenced | Pumping::Draining { .. } => false,
         }
+    }
+
+    /// The instant a wake told while the last pump was in flight: the actor sleeps until
+    /// the earlier of it and the pump's next time.
+    pub(crate) fn take_woken(&mut self) -> Option<i64> {
+        self.woken_at.take()
     }
 
     /// The slot's owner lease was renewed under a new fence: a fenced slot pumps again, and
@@ -393,7 +410,7 @@ mod tests {
     fn one_pump_in_flight_and_a_pump_asked_for_meanwhile_follows_it() {
         let mut core = started();
         assert_eq!(core.want_pump(10, false), None, "rule 1: not alongside");
-        assert!(!core.woken(), "a wake during a pump pumps again after it");
+        assert!(!core.woken(5_000), "a wake during a pump arms nothing now");
         assert_eq!(
             core.pump_answered(PumpEnd::Leased { full: false }),
             AfterPump::PumpAgain
@@ -404,7 +421,22 @@ mod tests {
             core.pump_answered(PumpEnd::Leased { full: false }),
             AfterPump::SleepUntilNext
         );
-        assert!(core.woken(), "idle: the wake arms the timer");
+        assert!(core.woken(5_000), "idle: the wake arms the timer");
+        assert_eq!(core.take_woken(), None, "a pump followed: it found the job");
+    }
+
+    #[test]
+    fn a_wake_during_a_pump_is_slept_until_not_pumped_for() {
+        let mut core = started();
+        assert!(!core.woken(9_000));
+        assert!(!core.woken(7_000), "rule 6: the earlier instant is kept");
+        assert_eq!(
+            core.pump_answered(PumpEnd::Leased { full: false }),
+            AfterPump::SleepUntilNext,
+            "rule 6: no pump again for a wake"
+        );
+        assert_eq!(core.take_woken(), Some(7_000));
+        assert_eq!(core.take_woken(), None);
     }
 
     #[test]
@@ -449,7 +481,7 @@ mod tests {
         );
         assert_eq!(core.pump_answered(PumpEnd::Fenced), AfterPump::Nothing);
         assert_eq!(core.want_pump(10, false), None, "rule 2: fenced");
-        assert!(!core.woken());
+        assert!(!core.woken(5_000));
         core.refenced();
         assert_eq!(
             core.want_pump(10, false),
@@ -468,7 +500,7 @@ mod tests {
         );
         assert!(!core.pump_in_flight());
         assert_eq!(core.want_pump(10, false), None);
-        assert!(!core.woken());
+        assert!(!core.woken(5_000));
         core.refenced();
         assert_eq!(core.want_pump(10, false), None, "a drain is for good");
     }
