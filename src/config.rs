@@ -186,6 +186,13 @@ pub struct RuntimeSettings {
     /// topics there are. Notices are not affected: every new head is told to its slot.
     #[serde(default = "default_safety_net_reads_per_s")]
     pub safety_net_reads_per_s: u64,
+    /// How far ahead a slot's next time must be, in ms, for its actor to be put to sleep
+    /// once it has nothing in flight: the slot keeper then holds the slot's next time and
+    /// starts a new actor at it, at a notice or when the safety net finds an earlier head.
+    /// A dormant slot holds no actor, timer or mailbox (idle topics cost little memory);
+    /// a slot busier than this keeps its actor. 0: every idle slot goes to sleep.
+    #[serde(default = "default_dormant_after_ms")]
+    pub dormant_after_ms: u64,
     /// Most jobs one pump leases out.
     pub pump_batch: usize,
     /// How long a stopping service waits for running jobs, in ms.
@@ -236,6 +243,12 @@ pub struct RuntimeSettings {
 /// topics) are swept in 80 s, 160,000 in about 13 minutes.
 fn default_safety_net_reads_per_s() -> u64 {
     200
+}
+
+/// A slot whose next job is more than a second away sleeps: starting its actor again costs
+/// a few microseconds, paid within the fire lead.
+fn default_dormant_after_ms() -> u64 {
+    1_000
 }
 
 fn default_owner_lease_ms() -> u64 {

@@ -48,6 +48,7 @@ mod topic;
 mod validate;
 mod wire;
 
+pub use actors::SlotHealth;
 pub use center::{TimeoutCenter, TimeoutCenterBuilder};
 pub use claims::ClaimRequest;
 pub use cli::toc_main;

@@ -123,12 +123,22 @@ async fn settled(
         if owner.len() == TOPICS * SLOTS && twice == 0 && per.len() == instances.len() {
             return (owner, start.elapsed());
         }
-        assert!(
-            start.elapsed() < within,
-            "the slots did not settle within {within:?}: {} of {} served, {twice} twice, per instance {per:?}",
-            owner.len(),
-            TOPICS * SLOTS
-        );
+        if start.elapsed() >= within {
+            let logs: Vec<String> = instances
+                .iter()
+                .map(|i| {
+                    let log = i.log_text();
+                    let tail: String = log.lines().rev().take(30).collect::<Vec<_>>().join("\n");
+                    format!("{} (last lines, newest first):\n{tail}", i.name)
+                })
+                .collect();
+            panic!(
+                "the slots did not settle within {within:?}: {} of {} served, {twice} twice, per instance {per:?}; logs:\n{}",
+                owner.len(),
+                TOPICS * SLOTS,
+                logs.join("\n")
+            );
+        }
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
 }

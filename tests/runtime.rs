@@ -77,15 +77,7 @@ async fn an_earlier_job_wakes_its_slot_without_waiting_for_the_poll(e: Engine) {
     .await
     .unwrap();
     // Let the slot go to sleep until the late job (or its 60 s poll).
-    eventually(5, || async {
-        c.health()
-            .await
-            .iter()
-            .any(|h| h.topic == "t" && h.last_pump.is_some())
-            .then_some(())
-            .ok_or("the slot never pumped".to_string())
-    })
-    .await;
+    asleep(&c, "t", 0).await;
     let at = now_ms() + 100;
     c.schedule("t", probe_job("early", at), ScheduleMode::Upsert)
         .await
@@ -337,14 +329,30 @@ async fn a_job_of_an_unknown_type_goes_dead_with_a_clear_error(e: Engine) {
 
 async fn the_slot_keeper_restarts_a_slot_actor_that_stopped(e: Engine) {
     let (probe, mut rx) = Probe::done();
-    let c = center(&e, probe, 1_000).await;
+    // A slot that does not sleep (its next job is within the horizon): a sleeping slot has
+    // no actor to halt.
+    let c = TimeoutCenter::builder(e.store.clone())
+        .settings(RuntimeSettings {
+            dormant_after_ms: u64::MAX,
+            ..settings(1_000)
+        })
+        .handler(probe)
+        .start()
+        .await
+        .unwrap();
     one_slot_topic(&c, "t", 16).await;
-    c.topic("t").await.unwrap();
+    c.schedule(
+        "t",
+        probe_job("later", now_ms() + 3_600_000),
+        ScheduleMode::Upsert,
+    )
+    .await
+    .unwrap();
     eventually(5, || async {
         c.health()
             .await
             .iter()
-            .any(|h| h.topic == "t")
+            .any(|h| h.topic == "t" && h.last_pump.is_some() && !h.dormant)
             .then_some(())
             .ok_or("the slot never started".to_string())
     })
@@ -978,14 +986,19 @@ fn pumps(c: &TimeoutCenter) -> u64 {
         .get_sample_count()
 }
 
-/// Waits until `t`'s slots have pumped `n` times or more (each slot pumps once when its
-/// actor starts), and answers the count.
-async fn pumped_at_least(c: &TimeoutCenter, n: u64) -> u64 {
+/// Waits until `n` slots of `t` are served here (asleep or with an actor: a slot taken
+/// starts asleep, its head read from the store).
+async fn served(c: &TimeoutCenter, n: usize) {
     eventually(20, || async {
-        let seen = pumps(c);
+        let seen = c
+            .health()
+            .await
+            .iter()
+            .filter(|h| h.topic == "t" && h.alive)
+            .count();
         (seen >= n)
-            .then_some(seen)
-            .ok_or(format!("{seen} of {n} pumps"))
+            .then_some(())
+            .ok_or(format!("{seen} of {n} slots served"))
     })
     .await
 }
@@ -1006,7 +1019,8 @@ async fn an_idle_slot_pumps_nothing_of_its_own_accord(e: Engine) {
     )
     .await
     .unwrap();
-    let first = pumped_at_least(&c, 1).await;
+    asleep(&c, "t", 0).await;
+    let first = pumps(&c);
     // An absence: ten of the net's rounds.
     quiet(1_000).await;
     assert_eq!(pumps(&c), first, "the idle slot pumped again");
@@ -1026,7 +1040,9 @@ async fn a_job_whose_notice_was_lost_is_found_by_the_safety_net(e: Engine) {
     )
     .await
     .unwrap();
-    pumped_at_least(&c, 1).await;
+    // Asleep (its job is an hour away): the keeper holds its next time, and the net reads
+    // the slot's head for it.
+    asleep(&c, "t", 0).await;
     let at = now_ms() + 50;
     store_of(&c)
         .schedule(
@@ -1040,6 +1056,105 @@ async fn a_job_whose_notice_was_lost_is_found_by_the_safety_net(e: Engine) {
     let seen = next(&mut rx, 5).await;
     assert_eq!(seen.job.id, "unannounced");
     assert!(seen.fired_at >= at, "fired before its time");
+}
+
+/// The health of `topic`'s slot `slot`, if served.
+async fn slot_health(c: &TimeoutCenter, topic: &str, slot: u32) -> Option<SlotHealth> {
+    c.health()
+        .await
+        .into_iter()
+        .find(|h| h.topic == topic && h.slot == slot)
+}
+
+/// Waits until `topic`'s slot `slot` sleeps (no actor; served all the same).
+async fn asleep(c: &TimeoutCenter, topic: &str, slot: u32) {
+    eventually(10, || async {
+        match slot_health(c, topic, slot).await {
+            Some(h) if h.dormant && h.alive => Ok(()),
+            other => Err(format!("not asleep: {other:?}")),
+        }
+    })
+    .await;
+}
+
+/// A slot at rest whose job is further ahead than `runtime.dormant_after_ms` (1 s) sleeps:
+/// its actor stops, `/health` shows it served and dormant, and the keeper starts a new actor
+/// at its next time: the job fires at its time, not before, and not a poll later. Then,
+/// asleep again with its next job an hour away, a job scheduled for sooner (a notice) wakes
+/// it. What it cannot show: the memory this saves, which `toc bench topics` measures.
+async fn a_sleeping_slot_wakes_at_its_next_time_and_at_a_notice(e: Engine) {
+    let (probe, mut rx) = Probe::done();
+    // The safety net's round every minute: only the keeper's timer and notices wake it.
+    let c = center(&e, probe, 60_000).await;
+    one_slot_topic(&c, "t", 16).await;
+    let at = now_ms() + 2_500;
+    c.schedule("t", probe_job("later", at), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    asleep(&c, "t", 0).await;
+    let seen = next(&mut rx, 10).await;
+    assert_eq!(seen.job.id, "later");
+    assert!(seen.fired_at >= at, "fired before its time");
+    assert!(
+        seen.fired_at < at + 1_000,
+        "fired {} ms late: the sleeping slot was not started at its time",
+        seen.fired_at - at
+    );
+    c.schedule(
+        "t",
+        probe_job("in an hour", now_ms() + 3_600_000),
+        ScheduleMode::Upsert,
+    )
+    .await
+    .unwrap();
+    asleep(&c, "t", 0).await;
+    let at = now_ms() + 300;
+    c.schedule("t", probe_job("soon", at), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    let seen = next(&mut rx, 5).await;
+    assert_eq!(seen.job.id, "soon");
+    assert!(seen.fired_at >= at, "fired before its time");
+}
+
+/// A slot whose next job is within `runtime.dormant_after_ms` (1 s) keeps its actor, or is
+/// given one at once: from a notice of a job due in 700 ms (the slot asleep, its next job an
+/// hour away) to that job's fire, `/health` never shows the slot asleep (a busy slot pays no
+/// restart per job).
+async fn a_slot_with_a_job_within_the_horizon_keeps_its_actor(e: Engine) {
+    let (probe, mut rx) = Probe::done();
+    let c = center(&e, probe, 60_000).await;
+    one_slot_topic(&c, "t", 16).await;
+    c.schedule(
+        "t",
+        probe_job("in an hour", now_ms() + 3_600_000),
+        ScheduleMode::Upsert,
+    )
+    .await
+    .unwrap();
+    asleep(&c, "t", 0).await;
+    let at = now_ms() + 700;
+    c.schedule("t", probe_job("soon", at), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    // The notice reaches the keeper before the next look.
+    eventually(5, || async {
+        match slot_health(&c, "t", 0).await {
+            Some(h) if !h.dormant => Ok(()),
+            other => Err(format!("still asleep: {other:?}")),
+        }
+    })
+    .await;
+    loop {
+        if let Ok(seen) = rx.try_recv() {
+            assert_eq!(seen.job.id, "soon");
+            break;
+        }
+        let h = slot_health(&c, "t", 0).await.expect("the slot is served");
+        assert!(!h.dormant, "a slot with a job due within the horizon slept");
+        assert!(now_ms() < at + 5_000, "the job never fired");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
 }
 
 /// A center whose safety net reads one slot per 100 ms round (a sweep of 600 s over the
@@ -1093,9 +1208,9 @@ fn id_in_upper_half(prefix: &str, slots: u32) -> String {
 async fn a_job_due_before_the_sweep_comes_round_is_told_to_its_slot(e: Engine) {
     let (probe, mut rx) = Probe::done();
     let c = slow_sweep_center(&e, probe, 64).await;
-    // Every slot's first pump done (it would find the job), and the net's full rounds after
+    // Every slot served (its head read: it would find the job), and the net's full rounds after
     // the listener's first subscription over.
-    pumped_at_least(&c, 64).await;
+    served(&c, 64).await;
     quiet(1_000).await;
     let at = now_ms() + 1_500;
     let id = id_in_upper_half("soon", 64);
@@ -1125,7 +1240,7 @@ async fn a_job_due_after_the_nominal_sweep_is_told_when_reads_slow_the_sweep(e: 
         },
     )
     .await;
-    pumped_at_least(&c, 64).await;
+    served(&c, 64).await;
     quiet(1_000).await;
     let at = now_ms() + 1_500;
     let id = id_in_upper_half("far", 64);
@@ -1166,6 +1281,8 @@ engine_matrix!(
     a_job_types_concurrency_bounds_its_runs_over_every_thread,
     a_halted_slot_settles_the_outcomes_waiting_for_its_window,
     a_shutdown_settles_the_outcomes_waiting_for_its_window,
+    a_sleeping_slot_wakes_at_its_next_time_and_at_a_notice,
+    a_slot_with_a_job_within_the_horizon_keeps_its_actor,
 );
 
 /// A slot whose owner lease another instance holds now (as when this one was stalled past
@@ -1423,20 +1540,9 @@ async fn a_shutdown_waits_for_the_pump_in_flight_and_gives_back_what_it_leased()
         })
         .handler(probe);
     let c = with_one_slot_t(builder, |_| {}).await;
-    let pumps = || {
-        c.metrics()
-            .pump_seconds
-            .with_label_values(&["t"])
-            .get_sample_count()
-    };
-    eventually(10, || async {
-        (pumps() > 0)
-            .then_some(())
-            .ok_or("the slot never pumped".to_string())
-    })
-    .await;
+    served(&c, 1).await;
     // Scheduled on Redis itself, with no notice: the safety net's next round (every 500 ms)
-    // wakes the slot, which leases it.
+    // wakes the slot (an actor starts for it), which leases it.
     let direct = Store::redis(&server.url(), StoreOptions::default())
         .await
         .unwrap();
@@ -1513,9 +1619,9 @@ async fn a_listener_that_connects_again_has_every_slot_read_at_once() {
     let e = Engine::redis().await;
     let (probe, mut rx) = Probe::done();
     let c = slow_sweep_center(&e, probe, 1_024).await;
-    // Every slot actor's first pump done, and the net's full rounds after the listener's
+    // Every slot served (its head read), and the net's full rounds after the listener's
     // first subscription over.
-    pumped_at_least(&c, 1_024).await;
+    served(&c, 1_024).await;
     quiet(1_000).await;
     let id = id_in_upper_half("unannounced", 1_024);
     let at = now_ms();

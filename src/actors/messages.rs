@@ -60,6 +60,23 @@ pub(crate) struct Drain {
     pub grace: Duration,
 }
 
+/// To the slot keeper, from a slot actor: I am at rest and my next time is further ahead
+/// than `runtime.dormant_after_ms`; put me to sleep (see [`Sleep`]).
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(crate) struct SlotIdle {
+    pub topic: String,
+    pub slot: u32,
+}
+
+/// To a slot actor, from the slot keeper, which forwards it nothing more until it answers:
+/// sleep if you still may. `Some(next)`: it cancelled its timer and holds nothing, and the
+/// keeper drops its address (the actor stops) and starts a new one at `next` (its timer's
+/// instant, with every wake it was told); `None`: it is busy again and goes on.
+#[derive(Message)]
+#[rtype(result = "Option<Option<Millis>>")]
+pub(crate) struct Sleep;
+
 /// To a slot actor: stop (the slot keeper restarts it). For operations and tests.
 #[derive(Message)]
 #[rtype(result = "()")]
@@ -103,14 +120,25 @@ pub(crate) struct HaltSlot {
 /// A slot actor's state, as `/health` shows it.
 #[derive(Debug, Clone, Default, Serialize, PartialEq, utoipa::ToSchema)]
 pub struct SlotHealth {
+    /// The topic the slot belongs to.
     pub topic: String,
+    /// The slot's number within its topic.
     pub slot: u32,
     /// The owner lease's fence this instance pumps the slot under.
     pub fence: u64,
+    /// The slot is served: its actor runs, or it sleeps (`dormant`).
     pub alive: bool,
+    /// The slot is served but asleep: nothing of it is in flight and its next job is
+    /// further ahead than `runtime.dormant_after_ms`, so it holds no actor; the instance
+    /// starts one at its next time or at a notice (`alive` is true).
+    pub dormant: bool,
+    /// When the slot last pumped (ms since the epoch), if it has since this instance took it.
     pub last_pump: Option<Millis>,
+    /// Runs of the slot not yet settled in the store.
     pub in_flight: usize,
+    /// How often the slot's actor was restarted after it stopped.
     pub restarts: u32,
+    /// The slot's last pump or settle error, cleared by a pump that succeeds.
     pub last_error: Option<String>,
     /// The store refused the slot's last pump: another owner's fence is current. The keeper
     /// asks for the slot's lease again at its next round (it renews no lease it holds).

@@ -11,5 +11,5 @@ pub(crate) mod runtime;
 pub(crate) mod slot;
 mod slot_core;
 
-pub(crate) use messages::SlotHealth;
+pub use messages::SlotHealth;
 pub(crate) use runtime::Runtime;

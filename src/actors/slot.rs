@@ -24,7 +24,9 @@ use tokio::sync::watch;
 
 use super::handler::LocalHandlers;
 use super::lead::Lead;
-use super::messages::{Drain, Halt, Pump, Refence, Retune, RunJob, RunReport, SlotHealth, Wake};
+use super::messages::{
+    Drain, Halt, Pump, Refence, Retune, RunJob, RunReport, Sleep, SlotHealth, SlotIdle, Wake,
+};
 use super::runtime::Runtime;
 use super::slot_core::{AfterPump, PumpEnd, SettleEnd, SettleWhen, SlotCore};
 use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
@@ -59,9 +61,16 @@ pub(crate) struct SlotActor {
     timer: Option<(SpawnHandle, Millis)>,
     /// The batch window's timer, while it is open.
     flush: Option<SpawnHandle>,
-    /// The lease sweep's timer is set: only while runs are out (an idle slot holds no
-    /// timer, issue 48).
-    lease_sweep: bool,
+    /// The lease sweep's timer, set only while runs are out (an idle slot holds no timer,
+    /// issue 48).
+    lease_sweep: Option<SpawnHandle>,
+    /// Where this actor tells the slot keeper it is at rest (`offer_sleep`).
+    keeper: Recipient<SlotIdle>,
+    /// It told the keeper it is at rest and has not been answered busy since.
+    offered: bool,
+    /// It agreed to sleep: it stops when the keeper drops its address, which is no change
+    /// of ownership (the keeper holds the slot).
+    asleep: bool,
     /// How long before their fire time this slot's pumps lease jobs: `runtime.fire_lead_ms`,
     /// longer while the store answers slowly (see `super::lead`).
     lead: Lead,
@@ -88,6 +97,7 @@ impl SlotActor {
         rt: Arc<Runtime>,
         status: Arc<Mutex<SlotHealth>>,
         handlers: LocalHandlers,
+        keeper: Recipient<SlotIdle>,
     ) -> Self {
         let m = &rt.metrics;
         let name = [topic.name.as_str()];
@@ -116,7 +126,10 @@ impl SlotActor {
             pumping: watch::channel(false).0,
             timer: None,
             flush: None,
-            lease_sweep: false,
+            lease_sweep: None,
+            keeper,
+            offered: false,
+            asleep: false,
         }
     }
 
@@ -162,6 +175,33 @@ impl SlotActor {
         let handle = ctx.spawn(wake);
         self.timer = Some((handle, at));
         self.set_status(|s| s.armed_at = Some(at));
+    }
+
+    /// Nothing of the slot's is in flight or owed, and its next time is further ahead than
+    /// `runtime.dormant_after_ms` (or there is none): it may sleep, its keeper holding that
+    /// time (rule 7 of `slot_core.rs`).
+    fn may_sleep(&self) -> bool {
+        let horizon = self
+            .rt
+            .clock
+            .now()
+            .saturating_add(crate::num::millis(self.rt.settings.dormant_after_ms));
+        self.core.at_rest()
+            && self.unsettled() == 0
+            && self.flush.is_none()
+            && self.timer.is_none_or(|(_, at)| at > horizon)
+    }
+
+    /// Tells the keeper, once, that the slot may sleep; it answers with `Sleep`.
+    fn offer_sleep(&mut self) {
+        if self.offered || !self.may_sleep() {
+            return;
+        }
+        self.offered = true;
+        self.keeper.do_send(SlotIdle {
+            topic: self.topic.name.clone(),
+            slot: self.slot,
+        });
     }
 
     /// Publishes whether a pump is in flight (for `Drain`).
@@ -273,6 +313,7 @@ impl SlotActor {
                         (n, w) => n.or(w),
                     };
                     act.arm(next, ctx);
+                    act.offer_sleep();
                 }
                 AfterPump::SleepFor(wait) => {
                     let at = act.rt.clock.now().saturating_add(crate::num::millis(crate::num::duration_ms(wait)));
@@ -437,18 +478,17 @@ impl SlotActor {
     /// Checks the runs' leases every sixth of a lease, from the first run out for as long as
     /// runs are out.
     fn arm_lease_sweep(&mut self, ctx: &mut Context<Self>) {
-        if self.lease_sweep {
+        if self.lease_sweep.is_some() {
             return;
         }
-        self.lease_sweep = true;
         let every = Duration::from_millis((self.topic.visibility_timeout_ms / 6).max(1));
-        ctx.run_later(every, |act, ctx| {
-            act.lease_sweep = false;
+        self.lease_sweep = Some(ctx.run_later(every, |act, ctx| {
+            act.lease_sweep = None;
             act.sweep_leases(ctx);
             if !act.running.is_empty() {
                 act.arm_lease_sweep(ctx);
             }
-        });
+        }));
     }
 
     /// Extends the lease of every run that has used a third of it, so that a long run is not
@@ -620,6 +660,7 @@ impl SlotActor {
             if act.core.pump_wanted() {
                 act.pump(ctx);
             }
+            act.offer_sleep();
         }));
     }
 }
@@ -675,7 +716,9 @@ impl Actor for SlotActor {
 
     fn stopped(&mut self, _: &mut Context<Self>) {
         self.set_status(|s| s.alive = false);
-        self.slot_changed();
+        if !self.asleep {
+            self.slot_changed();
+        }
     }
 }
 
@@ -686,7 +729,8 @@ impl Supervised for SlotActor {
         self.running.clear();
         self.outcomes.clear();
         // The old context's timers are gone with it.
-        self.lease_sweep = false;
+        self.lease_sweep = None;
+        self.offered = false;
         self.core.restarted();
         self.track();
         self.publish_pumping();
@@ -733,6 +777,26 @@ impl Handler<Wake> for SlotActor {
             Some((_, at)) if at <= pump_at => {}
             _ => self.arm(Some(pump_at), ctx),
         }
+    }
+}
+
+impl Handler<Sleep> for SlotActor {
+    type Result = Option<Option<Millis>>;
+
+    /// The keeper forwards nothing to a slot it asked to sleep until it answers, so every
+    /// wake it was told is in the timer by now.
+    fn handle(&mut self, _: Sleep, ctx: &mut Context<Self>) -> Option<Option<Millis>> {
+        self.offered = false;
+        if !self.may_sleep() {
+            return None;
+        }
+        let next = self.timer.map(|(_, at)| at);
+        self.cancel_timer(ctx);
+        if let Some(sweep) = self.lease_sweep.take() {
+            ctx.cancel_future(sweep);
+        }
+        self.asleep = true;
+        Some(next)
     }
 }
 

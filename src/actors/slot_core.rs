@@ -21,6 +21,10 @@
 //!    kept, and the slot sleeps until the earlier of it and the pump's next time (the
 //!    pump's answer may predate the job, whose own instant is then known). Every new head
 //!    is told, however far ahead, so a pump again per notice would pump for nothing.
+//! 7. A slot may be put to sleep (its actor stopped, its next time held by the keeper)
+//!    only at rest: no pump in flight or wanted, no settle in flight or backing off, no
+//!    outcome waiting for the window, no lost pump to adopt from, no wake kept. What it
+//!    would lose otherwise (a lost answer's runs, outcomes) is not in the store's next time.
 
 use std::time::Duration;
 
@@ -387,6 +391,16 @@ impl SlotCore {
         }
     }
 
+    /// Nothing of the slot's is in flight or owed (rule 7): it may sleep, with nothing to
+    /// remember but the store's next time.
+    pub(crate) fn at_rest(&self) -> bool {
+        self.pumping == Pumping::Idle { again: false }
+            && self.settling == Settling::Idle
+            && self.window == Window::Closed
+            && !self.pump_lost
+            && self.woken_at.is_none()
+    }
+
     /// A pump is wanted and none is in flight: the actor pumps now.
     pub(crate) fn pump_wanted(&self) -> bool {
         self.pumping == Pumping::Idle { again: true }
@@ -437,6 +451,49 @@ mod tests {
         );
         assert_eq!(core.take_woken(), Some(7_000));
         assert_eq!(core.take_woken(), None);
+    }
+
+    #[test]
+    fn a_slot_sleeps_only_at_rest() {
+        let mut core = SlotCore::default();
+        assert!(core.at_rest(), "a new slot owes nothing");
+        assert!(core.want_pump(10, false).is_some());
+        assert!(!core.at_rest(), "rule 7: not with a pump in flight");
+        assert!(!core.woken(7_000));
+        assert_eq!(
+            core.pump_answered(PumpEnd::Leased { full: false }),
+            AfterPump::SleepUntilNext
+        );
+        assert!(!core.at_rest(), "rule 7: not with a wake kept");
+        core.take_woken();
+        assert!(core.at_rest());
+        assert_eq!(core.settle_when(5, true, false), SettleWhen::OpenWindow);
+        assert!(!core.at_rest(), "rule 7: not with outcomes in the window");
+        assert!(core.begin_settle(1));
+        assert!(!core.at_rest(), "rule 7: not with a settle in flight");
+        assert!(core.settle_answered(SettleEnd::Unavailable).is_some());
+        assert!(!core.at_rest(), "rule 7: not while a settle backs off");
+        core.backoff_over();
+        assert!(core.begin_settle(1));
+        core.settle_answered(SettleEnd::Applied { rescheduled: true });
+        assert!(!core.at_rest(), "rule 7: not with a pump wanted");
+        assert!(core.want_pump(10, false).is_some());
+        assert_eq!(
+            core.pump_answered(PumpEnd::Failed),
+            AfterPump::SleepFor(Duration::from_millis(ERROR_BACKOFF_MS))
+        );
+        assert!(
+            !core.at_rest(),
+            "rule 7: not with a lost pump to adopt from"
+        );
+        assert!(core.want_pump(10, false).is_some());
+        core.pump_answered(PumpEnd::Leased { full: false });
+        assert!(core.at_rest());
+        core.drain();
+        assert!(
+            !core.at_rest(),
+            "a draining slot is stopped, not put to sleep"
+        );
     }
 
     #[test]

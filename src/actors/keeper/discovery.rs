@@ -48,8 +48,20 @@ impl SlotKeeper {
         let before = self.topics.insert(topic.name.clone(), topic.clone());
         // Each discovery round serves every topic again: only a change is told to the slots.
         if before.as_ref() != Some(&topic) {
-            for (_, entry) in self.slots_of(&topic.name) {
-                entry.addr.do_send(Retune(topic.clone()));
+            // A sleeping slot's next actor reads the settings when it starts; one being asked
+            // to sleep hears them if it answers busy.
+            for key in self
+                .slots_of(&topic.name)
+                .map(|(slot, _)| (topic.name.clone(), slot))
+                .collect::<Vec<_>>()
+            {
+                if let Some(entry) = self.slots.get_mut(&key) {
+                    match (&entry.addr, &mut entry.asking) {
+                        (Some(_), Some(asking)) => asking.retuned = true,
+                        (Some(addr), None) => addr.do_send(Retune(topic.clone())),
+                        (None, _) => {}
+                    }
+                }
             }
         }
         if before.is_none_or(|b| b.slots != topic.slots) {

@@ -18,6 +18,9 @@
 //!   listener's reconnection), and a slot whose head comes before its own timer is woken
 //!   (a lost notice caught).
 //! - `sweep.rs`: a doubled topic's old slots are swept until no old copy is left.
+//! - `dormancy.rs`: a slot at rest whose next job is far ahead sleeps: its actor stops, and
+//!   the keeper holds its next time (one timer for every sleeping slot) and starts a new
+//!   actor at it, at a notice, or when the safety net finds an earlier head.
 
 use std::collections::BTreeMap;
 use std::sync::{Arc, Mutex};
@@ -26,6 +29,7 @@ use std::time::Duration;
 use actix::prelude::*;
 
 mod discovery;
+mod dormancy;
 mod ownership;
 mod safety_net;
 mod sweep;
@@ -33,17 +37,31 @@ mod workers;
 
 use self::workers::Workers;
 use crate::actors::messages::{
-    Drain, DropTopic, GetHealth, Halt, HaltSlot, Refence, ServeTopic, Shutdown, SlotHealth, Wake,
+    Drain, DropTopic, GetHealth, Halt, HaltSlot, Refence, ServeTopic, Shutdown, SlotHealth,
     WakeSlot,
 };
 use crate::actors::runtime::Runtime;
 use crate::actors::slot::SlotActor;
+use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 struct SlotEntry {
-    addr: Addr<SlotActor>,
+    /// The slot's actor; `None` while the slot sleeps (`dormancy.rs`).
+    addr: Option<Addr<SlotActor>>,
     status: Arc<Mutex<SlotHealth>>,
     fence: u64,
+    /// The actor was asked to sleep and has not answered: what would be told to it waits
+    /// here meanwhile.
+    asking: Option<dormancy::Asking>,
+    /// While the slot sleeps, when its actor is to start again (its pump time), if ever.
+    next: Option<Millis>,
+}
+
+impl SlotEntry {
+    /// The actor, while it runs and is not being asked to sleep: what may be told to it now.
+    fn awake(&self) -> Option<&Addr<SlotActor>> {
+        self.addr.as_ref().filter(|_| self.asking.is_none())
+    }
 }
 
 pub(crate) struct SlotKeeper {
@@ -69,6 +87,10 @@ pub(crate) struct SlotKeeper {
     checked: Option<(Vec<String>, u64)>,
     /// Rounds since the last that looked at every slot.
     quiet_rounds: u32,
+    /// The sleeping slots' next times and their one timer (`dormancy.rs`).
+    dormant: dormancy::Dormant,
+    /// Where slot actors say they are at rest: this keeper, once started.
+    me: Option<Recipient<crate::actors::messages::SlotIdle>>,
 }
 
 /// How often the supervisor looks for topics created elsewhere (another instance, the
@@ -91,6 +113,8 @@ impl SlotKeeper {
             workers,
             checked: None,
             quiet_rounds: 0,
+            dormant: dormancy::Dormant::default(),
+            me: None,
         }
     }
 
@@ -106,8 +130,11 @@ impl SlotKeeper {
         self.slots.range(from..=to).map(|((_, slot), e)| (*slot, e))
     }
 
-    /// Starts the slot actor of an owned slot under `fence`, unless one runs under it.
-    fn start(&mut self, topic: &str, slot: u32, fence: u64) {
+    /// Serves an owned slot under `fence`: a slot new here starts asleep, its next time read
+    /// from the store (`dormancy.rs`: an actor starts at once if a job is due within the
+    /// horizon), so an idle topic never has an actor; a slot served already goes on under
+    /// the new fence.
+    fn start(&mut self, ctx: &mut Context<Self>, topic: &str, slot: u32, fence: u64) {
         let Some(t) = self.topics.get(topic).cloned() else {
             return; // a pull topic now, or stopping
         };
@@ -116,38 +143,69 @@ impl SlotKeeper {
         }
         let key = (topic.to_string(), slot);
         if let Some(entry) = self.slots.get_mut(&key) {
-            if entry.addr.connected() {
-                if entry.fence != fence {
-                    // A new lease: another instance held the slot between two of this one's
-                    // rounds. The actor goes on under the new fence, and its runs with it
-                    // (halted, it dropped them, and they waited for their leases to end).
-                    entry.fence = fence;
-                    entry.addr.do_send(Refence(fence));
+            let refenced = entry.fence != fence;
+            // A new lease: another instance held the slot between two of this one's
+            // rounds. The actor goes on under the new fence, and its runs with it (halted,
+            // it dropped them, and they waited for their leases to end).
+            entry.fence = fence;
+            match (&entry.addr, &mut entry.asking) {
+                (None, _) => {
+                    if refenced {
+                        // Asleep: a new actor pumps under the new fence now.
+                        entry.status.lock().expect("slot status lock").fence = fence;
+                        self.rouse(&key);
+                    }
+                    return;
                 }
-                return;
+                (Some(_), Some(asking)) => {
+                    asking.refenced |= refenced;
+                    return;
+                }
+                (Some(addr), None) if addr.connected() => {
+                    if refenced {
+                        addr.do_send(Refence(fence));
+                    }
+                    return;
+                }
+                (Some(_), None) => {}
             }
             self.stop(topic, slot);
         }
         let status = Arc::new(Mutex::new(SlotHealth {
-            topic: topic.to_string(),
+            topic: t.name.clone(),
             slot,
             fence,
+            dormant: true,
             ..SlotHealth::default()
         }));
-        let (rt, st) = (self.rt.clone(), status.clone());
-        let (worker, handlers) = self.workers.next();
-        let addr = actix::Supervisor::start_in_arbiter(&worker, move |_| {
-            SlotActor::new(t, slot, fence, rt, st, handlers)
-        });
         self.slots.insert(
-            key,
+            key.clone(),
             SlotEntry {
-                addr,
+                addr: None,
                 status,
                 fence,
+                asking: None,
+                next: None,
             },
         );
         self.watch(topic, slot, true);
+        self.look(ctx, key);
+    }
+
+    /// Starts a slot actor on the next worker thread; it pumps at once.
+    fn spawn_actor(
+        &mut self,
+        topic: Arc<TopicConfig>,
+        slot: u32,
+        fence: u64,
+        status: Arc<Mutex<SlotHealth>>,
+    ) -> Addr<SlotActor> {
+        let rt = self.rt.clone();
+        let keeper = self.me.clone().expect("the keeper is started");
+        let (worker, handlers) = self.workers.next();
+        actix::Supervisor::start_in_arbiter(&worker, move |_| {
+            SlotActor::new(topic, slot, fence, rt, status, handlers, keeper)
+        })
     }
 
     /// Starts or stops hearing a slot's notices (sharded pub/sub on a Redis Cluster).
@@ -160,12 +218,24 @@ impl SlotKeeper {
         });
     }
 
-    /// Stops a slot's actor for good (no restart: its address is dropped).
+    /// Stops a slot's actor for good (no restart: its address is dropped), or forgets the
+    /// sleeping slot.
     fn stop(&mut self, topic: &str, slot: u32) {
-        if let Some(entry) = self.slots.remove(&(topic.to_string(), slot)) {
-            entry.addr.do_send(Halt);
+        if let Some(entry) = self.remove(topic, slot) {
+            if let Some(addr) = entry.addr {
+                addr.do_send(Halt);
+            }
             self.watch(topic, slot, false);
         }
+    }
+
+    /// Takes a slot's entry out of the keeper's map (and a sleeping slot's next time out of
+    /// the keeper's timer).
+    fn remove(&mut self, topic: &str, slot: u32) -> Option<SlotEntry> {
+        let key = (topic.to_string(), slot);
+        let entry = self.slots.remove(&key)?;
+        self.dormant.forget(entry.next, &key);
+        Some(entry)
     }
 }
 
@@ -173,6 +243,7 @@ impl Actor for SlotKeeper {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
+        self.me = Some(ctx.address().recipient());
         tracing::info!(instance = %self.instance, "serving the slots this instance owns");
         self.rebalance(ctx);
         self.discover(ctx);
@@ -239,8 +310,9 @@ impl Handler<WakeSlot> for SlotKeeper {
             );
             return;
         }
-        if let Some(entry) = self.slots.get(&(notice.topic.clone(), notice.slot)) {
-            entry.addr.do_send(Wake { at: notice.at });
+        let key = (notice.topic.clone(), notice.slot);
+        if self.slots.contains_key(&key) {
+            self.wake(ctx, &key, notice.at);
             return;
         }
         if self.topics.contains_key(&notice.topic) {
@@ -254,8 +326,9 @@ impl Handler<WakeSlot> for SlotKeeper {
                 .map(|found, act, ctx| {
                     if let Ok((Some(topic), notice)) = found {
                         act.serve(ctx, topic);
-                        if let Some(entry) = act.slots.get(&(notice.topic.clone(), notice.slot)) {
-                            entry.addr.do_send(Wake { at: notice.at });
+                        let key = (notice.topic.clone(), notice.slot);
+                        if act.slots.contains_key(&key) {
+                            act.wake(ctx, &key, notice.at);
                         }
                     }
                 }),
@@ -271,7 +344,9 @@ impl Handler<GetHealth> for SlotKeeper {
             .values()
             .map(|e| {
                 let mut h = e.status.lock().expect("slot status lock").clone();
-                h.alive = h.alive && e.addr.connected();
+                // A sleeping slot is served: the keeper starts its actor when it is due.
+                h.dormant = e.addr.is_none();
+                h.alive = h.dormant || (h.alive && e.addr.as_ref().is_some_and(Addr::connected));
                 h
             })
             .collect()
@@ -282,11 +357,16 @@ impl Handler<HaltSlot> for SlotKeeper {
     type Result = bool;
 
     fn handle(&mut self, msg: HaltSlot, _: &mut Context<Self>) -> bool {
-        match self.slots.get(&(msg.topic, msg.slot)) {
-            Some(e) => {
-                e.addr.do_send(Halt);
+        match self
+            .slots
+            .get(&(msg.topic, msg.slot))
+            .and_then(|e| e.addr.as_ref())
+        {
+            Some(addr) => {
+                addr.do_send(Halt);
                 true
             }
+            // No actor: the slot is not served here, or it sleeps.
             None => false,
         }
     }
@@ -300,7 +380,8 @@ impl Handler<Shutdown> for SlotKeeper {
         let drains: Vec<_> = self
             .slots
             .values()
-            .map(|e| e.addr.send(Drain { grace: msg.grace }))
+            .filter_map(|e| e.addr.as_ref())
+            .map(|addr| addr.send(Drain { grace: msg.grace }))
             .collect();
         // Then the slots are handed off, so other instances take them at once.
         let owned: Vec<(String, u32)> = self.slots.keys().cloned().collect();

@@ -28,8 +28,9 @@ impl SlotKeeper {
         let running: Vec<(u32, bool)> = self
             .slots_of(&name)
             .map(|(slot, e)| {
-                let pumps =
-                    e.addr.connected() && !e.status.lock().expect("slot status lock").fenced;
+                // A sleeping slot is held: its lease stands while the membership does.
+                let pumps = e.addr.as_ref().is_none_or(Addr::connected)
+                    && !e.status.lock().expect("slot status lock").fenced;
                 (slot, pumps)
             })
             .collect();
@@ -61,7 +62,9 @@ impl SlotKeeper {
                 .map(move |answers, act, ctx| {
                     for (slot, answer) in answers {
                         match answer {
-                            Ok(Ownership::Owned { fence }) => act.start(&topic_name, slot, fence),
+                            Ok(Ownership::Owned { fence }) => {
+                                act.start(ctx, &topic_name, slot, fence);
+                            }
                             Ok(Ownership::Held { by, until }) => {
                                 act.checked = None;
                                 // Not ours (yet): its holder's lease has to run out or be
@@ -93,18 +96,19 @@ impl SlotKeeper {
     /// grace settle, the rest are released; then, with `disown`, its owner lease is given
     /// up (a lease another instance holds is left alone).
     fn give_up(&mut self, ctx: &mut Context<Self>, topic: &str, slot: u32, disown: bool) {
-        let Some(entry) = self.slots.remove(&(topic.to_string(), slot)) else {
+        let Some(entry) = self.remove(topic, slot) else {
             return;
         };
         self.watch(topic, slot, false);
         let (store, owner, topic) = (self.rt.store.clone(), self.owner.clone(), topic.to_string());
-        let drained = entry.addr.send(Drain {
-            grace: Duration::from_millis(self.lease_ms() / 3),
-        });
+        let grace = Duration::from_millis(self.lease_ms() / 3);
         ctx.spawn(
             async move {
-                let _ = drained.await;
-                entry.addr.do_send(Halt);
+                // A sleeping slot has nothing in flight to drain.
+                if let Some(addr) = entry.addr {
+                    let _ = addr.send(Drain { grace }).await;
+                    addr.do_send(Halt);
+                }
                 if !disown {
                     return;
                 }

@@ -23,7 +23,6 @@ use actix::prelude::*;
 use futures_util::StreamExt;
 
 use super::SlotKeeper;
-use crate::actors::messages::Wake;
 
 /// How many heads the net reads at once.
 const IN_FLIGHT: usize = 64;
@@ -126,10 +125,11 @@ impl SlotKeeper {
                 continue;
             };
             let status = entry.status.lock().expect("slot status lock");
-            if !entry.addr.connected() || status.fenced {
+            // A sleeping slot's armed time is its next time as the keeper holds it.
+            if entry.addr.as_ref().is_some_and(|a| !a.connected()) || status.fenced {
                 continue;
             }
-            asks.push((t.clone(), key.1, status.armed_at, entry.addr.clone()));
+            asks.push((t.clone(), key.1, status.armed_at));
         }
         if asks.is_empty() {
             return;
@@ -137,25 +137,33 @@ impl SlotKeeper {
         self.net.running = true;
         let store = self.rt.store.clone();
         let round = futures_util::stream::iter(asks)
-            .map(move |(t, slot, armed_at, addr)| {
+            .map(move |(t, slot, armed_at)| {
                 let store = store.clone();
                 async move {
                     match store.head(&t, slot).await {
                         // A head at or after the armed time is pumped in time: the pump
                         // then reaches past its time by at least the lead.
                         Ok(Some(head)) if armed_at.is_none_or(|a| head < a) => {
-                            addr.do_send(Wake { at: head });
+                            Some((t.name.clone(), slot, head))
                         }
-                        Ok(_) => {}
+                        Ok(_) => None,
                         Err(e) => {
                             tracing::debug!(topic = %t.name, slot, error = %e, "the safety net could not read the slot's head");
+                            None
                         }
                     }
                 }
             })
             .buffer_unordered(IN_FLIGHT)
-            .collect::<Vec<()>>();
-        ctx.spawn(round.into_actor(self).map(|_, act, ctx| {
+            .filter_map(std::future::ready)
+            .collect::<Vec<_>>();
+        ctx.spawn(round.into_actor(self).map(|found, act, ctx| {
+            for (topic, slot, head) in found {
+                let key = (topic, slot);
+                if act.slots.contains_key(&key) {
+                    act.wake(ctx, &key, head);
+                }
+            }
             act.net.running = false;
             if std::mem::take(&mut act.net.again) {
                 act.safety_net(ctx);
