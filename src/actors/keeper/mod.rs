@@ -91,6 +91,10 @@ pub(crate) struct SlotKeeper {
     dormant: dormancy::Dormant,
     /// Where slot actors say they are at rest: this keeper, once started.
     me: Option<Recipient<crate::actors::messages::SlotIdle>>,
+    /// Owner-lease calls (`own`, `disown`) in flight at once, bounded (`ownership.rs`).
+    lease_calls: Arc<tokio::sync::Semaphore>,
+    /// Batches of `own` calls not yet answered: a round asks for no slot meanwhile.
+    owning: usize,
 }
 
 /// How often the supervisor looks for topics created elsewhere (another instance, the
@@ -115,6 +119,8 @@ impl SlotKeeper {
             quiet_rounds: 0,
             dormant: dormancy::Dormant::default(),
             me: None,
+            lease_calls: Arc::new(tokio::sync::Semaphore::new(ownership::LEASE_CALLS)),
+            owning: 0,
         }
     }
 

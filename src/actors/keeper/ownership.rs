@@ -7,6 +7,12 @@ use std::time::Duration;
 /// Ownership rounds after which one looks at every slot even though nothing seemed to move.
 const FULL_ROUND_EVERY: u32 = 10;
 
+/// Owner-lease calls in flight at once. An instance joining 160,000 slots (10,000 topics)
+/// asked for all of them at once, its peer handed off as many at once, and the store's
+/// connection queued them past its timeout: the registrations timed out behind them, the
+/// membership flapped and every round asked again (issue 48).
+pub(super) const LEASE_CALLS: usize = 256;
+
 use actix::prelude::*;
 
 use super::SlotKeeper;
@@ -50,16 +56,25 @@ impl SlotKeeper {
             return;
         }
         let (store, owner) = (self.rt.store.clone(), self.owner.clone());
-        let (now, lease) = (self.rt.clock.now(), self.lease_ms());
+        let (clock, lease) = (self.rt.clock.clone(), self.lease_ms());
+        let calls = self.lease_calls.clone();
         let asks = mine.into_iter().map(move |slot| {
             let (store, name, owner) = (store.clone(), name.clone(), owner.clone());
-            async move { (slot, store.own(&name, slot, &owner, now, lease).await) }
+            let (calls, clock) = (calls.clone(), clock.clone());
+            async move {
+                let _permit = calls.acquire_owned().await;
+                // The lease runs from when it is asked for, not from when the round began.
+                let now = clock.now();
+                (slot, store.own(&name, slot, &owner, now, lease).await)
+            }
         });
         let topic_name = topic.name.clone();
+        self.owning += 1;
         ctx.spawn(
             futures_util::future::join_all(asks)
                 .into_actor(self)
                 .map(move |answers, act, ctx| {
+                    act.owning -= 1;
                     for (slot, answer) in answers {
                         match answer {
                             Ok(Ownership::Owned { fence }) => {
@@ -102,6 +117,7 @@ impl SlotKeeper {
         self.watch(topic, slot, false);
         let (store, owner, topic) = (self.rt.store.clone(), self.owner.clone(), topic.to_string());
         let grace = Duration::from_millis(self.lease_ms() / 3);
+        let calls = self.lease_calls.clone();
         ctx.spawn(
             async move {
                 // A sleeping slot has nothing in flight to drain.
@@ -112,6 +128,7 @@ impl SlotKeeper {
                 if !disown {
                     return;
                 }
+                let _permit = calls.acquire_owned().await;
                 if let Err(e) = store.disown(&topic, slot, &owner).await {
                     tracing::warn!(%topic, slot, error = %e, "could not hand the slot off; its lease runs out instead");
                 }
@@ -138,7 +155,8 @@ impl SlotKeeper {
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "could not renew this instance's registration"),
                     }
-                    if act.stopping {
+                    // Slots asked for are not yet answered: the next round looks again.
+                    if act.stopping || act.owning > 0 {
                         return;
                     }
                     // Every slot is looked at only when something may have moved: the

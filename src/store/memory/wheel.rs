@@ -91,12 +91,7 @@ impl Wheel {
     pub fn new(now: u64) -> Self {
         Wheel {
             elapsed: now,
-            levels: (0..LEVELS)
-                .map(|_| Level {
-                    occupied: 0,
-                    slots: Vec::new(),
-                })
-                .collect(),
+            levels: Vec::new(),
             overflow: BTreeSet::new(),
             ready: VecDeque::new(),
             keys: Vec::new(),
@@ -152,6 +147,14 @@ impl Wheel {
         } else {
             let level = self.level_for(when);
             let slot = ((when >> (level as u32 * SLOT_BITS)) as usize) & (SLOTS - 1);
+            if self.levels.is_empty() {
+                self.levels = (0..LEVELS)
+                    .map(|_| Level {
+                        occupied: 0,
+                        slots: Vec::new(),
+                    })
+                    .collect();
+            }
             let lv = &mut self.levels[level];
             if lv.slots.is_empty() {
                 lv.slots = (0..SLOTS).map(|_| Vec::new()).collect();
@@ -359,12 +362,18 @@ mod tests {
             .collect()
     }
 
-    /// A wheel holds a level's 64 lists only once a key is placed in it: an empty wheel none,
-    /// a wheel of one job due in an hour one level's; the job still fires on time.
+    /// A wheel holds its levels only once a key is placed in one, and a level's 64 lists
+    /// only once a key is placed in it: an empty wheel none (an idle topic's slots are
+    /// mostly empty), a wheel of one job due in an hour one level's; the job still fires on
+    /// time.
     #[test]
     fn levels_hold_lists_only_once_used() {
         let allocated = |w: &Wheel| w.levels.iter().filter(|l| !l.slots.is_empty()).count();
         let mut w = Wheel::new(1_000);
+        assert!(w.levels.is_empty(), "an empty wheel holds no level");
+        w.insert(7, 500); // due already: the ready queue, no level
+        assert!(w.levels.is_empty(), "a key due at once needs no level");
+        assert_eq!(drain(&mut w, 1_000), vec![(7, 500)]);
         assert_eq!(allocated(&w), 0);
         w.insert(0, 1_000 + 3_600_000);
         assert_eq!(allocated(&w), 1);
