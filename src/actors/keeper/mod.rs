@@ -27,6 +27,7 @@ use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
 use actix::prelude::*;
+use futures_util::StreamExt;
 
 mod discovery;
 mod dormancy;
@@ -95,6 +96,11 @@ pub(crate) struct SlotKeeper {
     lease_calls: Arc<tokio::sync::Semaphore>,
     /// Batches of `own` calls not yet answered: a round asks for no slot meanwhile.
     owning: usize,
+    /// Slots whose owner lease is to be asked for (`ownership.rs`).
+    asks: Vec<(String, u32)>,
+    /// Sleeping slots whose lease is to be given up, and whether a batch is being given up.
+    disowns: Vec<(String, u32)>,
+    disowning: bool,
 }
 
 /// How often the supervisor looks for topics created elsewhere (another instance, the
@@ -121,6 +127,9 @@ impl SlotKeeper {
             me: None,
             lease_calls: Arc::new(tokio::sync::Semaphore::new(ownership::LEASE_CALLS)),
             owning: 0,
+            asks: Vec::new(),
+            disowns: Vec::new(),
+            disowning: false,
         }
     }
 
@@ -403,10 +412,14 @@ impl Handler<Shutdown> for SlotKeeper {
                 .into_iter()
                 .map(|r| r.unwrap_or(0))
                 .sum();
-            let gone = owned
-                .iter()
-                .map(|(topic, slot)| store.disown(topic, *slot, &owner));
-            for r in futures_util::future::join_all(gone).await {
+            // A bounded number at once: 160,000 calls queued together outlast the store's
+            // timeout.
+            let gone = futures_util::stream::iter(&owned)
+                .map(|(topic, slot)| store.disown(topic, *slot, &owner))
+                .buffer_unordered(ownership::LEASE_CALLS)
+                .collect::<Vec<_>>()
+                .await;
+            for r in gone {
                 if let Err(e) = r {
                     tracing::warn!(error = %e, "could not hand a slot off; its lease runs out instead");
                 }
