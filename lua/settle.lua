@@ -13,7 +13,8 @@
 --   what tells it from the long form's, an outcome word.
 -- The long form: id, token, the run's record as pump.lua handed it out ('' when
 --   the caller does not hold it: a consumer's ack names only the run), outcome ('done' |
---   'retry' | 'repeat' | 'dead' | 'release': RunOutcome::as_str), fire time for 'retry' and
+--   'retry' | 'repeat' | 'dead' | 'release' | 'end': RunOutcome::as_str; 'end' is a
+--   recurring job's last fire: done, or dead when it carries an error), fire time for 'retry' and
 --   'repeat' (ms),
 --   error text, the event head (an event's JSON without its 'event' and 'data' fields and
 --   closing brace; '' to build it here from the run's record, with now as its fired_at),
@@ -163,12 +164,13 @@ for k = 1, m do
           elseif outcome == 'done' then r = 'done'
           elseif outcome == 'repeat' then r = 'repeating'
           elseif outcome == 'release' then r = 'released'
+          elseif outcome == 'end' then r = ARGV[b + ERR] == '' and 'done' or 'dead'
           elseif outcome == 'retry' and (rec.a or 0) < (rec.m or default_max) then r = 'retrying'
           else r = 'dead' end
           -- A recurring job's run that ended (done, or out of attempts) changes nothing
           -- here: the caller settles it again as a repeat at its schedule's next instant
-          -- (src/recurrence.rs), which only Rust can compute.
-          if rec.s and (r == 'done' or r == 'dead') then r = 'recur' end
+          -- (src/recurrence.rs), which only Rust can compute, or as its series' end.
+          if rec.s and outcome ~= 'end' and (r == 'done' or r == 'dead') then r = 'recur' end
         end
       end
     end
@@ -195,6 +197,7 @@ local function outcome_event(k)
   if r == 'dead' then return 'job.dead', '{"error":' .. cjson.encode(err) .. '}' end
   if r == 'rescheduled' then
     local name = RESCHEDULED[outcome_of(k)]
+    if outcome_of(k) == 'end' then name = err ~= '' and 'job.dead' or 'job.done' end
     if not name then return nil end
     if err ~= '' then
       return name, '{"error":' .. cjson.encode(err) .. ',"rescheduled":true}'

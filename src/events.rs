@@ -156,7 +156,8 @@ fn outcome_event(outcome: &RunOutcome, finished: Finished) -> Option<(&'static s
         RunOutcome::Retry { error, .. } | RunOutcome::Dead { error } => error.as_str(),
         RunOutcome::Repeat {
             error: Some(error), ..
-        } => error.as_str(),
+        }
+        | RunOutcome::End { error: Some(error) } => error.as_str(),
         _ => "",
     };
     let at = match outcome {
@@ -177,7 +178,8 @@ fn outcome_event(outcome: &RunOutcome, finished: Finished) -> Option<(&'static s
                 RunOutcome::Done => kind::DONE,
                 RunOutcome::Retry { .. } => kind::RETRY,
                 RunOutcome::Repeat { .. } => kind::REPEAT,
-                RunOutcome::Dead { .. } => kind::DEAD,
+                RunOutcome::Dead { .. } | RunOutcome::End { error: Some(_) } => kind::DEAD,
+                RunOutcome::End { error: None } => kind::DONE,
                 RunOutcome::Release => return None,
             };
             let mut data = json!({"rescheduled": true});
@@ -215,6 +217,7 @@ mod tests {
             fires: 0,
             repeat: None,
             next_fire_at: None,
+            next_fire_ats: None,
         };
         let run = Leased {
             job,

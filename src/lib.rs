@@ -61,7 +61,7 @@ pub use model::{
     JobState, Leased, ListCursor, NewJob, Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode,
     ScheduleOutcome, Scheduled, SlotHead, SlotStats, TopicStats,
 };
-pub use recurrence::Recurrence;
+pub use recurrence::{Recurrence, Series};
 pub use routing::slot_of;
 pub use store::{SharedStore, Store, StoreOptions};
 pub use time::MAX_DELAY_MS;

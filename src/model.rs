@@ -107,7 +107,40 @@ pub struct Job {
     /// the schedule's first instant after this run's fire time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_fire_at: Option<Millis>,
+    /// A recurring job's next instants from `next_fire_at` on, as many as `?next=` asked
+    /// for (up to 100); absent unless asked for.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub next_fire_ats: Option<Vec<Millis>>,
 }
+
+impl Job {
+    /// With its next `n` instants (`next_fire_ats`): a recurring job's schedule from its
+    /// `next_fire_at` on; empty for a job that fires once.
+    pub fn with_next_instants(mut self, n: usize) -> Self {
+        let mut at = self.next_fire_at;
+        let mut n = n.min(MAX_NEXT_INSTANTS);
+        if let Some(limit) = self.repeat.as_ref().and_then(|r| r.series().limit) {
+            // Fires the series has left: a running job's next instant comes after this run.
+            let running = u32::from(self.state == JobState::Running);
+            let left = limit.saturating_sub(self.fires.saturating_add(running));
+            n = n.min(usize::try_from(left).unwrap_or(usize::MAX));
+        }
+        let until = self.repeat.as_ref().and_then(|r| r.series().until);
+        let mut all = Vec::with_capacity(n);
+        while let (Some(now), Some(r)) = (at, self.repeat.as_ref()) {
+            if all.len() >= n || until.is_some_and(|u| now > u) {
+                break;
+            }
+            all.push(now);
+            at = r.next_after(now);
+        }
+        self.next_fire_ats = Some(all);
+        self
+    }
+}
+
+/// The most instants `?next=` answers.
+pub(crate) const MAX_NEXT_INSTANTS: usize = 100;
 
 /// What a caller asks to schedule.
 #[derive(Debug, Clone, PartialEq, Default)]
@@ -509,6 +542,13 @@ pub enum RunOutcome {
     },
     /// Not run (shutdown): due again at once, and the attempt does not count.
     Release,
+    /// A recurring job's last fire (its `repeat.limit` reached, or its next instant past
+    /// `repeat.until`): the series ends. Gone, or to the dead letters with `error` when the
+    /// fire failed for good; never `recur`.
+    End {
+        /// The last fire's error, when it failed for good.
+        error: Option<String>,
+    },
 }
 
 impl RunOutcome {
@@ -520,6 +560,7 @@ impl RunOutcome {
             RunOutcome::Repeat { .. } => "repeat",
             RunOutcome::Dead { .. } => "dead",
             RunOutcome::Release => "release",
+            RunOutcome::End { .. } => "end",
         }
     }
 }

@@ -40,13 +40,41 @@ pub enum Recurrence {
         /// An IANA time zone (`Europe/Berlin`); UTC when absent.
         #[serde(default, skip_serializing_if = "Option::is_none")]
         tz: Option<String>,
+        /// Where the series ends, and how its instants are spread (boxed: a record holds
+        /// its schedule, and most series have no bounds).
+        #[serde(flatten)]
+        series: Box<Series>,
     },
     /// Every `every_ms` milliseconds, counted from the fire time of the run that ended.
     Every {
         /// The period.
         every_ms: u64,
+        /// Where the series ends.
+        #[serde(flatten)]
+        series: Box<Series>,
     },
 }
+
+/// Where a series ends, and how its instants are spread: each optional, stored with the
+/// schedule (a series without them stores nothing more).
+#[derive(Debug, Clone, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+pub struct Series {
+    /// Fires in all, counted since the job was written or last reset: the series ends with
+    /// its `limit`th fire (the job is then gone, or dead if that fire failed for good).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub limit: Option<u32>,
+    /// No fire after this instant (ms since the epoch): the series ends with the last fire
+    /// whose next instant would come after it.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub until: Option<Millis>,
+    /// Each instant is put off by a random delay of 0 to this many ms, never brought
+    /// forward (cron only: a fleet's identical instants spread over the window).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub jitter_ms: Option<u64>,
+}
+
+/// The widest `jitter_ms`: an hour.
+pub(crate) const MAX_JITTER_MS: u64 = 3_600_000;
 
 /// 2000-01-01T00:00:00Z, where `check` looks for a first instant.
 const EPOCH_2000: Millis = 946_684_800_000;
@@ -60,6 +88,7 @@ impl Recurrence {
         let r = Recurrence::Cron {
             cron: pattern.into(),
             tz: tz.map(str::to_string),
+            series: Box::default(),
         };
         r.check()?;
         Ok(r)
@@ -69,6 +98,7 @@ impl Recurrence {
     pub fn every(period: std::time::Duration) -> Result<Self> {
         let r = Recurrence::Every {
             every_ms: u64::try_from(period.as_millis()).unwrap_or(u64::MAX),
+            series: Box::default(),
         };
         r.check()?;
         Ok(r)
@@ -79,8 +109,9 @@ impl Recurrence {
     /// out of bounds (`Error::Invalid`); the error names the field (`repeat.cron`,
     /// `repeat.tz`, `repeat.every_ms`).
     pub fn check(&self) -> Result<()> {
+        self.check_series()?;
         match self {
-            Recurrence::Cron { cron, tz } => {
+            Recurrence::Cron { cron, tz, .. } => {
                 compile(cron, tz.as_deref())?;
                 // Without a year field, a pattern that matches once matches every year it
                 // names a day of: one search from 2000 tells whether it ever fires.
@@ -92,7 +123,7 @@ impl Recurrence {
                 }
                 Ok(())
             }
-            Recurrence::Every { every_ms } => {
+            Recurrence::Every { every_ms, .. } => {
                 let max = crate::num::unsigned(crate::time::MAX_DELAY_MS);
                 if !(MIN_EVERY_MS..=max).contains(every_ms) {
                     return Err(Error::invalid(
@@ -105,16 +136,104 @@ impl Recurrence {
         }
     }
 
+    /// Where the series ends and how its instants spread.
+    pub fn series(&self) -> &Series {
+        match self {
+            Recurrence::Cron { series, .. } | Recurrence::Every { series, .. } => series,
+        }
+    }
+
+    /// The same schedule, ending and spread as `series` says; checked (the error names the
+    /// field: `repeat.limit`, `repeat.until`, `repeat.jitter_ms`).
+    pub fn with_series(mut self, series: Series) -> Result<Self> {
+        match &mut self {
+            Recurrence::Cron { series: s, .. } | Recurrence::Every { series: s, .. } => {
+                **s = series;
+            }
+        }
+        self.check_series()?;
+        Ok(self)
+    }
+
+    fn check_series(&self) -> Result<()> {
+        let s = self.series();
+        if s.limit == Some(0) {
+            return Err(Error::invalid("repeat.limit", "must be at least 1, got 0"));
+        }
+        if let Some(until) = s.until
+            && !(0..=crate::time::MAX_MILLIS).contains(&until)
+        {
+            return Err(Error::invalid(
+                "repeat.until",
+                format!(
+                    "must be an instant from 0 to {}, got {until}",
+                    crate::time::MAX_MILLIS
+                ),
+            ));
+        }
+        match (self, s.jitter_ms) {
+            (_, None) => Ok(()),
+            (Recurrence::Every { .. }, Some(_)) => Err(Error::invalid(
+                "repeat.jitter_ms",
+                "goes with cron: an every_ms series is spread by its own first fire",
+            )),
+            (Recurrence::Cron { .. }, Some(j)) if j > MAX_JITTER_MS => Err(Error::invalid(
+                "repeat.jitter_ms",
+                format!("must be 0 to {MAX_JITTER_MS}, got {j}"),
+            )),
+            (Recurrence::Cron { .. }, Some(_)) => Ok(()),
+        }
+    }
+
+    /// `at` put off by the series' jitter: `draw` (a random number) reduced to 0 to
+    /// `jitter_ms`. Never earlier than `at`.
+    pub fn jittered(&self, at: Millis, draw: u64) -> Millis {
+        match self.series().jitter_ms {
+            Some(j) if j > 0 => {
+                let delay = crate::num::signed(draw % (j + 1));
+                at.saturating_add(delay)
+                    .min(crate::time::MAX_MILLIS)
+                    .max(at)
+            }
+            _ => at,
+        }
+    }
+
+    /// After the series' `fired`th fire (counted since the job was written or reset), run at
+    /// `fire_at` and ended at `now`: its next fire (`next_fire`, put off by the jitter drawn
+    /// from `draw`; the latest instant the store holds when the schedule has none), or
+    /// `None` when the series ends there (its limit reached, or its next instant past
+    /// `until`).
+    pub fn after_fire(
+        &self,
+        fired: u32,
+        fire_at: Millis,
+        now: Millis,
+        draw: u64,
+    ) -> Option<Millis> {
+        let s = self.series();
+        if s.limit.is_some_and(|limit| fired >= limit) {
+            return None;
+        }
+        let next = self
+            .next_fire(fire_at, now)
+            .unwrap_or(crate::time::MAX_MILLIS);
+        if s.until.is_some_and(|until| next > until) {
+            return None;
+        }
+        Some(self.jittered(next, draw))
+    }
+
     /// The first instant of the schedule strictly after `after`.
     pub fn next_after(&self, after: Millis) -> Option<Millis> {
         match self {
-            Recurrence::Cron { cron, tz } => {
+            Recurrence::Cron { cron, tz, .. } => {
                 let (pattern, zone) = compile(cron, tz.as_deref()).ok()?;
                 let start = zone.timestamp_millis_opt(after).single()?;
                 let next = pattern.find_next_occurrence(&start, false).ok()?;
                 Some(next.timestamp_millis())
             }
-            Recurrence::Every { every_ms } => after.checked_add(i64::try_from(*every_ms).ok()?),
+            Recurrence::Every { every_ms, .. } => after.checked_add(i64::try_from(*every_ms).ok()?),
         }
         .filter(|at| *at <= crate::time::MAX_MILLIS)
     }
@@ -126,7 +245,7 @@ impl Recurrence {
     pub fn next_fire(&self, fire_at: Millis, now: Millis) -> Option<Millis> {
         match self {
             Recurrence::Cron { .. } => self.next_after(fire_at.max(now)),
-            Recurrence::Every { every_ms } => {
+            Recurrence::Every { every_ms, .. } => {
                 let every = i64::try_from(*every_ms).ok()?;
                 // The first fire_at + k * every (k >= 1) after now.
                 let k = if now < fire_at {
@@ -185,6 +304,16 @@ pub(crate) mod schemas {
             .min_length(Some(1))
             .max_length(Some(super::MAX_PATTERN_LEN))
             .build()
+    }
+
+    /// `repeat.limit`: 1 up to `u32::MAX` fires.
+    pub(crate) fn limit() -> Object {
+        integer(1, i64::from(u32::MAX), true).build()
+    }
+
+    /// `repeat.jitter_ms`: 0 up to `MAX_JITTER_MS`.
+    pub(crate) fn jitter_ms() -> Object {
+        integer(0, crate::num::signed(super::MAX_JITTER_MS), true).build()
     }
 
     /// `repeat.every_ms`: `MIN_EVERY_MS` up to the longest delay.
@@ -283,6 +412,112 @@ mod tests {
             r.next_fire(utc(2026, 1, 1, 10, 0), utc(2026, 1, 1, 13, 20)),
             Some(utc(2026, 1, 1, 14, 0))
         );
+    }
+
+    fn bounds(limit: Option<u32>, until: Option<Millis>, jitter_ms: Option<u64>) -> Series {
+        Series {
+            limit,
+            until,
+            jitter_ms,
+        }
+    }
+
+    /// A limit ends the series with its `limit`th fire; `until` with the last fire whose next
+    /// instant would pass it; without either it goes on (and parks past year 5000).
+    #[test]
+    fn a_series_ends_at_its_limit_or_at_until() {
+        let every = Recurrence::every(std::time::Duration::from_secs(60)).unwrap();
+        let three = every
+            .clone()
+            .with_series(bounds(Some(3), None, None))
+            .unwrap();
+        assert_eq!(three.after_fire(1, 0, 5, 0), Some(60_000));
+        assert_eq!(three.after_fire(2, 60_000, 60_005, 0), Some(120_000));
+        assert_eq!(three.after_fire(3, 120_000, 120_005, 0), None);
+        let until = every
+            .clone()
+            .with_series(bounds(None, Some(120_000), None))
+            .unwrap();
+        assert_eq!(
+            until.after_fire(1, 60_000, 60_001, 0),
+            Some(120_000),
+            "at until: fires"
+        );
+        assert_eq!(
+            until.after_fire(2, 120_000, 120_001, 0),
+            None,
+            "past until: ends"
+        );
+        assert_eq!(every.after_fire(u32::MAX, 0, 1, 0), Some(60_000));
+    }
+
+    /// Jitter puts an instant off by 0 to `jitter_ms`, never before it, whatever the draw;
+    /// it goes with cron only, and at most an hour.
+    #[test]
+    fn jitter_never_brings_an_instant_forward() {
+        let r = Recurrence::cron("0 * * * *", None)
+            .unwrap()
+            .with_series(bounds(None, None, Some(30_000)))
+            .unwrap();
+        let at = utc(2026, 1, 1, 10, 0);
+        for draw in [0, 1, 29_999, 30_000, 30_001, u64::MAX, 123_456_789] {
+            let got = r.jittered(at, draw);
+            assert!((at..=at + 30_000).contains(&got), "draw {draw}: {got}");
+        }
+        assert_eq!(r.jittered(at, 30_000), at + 30_000);
+        let next = r.after_fire(1, at + 29_000, at + 29_500, 7).unwrap();
+        assert_eq!(
+            next,
+            utc(2026, 1, 1, 11, 0) + 7,
+            "from the next instant, put off"
+        );
+        let field = |r: Result<Recurrence>| match r {
+            Err(Error::Invalid { field, .. }) => field,
+            other => panic!("expected an invalid field, got {other:?}"),
+        };
+        let every = Recurrence::every(std::time::Duration::from_secs(60)).unwrap();
+        assert_eq!(
+            field(every.clone().with_series(bounds(None, None, Some(5)))),
+            "repeat.jitter_ms"
+        );
+        let hourly = Recurrence::cron("0 * * * *", None).unwrap();
+        assert_eq!(
+            field(hourly.with_series(bounds(None, None, Some(MAX_JITTER_MS + 1)))),
+            "repeat.jitter_ms"
+        );
+        assert_eq!(
+            field(every.clone().with_series(bounds(Some(0), None, None))),
+            "repeat.limit"
+        );
+        assert_eq!(
+            field(every.with_series(bounds(None, Some(-1), None))),
+            "repeat.until"
+        );
+    }
+
+    /// The bounds are stored beside the schedule, and a schedule without them reads and
+    /// writes as before (records written before they existed still read).
+    #[test]
+    fn series_bounds_are_stored_with_the_schedule_and_old_records_read() {
+        let old: Recurrence = serde_json::from_str(r#"{"every_ms":60000}"#).unwrap();
+        assert_eq!(
+            old,
+            Recurrence::every(std::time::Duration::from_secs(60)).unwrap()
+        );
+        assert_eq!(
+            serde_json::to_string(&old).unwrap(),
+            r#"{"every_ms":60000}"#
+        );
+        let cron = Recurrence::cron("0 9 * * *", Some("UTC"))
+            .unwrap()
+            .with_series(bounds(Some(5), Some(9_000), Some(100)))
+            .unwrap();
+        let text = serde_json::to_string(&cron).unwrap();
+        assert_eq!(
+            text,
+            r#"{"cron":"0 9 * * *","tz":"UTC","limit":5,"until":9000,"jitter_ms":100}"#
+        );
+        assert_eq!(serde_json::from_str::<Recurrence>(&text).unwrap(), cron);
     }
 
     #[test]

@@ -36,6 +36,9 @@ enum Kind {
     OneAttempt,
     /// Recurring, every this many ms, with one attempt (so a retry ends the fire too).
     Every(u64),
+    /// Recurring as `Every`, ending after this many fires (`repeat.limit`): its last fire
+    /// is settled as the series' end.
+    Limited(u64, u32),
 }
 
 #[derive(Debug, Clone)]
@@ -134,6 +137,7 @@ fn op() -> impl Strategy<Value = Op> {
         (0..500i64).prop_map(Kind::Capped),
         Just(Kind::OneAttempt),
         (1..400u64).prop_map(Kind::Every),
+        (1..400u64, 1..4u32).prop_map(|(ms, n)| Kind::Limited(ms, n)),
     ];
     prop_oneof![
         4 => (id(), mode, 0..600i64, kind)
@@ -172,6 +176,15 @@ fn new_job(i: u8, fire_at: Millis, kind: &Kind, now: Millis) -> NewJob {
         Kind::Every(ms) => job
             .repeat(Recurrence::every(std::time::Duration::from_millis(*ms)).unwrap())
             .max_attempts(1),
+        Kind::Limited(ms, limit) => {
+            let series = Series {
+                limit: Some(*limit),
+                ..Series::default()
+            };
+            let every = Recurrence::every(std::time::Duration::from_millis(*ms)).unwrap();
+            job.repeat(every.with_series(series).unwrap())
+                .max_attempts(1)
+        }
     }
 }
 

@@ -353,6 +353,111 @@ async fn a_recurring_job_over_http_starts_at_its_first_instant() {
     assert_eq!((st, job.get("repeat")), (200, None), "{job}");
 }
 
+/// `GET ?next=N` answers a recurring job's next N instants from its next fire on (issue 49):
+/// for a cron series in a zone, each the schedule's next after the one before; a one-off's
+/// list is empty; out-of-range N is refused naming `next`, and without it nothing is added.
+#[actix_rt::test]
+async fn a_recurring_jobs_next_instants_are_answered_on_request() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let r = timeout_center::Recurrence::cron("0 9 * * MON-FRI", Some("Europe/Berlin")).unwrap();
+    let body = json!({"repeat": {"cron": "0 9 * * MON-FRI", "tz": "Europe/Berlin"}});
+    let (st, job) = s
+        .send(Method::PUT, "/v1/topics/t/jobs/standup", Some(body))
+        .await;
+    assert_eq!(st, 201, "{job}");
+    let first = job["next_fire_at"].as_i64().unwrap();
+    let mut want = vec![first];
+    while want.len() < 7 {
+        want.push(r.next_after(*want.last().unwrap()).unwrap());
+    }
+    let (st, got) = s
+        .send(Method::GET, "/v1/topics/t/jobs/standup?next=7", None)
+        .await;
+    assert_eq!(st, 200, "{got}");
+    assert_eq!(got["next_fire_ats"], json!(want), "{got}");
+    // Seven weekday instants span a weekend: at least one gap is longer than a day.
+    assert!(want.windows(2).any(|w| w[1] - w[0] > 86_400_000));
+    // Without ?next the view is as before.
+    let (_, plain) = s.send(Method::GET, "/v1/topics/t/jobs/standup", None).await;
+    assert!(plain.get("next_fire_ats").is_none(), "{plain}");
+    // A one-off has no further instants.
+    s.send(
+        Method::PUT,
+        "/v1/topics/t/jobs/once",
+        Some(json!({"delay_ms": 60_000})),
+    )
+    .await;
+    let (st, once) = s
+        .send(Method::GET, "/v1/topics/t/jobs/once?next=3", None)
+        .await;
+    assert_eq!(
+        (st, once["next_fire_ats"].clone()),
+        (200, json!([])),
+        "{once}"
+    );
+    // A series of three fires has three instants, one ending at `until` fewer; the view
+    // shows the bounds as given.
+    let at = now_ms() + 60_000;
+    let body = json!({"fire_at": at, "repeat": {"every_ms": 1_000, "limit": 3}});
+    s.send(Method::PUT, "/v1/topics/t/jobs/three", Some(body))
+        .await;
+    let (_, three) = s
+        .send(Method::GET, "/v1/topics/t/jobs/three?next=10", None)
+        .await;
+    assert_eq!(
+        three["next_fire_ats"],
+        json!([at, at + 1_000, at + 2_000]),
+        "{three}"
+    );
+    assert_eq!(
+        three["repeat"],
+        json!({"every_ms": 1_000, "limit": 3}),
+        "{three}"
+    );
+    let body = json!({"fire_at": at, "repeat": {"every_ms": 1_000, "until": at + 1_500}});
+    s.send(Method::PUT, "/v1/topics/t/jobs/until", Some(body))
+        .await;
+    let (_, until) = s
+        .send(Method::GET, "/v1/topics/t/jobs/until?next=10", None)
+        .await;
+    assert_eq!(until["next_fire_ats"], json!([at, at + 1_000]), "{until}");
+    // Jitter puts the first instant off by at most its bound, never before it.
+    let before = now_ms();
+    let body = json!({"repeat": {"cron": "* * * * *", "jitter_ms": 20_000}});
+    let (st, spread) = s
+        .send(Method::PUT, "/v1/topics/t/jobs/spread", Some(body))
+        .await;
+    assert_eq!(st, 201, "{spread}");
+    let nominal = timeout_center::Recurrence::cron("* * * * *", None)
+        .unwrap()
+        .next_after(before)
+        .unwrap();
+    let first = spread["fire_at"].as_i64().unwrap();
+    // The service read its clock a moment after `before`: a minute may have turned since.
+    assert!(
+        [nominal, nominal + 60_000]
+            .iter()
+            .any(|n| (*n..=n + 20_000).contains(&first)),
+        "first fire {first} not within 20 s after the instant {nominal} (or the next)"
+    );
+    for bad in ["0", "101", "-1"] {
+        let (st, err) = s
+            .send(
+                Method::GET,
+                &format!("/v1/topics/t/jobs/standup?next={bad}"),
+                None,
+            )
+            .await;
+        assert_eq!(st, 400, "next={bad}: {err}");
+        let msg = err["error"]["message"].as_str().unwrap_or_default();
+        assert!(
+            msg.contains("next"),
+            "next={bad}: {msg:?} does not name next"
+        );
+    }
+}
+
 #[actix_rt::test]
 async fn meetings_over_http() {
     let redis = RedisServer::start();
@@ -490,6 +595,31 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
         put(json!({"repeat": {"every_ms": 5, "hourly": true}})).await,
         400,
         "hourly",
+    );
+    check(
+        put(json!({"repeat": {"every_ms": 60_000, "limit": 0}})).await,
+        400,
+        "repeat.limit",
+    );
+    check(
+        put(json!({"repeat": {"every_ms": 60_000, "limit": -3}})).await,
+        400,
+        "repeat.limit",
+    );
+    check(
+        put(json!({"repeat": {"every_ms": 60_000, "jitter_ms": 10}})).await,
+        400,
+        "repeat.jitter_ms",
+    );
+    check(
+        put(json!({"repeat": {"cron": "0 9 * * *", "jitter_ms": 3_600_001}})).await,
+        400,
+        "repeat.jitter_ms",
+    );
+    check(
+        put(json!({"delay_ms": 60_000, "repeat": {"every_ms": 60_000, "until": 5}})).await,
+        400,
+        "repeat.until",
     );
     check(put(json!({"delay_ms": -5})).await, 400, "delay_ms");
     check(

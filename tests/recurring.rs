@@ -254,8 +254,100 @@ async fn a_consumers_ack_of_a_recurring_job_schedules_its_next_instant(e: Engine
     assert_eq!(again, vec![Finished::Stale]);
 }
 
+fn every_minute(series: Series) -> Recurrence {
+    Recurrence::every(Duration::from_secs(60))
+        .unwrap()
+        .with_series(series)
+        .unwrap()
+}
+
+/// `repeat.limit` ends a series with its last fire (the job gone), a failed last fire goes to
+/// the dead letters with its error, and `repeat.until` ends it with the last fire whose next
+/// instant would pass it; each settled in one step with the fire, as any outcome.
+async fn a_series_ends_at_its_limit_or_until_and_a_failed_last_fire_is_dead(e: Engine) {
+    let s = &*e.store;
+    let twice = every_minute(Series {
+        limit: Some(2),
+        ..Series::default()
+    });
+    s.schedule(
+        "t",
+        NewJob::new("twice", SPRING).repeat(twice),
+        ScheduleMode::Upsert,
+        SPRING,
+    )
+    .await
+    .unwrap();
+    let run = pump_one(s, "t", SPRING).await;
+    let first = s
+        .finish("t", &run, RunOutcome::Done, SPRING + 1)
+        .await
+        .unwrap();
+    assert_eq!(first, Finished::Repeating);
+    assert_eq!(job(s, "t", "twice").await.unwrap().fire_at, SPRING + 60_000);
+    let run = pump_one(s, "t", SPRING + 60_000).await;
+    let last = s
+        .finish("t", &run, RunOutcome::Done, SPRING + 60_001)
+        .await
+        .unwrap();
+    assert_eq!(
+        last,
+        Finished::Done,
+        "the second of two fires ends the series"
+    );
+    assert!(job(s, "t", "twice").await.is_none());
+
+    let once = every_minute(Series {
+        limit: Some(1),
+        ..Series::default()
+    });
+    let new = NewJob::new("once", SPRING).repeat(once).max_attempts(1);
+    s.schedule("d", new, ScheduleMode::Upsert, SPRING)
+        .await
+        .unwrap();
+    let run = pump_one(s, "d", SPRING).await;
+    let failed = RunOutcome::Dead {
+        error: "receiver gone".into(),
+    };
+    assert_eq!(
+        s.finish("d", &run, failed, SPRING + 1).await.unwrap(),
+        Finished::Dead
+    );
+    let dead = job(s, "d", "once").await.unwrap();
+    assert_eq!(
+        (dead.state, dead.last_error.as_deref()),
+        (JobState::Dead, Some("receiver gone"))
+    );
+
+    let bounded = every_minute(Series {
+        until: Some(SPRING + 60_000),
+        ..Series::default()
+    });
+    let new = NewJob::new("bounded", SPRING).repeat(bounded);
+    s.schedule("u", new, ScheduleMode::Upsert, SPRING)
+        .await
+        .unwrap();
+    let run = pump_one(s, "u", SPRING).await;
+    s.finish("u", &run, RunOutcome::Done, SPRING + 1)
+        .await
+        .unwrap();
+    assert_eq!(
+        job(s, "u", "bounded").await.unwrap().fire_at,
+        SPRING + 60_000,
+        "an instant at `until` fires"
+    );
+    let run = pump_one(s, "u", SPRING + 60_000).await;
+    let last = s
+        .finish("u", &run, RunOutcome::Done, SPRING + 60_001)
+        .await
+        .unwrap();
+    assert_eq!(last, Finished::Done, "the next instant is past until");
+    assert!(job(s, "u", "bounded").await.is_none());
+}
+
 engine_matrix!(
     #[tokio::test] crate::common::Engine::of;
+    a_series_ends_at_its_limit_or_until_and_a_failed_last_fire_is_dead,
     a_cron_series_keeps_berlin_time_across_the_spring_change,
     a_fire_that_fails_for_good_keeps_its_error_and_the_series_goes_on,
     a_late_fire_is_not_replayed_a_reset_moves_the_next_and_cancel_ends_it,

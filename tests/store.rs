@@ -1749,7 +1749,16 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
         if t.from != From::None {
             let mut new = NewJob::new(id, at);
             if t.from == From::RunningRecurring {
-                new = new.repeat(Recurrence::every(std::time::Duration::from_secs(60)).unwrap());
+                let mut every = Recurrence::every(std::time::Duration::from_secs(60)).unwrap();
+                if t.op == Op::Last {
+                    // A series of one fire: the one about to run is its last.
+                    let one = Series {
+                        limit: Some(1),
+                        ..Series::default()
+                    };
+                    every = every.with_series(one).unwrap();
+                }
+                new = new.repeat(every);
             }
             s.schedule(&topic, new, ScheduleMode::Upsert, T0)
                 .await
@@ -1849,6 +1858,7 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
                 assert_eq!(buried.as_str(), done, "row {i}: a dead fire");
                 done
             }
+            Op::Last => settle(RunOutcome::Done).await,
             Op::Release => settle(RunOutcome::Release).await,
             Op::StaleSettle => {
                 let mut lease = run.clone().unwrap();

@@ -173,8 +173,13 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             topic,
             id,
             shard_key,
+            next,
         }) => {
-            let path = job_path(&topic, &id, "", &shard_key);
+            let mut path = job_path(&topic, &id, "", &shard_key);
+            if let Some(n) = next {
+                path.push(if path.contains('?') { '&' } else { '?' });
+                path.push_str(&format!("next={n}"));
+            }
             (client.call(Method::GET, &path, None).await?, View::Record)
         }
         Command::Job(JobCmd::Ls {

@@ -162,6 +162,9 @@ pub(crate) enum JobCmd {
         id: String,
         #[arg(long)]
         shard_key: Option<String>,
+        /// Also show a recurring job's next N instants (1 to 100), as `next_fire_ats`.
+        #[arg(long)]
+        next: Option<u32>,
     },
     /// List a topic's scheduled jobs by fire time (or its running ones by lease deadline).
     Ls {

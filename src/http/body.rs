@@ -85,11 +85,51 @@ pub(crate) struct RepeatBody {
     #[serde(default, deserialize_with = "integer::option")]
     #[schema(schema_with = crate::recurrence::schemas::every_ms)]
     pub every_ms: Option<i64>,
+    /// Fires in all (from 1), counted since the job was written or last reset: the series
+    /// ends with its last fire (the job is gone, or dead if that fire failed for good).
+    #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::recurrence::schemas::limit)]
+    pub limit: Option<i64>,
+    /// No fire after this instant (ms since the epoch): the series ends with the last fire
+    /// whose next instant would come after it.
+    #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::instant)]
+    pub until: Option<Millis>,
+    /// Cron only: each instant is put off by a random delay of 0 to this many ms (at most
+    /// an hour), never brought forward.
+    #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::recurrence::schemas::jitter_ms)]
+    pub jitter_ms: Option<i64>,
 }
 
 impl RepeatBody {
     /// The schedule, checked; the error names the field.
     pub(crate) fn recurrence(self) -> ApiResult<crate::Recurrence> {
+        let series = crate::recurrence::Series {
+            limit: self
+                .limit
+                .map(|n| {
+                    u32::try_from(n).map_err(|_| {
+                        ApiError::invalid(
+                            "repeat.limit",
+                            format!("must be 1 to {}, got {n}", u32::MAX),
+                        )
+                    })
+                })
+                .transpose()?,
+            until: self.until,
+            jitter_ms: self
+                .jitter_ms
+                .map(|j| {
+                    u64::try_from(j).map_err(|_| {
+                        ApiError::invalid(
+                            "repeat.jitter_ms",
+                            format!("must not be negative, got {j}"),
+                        )
+                    })
+                })
+                .transpose()?,
+        };
         let r = match (self.cron, self.every_ms) {
             (Some(_), Some(_)) => {
                 return Err(ApiError::invalid(
@@ -103,7 +143,11 @@ impl RepeatBody {
                     "give cron (with an optional tz) or every_ms",
                 ));
             }
-            (Some(cron), None) => crate::Recurrence::Cron { cron, tz: self.tz },
+            (Some(cron), None) => crate::Recurrence::Cron {
+                cron,
+                tz: self.tz,
+                series: Box::default(),
+            },
             (None, Some(_)) if self.tz.is_some() => {
                 return Err(ApiError::invalid(
                     "repeat.tz",
@@ -114,10 +158,11 @@ impl RepeatBody {
                 every_ms: u64::try_from(ms).map_err(|_| {
                     ApiError::invalid("repeat.every_ms", format!("must be positive, got {ms}"))
                 })?,
+                series: Box::default(),
             },
         };
         r.check()?;
-        Ok(r)
+        Ok(r.with_series(series)?)
     }
 }
 
@@ -209,6 +254,45 @@ impl ShardQuery {
     pub(crate) fn job(&self, id: &str) -> JobRef {
         JobRef::new(id).with_shard_key(self.shard_key.clone())
     }
+}
+
+/// `GET` of a job: `?shard_key=` as for every job route, and `?next=N` for a recurring
+/// job's next `N` instants (`next_fire_ats`).
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct GetQuery {
+    pub shard_key: Option<String>,
+    /// How many of a recurring job's next instants to answer in `next_fire_ats`, 1 to 100
+    /// (from `next_fire_at` on, without jitter); an empty list for a job that fires once.
+    #[param(schema_with = next_instants)]
+    pub next: Option<i64>,
+}
+
+impl GetQuery {
+    pub(crate) fn job(&self, id: &str) -> JobRef {
+        JobRef::new(id).with_shard_key(self.shard_key.clone())
+    }
+
+    /// `next`, checked: the error names it.
+    pub(crate) fn next(&self) -> ApiResult<Option<usize>> {
+        let max = crate::model::MAX_NEXT_INSTANTS;
+        self.next
+            .map(|n| {
+                usize::try_from(n)
+                    .ok()
+                    .filter(|n| (1..=max).contains(n))
+                    .ok_or_else(|| {
+                        ApiError::invalid("next", format!("must be 1 to {max}, got {n}"))
+                    })
+            })
+            .transpose()
+    }
+}
+
+/// `?next=`'s bounds.
+fn next_instants() -> utoipa::openapi::schema::Object {
+    let max = u64::try_from(crate::model::MAX_NEXT_INSTANTS).unwrap_or(u64::MAX);
+    crate::wire::schema::integer(1, crate::num::signed(max), true).build()
 }
 
 /// `?mode=create_only`: 409 instead of replacing an existing job.

@@ -5,7 +5,9 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
 
 use super::AppState;
-use super::body::{BatchBody, JobBody, ListParams, PutQuery, ResetBody, ShardQuery, when};
+use super::body::{
+    BatchBody, GetQuery, JobBody, ListParams, PutQuery, ResetBody, ShardQuery, when,
+};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::model::{
     CreateSpec, Job, JobPage, JobRef, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome,
@@ -16,7 +18,7 @@ fn new_job(id: String, body: JobBody, state: &AppState) -> ApiResult<NewJob> {
     let center = &state.center;
     let repeat = body.repeat.map(|r| r.recurrence()).transpose()?;
     let floor = state.settings.limits.min_every_ms;
-    if let Some(crate::Recurrence::Every { every_ms }) = &repeat
+    if let Some(crate::Recurrence::Every { every_ms, .. }) = &repeat
         && *every_ms < floor
     {
         return Err(ApiError::invalid(
@@ -25,12 +27,24 @@ fn new_job(id: String, body: JobBody, state: &AppState) -> ApiResult<NewJob> {
         ));
     }
     let fire_at = match (&repeat, body.fire_at, body.delay_ms) {
-        // A recurring job given no first fire starts at its schedule's first instant.
-        (Some(r), None, None) => r.next_after(center.after(0)).ok_or_else(|| {
-            ApiError::invalid("repeat", "the schedule has no instant the store can hold")
-        })?,
+        // A recurring job given no first fire starts at its schedule's first instant
+        // (put off by its jitter).
+        (Some(r), None, None) => r
+            .next_after(center.after(0))
+            .map(|at| r.jittered(at, rand::random()))
+            .ok_or_else(|| {
+                ApiError::invalid("repeat", "the schedule has no instant the store can hold")
+            })?,
         _ => when(body.fire_at, body.delay_ms, |d| center.after(d))?,
     };
+    if let Some(until) = repeat.as_ref().and_then(|r| r.series().until)
+        && until < fire_at
+    {
+        return Err(ApiError::invalid(
+            "repeat.until",
+            format!("is {until}, before the first fire at {fire_at}"),
+        ));
+    }
     Ok(NewJob {
         id,
         job_type: body.job_type,
@@ -134,16 +148,20 @@ pub(crate) async fn post_job(
 }
 
 #[utoipa::path(get, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
-    params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
-    responses((status = 200, body = Job), (status = 404, body = ErrorBody)))]
+    params(("topic" = String, Path), ("id" = String, Path), GetQuery),
+    responses((status = 200, body = Job), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn get_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
-    query: web::Query<ShardQuery>,
+    query: web::Query<GetQuery>,
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
+    let next = query.next()?;
     match state.center.get(&topic, &query.job(&id)).await? {
-        Some(job) => Ok(HttpResponse::Ok().json(job)),
+        Some(job) => Ok(HttpResponse::Ok().json(match next {
+            Some(n) => job.with_next_instants(n),
+            None => job,
+        })),
         None => Err(ApiError::not_found(format!(
             "no job {id:?} in topic {topic:?}"
         ))),

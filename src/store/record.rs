@@ -152,7 +152,14 @@ impl Record {
         };
         let next_fire_at = self.schedule.as_ref().and_then(|s| match state {
             JobState::Scheduled => Some(score),
-            _ => s.next_after(self.run_fire_at.unwrap_or(score)),
+            // After this run: none when it is the series' last (its limit or `until`).
+            _ => {
+                let fired = self.fires.unwrap_or(0).saturating_add(1);
+                let last = s.series().limit.is_some_and(|limit| fired >= limit);
+                let next = s.next_after(self.run_fire_at.unwrap_or(score));
+                let until = s.series().until;
+                next.filter(|at| !last && until.is_none_or(|u| *at <= u))
+            }
         });
         let (fire_at, lease_until, dead_at) = match state {
             JobState::Scheduled => (score, None, None),
@@ -178,6 +185,7 @@ impl Record {
             fires: self.fires.unwrap_or(0),
             repeat: self.schedule,
             next_fire_at,
+            next_fire_ats: None,
         })
     }
 }

@@ -71,6 +71,9 @@ pub enum Op {
     Bury,
     /// `settle` with `RunOutcome::Done` or `RunOutcome::Dead` (or a retry out of attempts).
     Ends,
+    /// `settle` of a recurring job's last fire: done, dead or retry out of attempts, with
+    /// its `repeat.limit` reached or its next instant past `repeat.until`.
+    Last,
     /// `settle` with `RunOutcome::Release` (shutdown).
     Release,
     /// `settle` of any outcome with a token that is not the run's.
@@ -98,6 +101,7 @@ impl Op {
             Op::Repeat => "`settle` repeat",
             Op::Bury => "`settle` dead",
             Op::Ends => "`settle` done, dead or retry out of attempts",
+            Op::Last => "`settle` of a series' last fire (`limit` reached, or `until` passed)",
             Op::Release => "`settle` release (shutdown)",
             Op::StaleSettle => "`settle` with a token that is not the run's",
             Op::Touch => "`touch` with the run's token",
@@ -317,6 +321,15 @@ pub const TRANSITIONS: &[Transition] = &[
          answers `recur` and changes nothing; the store settles the run again as a repeat)",
         "`attempts` cleared, `fires` + 1, `last_error` the failure's (none when done)",
         "repeating",
+    ),
+    row(
+        From::RunningRecurring,
+        Op::Last,
+        To::Gone,
+        "the series ends (dead instead when the fire failed for good; the engine answers \
+         `recur`, and the store settles the run again as `RunOutcome::End`)",
+        "gone; dead: `last_error` the failure's",
+        "done",
     ),
     row(
         From::Running,

@@ -448,12 +448,16 @@ async fn next_instants(
                 RunOutcome::Retry { error, .. } | RunOutcome::Dead { error } => Some(error.clone()),
                 _ => None,
             };
+            // This fire's number in the series, counted since the job was written or reset.
+            let fired = stored.record.fires.unwrap_or(0).saturating_add(1);
             // A schedule with no instant the store can hold (past the year 5000) parks the
             // job at the latest one: it never fires again, and stays readable and cancellable.
-            let at = schedule
-                .next_fire(fire_at, now)
-                .unwrap_or(crate::time::MAX_MILLIS);
-            Some(RunOutcome::Repeat { at, error })
+            Some(
+                match schedule.after_fire(fired, fire_at, now, rand::random()) {
+                    Some(at) => RunOutcome::Repeat { at, error },
+                    None => RunOutcome::End { error },
+                },
+            )
         })
         .collect())
 }

@@ -654,14 +654,15 @@ impl SlotState {
         let ends = match outcome {
             RunOutcome::Done | RunOutcome::Dead { .. } => true,
             RunOutcome::Retry { .. } => !attempts_left,
-            RunOutcome::Repeat { .. } | RunOutcome::Release => false,
+            // The series' last fire ends it: no next instant to ask the front for.
+            RunOutcome::Repeat { .. } | RunOutcome::Release | RunOutcome::End { .. } => false,
         };
         if ends && rec.schedule.is_some() {
             // A recurring job's run ended: the front settles it again at its next instant.
             return Finished::Recur;
         }
         match outcome {
-            RunOutcome::Done => {
+            RunOutcome::Done | RunOutcome::End { error: None } => {
                 self.remove(k);
                 Finished::Done
             }
@@ -683,7 +684,9 @@ impl SlotState {
                 self.reschedule(k, rec, *at);
                 Finished::Retrying
             }
-            RunOutcome::Retry { error, .. } | RunOutcome::Dead { error } => {
+            RunOutcome::Retry { error, .. }
+            | RunOutcome::Dead { error }
+            | RunOutcome::End { error: Some(error) } => {
                 rec.last_error = Some(error.to_string());
                 rec.token = None;
                 self.set_record(k, rec);

@@ -33,6 +33,7 @@ fn outcome_args(outcome: &RunOutcome, now: Millis) -> (&'static str, Millis, &st
         RunOutcome::Retry { error, at } => (*at, error.as_str()),
         RunOutcome::Repeat { at, error } => (*at, error.as_deref().unwrap_or("")),
         RunOutcome::Dead { error } => (now, error.as_str()),
+        RunOutcome::End { error } => (now, error.as_deref().unwrap_or("")),
         RunOutcome::Done | RunOutcome::Release => (now, ""),
     };
     (outcome.as_str(), at, error)
