@@ -68,16 +68,8 @@ async fn a_job_fires_on_time_and_never_before_its_fire_at(e: Engine) {
 async fn an_earlier_job_wakes_its_slot_without_waiting_for_the_poll(e: Engine) {
     let (probe, mut rx) = Probe::done();
     let c = center(&e, probe, 60_000).await;
-    one_slot_topic(&c, "t", 16).await;
-    c.schedule(
-        "t",
-        probe_job("late", now_ms() + 50_000),
-        ScheduleMode::Upsert,
-    )
-    .await
-    .unwrap();
     // Let the slot go to sleep until the late job (or its 60 s poll).
-    asleep(&c, "t", 0).await;
+    asleep_before(&c, "late", 50_000).await;
     let at = now_ms() + 100;
     c.schedule("t", probe_job("early", at), ScheduleMode::Upsert)
         .await
@@ -1011,15 +1003,7 @@ async fn served(c: &TimeoutCenter, n: usize) {
 async fn an_idle_slot_pumps_nothing_of_its_own_accord(e: Engine) {
     let (probe, _rx) = Probe::done();
     let c = center(&e, probe, 100).await;
-    one_slot_topic(&c, "t", 16).await;
-    c.schedule(
-        "t",
-        probe_job("later", now_ms() + 3_600_000),
-        ScheduleMode::Upsert,
-    )
-    .await
-    .unwrap();
-    asleep(&c, "t", 0).await;
+    asleep_before(&c, "later", 3_600_000).await;
     let first = pumps(&c);
     // An absence: ten of the net's rounds.
     quiet(1_000).await;
@@ -1032,17 +1016,9 @@ async fn an_idle_slot_pumps_nothing_of_its_own_accord(e: Engine) {
 async fn a_job_whose_notice_was_lost_is_found_by_the_safety_net(e: Engine) {
     let (probe, mut rx) = Probe::done();
     let c = center(&e, probe, 200).await;
-    one_slot_topic(&c, "t", 16).await;
-    c.schedule(
-        "t",
-        probe_job("later", now_ms() + 3_600_000),
-        ScheduleMode::Upsert,
-    )
-    .await
-    .unwrap();
     // Asleep (its job is an hour away): the keeper holds its next time, and the net reads
     // the slot's head for it.
-    asleep(&c, "t", 0).await;
+    asleep_before(&c, "later", 3_600_000).await;
     let at = now_ms() + 50;
     store_of(&c)
         .schedule(
@@ -1075,6 +1051,15 @@ async fn asleep(c: &TimeoutCenter, topic: &str, slot: u32) {
         }
     })
     .await;
+}
+
+/// The one-slot topic `t` holding only the job `id`, due in `in_ms`, once its slot sleeps.
+async fn asleep_before(c: &TimeoutCenter, id: &str, in_ms: i64) {
+    one_slot_topic(c, "t", 16).await;
+    c.schedule("t", probe_job(id, now_ms() + in_ms), ScheduleMode::Upsert)
+        .await
+        .unwrap();
+    asleep(c, "t", 0).await;
 }
 
 /// A slot at rest whose job is further ahead than `runtime.dormant_after_ms` (1 s) sleeps:
@@ -1124,15 +1109,7 @@ async fn a_sleeping_slot_wakes_at_its_next_time_and_at_a_notice(e: Engine) {
 async fn a_slot_with_a_job_within_the_horizon_keeps_its_actor(e: Engine) {
     let (probe, mut rx) = Probe::done();
     let c = center(&e, probe, 60_000).await;
-    one_slot_topic(&c, "t", 16).await;
-    c.schedule(
-        "t",
-        probe_job("in an hour", now_ms() + 3_600_000),
-        ScheduleMode::Upsert,
-    )
-    .await
-    .unwrap();
-    asleep(&c, "t", 0).await;
+    asleep_before(&c, "in an hour", 3_600_000).await;
     let at = now_ms() + 700;
     c.schedule("t", probe_job("soon", at), ScheduleMode::Upsert)
         .await

@@ -105,30 +105,12 @@ pub(crate) struct RepeatBody {
 impl RepeatBody {
     /// The schedule, checked; the error names the field.
     pub(crate) fn recurrence(self) -> ApiResult<crate::Recurrence> {
+        let max_limit = u64::from(u32::MAX);
+        let max_jitter = crate::recurrence::MAX_JITTER_MS;
         let series = crate::recurrence::Series {
-            limit: self
-                .limit
-                .map(|n| {
-                    u32::try_from(n).map_err(|_| {
-                        ApiError::invalid(
-                            "repeat.limit",
-                            format!("must be 1 to {}, got {n}", u32::MAX),
-                        )
-                    })
-                })
-                .transpose()?,
+            limit: in_range(self.limit, "repeat.limit", 1, max_limit)?,
             until: self.until,
-            jitter_ms: self
-                .jitter_ms
-                .map(|j| {
-                    u64::try_from(j).map_err(|_| {
-                        ApiError::invalid(
-                            "repeat.jitter_ms",
-                            format!("must not be negative, got {j}"),
-                        )
-                    })
-                })
-                .transpose()?,
+            jitter_ms: in_range(self.jitter_ms, "repeat.jitter_ms", 0, max_jitter)?,
         };
         let r = match (self.cron, self.every_ms) {
             (Some(_), Some(_)) => {
@@ -164,6 +146,24 @@ impl RepeatBody {
         r.check()?;
         Ok(r.with_series(series)?)
     }
+}
+
+/// `value` as a `T` from `min` to `max`; the error names `field`.
+fn in_range<T: TryFrom<u64>>(
+    value: Option<i64>,
+    field: &str,
+    min: u64,
+    max: u64,
+) -> ApiResult<Option<T>> {
+    value
+        .map(|v| {
+            u64::try_from(v)
+                .ok()
+                .filter(|v| (min..=max).contains(v))
+                .and_then(|v| T::try_from(v).ok())
+                .ok_or_else(|| ApiError::invalid(field, format!("must be {min} to {max}, got {v}")))
+        })
+        .transpose()
 }
 
 /// `POST /v1/topics/{topic}/jobs/{id}/reset`.
@@ -275,17 +275,8 @@ impl GetQuery {
 
     /// `next`, checked: the error names it.
     pub(crate) fn next(&self) -> ApiResult<Option<usize>> {
-        let max = crate::model::MAX_NEXT_INSTANTS;
-        self.next
-            .map(|n| {
-                usize::try_from(n)
-                    .ok()
-                    .filter(|n| (1..=max).contains(n))
-                    .ok_or_else(|| {
-                        ApiError::invalid("next", format!("must be 1 to {max}, got {n}"))
-                    })
-            })
-            .transpose()
+        let max = u64::try_from(crate::model::MAX_NEXT_INSTANTS).unwrap_or(u64::MAX);
+        in_range(self.next, "next", 1, max)
     }
 }
 
