@@ -217,6 +217,8 @@ mod tests {
             fires: 0,
             repeat: None,
             next_fire_at: None,
+            expire_after_ms: None,
+            on_expire: None,
             next_fire_ats: None,
         };
         let run = Leased {

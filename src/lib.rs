@@ -57,9 +57,9 @@ pub use events::{Event, EventPage};
 pub use job_type::{Handlers, JobContext, JobHandler, OtherJobs, Outcome};
 pub use jobs::webhook::WebhookSettings;
 pub use model::{
-    ClaimOutcome, CreateSpec, DeadCursor, DeadPage, Emitted, Finished, Job, JobPage, JobRef,
-    JobState, Leased, ListCursor, NewJob, Rearmed, Reset, ResetReport, RunOutcome, ScheduleMode,
-    ScheduleOutcome, Scheduled, SlotHead, SlotStats, TopicStats,
+    ClaimOutcome, CreateSpec, DeadCursor, DeadPage, Emitted, Expiry, Finished, Job, JobPage,
+    JobRef, JobState, Leased, ListCursor, NewJob, OnExpire, Rearmed, Reset, ResetReport,
+    RunOutcome, ScheduleMode, ScheduleOutcome, Scheduled, SlotHead, SlotStats, TopicStats,
 };
 pub use recurrence::{Recurrence, Series};
 pub use routing::slot_of;

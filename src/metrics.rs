@@ -17,6 +17,9 @@ pub struct Metrics {
     pub fired_after_pump: IntCounterVec,
     pub retried: IntCounterVec,
     pub dead: IntCounterVec,
+    /// Fires not run for being too late: one-shot jobs past `expire_after_ms`, recurring
+    /// fires past `repeat.catchup_window_ms`.
+    pub misfired: IntCounterVec,
     pub jobs: IntGaugeVec,
     /// Long polls (claims with `wait_ms`) waiting now on this instance.
     pub long_polls: IntGauge,
@@ -114,6 +117,11 @@ impl Metrics {
                 &registry,
                 "jobs_dead_total",
                 "Jobs sent to the dead letters",
+            ),
+            misfired: counter(
+                &registry,
+                "jobs_misfired_total",
+                "Fires not run for being too late (expire_after_ms, repeat.catchup_window_ms)",
             ),
             jobs,
             lateness: histogram(

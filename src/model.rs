@@ -107,6 +107,12 @@ pub struct Job {
     /// the schedule's first instant after this run's fire time.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub next_fire_at: Option<Millis>,
+    /// A one-shot job's expiry: how late (ms after `fire_at`) it may still fire.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub expire_after_ms: Option<u64>,
+    /// What becomes of it past its expiry (`dead` when absent).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub on_expire: Option<OnExpire>,
     /// A recurring job's next instants from `next_fire_at` on, as many as `?next=` asked
     /// for (up to 100); absent unless asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -142,6 +148,40 @@ impl Job {
 /// The most instants `?next=` answers.
 pub(crate) const MAX_NEXT_INSTANTS: usize = 100;
 
+/// What becomes of a job that could not fire within its `expire_after_ms`.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum OnExpire {
+    /// To the dead letters, its `last_error` saying it expired (the default).
+    #[default]
+    Dead,
+    /// Gone, as if done (a `job.done` event, counted as expired).
+    Drop,
+}
+
+/// A one-shot job's expiry: if it cannot fire within `after_ms` of its fire time (an
+/// outage, a paused topic), it does not run and `on_expire` says what becomes of it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+pub struct Expiry {
+    /// How late a fire may be, in ms.
+    #[serde(rename = "ms")]
+    pub after_ms: u64,
+    /// What becomes of it past that.
+    #[serde(rename = "on", default, skip_serializing_if = "is_dead")]
+    pub on_expire: OnExpire,
+}
+
+fn is_dead(on: &OnExpire) -> bool {
+    *on == OnExpire::Dead
+}
+
+impl Expiry {
+    /// Whether a fire at `fired_at` of a job due at `fire_at` is too late.
+    pub fn expired(&self, fire_at: Millis, fired_at: Millis) -> bool {
+        fired_at.saturating_sub(fire_at) > crate::num::signed(self.after_ms)
+    }
+}
+
 /// What a caller asks to schedule.
 #[derive(Debug, Clone, PartialEq, Default)]
 pub struct NewJob {
@@ -162,6 +202,8 @@ pub struct NewJob {
     pub shard_key: Option<String>,
     /// A recurring job's schedule (see [`crate::Recurrence`]); `None` fires once.
     pub repeat: Option<crate::recurrence::Recurrence>,
+    /// A one-shot job's expiry: how late it may fire, and what becomes of it past that.
+    pub expire: Option<Expiry>,
 }
 
 impl NewJob {
@@ -207,6 +249,16 @@ impl NewJob {
     /// Fires it again on `schedule` after each fire, until it is cancelled.
     pub fn repeat(mut self, schedule: crate::recurrence::Recurrence) -> Self {
         self.repeat = Some(schedule);
+        self
+    }
+
+    /// Not run if it cannot fire within `after_ms` of its fire time: `on_expire` says what
+    /// becomes of it then.
+    pub fn expire_after(mut self, after_ms: u64, on_expire: OnExpire) -> Self {
+        self.expire = Some(Expiry {
+            after_ms,
+            on_expire,
+        });
         self
     }
 }

@@ -71,7 +71,16 @@ pub struct Series {
     /// forward (cron only: a fleet's identical instants spread over the window).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub jitter_ms: Option<u64>,
+    /// A fire whose latest missed instant is more than this many ms old (an outage, a paused
+    /// topic) is skipped: the job does not run and waits for the schedule's next instant.
+    /// Within it, a late fire runs once and the series continues (the rule without it).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub catchup_window_ms: Option<u64>,
 }
+
+/// Most instants `skips` steps through to find the latest missed one of a cron schedule;
+/// past it the fire runs (a fire is never skipped for want of counting).
+const MAX_CATCHUP_STEPS: usize = 10_000;
 
 /// The widest `jitter_ms`: an hour.
 pub(crate) const MAX_JITTER_MS: u64 = 3_600_000;
@@ -160,6 +169,14 @@ impl Recurrence {
         if s.limit == Some(0) {
             return Err(Error::invalid("repeat.limit", "must be at least 1, got 0"));
         }
+        if let Some(w) = s.catchup_window_ms
+            && w > crate::num::unsigned(crate::time::MAX_DELAY_MS)
+        {
+            return Err(Error::invalid(
+                "repeat.catchup_window_ms",
+                format!("must be 0 to {}, got {w}", crate::time::MAX_DELAY_MS),
+            ));
+        }
         if let Some(until) = s.until
             && !(0..=crate::time::MAX_MILLIS).contains(&until)
         {
@@ -183,6 +200,36 @@ impl Recurrence {
             )),
             (Recurrence::Cron { .. }, Some(_)) => Ok(()),
         }
+    }
+
+    /// Whether a fire due at `fire_at` and firing at `fired_at` is skipped: its schedule's
+    /// latest instant by `fired_at` (`fire_at` or one missed after it) is more than
+    /// `catchup_window_ms` old.
+    pub fn skips(&self, fire_at: Millis, fired_at: Millis) -> bool {
+        let Some(window) = self.series().catchup_window_ms else {
+            return false;
+        };
+        let window = crate::num::signed(window);
+        if fired_at.saturating_sub(fire_at) <= window {
+            return false;
+        }
+        let latest = match self {
+            Recurrence::Every { every_ms, .. } => {
+                let every = crate::num::signed(*every_ms).max(1);
+                fire_at + (fired_at - fire_at) / every * every
+            }
+            Recurrence::Cron { .. } => {
+                let mut latest = fire_at;
+                for _ in 0..MAX_CATCHUP_STEPS {
+                    match self.next_after(latest) {
+                        Some(at) if at <= fired_at => latest = at,
+                        _ => return fired_at - latest > window,
+                    }
+                }
+                return false;
+            }
+        };
+        fired_at - latest > window
     }
 
     /// `at` put off by the series' jitter: `draw` (a random number) reduced to 0 to
@@ -419,6 +466,7 @@ mod tests {
             limit,
             until,
             jitter_ms,
+            catchup_window_ms: None,
         }
     }
 
@@ -492,6 +540,49 @@ mod tests {
         assert_eq!(
             field(every.with_series(bounds(None, Some(-1), None))),
             "repeat.until"
+        );
+    }
+
+    /// A fire is skipped only when the latest instant it stands for is older than the
+    /// window: an hourly job down three hours runs once if an instant is within the window,
+    /// not if none is; a period shorter than the window always has one.
+    #[test]
+    fn a_fire_is_skipped_only_past_its_catchup_window() {
+        let window = |r: Recurrence, ms| {
+            r.with_series(Series {
+                catchup_window_ms: Some(ms),
+                ..Series::default()
+            })
+            .unwrap()
+        };
+        let hourly = window(Recurrence::cron("0 * * * *", None).unwrap(), 600_000);
+        let ten = utc(2026, 1, 1, 10, 0);
+        assert!(!hourly.skips(ten, ten + 599_000), "within the window");
+        assert!(
+            hourly.skips(ten, ten + 700_000),
+            "10 min 40 s late, no later instant"
+        );
+        // Down until 13:05: 13:00 is 5 min old, within the window.
+        assert!(!hourly.skips(ten, utc(2026, 1, 1, 13, 5)));
+        assert!(hourly.skips(ten, utc(2026, 1, 1, 13, 20)));
+        let minutely = window(
+            Recurrence::every(std::time::Duration::from_secs(60)).unwrap(),
+            120_000,
+        );
+        assert!(
+            !minutely.skips(0, 3_600_000 + 59_000),
+            "a minute's grid always has a recent instant"
+        );
+        let strict = window(
+            Recurrence::every(std::time::Duration::from_secs(60)).unwrap(),
+            0,
+        );
+        assert!(strict.skips(0, 60_001 + 1), "1 ms past its latest instant");
+        assert!(!strict.skips(0, 60_000));
+        let none = Recurrence::every(std::time::Duration::from_secs(60)).unwrap();
+        assert!(
+            !none.skips(0, 86_400_000),
+            "without a window nothing is skipped"
         );
     }
 

@@ -106,6 +106,12 @@ pub(crate) mod schemas {
             .build()
     }
 
+    /// A span of time in ms up to the longest delay (`expire_after_ms`,
+    /// `repeat.catchup_window_ms`).
+    pub(crate) fn span_ms() -> Object {
+        integer(0, crate::time::MAX_DELAY_MS, true).build()
+    }
+
     /// An instant other than a fire time (`max_fire_at`).
     pub(crate) fn instant() -> Object {
         integer(0, crate::time::MAX_MILLIS, true).build()

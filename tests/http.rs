@@ -602,6 +602,31 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
         "repeat.limit",
     );
     check(
+        put(json!({"delay_ms": 5, "expire_after_ms": -1})).await,
+        400,
+        "expire_after_ms",
+    );
+    check(
+        put(json!({"delay_ms": 5, "on_expire": "drop"})).await,
+        400,
+        "on_expire",
+    );
+    check(
+        put(json!({"delay_ms": 5, "expire_after_ms": 5, "on_expire": "later"})).await,
+        400,
+        "on_expire",
+    );
+    check(
+        put(json!({"expire_after_ms": 5, "repeat": {"every_ms": 60_000}})).await,
+        400,
+        "expire_after_ms",
+    );
+    check(
+        put(json!({"repeat": {"every_ms": 60_000, "catchup_window_ms": -5}})).await,
+        400,
+        "repeat.catchup_window_ms",
+    );
+    check(
         put(json!({"repeat": {"every_ms": 60_000, "limit": -3}})).await,
         400,
         "repeat.limit",

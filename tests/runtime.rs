@@ -1229,8 +1229,111 @@ async fn a_job_due_after_the_nominal_sweep_is_told_when_reads_slow_the_sweep(e: 
     assert!(seen.fired_at >= at, "fired before its time");
 }
 
+fn misfired(c: &TimeoutCenter) -> u64 {
+    c.metrics().misfired.with_label_values(&["t"]).get()
+}
+
+/// `expire_after_ms` (issue 49): a one-shot job that fires later than that after its
+/// `fire_at` is not run: dead with a `last_error` saying it expired, or gone with
+/// `on_expire: drop`; one within it runs. The fire times are set in the past, so each job is
+/// as late as an outage would make it, with no waiting. What it cannot show: a stop of every
+/// instance (the fire is late for whatever reason; the rule looks only at how late).
+async fn a_job_past_its_expiry_is_not_run(e: Engine) {
+    let (probe, mut rx) = Probe::done();
+    let c = center(&e, probe, 100).await;
+    one_slot_topic(&c, "t", 16).await;
+    let now = now_ms();
+    let jobs = [
+        probe_job("stale", now - 5_000).expire_after(1_000, OnExpire::Dead),
+        probe_job("dropped", now - 5_000).expire_after(1_000, OnExpire::Drop),
+        probe_job("in time", now - 100).expire_after(60_000, OnExpire::Dead),
+    ];
+    for j in jobs {
+        c.schedule("t", j, ScheduleMode::Upsert).await.unwrap();
+    }
+    let seen = next(&mut rx, 5).await;
+    assert_eq!(seen.job.id, "in time");
+    let stale = eventually(5, || async {
+        match c.get("t", &"stale".into()).await.unwrap() {
+            Some(j) if j.state == JobState::Dead => Ok(j),
+            other => Err(format!("not dead yet: {other:?}")),
+        }
+    })
+    .await;
+    let error = stale.last_error.unwrap_or_default();
+    assert!(error.starts_with("expired"), "{error}");
+    assert_eq!(stale.expire_after_ms, Some(1_000));
+    eventually(5, || async {
+        match c.get("t", &"dropped".into()).await.unwrap() {
+            None => Ok(()),
+            Some(j) => Err(format!("still there: {j:?}")),
+        }
+    })
+    .await;
+    assert_eq!(misfired(&c), 2);
+    // Neither expired job reached the handler.
+    quiet(200).await;
+    assert!(rx.try_recv().is_err(), "an expired job ran");
+}
+
+/// `repeat.catchup_window_ms` (issue 49): a recurring fire whose latest missed instant is
+/// older than the window is skipped (not run; `last_error` says so) and the series waits for
+/// its next instant; within the window the late fire runs once, as without it.
+async fn a_recurring_fire_past_its_catchup_window_is_skipped(e: Engine) {
+    let (probe, mut rx) = Probe::done();
+    let c = center(&e, probe, 100).await;
+    one_slot_topic(&c, "t", 16).await;
+    let now = now_ms();
+    let hourly = |window| {
+        Recurrence::every(Duration::from_secs(3_600))
+            .unwrap()
+            .with_series(Series {
+                catchup_window_ms: Some(window),
+                ..Series::default()
+            })
+            .unwrap()
+    };
+    // Ten minutes late: past a 1-minute window, within a 1-hour one.
+    let missed = now - 600_000;
+    c.schedule(
+        "t",
+        probe_job("skipped", missed).repeat(hourly(60_000)),
+        ScheduleMode::Upsert,
+    )
+    .await
+    .unwrap();
+    c.schedule(
+        "t",
+        probe_job("caught up", missed).repeat(hourly(3_600_000)),
+        ScheduleMode::Upsert,
+    )
+    .await
+    .unwrap();
+    let seen = next(&mut rx, 5).await;
+    assert_eq!(seen.job.id, "caught up");
+    let skipped = eventually(5, || async {
+        match c.get("t", &"skipped".into()).await.unwrap() {
+            Some(j) if j.fire_at > missed => Ok(j),
+            other => Err(format!("not moved on yet: {other:?}")),
+        }
+    })
+    .await;
+    assert_eq!(
+        (skipped.state, skipped.fire_at),
+        (JobState::Scheduled, missed + 3_600_000),
+        "the series waits for its next instant"
+    );
+    let error = skipped.last_error.unwrap_or_default();
+    assert!(error.starts_with("skipped"), "{error}");
+    assert_eq!(misfired(&c), 1);
+    quiet(200).await;
+    assert!(rx.try_recv().is_err(), "the skipped fire ran");
+}
+
 engine_matrix!(
     #[actix_rt::test] crate::common::Engine::of;
+    a_job_past_its_expiry_is_not_run,
+    a_recurring_fire_past_its_catchup_window_is_skipped,
     an_idle_slot_pumps_nothing_of_its_own_accord,
     a_job_due_before_the_sweep_comes_round_is_told_to_its_slot,
     a_job_due_after_the_nominal_sweep_is_told_when_reads_slow_the_sweep,

@@ -67,6 +67,47 @@ pub(crate) struct JobBody {
     /// `fire_at` nor `delay_ms`, the first fire is the schedule's first instant from now.
     #[serde(default, deserialize_with = "object_only")]
     pub repeat: Option<RepeatBody>,
+    /// A job that fires once: if it cannot fire within this many ms of its fire time (an
+    /// outage, a paused topic), it does not run and goes to the dead letters, its
+    /// `last_error` saying it expired (or is dropped, with `on_expire: "drop"`). A recurring
+    /// job takes `repeat.catchup_window_ms` instead.
+    #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::span_ms)]
+    pub expire_after_ms: Option<i64>,
+    /// What becomes of a job past its `expire_after_ms`: `dead` (the default) or `drop`.
+    #[schema(schema_with = on_expire)]
+    pub on_expire: Option<String>,
+}
+
+impl JobBody {
+    /// The job's expiry, checked: the error names the field.
+    pub(crate) fn expiry(&self) -> ApiResult<Option<crate::model::Expiry>> {
+        let max = crate::num::unsigned(crate::time::MAX_DELAY_MS);
+        let after: Option<u64> = in_range(self.expire_after_ms, "expire_after_ms", 0, max)?;
+        let on = match self.on_expire.as_deref() {
+            None => None,
+            Some("dead") => Some(crate::model::OnExpire::Dead),
+            Some("drop") => Some(crate::model::OnExpire::Drop),
+            Some(other) => {
+                return Err(ApiError::invalid(
+                    "on_expire",
+                    format!("must be dead or drop, got {other:?}"),
+                ));
+            }
+        };
+        match (after, on, &self.repeat) {
+            (None, None, _) => Ok(None),
+            (None, Some(_), _) => Err(ApiError::invalid("on_expire", "goes with expire_after_ms")),
+            (Some(_), _, Some(_)) => Err(ApiError::invalid(
+                "expire_after_ms",
+                "goes with a job that fires once: a recurring job takes repeat.catchup_window_ms",
+            )),
+            (Some(after_ms), on, None) => Ok(Some(crate::model::Expiry {
+                after_ms,
+                on_expire: on.unwrap_or_default(),
+            })),
+        }
+    }
 }
 
 /// A recurring job's schedule: exactly one of `cron` (with an optional `tz`) and
@@ -100,6 +141,12 @@ pub(crate) struct RepeatBody {
     #[serde(default, deserialize_with = "integer::option")]
     #[schema(schema_with = crate::recurrence::schemas::jitter_ms)]
     pub jitter_ms: Option<i64>,
+    /// A fire whose latest missed instant is more than this many ms old (an outage, a
+    /// paused topic) is skipped and the job waits for the next instant; within it, a late
+    /// fire runs once.
+    #[serde(default, deserialize_with = "integer::option")]
+    #[schema(schema_with = crate::validate::schemas::span_ms)]
+    pub catchup_window_ms: Option<i64>,
 }
 
 impl RepeatBody {
@@ -111,6 +158,12 @@ impl RepeatBody {
             limit: in_range(self.limit, "repeat.limit", 1, max_limit)?,
             until: self.until,
             jitter_ms: in_range(self.jitter_ms, "repeat.jitter_ms", 0, max_jitter)?,
+            catchup_window_ms: in_range(
+                self.catchup_window_ms,
+                "repeat.catchup_window_ms",
+                0,
+                crate::num::unsigned(crate::time::MAX_DELAY_MS),
+            )?,
         };
         let r = match (self.cron, self.every_ms) {
             (Some(_), Some(_)) => {
@@ -310,6 +363,18 @@ pub(crate) struct ListParams {
     pub limit: Option<usize>,
     /// The `next` of the previous page.
     pub cursor: Option<String>,
+}
+
+/// `on_expire`'s words.
+fn on_expire() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .enum_values(Some(["dead", "drop"]))
+        .description(Some(
+            "What becomes of a job past its expire_after_ms: dead (the default) or drop.",
+        ))
+        .build()
 }
 
 /// The states a listing takes (`ListParams::query` checks them).

@@ -16,6 +16,7 @@ use crate::model::{
 
 fn new_job(id: String, body: JobBody, state: &AppState) -> ApiResult<NewJob> {
     let center = &state.center;
+    let expire = body.expiry()?;
     let repeat = body.repeat.map(|r| r.recurrence()).transpose()?;
     let floor = state.settings.limits.min_every_ms;
     if let Some(crate::Recurrence::Every { every_ms, .. }) = &repeat
@@ -54,6 +55,7 @@ fn new_job(id: String, body: JobBody, state: &AppState) -> ApiResult<NewJob> {
         max_attempts: body.max_attempts,
         shard_key: body.shard_key,
         repeat,
+        expire,
     })
 }
 

@@ -17,7 +17,8 @@
 //! | `f` | fire time of the current run, or of the last one for a dead job | the due score |
 //! | `r` | fire time of a reset that arrived during the current run | none |
 //! | `n` | times the job fired and repeated since it was last reset | 0 |
-//! | `s` | a recurring job's schedule (`{"cron":..,"tz":..}` or `{"every_ms":..}`) | fires once |
+//! | `s` | a recurring job's schedule (`{"cron":..,"tz":..}` or `{"every_ms":..}`, with its `limit`, `until`, `jitter_ms`, `catchup_window_ms`) | fires once |
+//! | `xp` | a one-shot job's expiry (`{"ms":..}`, `"on":"drop"` to drop it) | never expires |
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -56,6 +57,8 @@ pub(crate) struct Record {
     pub fires: Option<u32>,
     #[serde(rename = "s", skip_serializing_if = "Option::is_none")]
     pub schedule: Option<crate::recurrence::Recurrence>,
+    #[serde(rename = "xp", skip_serializing_if = "Option::is_none")]
+    pub expire: Option<crate::model::Expiry>,
 }
 
 impl Record {
@@ -68,9 +71,11 @@ impl Record {
         max_attempts: Option<u32>,
         max_fire_at: Option<Millis>,
         schedule: Option<&crate::recurrence::Recurrence>,
+        expire: Option<crate::model::Expiry>,
     ) -> Record {
         Record {
             schedule: schedule.cloned(),
+            expire,
             job_type: job_type
                 .filter(|t| *t != topic.default_type)
                 .map(str::to_string),
@@ -88,6 +93,7 @@ impl Record {
             spec.job_type.as_deref(),
             &spec.payload,
             spec.max_attempts,
+            None,
             None,
             None,
         )
@@ -185,6 +191,8 @@ impl Record {
             fires: self.fires.unwrap_or(0),
             repeat: self.schedule,
             next_fire_at,
+            expire_after_ms: self.expire.map(|e| e.after_ms),
+            on_expire: self.expire.map(|e| e.on_expire),
             next_fire_ats: None,
         })
     }
@@ -222,7 +230,15 @@ mod tests {
     #[test]
     fn a_plain_job_has_an_empty_record() {
         let topic = TopicConfig::named("t");
-        let spec = Record::spec(&topic, Some("emit"), &Value::Null, Some(16), None, None);
+        let spec = Record::spec(
+            &topic,
+            Some("emit"),
+            &Value::Null,
+            Some(16),
+            None,
+            None,
+            None,
+        );
         assert!(spec.is_empty());
         assert_eq!(spec.to_arg(), "");
     }
@@ -236,6 +252,7 @@ mod tests {
             &json!({"a": 1}),
             Some(3),
             Some(9),
+            None,
             None,
         );
         assert_eq!(

@@ -41,6 +41,7 @@ impl Store {
             job.max_attempts,
             job.max_fire_at,
             job.repeat.as_ref(),
+            job.expire,
         );
         if mode == ScheduleMode::CreateOnly
             && let Some((at, stored)) = doubling::find_old(&*self.engine, &t, &old, &job.id).await?
