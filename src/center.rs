@@ -495,6 +495,33 @@ impl TimeoutCenter {
         self.rt.store.get(topic, job).await
     }
 
+    /// Fires a recurring job once, now, and leaves its series as it is: a one-shot job of
+    /// its own, `{id}~{now}`, with the job's type, payload and attempts, due now (its
+    /// handler sees that id and `fire_at`). `None` when there is no such job; a job that
+    /// fires once is refused (reset it to now instead).
+    pub async fn trigger(&self, topic: &str, job: &JobRef) -> Result<Option<Scheduled>> {
+        let Some(series) = self.get(topic, job).await? else {
+            return Ok(None);
+        };
+        if series.repeat.is_none() {
+            return Err(Error::invalid(
+                "id",
+                format!(
+                    "{:?} fires once: trigger is for a recurring job (reset a one-shot job to now instead)",
+                    series.id
+                ),
+            ));
+        }
+        let now = self.after(0);
+        let once = NewJob::new(format!("{}~{now}", series.id), now)
+            .job_type(series.job_type)
+            .payload(series.payload)
+            .max_attempts(series.max_attempts);
+        self.schedule(topic, once, ScheduleMode::CreateOnly)
+            .await
+            .map(Some)
+    }
+
     /// A page of the topic's scheduled or running jobs in fire-time order (lease deadline for
     /// running ones), merged across its slots.
     pub async fn list(&self, topic: &str, query: &crate::store::ListQuery) -> Result<JobPage> {

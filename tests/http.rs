@@ -378,6 +378,21 @@ async fn a_recurring_jobs_next_instants_are_answered_on_request() {
     assert_eq!(got["next_fire_ats"], json!(want), "{got}");
     // Seven weekday instants span a weekend: at least one gap is longer than a day.
     assert!(want.windows(2).any(|w| w[1] - w[0] > 86_400_000));
+    // Trigger fires it once now as a one-shot job of its own; the series keeps its time.
+    let (st, fired) = s
+        .send(Method::POST, "/v1/topics/t/jobs/standup/trigger", None)
+        .await;
+    assert_eq!(st, 201, "{fired}");
+    let once_id = fired["id"].as_str().unwrap().to_string();
+    assert!(once_id.starts_with("standup~"), "{once_id}");
+    assert!(fired.get("repeat").is_none(), "{fired}");
+    assert!(fired["fire_at"].as_i64().unwrap() <= now_ms(), "{fired}");
+    let (_, after) = s.send(Method::GET, "/v1/topics/t/jobs/standup", None).await;
+    assert_eq!(after["next_fire_at"].as_i64(), Some(first), "{after}");
+    let (st, _) = s
+        .send(Method::POST, "/v1/topics/t/jobs/nobody/trigger", None)
+        .await;
+    assert_eq!(st, 404);
     // Without ?next the view is as before.
     let (_, plain) = s.send(Method::GET, "/v1/topics/t/jobs/standup", None).await;
     assert!(plain.get("next_fire_ats").is_none(), "{plain}");
@@ -396,6 +411,11 @@ async fn a_recurring_jobs_next_instants_are_answered_on_request() {
         (200, json!([])),
         "{once}"
     );
+    // A one-shot job is not triggered: it is reset to now.
+    let (st, err) = s
+        .send(Method::POST, "/v1/topics/t/jobs/once/trigger", None)
+        .await;
+    assert_eq!(st, 400, "{err}");
     // A series of three fires has three instants, one ending at `until` fewer; the view
     // shows the bounds as given.
     let at = now_ms() + 60_000;
@@ -1126,6 +1146,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/topics/{topic}/jobs/{id}"),
     ("delete", "/v1/topics/{topic}/jobs/{id}"),
     ("post", "/v1/topics/{topic}/jobs/{id}/reset"),
+    ("post", "/v1/topics/{topic}/jobs/{id}/trigger"),
     ("post", "/v1/topics/{topic}/resets"),
     ("get", "/v1/topics"),
     ("put", "/v1/topics/{topic}"),

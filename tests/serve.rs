@@ -77,6 +77,23 @@ fn one_shell_runs_the_server_and_the_client() {
         serde_json::from_slice(&toc(&["--json", "job", "get", "orders", "o-1"])).unwrap();
     assert_eq!(job["id"], "o-1");
     assert_eq!(job["state"], "scheduled");
+    // `--next N` asks for a recurring job's next instants: none for a one-off; `toc job
+    // trigger` refuses a one-off, naming why.
+    let job: serde_json::Value = serde_json::from_slice(&toc(&[
+        "--json", "job", "get", "orders", "o-1", "--next", "3",
+    ]))
+    .unwrap();
+    assert_eq!(job["next_fire_ats"], serde_json::json!([]));
+    let refused = Command::new(env!("CARGO_BIN_EXE_toc"))
+        .args(["job", "trigger", "orders", "o-1"])
+        .envs(shell)
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(
+        !refused.status.success() && err.contains("recurring"),
+        "{err}"
+    );
     // `toc job ls`: the topic's upcoming jobs, by fire time.
     toc(&["job", "put", "orders", "o-0", "--delay-ms", "30000"]);
     let out = toc(&["--json", "job", "ls", "orders", "--state", "scheduled"]);

@@ -169,6 +169,14 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
                 View::Record,
             )
         }
+        Command::Job(JobCmd::Trigger {
+            topic,
+            id,
+            shard_key,
+        }) => {
+            let path = job_path(&topic, &id, "/trigger", &shard_key);
+            (client.call(Method::POST, &path, None).await?, View::Record)
+        }
         Command::Job(JobCmd::Get {
             topic,
             id,

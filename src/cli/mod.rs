@@ -157,6 +157,14 @@ pub(crate) enum JobCmd {
         #[arg(long)]
         create_only: bool,
     },
+    /// Fire a recurring job once, now, leaving its series as it is (a one-shot job of its
+    /// own, `ID~NOW`).
+    Trigger {
+        topic: String,
+        id: String,
+        #[arg(long)]
+        shard_key: Option<String>,
+    },
     Get {
         topic: String,
         id: String,

@@ -211,6 +211,26 @@ pub(crate) async fn reset_job(
     Ok(HttpResponse::Ok().json(stored(r)?))
 }
 
+/// Fires a recurring job once, now, without touching its series (201): a one-shot job of its
+/// own, `{id}~{now}`, with the job's type, payload and attempts; 404 if there is no job, 400
+/// for a job that fires once.
+#[utoipa::path(operation_id = "trigger_job", post, path = "/v1/topics/{topic}/jobs/{id}/trigger", tag = "jobs",
+    params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
+    responses((status = 201, body = Job), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(crate) async fn trigger_job(
+    state: web::Data<AppState>,
+    path: web::Path<(String, String)>,
+    query: web::Query<ShardQuery>,
+) -> ApiResult<HttpResponse> {
+    let (topic, id) = path.into_inner();
+    match state.center.trigger(&topic, &query.job(&id)).await? {
+        Some(r) => Ok(HttpResponse::Created().json(stored(r)?)),
+        None => Err(ApiError::not_found(format!(
+            "no job {id:?} in topic {topic:?}"
+        ))),
+    }
+}
+
 /// The heartbeat path: many resets at once; with `create`, a missing job is created.
 #[utoipa::path(operation_id = "reset_many", post, path = "/v1/topics/{topic}/resets", tag = "jobs",
     params(("topic" = String, Path)), request_body = BatchBody,

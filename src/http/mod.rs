@@ -62,6 +62,7 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .post(jobs::post_job),
         )
         .service(web::resource("/v1/topics/{topic}/jobs/{id}/reset").post(jobs::reset_job))
+        .service(web::resource("/v1/topics/{topic}/jobs/{id}/trigger").post(jobs::trigger_job))
         .service(
             web::resource("/v1/topics/{topic}/resets")
                 .app_data(batch_json)

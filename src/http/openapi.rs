@@ -22,6 +22,7 @@ use super::{claims, error, jobs, meetings, ops, topics};
         jobs::get_job,
         jobs::delete_job,
         jobs::reset_job,
+        jobs::trigger_job,
         jobs::batch_reset,
         topics::list_topics,
         topics::get_topic,
