@@ -43,6 +43,7 @@ pub enum Recurrence {
         /// Where the series ends, and how its instants are spread (boxed: a record holds
         /// its schedule, and most series have no bounds).
         #[serde(flatten)]
+        #[schema(inline)]
         series: Box<Series>,
     },
     /// Every `every_ms` milliseconds, counted from the fire time of the run that ended.
@@ -51,6 +52,7 @@ pub enum Recurrence {
         every_ms: u64,
         /// Where the series ends.
         #[serde(flatten)]
+        #[schema(inline)]
         series: Box<Series>,
     },
 }
