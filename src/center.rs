@@ -504,7 +504,7 @@ impl TimeoutCenter {
             return Ok(None);
         };
         if series.repeat.is_none() {
-            return Err(Error::invalid(
+            return Err(Error::unprocessable(
                 "id",
                 format!(
                     "{:?} fires once: trigger is for a recurring job (reset a one-shot job to now instead)",

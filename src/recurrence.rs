@@ -192,7 +192,7 @@ impl Recurrence {
         }
         match (self, s.jitter_ms) {
             (_, None) => Ok(()),
-            (Recurrence::Every { .. }, Some(_)) => Err(Error::invalid(
+            (Recurrence::Every { .. }, Some(_)) => Err(Error::unprocessable(
                 "repeat.jitter_ms",
                 "goes with cron: an every_ms series is spread by its own first fire",
             )),
@@ -522,7 +522,7 @@ mod tests {
             "from the next instant, put off"
         );
         let field = |r: Result<Recurrence>| match r {
-            Err(Error::Invalid { field, .. }) => field,
+            Err(Error::Invalid { field, .. } | Error::Unprocessable { field, .. }) => field,
             other => panic!("expected an invalid field, got {other:?}"),
         };
         let every = Recurrence::every(std::time::Duration::from_secs(60)).unwrap();

@@ -415,7 +415,7 @@ async fn a_recurring_jobs_next_instants_are_answered_on_request() {
     let (st, err) = s
         .send(Method::POST, "/v1/topics/t/jobs/once/trigger", None)
         .await;
-    assert_eq!(st, 400, "{err}");
+    assert_eq!(st, 422, "{err}");
     // A series of three fires has three instants, one ending at `until` fewer; the view
     // shows the bounds as given.
     let at = now_ms() + 60_000;
@@ -628,7 +628,7 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
     );
     check(
         put(json!({"delay_ms": 5, "on_expire": "drop"})).await,
-        400,
+        422,
         "on_expire",
     );
     check(
@@ -638,7 +638,7 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
     );
     check(
         put(json!({"expire_after_ms": 5, "repeat": {"every_ms": 60_000}})).await,
-        400,
+        422,
         "expire_after_ms",
     );
     check(
@@ -653,7 +653,7 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
     );
     check(
         put(json!({"repeat": {"every_ms": 60_000, "jitter_ms": 10}})).await,
-        400,
+        422,
         "repeat.jitter_ms",
     );
     check(
@@ -663,7 +663,7 @@ async fn every_error_status_has_a_json_body_and_changes_nothing() {
     );
     check(
         put(json!({"delay_ms": 60_000, "repeat": {"every_ms": 60_000, "until": 5}})).await,
-        400,
+        422,
         "repeat.until",
     );
     check(put(json!({"delay_ms": -5})).await, 400, "delay_ms");

@@ -97,11 +97,17 @@ impl JobBody {
         };
         match (after, on, &self.repeat) {
             (None, None, _) => Ok(None),
-            (None, Some(_), _) => Err(ApiError::invalid("on_expire", "goes with expire_after_ms")),
-            (Some(_), _, Some(_)) => Err(ApiError::invalid(
+            // Each field is valid alone: 422, as for a schedule that never fires.
+            (None, Some(_), _) => Err(crate::error::Error::unprocessable(
+                "on_expire",
+                "goes with expire_after_ms",
+            )
+            .into()),
+            (Some(_), _, Some(_)) => Err(crate::error::Error::unprocessable(
                 "expire_after_ms",
                 "goes with a job that fires once: a recurring job takes repeat.catchup_window_ms",
-            )),
+            )
+            .into()),
             (Some(after_ms), on, None) => Ok(Some(crate::model::Expiry {
                 after_ms,
                 on_expire: on.unwrap_or_default(),

@@ -41,10 +41,12 @@ fn new_job(id: String, body: JobBody, state: &AppState) -> ApiResult<NewJob> {
     if let Some(until) = repeat.as_ref().and_then(|r| r.series().until)
         && until < fire_at
     {
-        return Err(ApiError::invalid(
+        // Each field is valid alone: 422, as for a cron pattern that never fires.
+        return Err(crate::error::Error::unprocessable(
             "repeat.until",
             format!("is {until}, before the first fire at {fire_at}"),
-        ));
+        )
+        .into());
     }
     Ok(NewJob {
         id,
@@ -212,11 +214,11 @@ pub(crate) async fn reset_job(
 }
 
 /// Fires a recurring job once, now, without touching its series (201): a one-shot job of its
-/// own, `{id}~{now}`, with the job's type, payload and attempts; 404 if there is no job, 400
+/// own, `{id}~{now}`, with the job's type, payload and attempts; 404 if there is no job, 422
 /// for a job that fires once.
 #[utoipa::path(operation_id = "trigger_job", post, path = "/v1/topics/{topic}/jobs/{id}/trigger", tag = "jobs",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
-    responses((status = 201, body = Job), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 201, body = Job), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub(crate) async fn trigger_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
