@@ -16,7 +16,7 @@ from timeout_center_client import Client
 from timeout_center_client.api.consumers import ack_job, ack_many, bury_job, claim_jobs
 from timeout_center_client.api.dead_letters import list_dead, requeue_dead
 from timeout_center_client.api.events import list_events
-from timeout_center_client.api.jobs import get_job, put_job, reset_job, reset_many
+from timeout_center_client.api.jobs import get_job, put_job, reset_job, reset_many, trigger_job
 from timeout_center_client.api.topics import get_topic, list_topics, put_topic
 from timeout_center_client.models import (
     AckItem,
@@ -75,6 +75,21 @@ def main(base_url):
     assert standup.next_fire_at == standup.fire_at > moved.fire_at, standup
     assert standup.repeat is not None and standup.repeat.to_dict() == {
         "cron": "0 9 * * MON-FRI", "tz": "Europe/Berlin"}, standup.repeat
+    # Its next three instants, and one fire now that leaves the series as it is.
+    ahead = ok("get_job", get_job.sync_detailed("reports", "standup", client=client, next_=3),
+               200, Job)
+    assert len(ahead.next_fire_ats) == 3 and ahead.next_fire_ats[0] == standup.fire_at, ahead
+    now = ok("trigger_job", trigger_job.sync_detailed("reports", "standup", client=client),
+             201, Job)
+    assert now.id.startswith("standup~") and now.fire_at < standup.fire_at, now
+    # A series of two fires, and a one-off that expires if it cannot fire within a minute.
+    twice = ok("put_job", put_job.sync_detailed("reports", "twice", client=client,
+               body=JobBody(delay_ms=60_000, repeat=RepeatBody(every_ms=60_000, limit=2))),
+               201, Job)
+    assert twice.repeat.to_dict() == {"every_ms": 60_000, "limit": 2}, twice.repeat
+    late = ok("put_job", put_job.sync_detailed("orders", "o-2", client=client,
+              body=JobBody(delay_ms=60_000, expire_after_ms=60_000)), 201, Job)
+    assert late.expire_after_ms == 60_000, late
 
     # Heartbeats, creating the alarm of a device not seen before; one fires at once.
     beats = BatchBody(
