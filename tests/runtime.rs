@@ -1229,6 +1229,19 @@ async fn a_job_due_after_the_nominal_sweep_is_told_when_reads_slow_the_sweep(e: 
     assert!(seen.fired_at >= at, "fired before its time");
 }
 
+/// The job `id` of topic `t` (or its absence) once `done` holds for it, within 5 s.
+async fn job_once(c: &TimeoutCenter, id: &str, done: impl Fn(Option<&Job>) -> bool) -> Option<Job> {
+    eventually(5, || async {
+        let job = c.get("t", &id.into()).await.unwrap();
+        if done(job.as_ref()) {
+            Ok(job)
+        } else {
+            Err(format!("{id}: not yet: {job:?}"))
+        }
+    })
+    .await
+}
+
 fn misfired(c: &TimeoutCenter) -> u64 {
     c.metrics().misfired.with_label_values(&["t"]).get()
 }
@@ -1253,23 +1266,15 @@ async fn a_job_past_its_expiry_is_not_run(e: Engine) {
     }
     let seen = next(&mut rx, 5).await;
     assert_eq!(seen.job.id, "in time");
-    let stale = eventually(5, || async {
-        match c.get("t", &"stale".into()).await.unwrap() {
-            Some(j) if j.state == JobState::Dead => Ok(j),
-            other => Err(format!("not dead yet: {other:?}")),
-        }
+    let stale = job_once(&c, "stale", |j| {
+        j.is_some_and(|j| j.state == JobState::Dead)
     })
     .await;
+    let stale = stale.unwrap();
     let error = stale.last_error.unwrap_or_default();
     assert!(error.starts_with("expired"), "{error}");
     assert_eq!(stale.expire_after_ms, Some(1_000));
-    eventually(5, || async {
-        match c.get("t", &"dropped".into()).await.unwrap() {
-            None => Ok(()),
-            Some(j) => Err(format!("still there: {j:?}")),
-        }
-    })
-    .await;
+    job_once(&c, "dropped", |j| j.is_none()).await;
     assert_eq!(misfired(&c), 2);
     // Neither expired job reached the handler.
     quiet(200).await;
@@ -1311,13 +1316,8 @@ async fn a_recurring_fire_past_its_catchup_window_is_skipped(e: Engine) {
     .unwrap();
     let seen = next(&mut rx, 5).await;
     assert_eq!(seen.job.id, "caught up");
-    let skipped = eventually(5, || async {
-        match c.get("t", &"skipped".into()).await.unwrap() {
-            Some(j) if j.fire_at > missed => Ok(j),
-            other => Err(format!("not moved on yet: {other:?}")),
-        }
-    })
-    .await;
+    let skipped = job_once(&c, "skipped", |j| j.is_some_and(|j| j.fire_at > missed)).await;
+    let skipped = skipped.unwrap();
     assert_eq!(
         (skipped.state, skipped.fire_at),
         (JobState::Scheduled, missed + 3_600_000),
