@@ -248,6 +248,13 @@ impl Recurrence {
         }
     }
 
+    /// Whether the series ends with its `fired`th fire, whose next instant would be `next`:
+    /// its limit reached, or `next` past `until`.
+    pub fn ends(&self, fired: u32, next: Millis) -> bool {
+        let s = self.series();
+        s.limit.is_some_and(|limit| fired >= limit) || s.until.is_some_and(|until| next > until)
+    }
+
     /// After the series' `fired`th fire (counted since the job was written or reset), run at
     /// `fire_at` and ended at `now`: its next fire (`next_fire`, put off by the jitter drawn
     /// from `draw`; the latest instant the store holds when the schedule has none), or
@@ -260,14 +267,10 @@ impl Recurrence {
         now: Millis,
         draw: u64,
     ) -> Option<Millis> {
-        let s = self.series();
-        if s.limit.is_some_and(|limit| fired >= limit) {
-            return None;
-        }
         let next = self
             .next_fire(fire_at, now)
             .unwrap_or(crate::time::MAX_MILLIS);
-        if s.until.is_some_and(|until| next > until) {
+        if self.ends(fired, next) {
             return None;
         }
         Some(self.jittered(next, draw))

@@ -161,10 +161,8 @@ impl Record {
             // After this run: none when it is the series' last (its limit or `until`).
             _ => {
                 let fired = self.fires.unwrap_or(0).saturating_add(1);
-                let last = s.series().limit.is_some_and(|limit| fired >= limit);
-                let next = s.next_after(self.run_fire_at.unwrap_or(score));
-                let until = s.series().until;
-                next.filter(|at| !last && until.is_none_or(|u| *at <= u))
+                s.next_after(self.run_fire_at.unwrap_or(score))
+                    .filter(|at| !s.ends(fired, *at))
             }
         });
         let (fire_at, lease_until, dead_at) = match state {

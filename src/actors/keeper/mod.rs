@@ -94,8 +94,8 @@ pub(crate) struct SlotKeeper {
     me: Option<Recipient<crate::actors::messages::SlotIdle>>,
     /// Owner-lease calls (`own`, `disown`) in flight at once, bounded (`ownership.rs`).
     lease_calls: Arc<tokio::sync::Semaphore>,
-    /// Batches of `own` calls not yet answered: a round asks for no slot meanwhile.
-    owning: usize,
+    /// A batch of `own` calls is not yet answered: a round asks for no slot meanwhile.
+    owning: bool,
     /// Slots whose owner lease is to be asked for (`ownership.rs`).
     asks: Vec<(String, u32)>,
     /// Sleeping slots whose lease is to be given up, and whether a batch is being given up.
@@ -126,7 +126,7 @@ impl SlotKeeper {
             dormant: dormancy::Dormant::default(),
             me: None,
             lease_calls: Arc::new(tokio::sync::Semaphore::new(ownership::LEASE_CALLS)),
-            owning: 0,
+            owning: false,
             asks: Vec::new(),
             disowns: Vec::new(),
             disowning: false,

@@ -66,7 +66,7 @@ impl SlotKeeper {
     /// actor wakes, so a future per topic (10,000 topics taken over at once) made each
     /// wake cost every pending one, and a take-over of 80,000 slots took 15 s.
     fn ask(&mut self, ctx: &mut Context<Self>) {
-        if self.stopping || self.owning > 0 || self.asks.is_empty() {
+        if self.stopping || self.owning || self.asks.is_empty() {
             return;
         }
         let asks = std::mem::take(&mut self.asks);
@@ -87,9 +87,9 @@ impl SlotKeeper {
             })
             .buffer_unordered(LEASE_CALLS)
             .collect::<Vec<_>>();
-        self.owning += 1;
+        self.owning = true;
         ctx.spawn(answers.into_actor(self).map(|answers, act, ctx| {
-            act.owning -= 1;
+            act.owning = false;
             for (topic, slot, answer) in answers {
                 match answer {
                     Ok(Ownership::Owned { fence }) => act.start(ctx, &topic, slot, fence),
@@ -204,7 +204,7 @@ impl SlotKeeper {
                         Err(e) => tracing::warn!(error = %e, "could not renew this instance's registration"),
                     }
                     // Slots asked for are not yet answered: the next round looks again.
-                    if act.stopping || act.owning > 0 || !act.asks.is_empty() {
+                    if act.stopping || act.owning || !act.asks.is_empty() {
                         return;
                     }
                     // Every slot is looked at only when something may have moved: the
