@@ -102,6 +102,7 @@ impl TimeoutCenterBuilder {
             settings: self.settings,
             metrics: self.metrics.unwrap_or_default(),
             slot_changes: Default::default(),
+            flow_bells: Default::default(),
         });
         let keeper = SlotKeeper::new(rt.clone()).start();
 
@@ -193,6 +194,17 @@ impl TimeoutCenter {
         let topic = self.rt.store.topic(name).await?;
         self.serve(&topic);
         Ok(topic)
+    }
+
+    /// An existing topic's settings as the store holds them now (not this instance's cache,
+    /// which another instance's change reaches later); `TopicNotFound` when it does not exist.
+    pub async fn topic_settings(&self, name: &str) -> Result<Arc<TopicConfig>> {
+        crate::validate::topic_name(name)?;
+        self.topics()
+            .await?
+            .into_iter()
+            .find(|t| t.name == name)
+            .ok_or_else(|| Error::UnknownTopic(name.to_string()))
     }
 
     /// An existing topic's settings, its slots served by this runtime; `TopicNotFound` when

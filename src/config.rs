@@ -195,6 +195,11 @@ pub struct RuntimeSettings {
     pub dormant_after_ms: u64,
     /// Most jobs one pump leases out.
     pub pump_batch: usize,
+    /// Most due jobs one slot holds waiting for room on their flow keys: past it the slot
+    /// leases no more until some have fired (other keys' jobs then wait too), which bounds
+    /// the memory a key with no room can take.
+    #[serde(default = "default_flow_max_waiting")]
+    pub flow_max_waiting: usize,
     /// How long a stopping service waits for running jobs, in ms.
     pub grace_ms: u64,
     /// About how many events a topic's stream keeps.
@@ -247,6 +252,10 @@ fn default_safety_net_reads_per_s() -> u64 {
 
 /// A slot whose next job is more than a second away sleeps: starting its actor again costs
 /// a few microseconds, paid within the fire lead.
+fn default_flow_max_waiting() -> usize {
+    10_000
+}
+
 fn default_dormant_after_ms() -> u64 {
     1_000
 }

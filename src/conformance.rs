@@ -166,6 +166,19 @@ pub trait RuntimeOps {
         n: u32,
         now: Millis,
     ) -> impl Future<Output = Result<()>> + Send;
+    fn flow_take(
+        &self,
+        topic: &TopicConfig,
+        limits: &crate::flow::FlowLimits,
+        ask: &crate::store::FlowAsk<'_>,
+        now: Millis,
+    ) -> impl Future<Output = Result<crate::store::FlowGrant>> + Send;
+    fn flow_release(
+        &self,
+        topic: &TopicConfig,
+        key: &str,
+        runs: &[String],
+    ) -> impl Future<Output = Result<()>> + Send;
     fn extend(
         &self,
         topic: &str,
@@ -293,6 +306,18 @@ impl RuntimeOps for Store {
     }
     async fn give_back_fires(&self, topic: &str, n: u32, now: Millis) -> Result<()> {
         Store::give_back_fires(self, topic, n, now).await
+    }
+    async fn flow_take(
+        &self,
+        topic: &TopicConfig,
+        limits: &crate::flow::FlowLimits,
+        ask: &crate::store::FlowAsk<'_>,
+        now: Millis,
+    ) -> Result<crate::store::FlowGrant> {
+        Store::flow_take(self, topic, limits, ask, now).await
+    }
+    async fn flow_release(&self, topic: &TopicConfig, key: &str, runs: &[String]) -> Result<()> {
+        Store::flow_release(self, topic, key, runs).await
     }
     async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
         Store::extend(self, topic, run, until).await

@@ -219,6 +219,7 @@ mod tests {
             next_fire_at: None,
             expire_after_ms: None,
             on_expire: None,
+            flow_key: None,
             next_fire_ats: None,
         };
         let run = Leased {

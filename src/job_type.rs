@@ -126,6 +126,12 @@ pub trait JobHandler: Send + Sync + 'static {
         None
     }
 
+    /// The flow key of a job of this type that was given none (a webhook's URL host and
+    /// port): jobs of one key share the key's flow limits. `None`: no key.
+    fn flow_key(&self, _payload: &Value) -> Option<String> {
+        None
+    }
+
     /// Checks a decoded payload for what its schema cannot say (a webhook's URL against the
     /// egress policy) when the job is scheduled; the error names the field
     /// (`payload.url: ...`) and the job is refused 422.
@@ -155,6 +161,7 @@ pub trait ErasedHandler: Send + Sync + 'static {
     /// names the field (`payload.url: missing field`).
     fn check_payload(&self, payload: &Value) -> Result<(), PayloadRefusal>;
     fn payload_schema(&self) -> Option<Value>;
+    fn flow_key(&self, payload: &Value) -> Option<String>;
 }
 
 /// Decodes `payload` as `P`, naming the field that does not fit: `payload.url`.
@@ -256,6 +263,10 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
 
     fn payload_schema(&self) -> Option<Value> {
         self.handler.payload_schema()
+    }
+
+    fn flow_key(&self, payload: &Value) -> Option<String> {
+        self.handler.flow_key(payload)
     }
 }
 

@@ -31,6 +31,7 @@ pub mod config;
 pub mod conformance;
 mod error;
 pub mod events;
+pub mod flow;
 mod http;
 mod job_type;
 pub mod jobs;
@@ -54,6 +55,7 @@ pub use claims::ClaimRequest;
 pub use cli::toc_main;
 pub use error::{Error, Result};
 pub use events::{Event, EventPage};
+pub use flow::FlowLimits;
 pub use job_type::{Handlers, JobContext, JobHandler, OtherJobs, Outcome};
 pub use jobs::webhook::WebhookSettings;
 pub use model::{

@@ -21,6 +21,10 @@ pub struct Metrics {
     /// fires past `repeat.catchup_window_ms`.
     pub misfired: IntCounterVec,
     pub jobs: IntGaugeVec,
+    /// Due jobs waiting for room on their flow key, on this instance.
+    pub flow_waiting: IntGaugeVec,
+    /// How long a due job waited for room on its flow key.
+    pub flow_wait: HistogramVec,
     /// Long polls (claims with `wait_ms`) waiting now on this instance.
     pub long_polls: IntGauge,
     pub lateness: HistogramVec,
@@ -81,6 +85,17 @@ impl Metrics {
         registry
             .register(Box::new(jobs.clone()))
             .expect("unique metric");
+        let flow_waiting = IntGaugeVec::new(
+            Opts::new(
+                "flow_waiting_jobs",
+                "Due jobs waiting for room on their flow key, on this instance",
+            ),
+            &["topic"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(flow_waiting.clone()))
+            .expect("unique metric");
         let long_polls = IntGauge::new(
             "long_polls_waiting",
             "Long polls (claims with wait_ms) waiting on this instance (limits.max_long_polls)",
@@ -124,6 +139,14 @@ impl Metrics {
                 "Fires not run for being too late (expire_after_ms, repeat.catchup_window_ms)",
             ),
             jobs,
+            flow_waiting,
+            flow_wait: histogram(
+                &registry,
+                "flow_wait_seconds",
+                "How long a due job waited for room on its flow key before it fired",
+                &["topic"],
+                seconds.clone(),
+            ),
             lateness: histogram(
                 &registry,
                 "firing_lateness_seconds",
@@ -187,9 +210,12 @@ impl Metrics {
             &self.fired_after_pump,
             &self.retried,
             &self.dead,
+            &self.misfired,
         ] {
             let _ = vec.remove_label_values(&[topic]);
         }
+        let _ = self.flow_waiting.remove_label_values(&[topic]);
+        let _ = self.flow_wait.remove_label_values(&[topic]);
         for state in ["scheduled", "running", "dead"] {
             let _ = self.jobs.remove_label_values(&[topic, state]);
         }

@@ -113,6 +113,10 @@ pub struct Job {
     /// What becomes of it past its expiry (`dead` when absent).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub on_expire: Option<OnExpire>,
+    /// Its flow key, when it was given one (a webhook job without one goes by its URL's host
+    /// and port): jobs of one key share its flow limits.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub flow_key: Option<String>,
     /// A recurring job's next instants from `next_fire_at` on, as many as `?next=` asked
     /// for (up to 100); absent unless asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -120,6 +124,35 @@ pub struct Job {
 }
 
 impl Job {
+    /// A scheduled job with nothing set, for unit tests.
+    #[cfg(test)]
+    pub(crate) fn stub(topic: &str, id: &str) -> Job {
+        Job {
+            topic: topic.to_string(),
+            id: id.to_string(),
+            job_type: "emit".to_string(),
+            payload: Value::Null,
+            state: JobState::Scheduled,
+            fire_at: 0,
+            max_fire_at: None,
+            attempts: 0,
+            max_attempts: 16,
+            created_at: None,
+            updated_at: None,
+            last_error: None,
+            lease_until: None,
+            dead_at: None,
+            pending_fire_at: None,
+            fires: 0,
+            repeat: None,
+            next_fire_at: None,
+            expire_after_ms: None,
+            on_expire: None,
+            flow_key: None,
+            next_fire_ats: None,
+        }
+    }
+
     /// With its next `n` instants (`next_fire_ats`): a recurring job's schedule from its
     /// `next_fire_at` on; empty for a job that fires once.
     pub fn with_next_instants(mut self, n: usize) -> Self {
@@ -204,6 +237,8 @@ pub struct NewJob {
     pub repeat: Option<crate::recurrence::Recurrence>,
     /// A one-shot job's expiry: how late it may fire, and what becomes of it past that.
     pub expire: Option<Expiry>,
+    /// Its flow key: jobs of one key share the key's flow limits (`crate::flow`).
+    pub flow_key: Option<String>,
 }
 
 impl NewJob {
@@ -249,6 +284,12 @@ impl NewJob {
     /// Fires it again on `schedule` after each fire, until it is cancelled.
     pub fn repeat(mut self, schedule: crate::recurrence::Recurrence) -> Self {
         self.repeat = Some(schedule);
+        self
+    }
+
+    /// Jobs of one flow key share the key's flow limits.
+    pub fn flow_key(mut self, key: impl Into<String>) -> Self {
+        self.flow_key = Some(key.into());
         self
     }
 

@@ -185,6 +185,15 @@ pub struct TopicConfig {
     /// The most fires per second (pumps for handler topics, claims for pull topics), over
     /// every instance together; `None`: no limit. Due jobs past it wait, in fire-time order.
     pub max_fires_per_s: Option<u32>,
+    /// Every flow key's limits (a rate per period, a parallelism, or both): due jobs whose
+    /// key has no room wait, in fire-time order, and fire as soon as it has; `None`: a key
+    /// has no limit unless `flows` gives it one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow: Option<crate::flow::FlowLimits>,
+    /// Keys with limits of their own, in place of `flow` (`PUT /v1/topics/{topic}/flows/{key}`).
+    #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    #[schema(read_only)]
+    pub flows: std::collections::BTreeMap<String, crate::flow::FlowLimits>,
 }
 
 impl Default for TopicConfig {
@@ -200,6 +209,8 @@ impl Default for TopicConfig {
             default_type: "emit".to_string(),
             paused: false,
             max_fires_per_s: None,
+            flow: None,
+            flows: std::collections::BTreeMap::new(),
         }
     }
 }
@@ -260,6 +271,23 @@ impl TopicConfig {
                 ),
             ));
         }
+        if let Some(flow) = &self.flow {
+            flow.validate("flow")?;
+        }
+        if self.flows.len() > crate::flow::MAX_FLOW_KEYS {
+            return Err(Error::invalid(
+                "flows",
+                format!(
+                    "at most {} keys may have limits of their own, got {}",
+                    crate::flow::MAX_FLOW_KEYS,
+                    self.flows.len()
+                ),
+            ));
+        }
+        for (key, limits) in &self.flows {
+            crate::flow::check_key(key)?;
+            limits.validate("flows")?;
+        }
         crate::validate::job_type(&self.default_type).map_err(|_| {
             Error::invalid(
                 "default_type",
@@ -286,6 +314,16 @@ impl TopicConfig {
             count /= 2;
         }
         out
+    }
+
+    /// The limits of flow key `key`: its own, or the topic's `flow`.
+    pub fn flow_limits(&self, key: &str) -> Option<crate::flow::FlowLimits> {
+        self.flows.get(key).copied().or(self.flow)
+    }
+
+    /// Whether any flow key has limits.
+    pub fn has_flow_limits(&self) -> bool {
+        self.flow.is_some() || !self.flows.is_empty()
     }
 
     /// When a run that started at `now` must have reported.

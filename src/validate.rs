@@ -172,6 +172,9 @@ pub(crate) fn new_job(payload_limit: usize, job: &NewJob) -> Result<()> {
     if let Some(r) = &job.repeat {
         r.check()?;
     }
+    if let Some(k) = &job.flow_key {
+        crate::flow::check_key(k)?;
+    }
     payload(payload_limit, &job.payload)
 }
 

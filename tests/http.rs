@@ -1149,6 +1149,10 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/topics/{topic}/jobs/{id}/trigger"),
     ("post", "/v1/topics/{topic}/resets"),
     ("get", "/v1/topics"),
+    ("get", "/v1/topics/{topic}/flows"),
+    ("get", "/v1/topics/{topic}/flows/{key}"),
+    ("put", "/v1/topics/{topic}/flows/{key}"),
+    ("delete", "/v1/topics/{topic}/flows/{key}"),
     ("put", "/v1/topics/{topic}"),
     ("get", "/v1/topics/{topic}"),
     ("get", "/v1/topics/{topic}/dead"),
@@ -1185,7 +1189,10 @@ async fn openapi_lists_every_route_the_server_serves() {
             "{method} {path} is not in /openapi.json"
         );
         // The server serves it: a route it lacks answers 404 or 405 with `not_found`/`method_not_allowed`.
-        let concrete = path.replace("{topic}", "t").replace("{id}", "i");
+        let concrete = path
+            .replace("{topic}", "t")
+            .replace("{id}", "i")
+            .replace("{key}", "k");
         let m = Method::from_bytes(method.to_uppercase().as_bytes()).unwrap();
         let res = s
             .http

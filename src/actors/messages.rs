@@ -136,6 +136,12 @@ pub struct SlotHealth {
     pub last_pump: Option<Millis>,
     /// Runs of the slot not yet settled in the store.
     pub in_flight: usize,
+    /// Of those, due runs waiting for room on their flow key.
+    #[serde(skip_serializing_if = "is_zero")]
+    pub flow_waiting: usize,
+    /// The fire time of the oldest of them.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub flow_oldest_wait: Option<Millis>,
     /// How often the slot's actor was restarted after it stopped.
     pub restarts: u32,
     /// The slot's last pump or settle error, cleared by a pump that succeeds.
@@ -148,4 +154,8 @@ pub struct SlotHealth {
     /// safety net wakes a slot only when the store shows a job it would pump too late for.
     #[serde(skip)]
     pub(crate) armed_at: Option<Millis>,
+}
+
+fn is_zero(n: &usize) -> bool {
+    *n == 0
 }

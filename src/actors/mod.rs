@@ -2,6 +2,7 @@
 //! [`slot::SlotActor`] per (topic, slot); slot actors hand jobs to one
 //! [`handler::HandlerActor`] per job type.
 
+mod flow_gate;
 pub(crate) mod handler;
 pub(crate) mod keeper;
 pub(crate) mod lead;

@@ -37,6 +37,8 @@ pub(crate) struct Runtime {
     /// Counts slot actors fenced or stopped: the keeper's ownership round looks at every
     /// slot again only when this moved (or the membership changed, or a backstop round).
     pub slot_changes: std::sync::atomic::AtomicU64,
+    /// Rung when a run here ends its room on a flow key, for the slots waiting on it.
+    pub flow_bells: super::flow_gate::FlowBells,
 }
 
 /// This instance's name: `runtime.instance`, or one made from host, process and a random

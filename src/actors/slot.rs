@@ -22,6 +22,7 @@ use actix::prelude::*;
 use futures_util::future::Either;
 use tokio::sync::watch;
 
+use super::flow_gate::{FlowGate, POLL_MS, member};
 use super::handler::LocalHandlers;
 use super::lead::Lead;
 use super::messages::{
@@ -87,6 +88,11 @@ pub(crate) struct SlotActor {
     handler_durations: HashMap<String, prometheus::Histogram>,
     /// The job types' actors on this actor's thread.
     handlers: LocalHandlers,
+    /// Due runs waiting for room on their flow key (`flow_gate.rs`).
+    gate: FlowGate,
+    /// The topic's flow metrics (waiting jobs, wait), looked up at the first wait: a topic
+    /// without flow limits has no series of them.
+    flow_metrics: Option<(prometheus::IntGauge, prometheus::Histogram)>,
 }
 
 impl SlotActor {
@@ -116,6 +122,8 @@ impl SlotActor {
             dead: m.dead.with_label_values(&name),
             handler_durations: HashMap::new(),
             handlers,
+            gate: FlowGate::default(),
+            flow_metrics: None,
             topic,
             slot,
             rt,
@@ -213,8 +221,34 @@ impl SlotActor {
         self.running.len() + self.outcomes.len() + self.core.settling_runs()
     }
 
+    /// The topic's flow metrics: jobs waiting on this instance, and how long they waited.
+    fn flow_metrics(&mut self) -> &(prometheus::IntGauge, prometheus::Histogram) {
+        let (m, name) = (&self.rt.metrics, [self.topic.name.as_str()]);
+        self.flow_metrics.get_or_insert_with(|| {
+            (
+                m.flow_waiting.with_label_values(&name),
+                m.flow_wait.with_label_values(&name),
+            )
+        })
+    }
+
+    /// Counts `n` more (or fewer) runs waiting for room on their flow key.
+    fn count_waiting(&mut self, n: i64) {
+        self.flow_metrics().0.add(n);
+    }
+
+    /// Runs a pump may lease now: runs waiting for room on their flow key do not count
+    /// (other keys' jobs are not held behind them) until they reach
+    /// `runtime.flow_max_waiting`.
     fn capacity(&self) -> usize {
-        self.rt.settings.pump_batch.saturating_sub(self.unsettled())
+        let waiting = self.gate.len();
+        if waiting >= self.rt.settings.flow_max_waiting {
+            return 0;
+        }
+        self.rt
+            .settings
+            .pump_batch
+            .saturating_sub(self.unsettled().saturating_sub(waiting))
     }
 
     /// Pumps now if the core allows it (see `SlotCore::want_pump`).
@@ -372,7 +406,12 @@ impl SlotActor {
     fn track(&mut self) {
         let n = self.unsettled();
         self.in_flight.send_replace(n);
-        self.set_status(|s| s.in_flight = n);
+        let (waiting, oldest) = (self.gate.len(), self.gate.oldest());
+        self.set_status(|s| {
+            s.in_flight = n;
+            s.flow_waiting = waiting;
+            s.flow_oldest_wait = oldest;
+        });
     }
 
     /// How long before their fire time this slot's pumps lease jobs now (`runtime.fire_lead_ms`,
@@ -451,8 +490,191 @@ impl SlotActor {
         }
     }
 
-    /// Hands a running job to its handler; `fired_at` is now, read once for the batch.
+    /// Hands a due job to its handler, or to its flow key's line when the key has limits;
+    /// `fired_at` is now, read once for the batch.
     fn start(&mut self, lease: Arc<Leased>, fired_at: Millis, ctx: &mut Context<Self>) {
+        if let Some(key) = self.gated(&lease.job, fired_at) {
+            self.gate.wait(&key, lease);
+            self.count_waiting(1);
+            self.ask_flow(key, ctx);
+            self.track();
+            return;
+        }
+        self.run(lease, fired_at, None, ctx);
+    }
+
+    /// The flow key a due job waits on: its own or its type's, when that key has limits.
+    /// A fire too late to run (`misfire`) waits for nothing.
+    fn gated(&self, job: &crate::model::Job, fired_at: Millis) -> Option<String> {
+        if !self.topic.has_flow_limits() || misfire(job, fired_at).is_some() {
+            return None;
+        }
+        let key = job.flow_key.clone().or_else(|| {
+            self.rt
+                .types
+                .get(job.job_type.as_str())?
+                .handler
+                .flow_key(&job.payload)
+        })?;
+        self.topic.flow_limits(&key).map(|_| key)
+    }
+
+    /// Asks the store for room on `key` for its line's first runs, starts those granted,
+    /// and sets the next ask: when the rate has room again, or after a short poll while
+    /// the parallelism is full (a run of the key ending here asks at once).
+    fn ask_flow(&mut self, key: String, ctx: &mut Context<Self>) {
+        let (ask, timer) = self.gate.ask(&key);
+        if let Some(timer) = timer {
+            ctx.cancel_future(timer);
+        }
+        let Some(ask) = ask else {
+            return;
+        };
+        let Some(limits) = self.topic.flow_limits(&key) else {
+            // The key's limits are gone: its line fires now.
+            let (runs, _) = self.gate.answered(&key, usize::MAX);
+            self.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
+            let now = self.rt.clock.now();
+            for lease in runs {
+                self.run(lease, now, None, ctx);
+            }
+            return;
+        };
+        let (store, topic, now) = (
+            self.rt.store.clone(),
+            self.topic.clone(),
+            self.rt.clock.now(),
+        );
+        let waiter = format!("{}/{}", self.rt.instance, self.slot);
+        let asked_key = key.clone();
+        let take = async move {
+            let ask = crate::store::FlowAsk {
+                key: &asked_key,
+                runs: &ask.runs,
+                hold_ms: topic.visibility_timeout_ms,
+                waiter: &waiter,
+                waiting: ask.waiting,
+                oldest: ask.oldest,
+            };
+            store.flow_take(&topic, &limits, &ask, now).await
+        };
+        ctx.spawn(take.into_actor(self).map(move |answer, act, ctx| {
+            let (granted, retry_ms) = match answer {
+                Ok(g) => (usize::try_from(g.granted).unwrap_or(0), g.retry_in_ms),
+                Err(e) => {
+                    tracing::warn!(topic = %act.topic.name, slot = act.slot, key, error = %e, "could not ask for room on a flow key: asking again");
+                    (0, 4 * POLL_MS)
+                }
+            };
+            let (runs, again) = act.gate.answered(&key, granted);
+            act.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
+            let now = act.rt.clock.now();
+            let holds = limits.parallelism.is_some();
+            let mut gone = Vec::new();
+            for lease in runs {
+                let ours = act
+                    .running
+                    .get(&lease.job.id)
+                    .is_some_and(|run| run.token == lease.token);
+                if !ours {
+                    // Its lease ran out while it waited: the room goes back.
+                    gone.push(member(&lease));
+                    continue;
+                }
+                act.flow_metrics()
+                    .1
+                    .observe(crate::num::float((now - lease.job.fire_at).max(0)) / 1_000.0);
+                act.run(lease, now, holds.then(|| key.clone()), ctx);
+            }
+            if holds && !gone.is_empty() {
+                act.release_flow(key.clone(), gone, ctx);
+            }
+            act.track();
+            if !act.gate.waits(&key) {
+                return;
+            }
+            if again {
+                act.ask_flow(key, ctx);
+                return;
+            }
+            // The rate: when its oldest fire leaves the period. The parallelism: when a run
+            // of the key ends here (its bell), or after a poll (one ended elsewhere).
+            let bell = (retry_ms == 0).then(|| act.rt.flow_bells.bell(&act.topic.name, &key));
+            let wait = Duration::from_millis(if retry_ms > 0 { retry_ms } else { POLL_MS });
+            let until = async move {
+                match bell {
+                    Some(bell) => {
+                        let _ = tokio::time::timeout(wait, bell.notified()).await;
+                    }
+                    None => tokio::time::sleep(wait).await,
+                }
+            };
+            let next = key.clone();
+            let timer = ctx.spawn(until.into_actor(act).map(move |(), act, ctx| {
+                act.ask_flow(next, ctx);
+            }));
+            if let Some(old) = act.gate.set_retry(&key, timer) {
+                ctx.cancel_future(old);
+            }
+        }));
+    }
+
+    /// Ends the room on `key` of runs that held it, then asks for this slot's line.
+    fn release_flow(&mut self, key: String, runs: Vec<String>, ctx: &mut Context<Self>) {
+        let (store, topic) = (self.rt.store.clone(), self.topic.clone());
+        let release = async move {
+            let done = store.flow_release(&topic, &key, &runs).await;
+            (key, done)
+        };
+        ctx.spawn(release.into_actor(self).map(|(key, done), act, ctx| {
+            match done {
+                Ok(()) => act.rt.flow_bells.ring(&act.topic.name, &key),
+                Err(e) => {
+                    tracing::warn!(topic = %act.topic.name, slot = act.slot, key, error = %e, "could not end a run's room on its flow key: it ends with the run's lease");
+                }
+            }
+            if act.gate.waits(&key) {
+                act.ask_flow(key, ctx);
+            }
+        }));
+    }
+
+    /// Gives every run waiting for room back to the store, due at once and the attempt not
+    /// counted (a drain, a pause): they fire from the store again.
+    fn give_back_waiting(&mut self, ctx: &mut Context<Self>) {
+        let (runs, timers) = self.gate.take_all();
+        for timer in timers {
+            ctx.cancel_future(timer);
+        }
+        if runs.is_empty() {
+            return;
+        }
+        self.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
+        let now = self.rt.clock.now();
+        for lease in runs {
+            if self
+                .running
+                .get(&lease.job.id)
+                .is_some_and(|run| run.token == lease.token)
+            {
+                self.running.remove(&lease.job.id);
+                let lease = Arc::try_unwrap(lease).unwrap_or_else(|shared| (*shared).clone());
+                self.outcomes
+                    .push(Settlement::new(lease, RunOutcome::Release, now));
+            }
+        }
+        self.track();
+    }
+
+    /// Hands a running job to its handler; `fired_at` is now. `flow`: the key whose room
+    /// it holds, ended when it reports.
+    fn run(
+        &mut self,
+        lease: Arc<Leased>,
+        fired_at: Millis,
+        flow: Option<String>,
+        ctx: &mut Context<Self>,
+    ) {
         self.fired.inc();
         let lateness = crate::num::float((fired_at - lease.job.fire_at).max(0)) / 1_000.0;
         self.lateness.observe(lateness);
@@ -467,6 +689,9 @@ impl SlotActor {
                 .is_some_and(|held| held.token == lease.token)
             {
                 act.running.remove(&lease.job.id);
+            }
+            if let Some(key) = flow {
+                act.release_flow(key, vec![member(&lease)], ctx);
             }
             let lease = Arc::try_unwrap(lease).unwrap_or_else(|shared| (*shared).clone());
             let settlement = act.settlement(lease, report, fired_at);
@@ -794,6 +1019,11 @@ impl Handler<Retune> for SlotActor {
     fn handle(&mut self, msg: Retune, ctx: &mut Context<Self>) {
         let resumed = self.topic.paused && !msg.0.paused;
         self.topic = msg.0;
+        if self.topic.paused && self.gate.len() > 0 {
+            // Paused: nothing fires, so what waits for room goes back to the store.
+            self.give_back_waiting(ctx);
+            self.settle_soon(ctx);
+        }
         if resumed {
             // What came due while paused fires now, in fire-time order (the pump's order).
             self.pump(ctx);
@@ -881,6 +1111,8 @@ impl Handler<Drain> for SlotActor {
     fn handle(&mut self, msg: Drain, ctx: &mut Context<Self>) -> Self::Result {
         self.core.drain();
         self.cancel_timer(ctx);
+        // Runs waiting for room on their flow key go back to the store rather than wait.
+        self.give_back_waiting(ctx);
         // Outcomes waiting for the batch window go now.
         self.settle(ctx);
         let until = tokio::time::Instant::now() + msg.grace;

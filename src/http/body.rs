@@ -77,6 +77,8 @@ pub(crate) struct JobBody {
     /// What becomes of a job past its `expire_after_ms`: `dead` (the default) or `drop`.
     #[schema(schema_with = on_expire)]
     pub on_expire: Option<String>,
+    #[schema(schema_with = crate::flow::schemas::flow_key)]
+    pub flow_key: Option<String>,
 }
 
 impl JobBody {

@@ -58,6 +58,7 @@ fn new_job(id: String, body: JobBody, state: &AppState) -> ApiResult<NewJob> {
         shard_key: body.shard_key,
         repeat,
         expire,
+        flow_key: body.flow_key,
     })
 }
 

@@ -6,6 +6,7 @@ pub(crate) mod body;
 pub(crate) mod claims;
 pub(crate) mod deadline;
 pub(crate) mod error;
+pub(crate) mod flows;
 pub(crate) mod jobs;
 pub(crate) mod meetings;
 pub(crate) mod openapi;
@@ -69,6 +70,13 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .post(jobs::batch_reset),
         )
         .service(web::resource("/v1/topics").get(topics::list_topics))
+        .service(web::resource("/v1/topics/{topic}/flows").get(flows::list_flows))
+        .service(
+            web::resource("/v1/topics/{topic}/flows/{key}")
+                .get(flows::get_flow)
+                .put(flows::put_flow)
+                .delete(flows::delete_flow),
+        )
         .service(
             web::resource("/v1/topics/{topic}")
                 .get(topics::get_topic)

@@ -7,7 +7,7 @@ use utoipa::OpenApi;
 
 use super::AppState;
 
-use super::{claims, error, jobs, meetings, ops, topics};
+use super::{claims, error, flows, jobs, meetings, ops, topics};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -32,6 +32,10 @@ use super::{claims, error, jobs, meetings, ops, topics};
         topics::requeue_dead,
         topics::delete_dead,
         topics::list_events,
+        flows::list_flows,
+        flows::get_flow,
+        flows::put_flow,
+        flows::delete_flow,
         meetings::put_meeting,
         meetings::get_meeting,
         meetings::delete_meeting,

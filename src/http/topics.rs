@@ -211,6 +211,21 @@ pub(crate) struct TopicSettings {
     #[serde(default, deserialize_with = "integer::option")]
     #[schema(schema_with = crate::topic::schemas::max_fires_per_s)]
     pub max_fires_per_s: Option<u32>,
+    /// Every flow key's limits (a rate per period, a parallelism, or both), unless the key
+    /// has its own (`PUT .../flows/{key}`); `null` removes them. Due jobs whose key has no
+    /// room wait in fire-time order and fire as soon as it has, never failed for it.
+    #[serde(default, deserialize_with = "present")]
+    #[schema(value_type = Option<crate::flow::FlowLimits>)]
+    pub flow: Option<Option<crate::flow::FlowLimits>>,
+}
+
+/// A field that may be given as `null` (to remove what it sets): present, as `Some`.
+fn present<'de, D, T>(d: D) -> Result<Option<Option<T>>, D::Error>
+where
+    D: serde::Deserializer<'de>,
+    T: Deserialize<'de>,
+{
+    Option::<T>::deserialize(d).map(Some)
 }
 
 /// A change of a topic's retry backoff (see `Backoff`).
@@ -276,6 +291,9 @@ impl TopicSettings {
         }
         if let Some(v) = self.max_fires_per_s {
             base.max_fires_per_s = (v > 0).then_some(v);
+        }
+        if let Some(v) = self.flow {
+            base.flow = v;
         }
         base
     }

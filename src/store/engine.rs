@@ -137,7 +137,9 @@ pub(crate) struct DeadEntry {
 /// settings, the jobs of one slot, membership and ownership, the wake bus, the fire rate). [`super::Store`]
 /// holds one as `Arc<dyn Engine>`.
 #[async_trait]
-pub(crate) trait Engine: TopicSettings + SlotJobs + Membership + WakeBus + FireRate {
+pub(crate) trait Engine:
+    TopicSettings + SlotJobs + Membership + WakeBus + FireRate + FlowControl
+{
     /// The engine's name, as in the `store` setting.
     fn name(&self) -> &'static str;
 
@@ -428,4 +430,30 @@ pub(crate) trait FireRate: Send + Sync + 'static {
         n: u32,
         now: Millis,
     ) -> Result<()>;
+}
+
+/// Flow control per key: each key's counters (see [`super::flow`]), shared by every instance
+/// on the store.
+#[async_trait]
+pub(crate) trait FlowControl: Send + Sync + 'static {
+    /// Grants room under `limits` to the first of `ask`'s runs that fit.
+    async fn flow_take(
+        &self,
+        topic: &TopicConfig,
+        limits: &crate::flow::FlowLimits,
+        ask: &super::flow::FlowAsk<'_>,
+        now: Millis,
+    ) -> Result<super::flow::FlowGrant>;
+
+    /// Ends the room of `runs` (`id:token`).
+    async fn flow_release(&self, topic: &TopicConfig, key: &str, runs: &[String]) -> Result<()>;
+
+    /// A key's counters.
+    async fn flow_state(
+        &self,
+        topic: &TopicConfig,
+        key: &str,
+        limits: &crate::flow::FlowLimits,
+        now: Millis,
+    ) -> Result<super::flow::FlowState>;
 }

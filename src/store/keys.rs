@@ -82,6 +82,14 @@ pub(super) fn rate_key(topic: &str) -> String {
     format!("toc:{{{topic}}}:rate")
 }
 
+/// The three keys of a flow key's counters (`flow.lua`): its holders, its period's fires and
+/// its waiters, in the hash tag of the key's slot (the slot a job routed by the key would
+/// have), so a Cluster keeps one key's counters on one node and spreads keys over the nodes.
+pub(super) fn flow_keys(topic: &str, slots: u32, key: &str) -> [String; 3] {
+    let slot = crate::routing::slot_of(key, slots);
+    ["h", "l", "w"].map(|k| format!("toc:{{{topic}:{slot}}}:flow:{key}:{k}"))
+}
+
 /// Hash of topic settings: field topic name, value JSON.
 pub(super) const TOPICS: &str = "toc:topics";
 

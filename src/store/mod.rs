@@ -19,12 +19,14 @@
 //!   applied, answered as `Finished` (done, retrying, repeating, dead, stale, ...).
 //! - `own` / `disown` / `register`: owner leases with fencing tokens, the instance registry.
 //! - `take_fires` / `give_back_fires`: the topic's fire-rate bucket (`Grant`).
+//! - `flow_take` / `flow_release` / `flow_state`: a flow key's counters (`FlowGrant`).
 //! - `extend`: a run's lease moved on; `sweep`: old copies after a doubling;
 //!   `reload_topic`: a topic's settings read again.
 
 mod doubling;
 mod engine;
 mod event_id;
+pub(crate) mod flow;
 mod front;
 mod keys;
 pub(crate) mod memory;
@@ -39,6 +41,7 @@ use std::sync::Arc;
 
 use crate::time::Millis;
 
+pub use self::flow::{FlowAsk, FlowGrant, FlowState};
 pub use self::front::{ListQuery, Store};
 pub use self::memory::JournalLen;
 pub use self::memory::{JournalCheck, Salvaged, check_journal, salvage_journal};

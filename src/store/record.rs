@@ -19,6 +19,7 @@
 //! | `n` | times the job fired and repeated since it was last reset | 0 |
 //! | `s` | a recurring job's schedule (`{"cron":..,"tz":..}` or `{"every_ms":..}`, with its `limit`, `until`, `jitter_ms`, `catchup_window_ms`) | fires once |
 //! | `xp` | a one-shot job's expiry (`{"ms":..}`, `"on":"drop"` to drop it) | never expires |
+//! | `fk` | its flow key | its type's (a webhook's URL host and port), or none |
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -59,6 +60,8 @@ pub(crate) struct Record {
     pub schedule: Option<crate::recurrence::Recurrence>,
     #[serde(rename = "xp", skip_serializing_if = "Option::is_none")]
     pub expire: Option<crate::model::Expiry>,
+    #[serde(rename = "fk", skip_serializing_if = "Option::is_none")]
+    pub flow_key: Option<String>,
 }
 
 impl Record {
@@ -69,19 +72,13 @@ impl Record {
         job_type: Option<&str>,
         payload: &Value,
         max_attempts: Option<u32>,
-        max_fire_at: Option<Millis>,
-        schedule: Option<&crate::recurrence::Recurrence>,
-        expire: Option<crate::model::Expiry>,
     ) -> Record {
         Record {
-            schedule: schedule.cloned(),
-            expire,
             job_type: job_type
                 .filter(|t| *t != topic.default_type)
                 .map(str::to_string),
             payload: (!payload.is_null()).then(|| payload.to_string()),
             max_attempts: max_attempts.filter(|m| *m != topic.max_attempts),
-            max_fire_at,
             ..Record::default()
         }
     }
@@ -93,9 +90,6 @@ impl Record {
             spec.job_type.as_deref(),
             &spec.payload,
             spec.max_attempts,
-            None,
-            None,
-            None,
         )
     }
 
@@ -191,6 +185,7 @@ impl Record {
             next_fire_at,
             expire_after_ms: self.expire.map(|e| e.after_ms),
             on_expire: self.expire.map(|e| e.on_expire),
+            flow_key: self.flow_key,
             next_fire_ats: None,
         })
     }
@@ -228,15 +223,7 @@ mod tests {
     #[test]
     fn a_plain_job_has_an_empty_record() {
         let topic = TopicConfig::named("t");
-        let spec = Record::spec(
-            &topic,
-            Some("emit"),
-            &Value::Null,
-            Some(16),
-            None,
-            None,
-            None,
-        );
+        let spec = Record::spec(&topic, Some("emit"), &Value::Null, Some(16));
         assert!(spec.is_empty());
         assert_eq!(spec.to_arg(), "");
     }
@@ -244,15 +231,11 @@ mod tests {
     #[test]
     fn a_record_keeps_only_what_differs() {
         let topic = TopicConfig::named("t");
-        let spec = Record::spec(
-            &topic,
-            Some("webhook"),
-            &json!({"a": 1}),
-            Some(3),
-            Some(9),
-            None,
-            None,
-        );
+        let spec = Record::spec(&topic, Some("webhook"), &json!({"a": 1}), Some(3));
+        let spec = Record {
+            max_fire_at: Some(9),
+            ..spec
+        };
         assert_eq!(
             spec.to_arg(),
             r#"{"t":"webhook","p":"{\"a\":1}","m":3,"x":9}"#

@@ -295,21 +295,45 @@ impl Drop for Toc {
 pub struct Receiver {
     pub port: u16,
     seen: Arc<Mutex<HashMap<String, Vec<i64>>>>,
+    calls: Arc<Calls>,
+}
+
+/// Calls being answered now, and the most there were at once.
+#[derive(Default)]
+struct Calls {
+    /// How long each call is held before its answer.
+    delay: Duration,
+    now: std::sync::atomic::AtomicUsize,
+    most: std::sync::atomic::AtomicUsize,
 }
 
 impl Receiver {
     pub fn start() -> Receiver {
+        Receiver::slow(Duration::ZERO)
+    }
+
+    /// A receiver that holds each call `delay` before it answers.
+    pub fn slow(delay: Duration) -> Receiver {
         let listener = TcpListener::bind("127.0.0.1:0").unwrap();
         let port = listener.local_addr().unwrap().port();
         let seen: Arc<Mutex<HashMap<String, Vec<i64>>>> = Arc::default();
-        let s = seen.clone();
+        let calls = Arc::new(Calls {
+            delay,
+            ..Calls::default()
+        });
+        let (s, c) = (seen.clone(), calls.clone());
         std::thread::spawn(move || {
             for stream in listener.incoming().flatten() {
-                let s = s.clone();
-                std::thread::spawn(move || serve_connection(stream, &s));
+                let (s, c) = (s.clone(), c.clone());
+                std::thread::spawn(move || serve_connection(stream, &s, &c));
             }
         });
-        Receiver { port, seen }
+        Receiver { port, seen, calls }
+    }
+
+    /// The most calls it was answering at once.
+    pub fn most_at_once(&self) -> usize {
+        self.calls.most.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     pub fn url(&self) -> String {
@@ -335,7 +359,8 @@ impl Receiver {
 }
 
 /// Reads requests off one kept-alive connection and answers each 200.
-fn serve_connection(stream: TcpStream, seen: &Mutex<HashMap<String, Vec<i64>>>) {
+fn serve_connection(stream: TcpStream, seen: &Mutex<HashMap<String, Vec<i64>>>, calls: &Calls) {
+    use std::sync::atomic::Ordering::SeqCst;
     let mut out = stream.try_clone().unwrap();
     let mut reader = BufReader::new(stream);
     loop {
@@ -364,6 +389,8 @@ fn serve_connection(stream: TcpStream, seen: &Mutex<HashMap<String, Vec<i64>>>) 
         if reader.read_exact(&mut body).is_err() {
             return;
         }
+        let at_once = calls.now.fetch_add(1, SeqCst) + 1;
+        calls.most.fetch_max(at_once, SeqCst);
         if let Ok(v) = serde_json::from_slice::<serde_json::Value>(&body)
             && let Some(id) = v["id"].as_str()
         {
@@ -373,6 +400,10 @@ fn serve_connection(stream: TcpStream, seen: &Mutex<HashMap<String, Vec<i64>>>) 
                 .or_default()
                 .push(arrived);
         }
+        if !calls.delay.is_zero() {
+            std::thread::sleep(calls.delay);
+        }
+        calls.now.fetch_sub(1, SeqCst);
         let reply = "HTTP/1.1 200 OK\r\ncontent-length: 0\r\n\r\n";
         if out.write_all(reply.as_bytes()).is_err() {
             return;

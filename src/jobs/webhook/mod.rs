@@ -207,6 +207,16 @@ impl JobHandler for Webhook {
         "webhook"
     }
 
+    /// The URL's host and port (`example.com:443`): one receiver's jobs share its room.
+    fn flow_key(&self, payload: &Value) -> Option<String> {
+        let url = url::Url::parse(payload.get("url")?.as_str()?).ok()?;
+        Some(format!(
+            "{}:{}",
+            url.host_str()?,
+            url.port_or_known_default()?
+        ))
+    }
+
     /// Above any request timeout a payload may ask for.
     fn timeout(&self) -> Duration {
         Duration::from_secs(300)

@@ -34,15 +34,13 @@ impl Store {
             &t,
             &JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone()),
         )?;
-        let spec = Record::spec(
-            &t,
-            job.job_type.as_deref(),
-            &job.payload,
-            job.max_attempts,
-            job.max_fire_at,
-            job.repeat.as_ref(),
-            job.expire,
-        );
+        let spec = Record {
+            max_fire_at: job.max_fire_at,
+            schedule: job.repeat.clone(),
+            expire: job.expire,
+            flow_key: job.flow_key.clone(),
+            ..Record::spec(&t, job.job_type.as_deref(), &job.payload, job.max_attempts)
+        };
         if mode == ScheduleMode::CreateOnly
             && let Some((at, stored)) = doubling::find_old(&*self.engine, &t, &old, &job.id).await?
         {

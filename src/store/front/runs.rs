@@ -240,6 +240,43 @@ impl Store {
         }
     }
 
+    /// Grants room on a flow key to the first of `ask`'s runs that fit its limits (`topic`'s
+    /// settings as the asking slot holds them), over every instance on the store.
+    pub(crate) async fn flow_take(
+        &self,
+        topic: &TopicConfig,
+        limits: &crate::flow::FlowLimits,
+        ask: &crate::store::FlowAsk<'_>,
+        now: Millis,
+    ) -> Result<crate::store::FlowGrant> {
+        self.engine.flow_take(topic, limits, ask, now).await
+    }
+
+    /// Ends the room on flow key `key` of runs (`id:token`) that held it.
+    pub(crate) async fn flow_release(
+        &self,
+        topic: &TopicConfig,
+        key: &str,
+        runs: &[String],
+    ) -> Result<()> {
+        self.engine.flow_release(topic, key, runs).await
+    }
+
+    /// A flow key's limits and counters; `None` when the key has no limits.
+    pub async fn flow_state(
+        &self,
+        topic: &str,
+        key: &str,
+        now: Millis,
+    ) -> Result<Option<(crate::flow::FlowLimits, crate::store::FlowState)>> {
+        let t = self.existing_topic(topic).await?;
+        let Some(limits) = t.flow_limits(key) else {
+            return Ok(None);
+        };
+        let state = self.engine.flow_state(&t, key, &limits, now).await?;
+        Ok(Some((limits, state)))
+    }
+
     /// Extends a live run's lease to `until`; false when the run is stale.
     pub(crate) async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
         let t = self.existing_topic(topic).await?;

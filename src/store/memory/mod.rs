@@ -153,6 +153,8 @@ pub(crate) struct MemoryEngine {
     durability: &'static str,
     /// Each rate-limited topic's fire bucket (not journaled: a restart starts it full).
     rates: Mutex<HashMap<String, crate::store::rate::Bucket>>,
+    /// Each flow key's counters, by topic and key (not journaled: a restart starts empty).
+    flows: Mutex<HashMap<(String, String), crate::store::flow::Book>>,
 }
 
 fn new_topic(config: TopicConfig, journaled: bool) -> Arc<TopicSlots> {
@@ -255,6 +257,7 @@ impl MemoryEngine {
             refusal: Mutex::new(None),
             compacting: Mutex::new(()),
             rates: Mutex::new(HashMap::new()),
+            flows: Mutex::new(HashMap::new()),
             durability: "memory only: jobs are lost when the process stops (set memory.journal to keep them)",
         };
         let Some((path, policy)) = journal else {

@@ -1,5 +1,6 @@
 //! A topic's fire rate limit in memory: one bucket per topic (`store::rate::Bucket`), not
-//! journaled (a restart starts it full).
+//! journaled (a restart starts it full); and each flow key's counters (`store::flow::Book`),
+//! likewise not journaled.
 
 use std::sync::PoisonError;
 
@@ -7,7 +8,9 @@ use async_trait::async_trait;
 
 use super::MemoryEngine;
 use crate::error::Result;
-use crate::store::engine::FireRate;
+use crate::flow::FlowLimits;
+use crate::store::engine::{FireRate, FlowControl};
+use crate::store::flow::{FlowAsk, FlowGrant, FlowState};
 use crate::store::rate::{Bucket, Grant};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -40,5 +43,49 @@ impl FireRate for MemoryEngine {
             bucket.give_back(rate, n, now);
         }
         Ok(())
+    }
+}
+
+#[async_trait]
+impl FlowControl for MemoryEngine {
+    async fn flow_take(
+        &self,
+        topic: &TopicConfig,
+        limits: &FlowLimits,
+        ask: &FlowAsk<'_>,
+        now: Millis,
+    ) -> Result<FlowGrant> {
+        let mut flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
+        let book = flows
+            .entry((topic.name.clone(), ask.key.to_string()))
+            .or_default();
+        Ok(book.take(limits, ask, now))
+    }
+
+    async fn flow_release(&self, topic: &TopicConfig, key: &str, runs: &[String]) -> Result<()> {
+        let mut flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(book) = flows.get_mut(&(topic.name.clone(), key.to_string())) {
+            book.release(runs);
+        }
+        Ok(())
+    }
+
+    async fn flow_state(
+        &self,
+        topic: &TopicConfig,
+        key: &str,
+        limits: &FlowLimits,
+        now: Millis,
+    ) -> Result<FlowState> {
+        let mut flows = self.flows.lock().unwrap_or_else(PoisonError::into_inner);
+        let k = (topic.name.clone(), key.to_string());
+        let Some(book) = flows.get_mut(&k) else {
+            return Ok(FlowState::default());
+        };
+        let state = book.state(limits, now);
+        if book.is_idle() {
+            flows.remove(&k);
+        }
+        Ok(state)
     }
 }

@@ -12,6 +12,7 @@ mod dead_delete;
 mod dead_page;
 mod disown;
 mod events_page;
+mod flow;
 mod get;
 mod layout;
 mod library;
@@ -36,10 +37,27 @@ use crate::error::Result;
 use crate::topic::TopicConfig;
 
 pub(super) use self::{
-    adopt::Adopt, append::Append, cancel::Cancel, dead_delete::DeadDelete, dead_page::DeadPage,
-    disown::Disown, events_page::EventsPage, get::Get, layout::Layout, list::List, own::Own,
-    pump::Pump, rate::Rate, register::Register, requeue::Requeue, reset_many::ResetMany,
-    schedule::Schedule, settle::Settle, topic_put::TopicPut, touch::Touch,
+    adopt::Adopt,
+    append::Append,
+    cancel::Cancel,
+    dead_delete::DeadDelete,
+    dead_page::DeadPage,
+    disown::Disown,
+    events_page::EventsPage,
+    flow::{Flow, FlowOp, FlowRead},
+    get::Get,
+    layout::Layout,
+    list::List,
+    own::Own,
+    pump::Pump,
+    rate::Rate,
+    register::Register,
+    requeue::Requeue,
+    reset_many::ResetMany,
+    schedule::Schedule,
+    settle::Settle,
+    topic_put::TopicPut,
+    touch::Touch,
 };
 
 /// One call of one script: its keys and arguments, and how its reply reads.
@@ -122,4 +140,6 @@ scripts! {
     append;
     // A full store still drains: its pumps must get their fires.
     rate: "allow-oom";
+    // Likewise a full store's waiting jobs must get their room.
+    flow: "allow-oom";
 }

@@ -1,0 +1,219 @@
+//! A slot's runs waiting for room on their flow key (`crate::flow`): per key, the runs in
+//! fire-time order, and whether an ask for room is in flight. The slot actor asks the store
+//! for room for a key's first runs (`Store::flow_take`), starts those granted, and asks again
+//! when a run of the key ends here, when the rate has room again, or after a short poll (a
+//! run of the key that ended on another instance; one that ended in another slot here rings
+//! the key's bell, [`FlowBells`]). Waiting runs stay leased to the slot, in
+//! its running map, so their leases are kept and a crash hands them to the next owner.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::{Arc, Mutex, PoisonError, Weak};
+
+use tokio::sync::Notify;
+
+use actix::SpawnHandle;
+
+use crate::model::Leased;
+use crate::time::Millis;
+
+/// Most runs of one key one ask names: room is granted to the first ones that fit.
+pub(super) const ASK_MAX: usize = 64;
+
+/// How often a slot asks again for a key whose parallelism is full: room freed on another
+/// instance is seen this late at most (room freed here is asked for at once).
+pub(super) const POLL_MS: u64 = 50;
+
+/// A run's name in a key's counters: `id:token`.
+pub(super) fn member(lease: &Leased) -> String {
+    format!("{}:{}", lease.job.id, lease.token)
+}
+
+/// One bell per (topic, flow key) that slots of this instance wait on: a run that ends its
+/// room rings it, so every slot here waiting for the key asks at once rather than at its
+/// next poll. Held weakly: a bell no slot waits on goes.
+#[derive(Default)]
+pub(crate) struct FlowBells {
+    bells: Mutex<HashMap<(String, String), Weak<Notify>>>,
+}
+
+impl FlowBells {
+    /// The bell of `key` in `topic`, to wait on.
+    pub(crate) fn bell(&self, topic: &str, key: &str) -> Arc<Notify> {
+        let mut bells = self.bells.lock().unwrap_or_else(PoisonError::into_inner);
+        let k = (topic.to_string(), key.to_string());
+        if let Some(bell) = bells.get(&k).and_then(Weak::upgrade) {
+            return bell;
+        }
+        if bells.len() >= 1_024 {
+            bells.retain(|_, b| b.strong_count() > 0);
+        }
+        let bell = Arc::new(Notify::new());
+        bells.insert(k, Arc::downgrade(&bell));
+        bell
+    }
+
+    /// Wakes every slot here waiting on `key`.
+    pub(crate) fn ring(&self, topic: &str, key: &str) {
+        let bells = self.bells.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(bell) = bells
+            .get(&(topic.to_string(), key.to_string()))
+            .and_then(Weak::upgrade)
+        {
+            bell.notify_waiters();
+        }
+    }
+}
+
+#[derive(Default)]
+struct KeyQueue {
+    /// Oldest fire time first.
+    runs: VecDeque<Arc<Leased>>,
+    /// An ask is in flight.
+    asking: bool,
+    /// Room was freed here while an ask was in flight: ask again at its answer.
+    again: bool,
+    /// The timer of the next ask.
+    retry: Option<SpawnHandle>,
+}
+
+/// What one ask for room names.
+pub(super) struct Ask {
+    /// The first runs, as `id:token`.
+    pub(super) runs: Vec<String>,
+    /// Runs waiting for the key in all.
+    pub(super) waiting: u32,
+    /// The oldest one's fire time.
+    pub(super) oldest: Millis,
+}
+
+#[derive(Default)]
+pub(super) struct FlowGate {
+    keys: HashMap<String, KeyQueue>,
+    waiting: usize,
+}
+
+impl FlowGate {
+    /// Runs waiting, over every key.
+    pub(super) fn len(&self) -> usize {
+        self.waiting
+    }
+
+    /// The oldest waiting run's fire time.
+    pub(super) fn oldest(&self) -> Option<Millis> {
+        self.keys
+            .values()
+            .filter_map(|q| q.runs.front().map(|r| r.job.fire_at))
+            .min()
+    }
+
+    /// Puts a run in its key's line, by fire time.
+    pub(super) fn wait(&mut self, key: &str, lease: Arc<Leased>) {
+        let q = self.keys.entry(key.to_string()).or_default();
+        let at = q
+            .runs
+            .partition_point(|r| r.job.fire_at <= lease.job.fire_at);
+        q.runs.insert(at, lease);
+        self.waiting += 1;
+    }
+
+    /// Starts an ask for `key`: `None` when its line is empty or an ask is in flight (which
+    /// is then asked again at its answer). Takes the key's retry timer, for the caller to
+    /// cancel.
+    pub(super) fn ask(&mut self, key: &str) -> (Option<Ask>, Option<SpawnHandle>) {
+        let Some(q) = self.keys.get_mut(key) else {
+            return (None, None);
+        };
+        let retry = q.retry.take();
+        if q.asking {
+            q.again = true;
+            return (None, retry);
+        }
+        let Some(first) = q.runs.front() else {
+            return (None, retry);
+        };
+        q.asking = true;
+        q.again = false;
+        let ask = Ask {
+            runs: q.runs.iter().take(ASK_MAX).map(|r| member(r)).collect(),
+            waiting: crate::num::to_u32(q.runs.len()),
+            oldest: first.job.fire_at,
+        };
+        (Some(ask), retry)
+    }
+
+    /// An ask was answered: its first `n` runs leave the line (to start). Answers them, and
+    /// whether to ask again at once (room freed meanwhile).
+    pub(super) fn answered(&mut self, key: &str, n: usize) -> (Vec<Arc<Leased>>, bool) {
+        let Some(q) = self.keys.get_mut(key) else {
+            return (Vec::new(), false);
+        };
+        q.asking = false;
+        let n = n.min(q.runs.len());
+        let out: Vec<_> = q.runs.drain(..n).collect();
+        self.waiting -= out.len();
+        let again = std::mem::take(&mut q.again) && !q.runs.is_empty();
+        if q.runs.is_empty() && q.retry.is_none() {
+            self.keys.remove(key);
+        }
+        (out, again)
+    }
+
+    /// Whether runs of `key` still wait.
+    pub(super) fn waits(&self, key: &str) -> bool {
+        self.keys.get(key).is_some_and(|q| !q.runs.is_empty())
+    }
+
+    /// Sets `key`'s next ask's timer.
+    pub(super) fn set_retry(&mut self, key: &str, handle: SpawnHandle) -> Option<SpawnHandle> {
+        self.keys.get_mut(key).and_then(|q| q.retry.replace(handle))
+    }
+
+    /// Every waiting run, taken out (a drain, a pause): the timers to cancel with them.
+    pub(super) fn take_all(&mut self) -> (Vec<Arc<Leased>>, Vec<SpawnHandle>) {
+        self.waiting = 0;
+        let mut runs = Vec::new();
+        let mut timers = Vec::new();
+        for (_, q) in self.keys.drain() {
+            runs.extend(q.runs);
+            timers.extend(q.retry);
+        }
+        (runs, timers)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn lease(id: &str, fire_at: Millis) -> Arc<Leased> {
+        let mut job = crate::model::Job::stub("t", id);
+        job.fire_at = fire_at;
+        Arc::new(Leased {
+            job,
+            token: 1,
+            lease_until: 0,
+            slot: 0,
+            handed_record: Default::default(),
+        })
+    }
+
+    #[test]
+    fn a_line_keeps_fire_time_order_and_one_ask_at_a_time() {
+        let mut g = FlowGate::default();
+        g.wait("k", lease("b", 20));
+        g.wait("k", lease("a", 10));
+        g.wait("k", lease("c", 30));
+        let (ask, _) = g.ask("k");
+        let ask = ask.expect("an ask");
+        assert_eq!(ask.runs, ["a:1", "b:1", "c:1"]);
+        assert_eq!((ask.waiting, ask.oldest), (3, 10));
+        // In flight: a second ask waits for the answer, and is made then.
+        assert!(g.ask("k").0.is_none());
+        let (started, again) = g.answered("k", 2);
+        let ids: Vec<_> = started.iter().map(|r| r.job.id.as_str()).collect();
+        assert_eq!((ids, again), (vec!["a", "b"], true));
+        assert_eq!((g.len(), g.oldest()), (1, Some(30)));
+        let (rest, _) = g.take_all();
+        assert_eq!((rest.len(), g.len()), (1, 0));
+    }
+}

@@ -1,0 +1,183 @@
+//! Flow control per key: the room a receiver gets. A job may carry a `flow_key` (a `webhook`
+//! job's defaults to its URL's host and port); a topic's `flow` gives every key its limits,
+//! and `flows` gives one key its own. A key's limits are a rate (`rate` fires started in any
+//! `period_ms`) and a parallelism (runs at once), either or both. A due job whose key has no
+//! room waits, still leased to its slot, and fires as soon as the key has room; it is never
+//! failed or dropped for it, and other keys' jobs do not wait behind it. The counters live
+//! in the store, shared by every instance (`store::flow`).
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+
+/// Most fires a key's rate may allow in one period.
+pub const MAX_FLOW_RATE: u32 = 10_000;
+/// Most runs at once a key's parallelism may allow.
+pub const MAX_FLOW_PARALLELISM: u32 = 10_000;
+/// Longest period of a key's rate: a day.
+pub const MAX_FLOW_PERIOD_MS: u64 = 86_400_000;
+/// Most keys with limits of their own (`flows`) in one topic.
+pub const MAX_FLOW_KEYS: usize = 1_000;
+/// Longest flow key, in bytes.
+pub const MAX_FLOW_KEY_LEN: usize = 128;
+
+/// One key's limits: a rate, a parallelism, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(deny_unknown_fields)]
+pub struct FlowLimits {
+    /// Most fires started in any `period_ms` (1 to 10,000); none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = schemas::rate)]
+    pub rate: Option<u32>,
+    /// The period of `rate`, in ms (1 to a day; 1,000 when absent).
+    #[serde(default = "second")]
+    #[schema(schema_with = schemas::period_ms)]
+    pub period_ms: u64,
+    /// Most runs at once (1 to 10,000); none when absent.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[schema(schema_with = schemas::parallelism)]
+    pub parallelism: Option<u32>,
+}
+
+fn second() -> u64 {
+    1_000
+}
+
+impl FlowLimits {
+    /// Checks the limits; the error names `field` and the part that is wrong.
+    pub fn validate(&self, field: &'static str) -> Result<()> {
+        let bad = |what: String| Err(Error::invalid(field, what));
+        if self.rate.is_none() && self.parallelism.is_none() {
+            return bad("give rate, parallelism or both".into());
+        }
+        if let Some(r) = self.rate
+            && !(1..=MAX_FLOW_RATE).contains(&r)
+        {
+            return bad(format!("rate must be 1 to {MAX_FLOW_RATE}, got {r}"));
+        }
+        if !(1..=MAX_FLOW_PERIOD_MS).contains(&self.period_ms) {
+            return bad(format!(
+                "period_ms must be 1 to {MAX_FLOW_PERIOD_MS} (a day), got {}",
+                self.period_ms
+            ));
+        }
+        if let Some(p) = self.parallelism
+            && !(1..=MAX_FLOW_PARALLELISM).contains(&p)
+        {
+            return bad(format!(
+                "parallelism must be 1 to {MAX_FLOW_PARALLELISM}, got {p}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// How far past `period_ms` a fire still counts against the rate: a twentieth of the
+    /// period, so that a receiver counting arrivals (each call's way there a little longer
+    /// or shorter than another's, by up to that much) never sees more than `rate` in a
+    /// period either. The rate's throughput is a twentieth below `rate` per period for it.
+    pub fn guard_ms(&self) -> u64 {
+        self.period_ms / 20
+    }
+}
+
+/// Checks a flow key: 1 to 128 bytes, no control character or space.
+pub fn check_key(key: &str) -> Result<()> {
+    if key.is_empty() || key.len() > MAX_FLOW_KEY_LEN {
+        return Err(Error::invalid(
+            "flow_key",
+            format!("must be 1 to {MAX_FLOW_KEY_LEN} bytes, got {}", key.len()),
+        ));
+    }
+    if key.chars().any(|c| c.is_control() || c.is_whitespace()) {
+        return Err(Error::invalid(
+            "flow_key",
+            "must hold no space or control character",
+        ));
+    }
+    Ok(())
+}
+
+/// The API description's bounds of the limits.
+pub(crate) mod schemas {
+    use utoipa::openapi::schema::Object;
+
+    use crate::wire::schema::integer;
+
+    pub(crate) fn rate() -> Object {
+        integer(1, i64::from(super::MAX_FLOW_RATE), true).build()
+    }
+
+    pub(crate) fn period_ms() -> Object {
+        integer(1, crate::num::signed(super::MAX_FLOW_PERIOD_MS), true).build()
+    }
+
+    pub(crate) fn parallelism() -> Object {
+        integer(1, i64::from(super::MAX_FLOW_PARALLELISM), true).build()
+    }
+
+    pub(crate) fn flow_key() -> Object {
+        use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+        ObjectBuilder::new()
+            .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+            .min_length(Some(1))
+            .max_length(Some(super::MAX_FLOW_KEY_LEN))
+            .pattern(Some(r"^[^\s\x00-\x1f\x7f]+$"))
+            .description(Some(
+                "Jobs of one key share its flow limits (the topic's `flow`, or the key's own); \
+                 a webhook job's defaults to its URL's host and port.",
+            ))
+            .build()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn limits_name_what_is_wrong() {
+        let ok = FlowLimits {
+            rate: Some(100),
+            period_ms: 1_000,
+            parallelism: Some(5),
+        };
+        assert!(ok.validate("flow").is_ok());
+        for (bad, says) in [
+            (
+                FlowLimits {
+                    rate: None,
+                    parallelism: None,
+                    ..ok
+                },
+                "give rate",
+            ),
+            (
+                FlowLimits {
+                    rate: Some(0),
+                    ..ok
+                },
+                "rate must be",
+            ),
+            (FlowLimits { period_ms: 0, ..ok }, "period_ms must be"),
+            (
+                FlowLimits {
+                    parallelism: Some(10_001),
+                    ..ok
+                },
+                "parallelism must be",
+            ),
+        ] {
+            let e = bad.validate("flow").unwrap_err().to_string();
+            assert!(e.contains("flow") && e.contains(says), "{e}");
+        }
+    }
+
+    #[test]
+    fn a_key_is_short_and_has_no_space() {
+        assert!(check_key("example.com:443").is_ok());
+        assert!(check_key("").is_err());
+        assert!(check_key("a b").is_err());
+        assert!(check_key("a\u{0}").is_err());
+        assert!(check_key(&"k".repeat(129)).is_err());
+    }
+}

@@ -1,0 +1,341 @@
+//! Flow control per key (`flow`, `flows`, a job's `flow_key`): a key's counters on both
+//! engines through the store, and the limits held by real `toc serve` processes, one on
+//! memory and two sharing one Redis, with webhook receivers that count what reaches them.
+//!
+//! What this proves: a burst of webhooks for one receiver reaches it no more than the key's
+//! parallelism at once and no more than its rate in any second, every job arrives, and a
+//! second receiver's jobs arrive on time meanwhile; two instances draw on one key's counters.
+//! What it cannot: the limits across hosts whose clocks differ (the Redis counters run on the
+//! server's clock, which this test does not skew), or fairness between slots beyond the
+//! order of their asks.
+
+#[macro_use]
+mod common;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+use timeout_center::conformance::*;
+use timeout_center::store::FlowAsk;
+use timeout_center::*;
+
+use common::Engine;
+
+fn runs(n: usize) -> Vec<String> {
+    (0..n).map(|i| format!("j{i}:1")).collect()
+}
+
+fn ask<'a>(runs: &'a [String], waiting: u32) -> FlowAsk<'a> {
+    FlowAsk {
+        key: "host:443",
+        runs,
+        hold_ms: 30_000,
+        waiter: "test/0",
+        waiting,
+        oldest: 5,
+    }
+}
+
+/// A key's parallelism grants what is free, a release frees it, the rate counts the fires of
+/// its period, and who waits is counted for the key's view.
+async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
+    let s = &*e.store;
+    let t = TopicConfig {
+        flow: Some(FlowLimits {
+            rate: None,
+            period_ms: 1_000,
+            parallelism: Some(3),
+        }),
+        ..TopicConfig::named("hooks")
+    };
+    let t = s.put_topic(t).await.unwrap();
+    let limits = t.flow.unwrap();
+    let now = common::now_ms_u64() as i64;
+    let asked = runs(5);
+    let g = s
+        .flow_take(&t, &limits, &ask(&asked, 5), now)
+        .await
+        .unwrap();
+    assert_eq!((g.granted, g.retry_in_ms), (3, 0), "room for three");
+    let (_, state) = s
+        .flow_state("hooks", "host:443", now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!(
+        (state.in_flight, state.waiting, state.oldest_wait),
+        (3, 2, Some(5))
+    );
+    let g = s
+        .flow_take(&t, &limits, &ask(&asked[3..], 2), now)
+        .await
+        .unwrap();
+    assert_eq!(g.granted, 0, "the parallelism is full");
+    s.flow_release(&t, "host:443", &asked[..1]).await.unwrap();
+    let g = s
+        .flow_take(&t, &limits, &ask(&asked[3..], 2), now)
+        .await
+        .unwrap();
+    assert_eq!(g.granted, 1, "one room freed");
+    let g = s
+        .flow_take(&t, &limits, &ask(&asked[4..], 1), now)
+        .await
+        .unwrap();
+    assert_eq!(g.granted, 0);
+    s.flow_release(&t, "host:443", &asked[1..3]).await.unwrap();
+    let g = s
+        .flow_take(&t, &limits, &ask(&asked[4..], 1), now)
+        .await
+        .unwrap();
+    assert_eq!(g.granted, 1);
+    let (_, state) = s
+        .flow_state("hooks", "host:443", now)
+        .await
+        .unwrap()
+        .unwrap();
+    assert_eq!((state.in_flight, state.waiting), (2, 0), "no one waits now");
+
+    // A rate: two fires a minute, then the wait until the first leaves the period.
+    let rated = FlowLimits {
+        rate: Some(2),
+        period_ms: 60_000,
+        parallelism: None,
+    };
+    let asked = runs(4);
+    let other = FlowAsk {
+        key: "other:80",
+        ..ask(&asked, 4)
+    };
+    let g = s.flow_take(&t, &rated, &other, now).await.unwrap();
+    assert_eq!(g.granted, 2);
+    let g = s
+        .flow_take(
+            &t,
+            &rated,
+            &FlowAsk {
+                runs: &asked[2..],
+                ..other
+            },
+            now,
+        )
+        .await
+        .unwrap();
+    assert_eq!(g.granted, 0);
+    assert!(
+        (59_000..=63_000).contains(&g.retry_in_ms),
+        "room again when the first fire leaves the minute: {g:?}"
+    );
+    // Under a topic with no flow, a key has no limits and no view.
+    s.put_topic(TopicConfig::named("free")).await.unwrap();
+    assert!(s.flow_state("free", "x", now).await.unwrap().is_none());
+}
+
+/// Limits out of bounds are refused, naming the field.
+async fn flow_limits_out_of_bounds_are_refused_naming_them(e: Engine) {
+    let s = &*e.store;
+    for (flow, says) in [
+        (json!({}), "give rate"),
+        (json!({"rate": 0}), "rate must be"),
+        (json!({"parallelism": 10_001}), "parallelism must be"),
+        (json!({"rate": 5, "period_ms": 0}), "period_ms must be"),
+    ] {
+        let t = TopicConfig {
+            flow: Some(serde_json::from_value(flow.clone()).unwrap()),
+            ..TopicConfig::named("t")
+        };
+        match s.put_topic(t).await {
+            Err(Error::Invalid { field, message }) => {
+                assert_eq!(field, "flow", "{flow}");
+                assert!(message.contains(says), "{flow}: {message}");
+            }
+            other => panic!("{flow} was not refused: {other:?}"),
+        }
+    }
+    assert!(s.find_topic("t").await.unwrap().is_none());
+}
+
+engine_matrix!(
+    #[tokio::test] crate::common::Engine::of;
+    a_keys_counters_grant_room_and_count_who_waits,
+    flow_limits_out_of_bounds_are_refused_naming_them,
+);
+
+/// The most of `times_us` in any one second.
+fn busiest_second(times_us: &[i64]) -> usize {
+    let mut t = times_us.to_vec();
+    t.sort_unstable();
+    let mut best = 0;
+    let mut start = 0;
+    for end in 0..t.len() {
+        while t[end] - t[start] >= 1_000_000 {
+            start += 1;
+        }
+        best = best.max(end - start + 1);
+    }
+    best
+}
+
+mod processes {
+    use super::*;
+    use common::process::{Receiver, Skew, Toc, redis_env, wall_us};
+    use common::{Kind, RedisServer};
+
+    const JOBS: usize = 1_000;
+    const RATE: usize = 100;
+    const PARALLELISM: usize = 5;
+
+    /// 1,000 webhooks due at one instant for one receiver whose key allows 5 at once and 100
+    /// a second: it never sees more, every job arrives, and another receiver's jobs (its own
+    /// key) arrive on time meanwhile.
+    async fn a_burst_for_one_receiver_keeps_to_its_key(kind: Kind) {
+        let dir = tempfile::tempdir().unwrap();
+        let redis = (kind == Kind::Redis).then(RedisServer::start);
+        let env = match &redis {
+            Some(r) => redis_env(r.url()),
+            None => vec![("TOC_STORE", "memory".to_string())],
+        };
+        let count = if kind == Kind::Redis { 2 } else { 1 };
+        let mut all = Vec::new();
+        for name in ["a", "b"].into_iter().take(count) {
+            all.push(Toc::start(name, &env, Skew::None, dir.path()).await);
+        }
+        let http = reqwest::Client::new();
+        let busy = Receiver::slow(Duration::from_millis(20));
+        let calm = Receiver::start();
+        let flow = json!({"rate": RATE, "period_ms": 1_000, "parallelism": PARALLELISM});
+        let topic = all[0]
+            .put_topic(&http, "hooks", json!({"flow": flow}))
+            .await;
+        assert_eq!(topic["flow"]["parallelism"], PARALLELISM, "{topic}");
+        // Every instance hears of the setting (and serves some of the topic's slots).
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let due = wall_us() / 1_000 + 500;
+        for k in 0..JOBS {
+            let body = json!({"type": "webhook", "fire_at": due,
+                              "payload": {"url": busy.url(), "body": {"id": format!("b-{k}")}}});
+            all[k % count]
+                .put_job(&http, "hooks", &format!("b-{k}"), &body)
+                .await;
+        }
+        // The other receiver's jobs, due while the burst waits for room.
+        let calm_due = due + 2_000;
+        for k in 0..20 {
+            let body = json!({"type": "webhook", "fire_at": calm_due,
+                              "payload": {"url": calm.url(), "body": {"id": format!("c-{k}")}}});
+            all[k % count]
+                .put_job(&http, "hooks", &format!("c-{k}"), &body)
+                .await;
+        }
+        // The busy key's view, while it waits: over every instance.
+        tokio::time::sleep(Duration::from_millis(
+            u64::try_from(calm_due - wall_us() / 1_000).unwrap_or(0),
+        ))
+        .await;
+        let key = format!("127.0.0.1:{}", busy.port);
+        let view: Value = http
+            .get(all[count - 1].url(&format!("/v1/topics/hooks/flows/{key}")))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        println!("{kind:?}: the busy key at the calm jobs' fire time: {view}");
+        assert!(view["waiting"].as_u64().unwrap() > 0, "{view}");
+        assert_eq!(view["own"], false, "{view}");
+
+        let calm_seen = calm.wait_for(20, Duration::from_secs(10)).await;
+        assert_eq!(calm_seen.len(), 20, "every calm job fired");
+        let latest = calm_seen.values().flatten().max().unwrap() / 1_000 - calm_due;
+        let seen = busy.wait_for(JOBS, Duration::from_secs(40)).await;
+        assert_eq!(seen.len(), JOBS, "every busy job fired");
+        let times: Vec<i64> = seen.values().flatten().copied().collect();
+        let busiest = busiest_second(&times);
+        let span = times.iter().max().unwrap() - times.iter().min().unwrap();
+        println!(
+            "{kind:?}, {count} instance(s): the busiest second {busiest} (rate {RATE}), at once {} (parallelism {PARALLELISM}), the burst took {span} µs, the calm key's latest {latest} ms late",
+            busy.most_at_once()
+        );
+        assert!(busiest <= RATE, "{busiest} calls in one second");
+        assert!(
+            busy.most_at_once() <= PARALLELISM,
+            "{} at once",
+            busy.most_at_once()
+        );
+        assert!(
+            latest < 1_000,
+            "the calm key's jobs waited behind the busy key: {latest} ms late"
+        );
+        // The rate is used, not undercut: 1,000 at 100/s take about ten seconds.
+        assert!(span < 14_000_000, "the burst took {span} µs");
+    }
+
+    /// A key's own limits: set, listed, shown and taken away.
+    async fn a_key_has_limits_of_its_own(kind: Kind) {
+        let dir = tempfile::tempdir().unwrap();
+        let redis = (kind == Kind::Redis).then(RedisServer::start);
+        let env = match &redis {
+            Some(r) => redis_env(r.url()),
+            None => vec![("TOC_STORE", "memory".to_string())],
+        };
+        let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
+        let http = reqwest::Client::new();
+        toc.put_topic(&http, "hooks", json!({"flow": {"parallelism": 10}}))
+            .await;
+        let url = toc.url("/v1/topics/hooks/flows/api.example.com:443");
+        let r = http
+            .put(&url)
+            .json(&json!({"rate": 5, "period_ms": 60_000}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201);
+        let again = http
+            .put(&url)
+            .json(&json!({"rate": 6}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(again.status(), 200);
+        let list: Value = http
+            .get(toc.url("/v1/topics/hooks/flows"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(list["items"][0]["key"], "api.example.com:443", "{list}");
+        assert_eq!(list["items"][0]["rate"], 6, "{list}");
+        assert_eq!(list["items"][0]["own"], true, "{list}");
+        assert_eq!(list["default"]["parallelism"], 10, "{list}");
+        let bad = http
+            .put(&url)
+            .json(&json!({"rate": 0}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(bad.status(), 400);
+        let body: Value = bad.json().await.unwrap();
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("rate"),
+            "{body}"
+        );
+        assert_eq!(http.delete(&url).send().await.unwrap().status(), 204);
+        assert_eq!(http.delete(&url).send().await.unwrap().status(), 404);
+        let other: Value = http.get(&url).send().await.unwrap().json().await.unwrap();
+        assert_eq!(
+            (other["own"].clone(), other["parallelism"].clone()),
+            (json!(false), json!(10))
+        );
+        // A topic with no flow: a key has no limits.
+        toc.put_topic(&http, "hooks", json!({"flow": null})).await;
+        assert_eq!(http.get(&url).send().await.unwrap().status(), 404);
+    }
+
+    engine_matrix!(
+        #[tokio::test] crate::common::kind;
+        a_burst_for_one_receiver_keeps_to_its_key,
+        a_key_has_limits_of_its_own,
+    );
+}
