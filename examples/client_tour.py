@@ -16,6 +16,7 @@ from timeout_center_client import Client
 from timeout_center_client.api.consumers import ack_job, ack_many, bury_job, claim_jobs
 from timeout_center_client.api.dead_letters import list_dead, requeue_dead
 from timeout_center_client.api.events import list_events
+from timeout_center_client.api.flows import delete_flow, get_flow, list_flows, put_flow
 from timeout_center_client.api.jobs import get_job, put_job, reset_job, reset_many, trigger_job
 from timeout_center_client.api.topics import get_topic, list_topics, put_topic
 from timeout_center_client.models import (
@@ -28,6 +29,9 @@ from timeout_center_client.models import (
     Claimed,
     DeadPage,
     EventPage,
+    FlowLimits,
+    FlowList,
+    FlowView,
     Job,
     JobBody,
     JobType,
@@ -118,6 +122,24 @@ def main(base_url):
     assert topic.default_type == "pull" and topic.max_fires_per_s == 100, topic
     topics = ok("list_topics", list_topics.sync_detailed(client=client), 200, TopicList)
     assert any(t.name == "work" for t in topics.items), topics
+
+    # Flow control: every key of a topic limited, one key with its own limits, a job of it.
+    ok("put_topic", put_topic.sync_detailed("hooks", client=client,
+       body=TopicSettings(flow=FlowLimits(parallelism=5))), 201, TopicView)
+    own = ok("put_flow", put_flow.sync_detailed("hooks", "api.example.com:443", client=client,
+             body=FlowLimits(rate=100, period_ms=1000)), 201, FlowView)
+    assert own.own and own.limits.rate == 100, own
+    ok("put_job", put_job.sync_detailed("hooks", "h-1", client=client,
+       body=JobBody(delay_ms=600_000, flow_key="api.example.com:443")), 201, Job)
+    flows = ok("list_flows", list_flows.sync_detailed("hooks", client=client), 200, FlowList)
+    assert [f.key for f in flows.items] == ["api.example.com:443"], flows
+    assert flows.default.parallelism == 5, flows
+    other = ok("get_flow", get_flow.sync_detailed("hooks", "other.example.com:443", client=client),
+               200, FlowView)
+    assert not other.own and other.limits.parallelism == 5, other
+    gone = delete_flow.sync_detailed("hooks", "api.example.com:443", client=client)
+    if gone.status_code != 204:
+        sys.exit(f"delete_flow: {gone.status_code} {gone.content!r}")
 
     # Claim and ack; claim and bury (a dead letter), requeue it, claim and ack it in a batch.
     for k in range(2):

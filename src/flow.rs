@@ -18,7 +18,7 @@ pub const MAX_FLOW_PARALLELISM: u32 = 10_000;
 pub const MAX_FLOW_PERIOD_MS: u64 = 86_400_000;
 /// Most keys with limits of their own (`flows`) in one topic.
 pub const MAX_FLOW_KEYS: usize = 1_000;
-/// Longest flow key, in bytes.
+/// Longest flow key, in characters.
 pub const MAX_FLOW_KEY_LEN: usize = 128;
 
 /// One key's limits: a rate, a parallelism, or both.
@@ -26,15 +26,26 @@ pub const MAX_FLOW_KEY_LEN: usize = 128;
 #[serde(deny_unknown_fields)]
 pub struct FlowLimits {
     /// Most fires started in any `period_ms` (1 to 10,000); none when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::wire::integer::option"
+    )]
     #[schema(schema_with = schemas::rate)]
     pub rate: Option<u32>,
     /// The period of `rate`, in ms (1 to a day; 1,000 when absent).
-    #[serde(default = "second")]
+    #[serde(
+        default = "second",
+        deserialize_with = "crate::wire::integer::required"
+    )]
     #[schema(schema_with = schemas::period_ms)]
     pub period_ms: u64,
     /// Most runs at once (1 to 10,000); none when absent.
-    #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[serde(
+        default,
+        skip_serializing_if = "Option::is_none",
+        deserialize_with = "crate::wire::integer::option"
+    )]
     #[schema(schema_with = schemas::parallelism)]
     pub parallelism: Option<u32>,
 }
@@ -48,7 +59,11 @@ impl FlowLimits {
     pub fn validate(&self, field: &'static str) -> Result<()> {
         let bad = |what: String| Err(Error::invalid(field, what));
         if self.rate.is_none() && self.parallelism.is_none() {
-            return bad("give rate, parallelism or both".into());
+            // Each field is optional alone: 422, as for other refusals across fields.
+            return Err(Error::unprocessable(
+                field,
+                "give rate, parallelism or both",
+            ));
         }
         if let Some(r) = self.rate
             && !(1..=MAX_FLOW_RATE).contains(&r)
@@ -80,15 +95,23 @@ impl FlowLimits {
     }
 }
 
-/// Checks a flow key: 1 to 128 bytes, no control character or space.
+/// What a flow key may hold: 1 to 128 characters, no space or control character (a host and
+/// port, a customer id).
+pub const FLOW_KEY_PATTERN: &str = r"^[^\x00-\x20\x7f-\x9f]{1,128}$";
+
+/// Checks a flow key against [`FLOW_KEY_PATTERN`].
 pub fn check_key(key: &str) -> Result<()> {
-    if key.is_empty() || key.len() > MAX_FLOW_KEY_LEN {
+    let n = key.chars().count();
+    if !(1..=MAX_FLOW_KEY_LEN).contains(&n) {
         return Err(Error::invalid(
             "flow_key",
-            format!("must be 1 to {MAX_FLOW_KEY_LEN} bytes, got {}", key.len()),
+            format!("must be 1 to {MAX_FLOW_KEY_LEN} characters, got {n}"),
         ));
     }
-    if key.chars().any(|c| c.is_control() || c.is_whitespace()) {
+    if key
+        .chars()
+        .any(|c| c <= ' ' || ('\u{7f}'..='\u{9f}').contains(&c))
+    {
         return Err(Error::invalid(
             "flow_key",
             "must hold no space or control character",
@@ -108,7 +131,7 @@ pub(crate) mod schemas {
     }
 
     pub(crate) fn period_ms() -> Object {
-        integer(1, crate::num::signed(super::MAX_FLOW_PERIOD_MS), true).build()
+        integer(1, crate::num::signed(super::MAX_FLOW_PERIOD_MS), false).build()
     }
 
     pub(crate) fn parallelism() -> Object {
@@ -121,7 +144,7 @@ pub(crate) mod schemas {
             .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
             .min_length(Some(1))
             .max_length(Some(super::MAX_FLOW_KEY_LEN))
-            .pattern(Some(r"^[^\s\x00-\x1f\x7f]+$"))
+            .pattern(Some(super::FLOW_KEY_PATTERN))
             .description(Some(
                 "Jobs of one key share its flow limits (the topic's `flow`, or the key's own); \
                  a webhook job's defaults to its URL's host and port.",
@@ -178,6 +201,8 @@ mod tests {
         assert!(check_key("").is_err());
         assert!(check_key("a b").is_err());
         assert!(check_key("a\u{0}").is_err());
+        assert!(check_key("h\u{e9}te").is_ok());
+        assert!(check_key("a\u{85}").is_err());
         assert!(check_key(&"k".repeat(129)).is_err());
     }
 }

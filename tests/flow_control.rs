@@ -144,7 +144,7 @@ async fn flow_limits_out_of_bounds_are_refused_naming_them(e: Engine) {
             ..TopicConfig::named("t")
         };
         match s.put_topic(t).await {
-            Err(Error::Invalid { field, message }) => {
+            Err(Error::Invalid { field, message } | Error::Unprocessable { field, message }) => {
                 assert_eq!(field, "flow", "{flow}");
                 assert!(message.contains(says), "{flow}: {message}");
             }
@@ -306,7 +306,7 @@ mod processes {
             .await
             .unwrap();
         assert_eq!(list["items"][0]["key"], "api.example.com:443", "{list}");
-        assert_eq!(list["items"][0]["rate"], 6, "{list}");
+        assert_eq!(list["items"][0]["limits"]["rate"], 6, "{list}");
         assert_eq!(list["items"][0]["own"], true, "{list}");
         assert_eq!(list["default"]["parallelism"], 10, "{list}");
         let bad = http
@@ -325,7 +325,7 @@ mod processes {
         assert_eq!(http.delete(&url).send().await.unwrap().status(), 404);
         let other: Value = http.get(&url).send().await.unwrap().json().await.unwrap();
         assert_eq!(
-            (other["own"].clone(), other["parallelism"].clone()),
+            (other["own"].clone(), other["limits"]["parallelism"].clone()),
             (json!(false), json!(10))
         );
         // A topic with no flow: a key has no limits.

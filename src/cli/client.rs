@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use super::{Cli, Command, DeadCmd, JobCmd, TopicCmd, When};
+use super::{Cli, Command, DeadCmd, FlowArgs, FlowCmd, JobCmd, TopicCmd, When};
 
 /// A failed command: its message and exit code.
 pub(super) struct Failure {
@@ -112,6 +112,21 @@ fn when_body(when: &When) -> Result<Value, Failure> {
 
 /// Runs a client command; prints its result.
 /// `toc topic pause|resume`: sets the topic's `paused` and answers the topic.
+/// A flow key's limits as the API takes them: the fields given.
+fn flow_body(limits: &FlowArgs) -> Value {
+    let mut body = json!({});
+    if let Some(r) = limits.rate {
+        body["rate"] = json!(r);
+    }
+    if let Some(p) = limits.period_ms {
+        body["period_ms"] = json!(p);
+    }
+    if let Some(p) = limits.parallelism {
+        body["parallelism"] = json!(p);
+    }
+    body
+}
+
 async fn pause(client: &Client, topic: &str, paused: bool) -> Result<(Value, View), Failure> {
     change_topic(client, topic, json!({ "paused": paused })).await
 }
@@ -144,6 +159,8 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             payload,
             max_attempts,
             shard_key,
+            flow_key,
+            expire_after_ms,
             create_only,
         }) => {
             let mut body = when_body(&when)?;
@@ -161,6 +178,12 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             }
             if let Some(k) = shard_key {
                 body["shard_key"] = json!(k);
+            }
+            if let Some(k) = flow_key {
+                body["flow_key"] = json!(k);
+            }
+            if let Some(ms) = expire_after_ms {
+                body["expire_after_ms"] = json!(ms);
             }
             let mode = if create_only { "?mode=create_only" } else { "" };
             let path = job_path(&topic, &id, mode, &None);
@@ -297,6 +320,31 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
         }) => {
             let body = json!({ "max_fires_per_s": max_fires_per_s });
             change_topic(&client, &topic, body).await?
+        }
+        Command::Topic(TopicCmd::Flow { topic, limits, off }) => {
+            let flow = if off { Value::Null } else { flow_body(&limits) };
+            change_topic(&client, &topic, json!({ "flow": flow })).await?
+        }
+        Command::Flow(FlowCmd::Ls { topic }) => {
+            let path = format!("/v1/topics/{}/flows", enc(&topic));
+            (client.call(Method::GET, &path, None).await?, View::Record)
+        }
+        Command::Flow(FlowCmd::Show { topic, key }) => {
+            let path = format!("/v1/topics/{}/flows/{}", enc(&topic), enc(&key));
+            (client.call(Method::GET, &path, None).await?, View::Record)
+        }
+        Command::Flow(FlowCmd::Set { topic, key, limits }) => {
+            let path = format!("/v1/topics/{}/flows/{}", enc(&topic), enc(&key));
+            let body = flow_body(&limits);
+            (
+                client.call(Method::PUT, &path, Some(body)).await?,
+                View::Record,
+            )
+        }
+        Command::Flow(FlowCmd::Rm { topic, key }) => {
+            let path = format!("/v1/topics/{}/flows/{}", enc(&topic), enc(&key));
+            client.call(Method::DELETE, &path, None).await?;
+            (json!({"removed": key}), View::Record)
         }
         Command::Topic(TopicCmd::Rm { topic, force }) => {
             let path = format!("/v1/topics/{}?force={force}", enc(&topic));

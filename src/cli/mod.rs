@@ -68,6 +68,9 @@ pub(crate) enum Command {
     /// Topics and their figures.
     #[command(subcommand)]
     Topic(TopicCmd),
+    /// Flow keys: their limits, runs in flight and jobs waiting for room.
+    #[command(subcommand)]
+    Flow(FlowCmd),
     /// A topic's event stream.
     Events {
         topic: String,
@@ -153,6 +156,12 @@ pub(crate) enum JobCmd {
         max_attempts: Option<u32>,
         #[arg(long)]
         shard_key: Option<String>,
+        /// Its flow key: jobs of one key share the key's flow limits.
+        #[arg(long)]
+        flow_key: Option<String>,
+        /// Not run if it cannot fire within this many ms of its fire time.
+        #[arg(long)]
+        expire_after_ms: Option<u64>,
         /// Fail (409) instead of replacing an existing job.
         #[arg(long)]
         create_only: bool,
@@ -253,6 +262,15 @@ pub(crate) enum TopicCmd {
         topic: String,
         max_fires_per_s: u32,
     },
+    /// Gives every flow key of a topic its limits (`--off` removes them).
+    Flow {
+        topic: String,
+        #[command(flatten)]
+        limits: FlowArgs,
+        /// Remove the topic's flow limits.
+        #[arg(long, conflicts_with_all = ["rate", "period_ms", "parallelism"])]
+        off: bool,
+    },
     /// Deletes a topic whole: its settings, jobs, dead letters and events.
     Rm {
         topic: String,
@@ -260,6 +278,37 @@ pub(crate) enum TopicCmd {
         #[arg(long)]
         force: bool,
     },
+}
+
+/// A flow key's limits on the command line.
+#[derive(Args)]
+pub(crate) struct FlowArgs {
+    /// Most fires started in any period.
+    #[arg(long)]
+    pub rate: Option<u32>,
+    /// The rate's period in ms (1,000 when left out).
+    #[arg(long)]
+    pub period_ms: Option<u64>,
+    /// Most runs at once.
+    #[arg(long)]
+    pub parallelism: Option<u32>,
+}
+
+#[derive(Subcommand)]
+pub(crate) enum FlowCmd {
+    /// The keys with limits of their own, and what waits for room on this instance.
+    Ls { topic: String },
+    /// A key's limits and counters, over every instance.
+    Show { topic: String, key: String },
+    /// Gives a key limits of its own, in place of the topic's.
+    Set {
+        topic: String,
+        key: String,
+        #[command(flatten)]
+        limits: FlowArgs,
+    },
+    /// Takes a key's own limits away: it goes by the topic's again.
+    Rm { topic: String, key: String },
 }
 
 /// `toc bench ARGS`: runs `toc-bench ARGS`, found beside this binary (cargo builds both into

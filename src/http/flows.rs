@@ -17,7 +17,6 @@ pub(crate) struct FlowView {
     /// Whether the limits are the key's own (`PUT .../flows/{key}`) or the topic's `flow`.
     pub own: bool,
     /// Its limits.
-    #[serde(flatten)]
     pub limits: FlowLimits,
     /// Runs holding its room now.
     pub in_flight: u32,
@@ -116,7 +115,8 @@ pub(crate) async fn get_flow(
     request_body = FlowLimits,
     responses((status = 201, body = FlowView, description = "Set"),
         (status = 200, body = FlowView, description = "Changed"),
-        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+        (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "Neither rate nor parallelism")))]
 pub(crate) async fn put_flow(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,

@@ -134,6 +134,9 @@ fn describe_paths(doc: &mut serde_json::Value) {
                                 "maxLength": crate::jobs::meeting_state::MAX_MEETING_ID_LEN
                             }),
                             Some("id") | Some("shard_key") => key.clone(),
+                            Some("key") if path.contains("/flows/") => serde_json::json!({
+                                "type": "string", "pattern": crate::flow::FLOW_KEY_PATTERN,
+                            }),
                             Some("mode") => {
                                 serde_json::json!({"type": "string", "enum": ["upsert", "create_only"]})
                             }

@@ -308,7 +308,8 @@ impl TopicSettings {
     request_body = TopicSettings,
     responses((status = 201, body = TopicView, description = "Created"),
         (status = 200, body = TopicView, description = "Changed"),
-        (status = 409, body = ErrorBody, description = "The slot count may only double (topic_conflict)")))]
+        (status = 409, body = ErrorBody, description = "The slot count may only double (topic_conflict)"),
+        (status = 422, body = ErrorBody, description = "A flow with neither rate nor parallelism")))]
 pub(crate) async fn put_topic(
     state: web::Data<AppState>,
     path: web::Path<String>,

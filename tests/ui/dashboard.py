@@ -138,7 +138,9 @@ def check_open_service(browser, svc, shots):
     for i in range(22):
         body = {"delay_ms": 300_000 + i * 1_000}
         if i == 0:
-            body = {"delay_ms": 300_000, "repeat": {"cron": "0 9 * * MON-FRI", "tz": "Europe/Berlin"}}
+            body = {"delay_ms": 300_000, "repeat": {"cron": "0 9 * * MON-FRI", "tz": "Europe/Berlin", "limit": 5}}
+        if i == 1:
+            body["flow_key"] = "acme"
         status, body = call(svc.base, "PUT", f"/v1/topics/orders/jobs/u{i:02}", body)
         assert status in (200, 201), (status, body)
     row.click()
@@ -146,6 +148,8 @@ def check_open_service(browser, svc, shots):
     expect(upcoming).to_have_count(20, timeout=WAIT_MS)
     expect(upcoming.first).to_have_attribute("data-job", "u00")
     expect(upcoming.first).to_contain_text("Europe/Berlin")
+    expect(upcoming.first).to_contain_text("5 of 5 fires left")
+    expect(upcoming.nth(1)).to_contain_text("flow acme")
     expect(upcoming.nth(19)).to_have_attribute("data-job", "u19")
     page.click("#upcoming-next")
     expect(upcoming).to_have_count(5, timeout=WAIT_MS)

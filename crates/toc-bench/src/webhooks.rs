@@ -1,5 +1,7 @@
 //! `toc bench webhook`: webhook calls per second to a local receiver, unsigned and signed
-//! (Standard Webhooks) in one run, and what one signature costs on its own.
+//! (Standard Webhooks) in one run, and with flow control (one flow key, and 1,000 keys, each
+//! with a parallelism of 64: the cost of asking for and ending room per call); and what one
+//! signature costs on its own.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -37,7 +39,17 @@ pub(super) async fn webhook(ctx: &mut Ctx) -> Result<(), String> {
     let handle = server.handle();
     actix_rt::spawn(server);
     let key = SigningKey::parse(KEY).map_err(|e| e.to_string())?;
-    for (label, keys) in [("unsigned", Vec::new()), ("signed", vec![key.clone()])] {
+    let runs = [
+        ("unsigned", Vec::new(), None),
+        ("signed", vec![key.clone()], None),
+        ("flow control, 1 key, parallelism 64", Vec::new(), Some(1)),
+        (
+            "flow control, 1,000 keys, parallelism 64 each",
+            Vec::new(),
+            Some(1_000),
+        ),
+    ];
+    for (label, keys, flow_keys) in runs {
         if ctx.stopped() {
             break;
         }
@@ -51,11 +63,28 @@ pub(super) async fn webhook(ctx: &mut Ctx) -> Result<(), String> {
             .start()
             .await
             .map_err(|e| e.to_string())?;
+        if flow_keys.is_some() {
+            let limits = FlowLimits {
+                rate: None,
+                period_ms: 1_000,
+                parallelism: Some(64),
+            };
+            center
+                .put_topic(TopicConfig {
+                    flow: Some(limits),
+                    ..TopicConfig::named("bench-webhook")
+                })
+                .await
+                .map_err(|e| e.to_string())?;
+        }
         let due = now_ms() + 1_000 + (n as i64) / 20;
         let schedules = (0..n).map(|i| {
-            let job = NewJob::new(format!("w{i}"), due)
+            let mut job = NewJob::new(format!("w{i}"), due)
                 .job_type("webhook")
                 .payload(json!({"url": url, "body": {"n": i, "order": "A-1001"}}));
+            if let Some(keys) = flow_keys {
+                job = job.flow_key(format!("k{}", i % keys));
+            }
             let center = &center;
             async move {
                 center

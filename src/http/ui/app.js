@@ -248,7 +248,9 @@ async function refreshSlots() {
     cell(row, topic);
     cell(row, slots.length);
     cell(row, alive + " / " + slots.length, alive < slots.length ? "bad" : "");
-    cell(row, slots.reduce((n, s) => n + s.in_flight, 0));
+    const waiting = slots.reduce((n, s) => n + (s.flow_waiting || 0), 0);
+    const flight = slots.reduce((n, s) => n + s.in_flight, 0);
+    cell(row, waiting ? flight + " (" + waiting + " waiting for room on their flow key)" : flight);
     cell(row, pumps.length ? ago(Math.min(...pumps)) : "never");
     cell(row, restarts, restarts > 0 ? "bad" : "");
     cell(row, errors.length ? errors.length + " slot(s): " + errors[0].last_error : "", errors.length ? "bad" : "");
@@ -285,7 +287,7 @@ async function showList(which, cursor) {
       cell(row, ago(j.fire_at));
       cell(row, new Date(j.fire_at).toISOString());
       cell(row, j.attempts + " / " + j.max_attempts);
-      cell(row, j.repeat ? (j.repeat.cron ? j.repeat.cron + " " + (j.repeat.tz || "UTC") : "every " + j.repeat.every_ms + " ms") : "");
+      cell(row, schedule(j));
     } else {
       cell(row, new Date(j.fire_at).toISOString());
       cell(row, ago(j.lease_until));
@@ -302,6 +304,23 @@ function showLists() {
     showList("upcoming", state.lists.upcoming.shown),
     showList("running", state.lists.running.shown),
   ]);
+}
+
+// A job's schedule in words: its pattern or period, where its series ends, its spread, and
+// its flow key or expiry.
+function schedule(j) {
+  const parts = [];
+  const r = j.repeat;
+  if (r) {
+    parts.push(r.cron ? r.cron + " " + (r.tz || "UTC") : "every " + r.every_ms + " ms");
+    if (r.limit) parts.push((r.limit - (j.fires || 0)) + " of " + r.limit + " fires left");
+    if (r.until) parts.push("until " + new Date(r.until).toISOString());
+    if (r.jitter_ms) parts.push("+0–" + r.jitter_ms + " ms jitter");
+    if (r.catchup_window_ms) parts.push("catch-up " + r.catchup_window_ms + " ms");
+  }
+  if (j.expire_after_ms !== undefined) parts.push("expires " + j.expire_after_ms + " ms late (" + (j.on_expire || "dead") + ")");
+  if (j.flow_key) parts.push("flow " + j.flow_key);
+  return parts.join(", ");
 }
 
 function topicPath(rest) {

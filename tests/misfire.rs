@@ -1,0 +1,152 @@
+//! The misfire rules across an outage: every instance of a service stops (SIGKILL) for 10 s
+//! while jobs come due, then starts again, on memory (one instance with its journal) and on
+//! two instances sharing one Redis.
+//!
+//! What this proves: a one-shot job whose `expire_after_ms` passed during the stop goes to the
+//! dead letters as expired (or is dropped with `on_expire: drop`) and its receiver never sees
+//! it, while jobs within their expiry and jobs with none fire once the service is back; a
+//! recurring job with `repeat.catchup_window_ms` skips the instants it missed by more than
+//! the window and fires next on its own grid, while one without a window fires once at once
+//! (today's rule). What it cannot: a stop shorter than the window is only shown by the
+//! runtime tests (fire times set in the past), and the rule on hosts whose clocks differ.
+
+#[macro_use]
+mod common;
+
+use std::time::Duration;
+
+use serde_json::{Value, json};
+
+use common::Kind;
+use common::process::{Receiver, Skew, Toc, redis_env, wall_us};
+
+const STOP_MS: u64 = 10_000;
+const EVERY_MS: i64 = 4_000;
+
+fn hook(url: &str, id: &str) -> Value {
+    json!({"url": url, "body": {"id": id}})
+}
+
+async fn sleep_until(at_ms: i64) {
+    let now = wall_us() / 1_000;
+    if at_ms > now {
+        tokio::time::sleep(Duration::from_millis((at_ms - now).unsigned_abs())).await;
+    }
+}
+
+async fn expiry_and_catch_up_hold_across_a_stop_of_every_instance(kind: Kind) {
+    let dir = tempfile::tempdir().unwrap();
+    let redis = (kind == Kind::Redis).then(common::RedisServer::start);
+    let env = match &redis {
+        Some(r) => redis_env(r.url()),
+        None => vec![
+            ("TOC_STORE", "memory".to_string()),
+            (
+                "TOC_MEMORY_JOURNAL",
+                dir.path().join("journal").display().to_string(),
+            ),
+        ],
+    };
+    let names: &[&str] = if kind == Kind::Redis {
+        &["a", "b"]
+    } else {
+        &["a"]
+    };
+    let mut all = Vec::new();
+    for name in names {
+        all.push(Toc::start(name, &env, Skew::None, dir.path()).await);
+    }
+    let http = reqwest::Client::new();
+    let receiver = Receiver::start();
+    let url = receiver.url();
+    let t0 = wall_us() / 1_000 + 2_500;
+    let jobs = [
+        ("short", json!({"expire_after_ms": 3_000})),
+        (
+            "dropped",
+            json!({"expire_after_ms": 3_000, "on_expire": "drop"}),
+        ),
+        ("long", json!({"expire_after_ms": 60_000})),
+        ("plain", json!({})),
+        (
+            "windowed",
+            json!({"repeat": {"every_ms": EVERY_MS, "catchup_window_ms": 1_000}}),
+        ),
+        ("recurring", json!({"repeat": {"every_ms": EVERY_MS}})),
+    ];
+    for (i, (id, extra)) in jobs.iter().enumerate() {
+        let mut body = json!({"type": "webhook", "fire_at": t0, "payload": hook(&url, id)});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        all[i % all.len()].put_job(&http, "t", id, &body).await;
+    }
+    // Every instance stops a second before the jobs are due, for 10 s.
+    sleep_until(t0 - 1_000).await;
+    all.clear();
+    let stopped = wall_us() / 1_000;
+    tokio::time::sleep(Duration::from_millis(STOP_MS)).await;
+    for name in names {
+        all.push(Toc::start(name, &env, Skew::None, dir.path()).await);
+    }
+    let back = wall_us() / 1_000;
+    println!(
+        "{kind:?}: stopped {} ms before the jobs' fire time, back {} ms after it",
+        t0 - stopped,
+        back - t0
+    );
+    assert!(back - t0 > 3_000, "the stop outlasted the short expiry");
+
+    // The jobs within their expiry, with none, and both series arrive.
+    let seen = receiver.wait_for(4, Duration::from_secs(20)).await;
+    let first = |id: &str| {
+        seen.get(id)
+            .and_then(|at| at.iter().min().copied())
+            .map(|us| us / 1_000)
+    };
+    for id in ["long", "plain", "windowed", "recurring"] {
+        assert!(first(id).is_some(), "{id} fired after the stop: {seen:?}");
+    }
+    for id in ["short", "dropped"] {
+        assert!(!seen.contains_key(id), "{id} fired past its expiry");
+    }
+    // The windowed series skipped what it missed: its first fire is one of its own instants
+    // after the stop, on time; the one without a window fired once at once.
+    let windowed = first("windowed").unwrap();
+    let since = windowed - t0;
+    println!(
+        "{kind:?}: windowed first fire {since} ms after t0 ({} ms past its instant); the plain series' {} ms after t0",
+        since % EVERY_MS,
+        first("recurring").unwrap() - t0
+    );
+    assert!(
+        windowed >= back - 100,
+        "the windowed series fired a missed instant"
+    );
+    assert!(
+        since % EVERY_MS < 1_000,
+        "the windowed series fired off its grid: {since} ms after its first instant"
+    );
+
+    // The expired job is dead, saying so; the dropped one is gone.
+    let dead = all[0].get_json(&http, "/v1/topics/t/dead").await;
+    let items = dead["items"].as_array().unwrap();
+    let short = items.iter().find(|j| j["id"] == "short");
+    let error = short.map(|j| j["last_error"].as_str().unwrap_or("").to_string());
+    assert!(
+        error.as_deref().is_some_and(|e| e.contains("expired")),
+        "the short job is dead as expired: {dead}"
+    );
+    assert!(items.iter().all(|j| j["id"] != "dropped"), "{dead}");
+    let dropped = http
+        .get(all[0].url("/v1/topics/t/jobs/dropped"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(dropped.status(), 404, "the dropped job is gone");
+}
+
+engine_matrix!(
+    #[tokio::test] crate::common::kind;
+    expiry_and_catch_up_hold_across_a_stop_of_every_instance,
+);
