@@ -502,6 +502,34 @@ impl TimeoutCenter {
         Ok(state)
     }
 
+    /// Cancels a topic's scheduled jobs that `filter` takes (by label and fire-time range);
+    /// how many. Running jobs finish their run; dead letters stay.
+    pub async fn cancel_where(&self, topic: &str, filter: &crate::store::JobFilter) -> Result<u64> {
+        let n = self.rt.store.cancel_where(topic, filter).await?;
+        self.rt
+            .metrics
+            .cancelled
+            .with_label_values(&[topic])
+            .inc_by(n);
+        Ok(n)
+    }
+
+    /// Schedules again, due now, a topic's dead letters that `filter` takes (by label and the
+    /// fire time of their last run); how many.
+    pub async fn requeue_where(
+        &self,
+        topic: &str,
+        filter: &crate::store::JobFilter,
+    ) -> Result<u64> {
+        let t = self.existing(topic).await?;
+        let now = self.now();
+        let (n, slots) = self.rt.store.requeue_where(topic, filter, now).await?;
+        for slot in slots {
+            self.wake(&t, slot, now).await;
+        }
+        Ok(n)
+    }
+
     /// A job, or `None`.
     pub async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
         self.rt.store.get(topic, job).await

@@ -220,6 +220,7 @@ mod tests {
             expire_after_ms: None,
             on_expire: None,
             flow_key: None,
+            labels: Default::default(),
             next_fire_ats: None,
         };
         let run = Leased {

@@ -35,6 +35,7 @@ pub mod flow;
 mod http;
 mod job_type;
 pub mod jobs;
+pub mod labels;
 pub mod meetings;
 mod metrics;
 mod model;

@@ -117,6 +117,10 @@ pub struct Job {
     /// and port): jobs of one key share its flow limits.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub flow_key: Option<String>,
+    /// Its labels (`{"campaign": "spring"}`): jobs are listed, cancelled and requeued
+    /// together by one.
+    #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
+    pub labels: crate::labels::Labels,
     /// A recurring job's next instants from `next_fire_at` on, as many as `?next=` asked
     /// for (up to 100); absent unless asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -149,6 +153,7 @@ impl Job {
             expire_after_ms: None,
             on_expire: None,
             flow_key: None,
+            labels: Default::default(),
             next_fire_ats: None,
         }
     }
@@ -239,6 +244,8 @@ pub struct NewJob {
     pub expire: Option<Expiry>,
     /// Its flow key: jobs of one key share the key's flow limits (`crate::flow`).
     pub flow_key: Option<String>,
+    /// Its labels: jobs are listed, cancelled and requeued together by one.
+    pub labels: crate::labels::Labels,
 }
 
 impl NewJob {
@@ -290,6 +297,12 @@ impl NewJob {
     /// Jobs of one flow key share the key's flow limits.
     pub fn flow_key(mut self, key: impl Into<String>) -> Self {
         self.flow_key = Some(key.into());
+        self
+    }
+
+    /// Carries label `key` = `value`.
+    pub fn label(mut self, key: impl Into<String>, value: impl Into<String>) -> Self {
+        self.labels.insert(key.into(), value.into());
         self
     }
 

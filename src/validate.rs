@@ -175,6 +175,7 @@ pub(crate) fn new_job(payload_limit: usize, job: &NewJob) -> Result<()> {
     if let Some(k) = &job.flow_key {
         crate::flow::check_key(k)?;
     }
+    crate::labels::check(&job.labels)?;
     payload(payload_limit, &job.payload)
 }
 

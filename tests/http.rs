@@ -1142,6 +1142,8 @@ const ROUTES: &[(&str, &str)] = &[
     ("put", "/v1/topics/{topic}/jobs/{id}"),
     ("post", "/v1/topics/{topic}/jobs"),
     ("get", "/v1/topics/{topic}/jobs"),
+    ("delete", "/v1/topics/{topic}/jobs"),
+    ("post", "/v1/topics/{topic}/dead/requeue"),
     ("delete", "/v1/topics/{topic}"),
     ("get", "/v1/topics/{topic}/jobs/{id}"),
     ("delete", "/v1/topics/{topic}/jobs/{id}"),

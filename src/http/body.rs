@@ -79,6 +79,16 @@ pub(crate) struct JobBody {
     pub on_expire: Option<String>,
     #[schema(schema_with = crate::flow::schemas::flow_key)]
     pub flow_key: Option<String>,
+    #[serde(default, deserialize_with = "object_or_null")]
+    #[schema(schema_with = crate::labels::schema)]
+    pub labels: crate::labels::Labels,
+}
+
+/// A map that may be given as `null` (none).
+fn object_or_null<'de, D: serde::Deserializer<'de>>(
+    d: D,
+) -> Result<crate::labels::Labels, D::Error> {
+    Ok(Option::<crate::labels::Labels>::deserialize(d)?.unwrap_or_default())
 }
 
 impl JobBody {
@@ -371,6 +381,62 @@ pub(crate) struct ListParams {
     pub limit: Option<usize>,
     /// The `next` of the previous page.
     pub cursor: Option<String>,
+    /// Only jobs carrying this label, as `key:value` (`campaign:spring`); a page may then
+    /// hold fewer than `limit` jobs, with a `next` to go on from.
+    #[param(schema_with = label_param)]
+    pub label: Option<String>,
+}
+
+/// `?label=key:value`.
+fn label_param() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .pattern(Some("^[A-Za-z0-9_.-]{1,64}:"))
+        .description(Some("A label as key:value (campaign:spring)."))
+        .build()
+}
+
+/// `DELETE /v1/topics/{topic}/jobs` and `POST /v1/topics/{topic}/dead/requeue`: the jobs a
+/// bulk change takes, by label and fire-time range; at least one of them.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct BulkParams {
+    /// Jobs carrying this label, as `key:value` (`campaign:spring`).
+    #[param(schema_with = label_param)]
+    pub label: Option<String>,
+    /// The earliest fire time taken, ms since the epoch.
+    #[param(schema_with = crate::validate::schemas::instant)]
+    pub from: Option<i64>,
+    /// The latest fire time taken, ms since the epoch.
+    #[param(schema_with = crate::validate::schemas::instant)]
+    pub to: Option<i64>,
+}
+
+impl BulkParams {
+    pub(crate) fn filter(&self) -> ApiResult<crate::store::JobFilter> {
+        if self.label.is_none() && self.from.is_none() && self.to.is_none() {
+            return Err(ApiError::invalid(
+                "label",
+                "give label, from or to: a bulk change takes no job unless asked for some",
+            ));
+        }
+        for (field, v) in [("from", self.from), ("to", self.to)] {
+            if let Some(v) = v {
+                crate::validate::fire_at(field, v)?;
+            }
+        }
+        let all = crate::store::ListQuery::default();
+        Ok(crate::store::JobFilter {
+            label: self
+                .label
+                .as_deref()
+                .map(crate::labels::LabelFilter::parse)
+                .transpose()?,
+            from: self.from.unwrap_or(all.from),
+            to: self.to.unwrap_or(all.to),
+        })
+    }
 }
 
 /// `on_expire`'s words.
@@ -425,6 +491,11 @@ impl ListParams {
             to: self.to.unwrap_or(defaults.to),
             cursor: self.cursor.clone(),
             limit: page.limit()?,
+            label: self
+                .label
+                .as_deref()
+                .map(crate::labels::LabelFilter::parse)
+                .transpose()?,
         })
     }
 }

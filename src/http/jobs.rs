@@ -6,7 +6,7 @@ use serde_json::json;
 
 use super::AppState;
 use super::body::{
-    BatchBody, GetQuery, JobBody, ListParams, PutQuery, ResetBody, ShardQuery, when,
+    BatchBody, BulkParams, GetQuery, JobBody, ListParams, PutQuery, ResetBody, ShardQuery, when,
 };
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::model::{
@@ -59,6 +59,7 @@ fn new_job(id: String, body: JobBody, state: &AppState) -> ApiResult<NewJob> {
         repeat,
         expire,
         flow_key: body.flow_key,
+        labels: body.labels,
     })
 }
 
@@ -131,6 +132,29 @@ pub(crate) async fn list_jobs(
 ) -> ApiResult<HttpResponse> {
     let page = state.center.list(&path, &query.query()?).await?;
     Ok(HttpResponse::Ok().json(page))
+}
+
+/// How many jobs a bulk change took.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct Cancelled {
+    pub cancelled: u64,
+}
+
+/// Cancels the topic's scheduled jobs with a label and/or fire times in a range (at least
+/// one of `label`, `from`, `to`): `{"cancelled": n}`. Running jobs finish their run; dead
+/// letters stay. A job that a reset moves during it is cancelled once at most, and found
+/// wherever it moved within the range.
+#[utoipa::path(operation_id = "cancel_jobs", delete, path = "/v1/topics/{topic}/jobs", tag = "jobs",
+    params(("topic" = String, Path), BulkParams),
+    responses((status = 200, body = Cancelled), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(crate) async fn cancel_jobs(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<BulkParams>,
+) -> ApiResult<HttpResponse> {
+    let filter = query.filter()?;
+    let cancelled = state.center.cancel_where(&path, &filter).await?;
+    Ok(HttpResponse::Ok().json(Cancelled { cancelled }))
 }
 
 /// Creates a job with a generated id (201).

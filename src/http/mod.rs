@@ -60,7 +60,8 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .service(
             web::resource("/v1/topics/{topic}/jobs")
                 .get(jobs::list_jobs)
-                .post(jobs::post_job),
+                .post(jobs::post_job)
+                .delete(jobs::cancel_jobs),
         )
         .service(web::resource("/v1/topics/{topic}/jobs/{id}/reset").post(jobs::reset_job))
         .service(web::resource("/v1/topics/{topic}/jobs/{id}/trigger").post(jobs::trigger_job))
@@ -84,6 +85,7 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
                 .delete(topics::delete_topic),
         )
         .service(web::resource("/v1/topics/{topic}/dead").get(topics::list_dead))
+        .service(web::resource("/v1/topics/{topic}/dead/requeue").post(topics::requeue_dead_many))
         .service(web::resource("/v1/topics/{topic}/dead/{id}/requeue").post(topics::requeue_dead))
         .service(web::resource("/v1/topics/{topic}/dead/{id}").delete(topics::delete_dead))
         .service(web::resource("/v1/topics/{topic}/events").get(topics::list_events))

@@ -18,6 +18,7 @@ use super::{claims, error, flows, jobs, meetings, ops, topics};
     paths(
         jobs::put_job,
         jobs::list_jobs,
+        jobs::cancel_jobs,
         jobs::post_job,
         jobs::get_job,
         jobs::delete_job,
@@ -30,6 +31,7 @@ use super::{claims, error, flows, jobs, meetings, ops, topics};
         topics::delete_topic,
         topics::list_dead,
         topics::requeue_dead,
+        topics::requeue_dead_many,
         topics::delete_dead,
         topics::list_events,
         flows::list_flows,

@@ -101,6 +101,27 @@ pub(crate) async fn delete_topic(
     Ok(HttpResponse::NoContent().finish())
 }
 
+/// How many dead letters a bulk requeue scheduled again.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Requeued {
+    pub requeued: u64,
+}
+
+/// Schedules again, due now, the topic's dead letters with a label and/or whose last run's
+/// fire time is in a range (at least one of `label`, `from`, `to`): `{"requeued": n}`.
+#[utoipa::path(operation_id = "requeue_dead_many", post, path = "/v1/topics/{topic}/dead/requeue", tag = "dead letters",
+    params(("topic" = String, Path), super::body::BulkParams),
+    responses((status = 200, body = Requeued), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+pub(crate) async fn requeue_dead_many(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<super::body::BulkParams>,
+) -> ApiResult<HttpResponse> {
+    let filter = query.filter()?;
+    let requeued = state.center.requeue_where(&path, &filter).await?;
+    Ok(HttpResponse::Ok().json(Requeued { requeued }))
+}
+
 /// Dead letters, oldest first, with their last error.
 #[utoipa::path(get, path = "/v1/topics/{topic}/dead", tag = "dead letters",
     params(("topic" = String, Path), PageQuery),

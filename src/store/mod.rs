@@ -42,7 +42,7 @@ use std::sync::Arc;
 use crate::time::Millis;
 
 pub use self::flow::{FlowAsk, FlowGrant, FlowState};
-pub use self::front::{ListQuery, Store};
+pub use self::front::{JobFilter, ListQuery, Store};
 pub use self::memory::JournalLen;
 pub use self::memory::{JournalCheck, Salvaged, check_journal, salvage_journal};
 pub use self::rate::Grant;

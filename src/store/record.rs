@@ -20,6 +20,7 @@
 //! | `s` | a recurring job's schedule (`{"cron":..,"tz":..}` or `{"every_ms":..}`, with its `limit`, `until`, `jitter_ms`, `catchup_window_ms`) | fires once |
 //! | `xp` | a one-shot job's expiry (`{"ms":..}`, `"on":"drop"` to drop it) | never expires |
 //! | `fk` | its flow key | its type's (a webhook's URL host and port), or none |
+//! | `l` | its labels (`{"campaign":"spring"}`) | none |
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -62,6 +63,12 @@ pub(crate) struct Record {
     pub expire: Option<crate::model::Expiry>,
     #[serde(rename = "fk", skip_serializing_if = "Option::is_none")]
     pub flow_key: Option<String>,
+    #[serde(
+        rename = "l",
+        default,
+        skip_serializing_if = "std::collections::BTreeMap::is_empty"
+    )]
+    pub labels: crate::labels::Labels,
 }
 
 impl Record {
@@ -186,6 +193,7 @@ impl Record {
             expire_after_ms: self.expire.map(|e| e.after_ms),
             on_expire: self.expire.map(|e| e.on_expire),
             flow_key: self.flow_key,
+            labels: self.labels,
             next_fire_ats: None,
         })
     }

@@ -39,6 +39,7 @@ impl Store {
             schedule: job.repeat.clone(),
             expire: job.expire,
             flow_key: job.flow_key.clone(),
+            labels: job.labels.clone(),
             ..Record::spec(&t, job.job_type.as_deref(), &job.payload, job.max_attempts)
         };
         if mode == ScheduleMode::CreateOnly

@@ -6,11 +6,13 @@
 //! `topics.rs`, `jobs.rs` (schedule, reset, cancel, get), `runs.rs` (pump, claim, settle,
 //! touch), `members.rs` (registry and owners), `reads.rs` (dead letters, counts, events).
 
+mod bulk;
 mod handouts;
 mod jobs;
 mod members;
 mod open;
 mod reads;
+pub use bulk::JobFilter;
 pub use reads::ListQuery;
 mod runs;
 mod topics;

@@ -34,6 +34,8 @@ pub struct ListQuery {
     pub cursor: Option<String>,
     /// The most jobs on the page.
     pub limit: usize,
+    /// Only jobs carrying this label (a page may then come back short, with a `next`).
+    pub label: Option<crate::labels::LabelFilter>,
 }
 
 impl Default for ListQuery {
@@ -44,6 +46,7 @@ impl Default for ListQuery {
             to: crate::time::MAX_MILLIS,
             cursor: None,
             limit: 100,
+            label: None,
         }
     }
 }
@@ -55,6 +58,9 @@ impl Store {
     /// doubling drains, a job rewritten during the listing may show in its old slot and its
     /// new one: a page names each job once. A window with `from` after `to` holds no job.
     pub async fn list(&self, topic: &str, q: &ListQuery) -> Result<JobPage> {
+        if let Some(label) = &q.label {
+            return Box::pin(self.list_labelled(topic, q, label)).await;
+        }
         if q.state == JobState::Dead {
             return Err(Error::invalid(
                 "state",

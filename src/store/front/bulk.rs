@@ -1,0 +1,184 @@
+//! Jobs together, by label and fire-time range (`JobFilter`): listed, cancelled, and (when
+//! dead) requeued. A bulk change walks each slot a page at a time and changes each job in
+//! its own atomic step, so a job a reset moves meanwhile is changed once at most; a cancel
+//! walks again until a walk finds nothing (a job moved behind the walk is found by the next).
+
+use super::Store;
+use crate::error::Result;
+use crate::labels::LabelFilter;
+use crate::model::{JobPage, JobState, ListCursor};
+use crate::store::record::Record;
+use crate::time::Millis;
+
+/// How many jobs one page of a bulk walk reads from a slot.
+const WALK_PAGE: usize = 1_000;
+/// How many walks a bulk cancel makes at most: it stops at the first that finds nothing.
+const MAX_WALKS: usize = 5;
+/// How many jobs a filtered listing reads at most for one page: a page of a rare label may
+/// come back short (even empty) with a `next` to go on from.
+const LIST_READ_MAX: usize = 10 * crate::store::MAX_PAGE;
+
+/// Which jobs a bulk operation takes: those with `label` (any when `None`) whose fire time is
+/// within `from..=to`.
+#[derive(Debug, Clone)]
+pub struct JobFilter {
+    /// Jobs carrying this label; any when `None`.
+    pub label: Option<LabelFilter>,
+    /// The earliest fire time taken.
+    pub from: Millis,
+    /// The latest fire time taken.
+    pub to: Millis,
+}
+
+impl JobFilter {
+    fn takes(&self, record: &Record, fire_at: Millis) -> bool {
+        (self.from..=self.to).contains(&fire_at)
+            && self
+                .label
+                .as_ref()
+                .is_none_or(|l| l.matches(&record.labels))
+    }
+}
+
+impl Store {
+    /// A page of a topic's scheduled or running jobs carrying `label`, from the listing's
+    /// order (see [`Store::list`]).
+    pub(super) async fn list_labelled(
+        &self,
+        topic: &str,
+        q: &super::ListQuery,
+        label: &LabelFilter,
+    ) -> Result<JobPage> {
+        let limit = q.limit.clamp(1, crate::store::MAX_PAGE);
+        let mut items = Vec::new();
+        let mut cursor = q.cursor.clone();
+        let mut read = 0;
+        loop {
+            let page = self
+                .list(
+                    topic,
+                    &super::ListQuery {
+                        cursor: cursor.clone(),
+                        limit: crate::store::MAX_PAGE,
+                        label: None,
+                        ..q.clone()
+                    },
+                )
+                .await?;
+            read += page.items.len();
+            for job in page.items {
+                let score = match q.state {
+                    JobState::Running => job.lease_until.unwrap_or(job.fire_at),
+                    _ => job.fire_at,
+                };
+                let here = ListCursor {
+                    score,
+                    id: job.id.clone(),
+                };
+                if label.matches(&job.labels) {
+                    items.push(job);
+                    if items.len() == limit {
+                        return Ok(JobPage {
+                            items,
+                            next: Some(here.encode()),
+                        });
+                    }
+                }
+                cursor = Some(here.encode());
+            }
+            if page.next.is_none() {
+                return Ok(JobPage { items, next: None });
+            }
+            if read >= LIST_READ_MAX {
+                return Ok(JobPage {
+                    items,
+                    next: cursor,
+                });
+            }
+        }
+    }
+
+    /// Cancels a topic's scheduled jobs that `filter` takes; how many it cancelled. Running
+    /// jobs finish their run; dead letters stay.
+    pub async fn cancel_where(&self, topic: &str, filter: &JobFilter) -> Result<u64> {
+        let t = self.existing_topic(topic).await?;
+        let mut cancelled = 0;
+        for _ in 0..MAX_WALKS {
+            let mut this_walk = 0;
+            for slot in 0..t.slots {
+                let mut after = None;
+                loop {
+                    let page = self
+                        .engine
+                        .list(
+                            &t,
+                            slot,
+                            JobState::Scheduled,
+                            filter.from,
+                            filter.to,
+                            after.as_ref(),
+                            WALK_PAGE,
+                        )
+                        .await?;
+                    for (id, s) in &page {
+                        if filter.takes(&s.record, s.score)
+                            && self.engine.cancel(&t, slot, id).await?.is_some()
+                        {
+                            this_walk += 1;
+                        }
+                    }
+                    if page.len() < WALK_PAGE {
+                        break;
+                    }
+                    after = page.last().map(|(id, s)| ListCursor {
+                        score: s.score,
+                        id: id.clone(),
+                    });
+                }
+            }
+            cancelled += this_walk;
+            if this_walk == 0 {
+                break;
+            }
+        }
+        Ok(cancelled)
+    }
+
+    /// Schedules again, due `now`, the topic's dead letters that `filter` takes (by the fire
+    /// time of their last run); how many, and the slots they are in.
+    pub(crate) async fn requeue_where(
+        &self,
+        topic: &str,
+        filter: &JobFilter,
+        now: Millis,
+    ) -> Result<(u64, Vec<u32>)> {
+        let t = self.existing_topic(topic).await?;
+        let (mut requeued, mut slots) = (0, Vec::new());
+        for slot in 0..t.slots {
+            let mut after = None;
+            let before = requeued;
+            loop {
+                let page = self
+                    .engine
+                    .dead_page(&t, slot, after.as_ref(), WALK_PAGE)
+                    .await?;
+                for entry in &page {
+                    let fire_at = entry.record.run_fire_at.unwrap_or(entry.cursor.dead_at);
+                    if filter.takes(&entry.record, fire_at)
+                        && self.engine.requeue(&t, slot, &entry.cursor.id, now).await?
+                    {
+                        requeued += 1;
+                    }
+                }
+                if page.len() < WALK_PAGE {
+                    break;
+                }
+                after = page.last().map(|e| e.cursor.clone());
+            }
+            if requeued > before {
+                slots.push(slot);
+            }
+        }
+        Ok((requeued, slots))
+    }
+}
