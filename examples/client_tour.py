@@ -17,7 +17,15 @@ from timeout_center_client.api.consumers import ack_job, ack_many, bury_job, cla
 from timeout_center_client.api.dead_letters import list_dead, requeue_dead
 from timeout_center_client.api.events import list_events
 from timeout_center_client.api.flows import delete_flow, get_flow, list_flows, put_flow
-from timeout_center_client.api.jobs import get_job, put_job, reset_job, reset_many, trigger_job
+from timeout_center_client.api.jobs import (
+    cancel_jobs,
+    get_job,
+    list_jobs,
+    put_job,
+    reset_job,
+    reset_many,
+    trigger_job,
+)
 from timeout_center_client.api.topics import get_topic, list_topics, put_topic
 from timeout_center_client.models import (
     AckItem,
@@ -25,6 +33,7 @@ from timeout_center_client.models import (
     BatchBody,
     BatchCreate,
     BatchReset,
+    Cancelled,
     ClaimBody,
     Claimed,
     DeadPage,
@@ -34,6 +43,7 @@ from timeout_center_client.models import (
     FlowView,
     Job,
     JobBody,
+    JobPage,
     JobType,
     RepeatBody,
     ResetBody,
@@ -140,6 +150,19 @@ def main(base_url):
     gone = delete_flow.sync_detailed("hooks", "api.example.com:443", client=client)
     if gone.status_code != 204:
         sys.exit(f"delete_flow: {gone.status_code} {gone.content!r}")
+
+    # Labels: two jobs of a campaign listed by it and cancelled together; another stays.
+    for k in range(2):
+        ok("put_job", put_job.sync_detailed("hooks", f"spring-{k}", client=client,
+           body=JobBody.from_dict({"delay_ms": 600_000, "labels": {"campaign": "spring"}})),
+           201, Job)
+    page = ok("list_jobs", list_jobs.sync_detailed("hooks", client=client, label="campaign:spring"),
+              200, JobPage)
+    assert [j.id for j in page.items] == ["spring-0", "spring-1"], page
+    gone = ok("cancel_jobs", cancel_jobs.sync_detailed("hooks", client=client, label="campaign:spring"),
+              200, Cancelled)
+    assert gone.cancelled == 2, gone
+    assert get_job.sync_detailed("hooks", "h-1", client=client).status_code == 200
 
     # Claim and ack; claim and bury (a dead letter), requeue it, claim and ack it in a batch.
     for k in range(2):

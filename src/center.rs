@@ -612,9 +612,47 @@ impl TimeoutCenter {
         self.rt.store.read_events(topic, after, limit).await
     }
 
+    /// Claimed jobs too late to hand out (a one-shot job past its `expire_after_ms`, a
+    /// recurring fire past its `repeat.catchup_window_ms`) are settled here as the slot
+    /// actor settles them (dead as expired, dropped, or skipped to the next instant) and
+    /// left out of the answer; the rest are answered.
+    async fn settle_misfires(&self, t: &TopicConfig, jobs: Vec<Leased>) -> Result<Vec<Leased>> {
+        let now = self.now();
+        let (mut late, mut keep) = (std::collections::BTreeMap::<u32, Vec<_>>::new(), Vec::new());
+        for lease in jobs {
+            match lease.job.misfire(now) {
+                None => keep.push(lease),
+                Some(outcome) => {
+                    let attempts = lease.job.attempts;
+                    let run = outcome.into_run(
+                        lease.job.fire_at,
+                        now,
+                        || t.backoff.delay_ms(attempts, &mut rand::rng()),
+                        |delay| self.rt.clock.after(delay),
+                    );
+                    late.entry(lease.slot)
+                        .or_default()
+                        .push(crate::model::Settlement::new(lease, run, now));
+                }
+            }
+        }
+        for (slot, batch) in late {
+            let n = batch.len() as u64;
+            self.rt.store.settle(&t.name, slot, &batch, now).await?;
+            self.rt
+                .metrics
+                .misfired
+                .with_label_values(&[t.name.as_str()])
+                .inc_by(n);
+        }
+        Ok(keep)
+    }
+
     /// Leases up to `req.max` due jobs of a pull topic to a consumer, taking from every slot
     /// in turn; with `req.wait_ms`, waits for one to come due (a long poll, woken by the
     /// notices that wake slots). The consumer reports each job's outcome by its token.
+    /// A job claimed too late (past its `expire_after_ms`, or a recurring fire past its
+    /// `repeat.catchup_window_ms`) is not handed out: the claim may answer fewer jobs.
     pub async fn claim(&self, topic: &str, req: ClaimRequest) -> Result<Vec<Leased>> {
         req.check()?;
         let mut t = self.pull_topic(topic).await?;
@@ -643,6 +681,7 @@ impl TimeoutCenter {
             .claims
             .claim(&self.rt.store, &self.rt.clock, &t, req)
             .await?;
+        let jobs = self.settle_misfires(&t, jobs).await?;
         if !jobs.is_empty() {
             let now = self.now();
             let m = &self.rt.metrics;

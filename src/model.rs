@@ -158,6 +158,36 @@ impl Job {
         }
     }
 
+    /// The outcome of a fire too late to run, which its handler never sees: a one-shot job past
+    /// its `expire_after_ms` (dead, saying so, or dropped as done), a recurring fire past its
+    /// `repeat.catchup_window_ms` (its error says it was skipped; the series goes on at the
+    /// schedule's next instant after now, as for any fire that ended).
+    pub fn misfire(&self, fired_at: Millis) -> Option<Outcome> {
+        let job = self;
+        let late = fired_at.saturating_sub(job.fire_at);
+        if let Some(after) = job.expire_after_ms.filter(|_| job.repeat.is_none()) {
+            let expiry = Expiry {
+                after_ms: after,
+                on_expire: job.on_expire.unwrap_or_default(),
+            };
+            if expiry.expired(job.fire_at, fired_at) {
+                return Some(match expiry.on_expire {
+                    OnExpire::Drop => Outcome::Done,
+                    OnExpire::Dead => Outcome::dead(format!(
+                        "expired: fired {late} ms after its fire_at, past expire_after_ms ({after} ms)"
+                    )),
+                });
+            }
+        }
+        let schedule = job.repeat.as_ref()?;
+        schedule.skips(job.fire_at, fired_at).then(|| {
+            let window = schedule.series().catchup_window_ms.unwrap_or(0);
+            Outcome::dead(format!(
+                "skipped: fired {late} ms after its fire_at, past repeat.catchup_window_ms ({window} ms)"
+            ))
+        })
+    }
+
     /// With its next `n` instants (`next_fire_ats`): a recurring job's schedule from its
     /// `next_fire_at` on; empty for a job that fires once.
     pub fn with_next_instants(mut self, n: usize) -> Self {

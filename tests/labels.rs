@@ -225,7 +225,7 @@ mod processes {
             .send()
             .await
             .unwrap();
-        assert_eq!(bare.status(), 400);
+        assert_eq!(bare.status(), 422);
     }
 
     /// Dead letters of one label are requeued together; the others stay dead.

@@ -473,8 +473,56 @@ fn which_python() -> Result<std::path::PathBuf, ()> {
         .ok_or(())
 }
 
+/// A claim hands out no fire too late to matter: a job past its `expire_after_ms` goes to
+/// the dead letters as expired (or is dropped with `on_expire: drop`), a recurring fire past
+/// its catch-up window is skipped to the schedule's next instant after now; a job within its
+/// expiry is claimed. The fire times are set in the past (no waiting).
+async fn a_claim_leaves_out_what_is_too_late(engine: Engine) {
+    let (s, _redis) = service(engine).await;
+    let long_ago = now_ms() - 10_000;
+    for (id, extra) in [
+        ("expired", json!({"expire_after_ms": 1_000})),
+        (
+            "dropped",
+            json!({"expire_after_ms": 1_000, "on_expire": "drop"}),
+        ),
+        ("in-time", json!({"expire_after_ms": 60_000})),
+        (
+            "series",
+            json!({"repeat": {"every_ms": 4_000, "catchup_window_ms": 1_000}}),
+        ),
+    ] {
+        let mut body = json!({"fire_at": long_ago});
+        for (k, v) in extra.as_object().unwrap() {
+            body[k] = v.clone();
+        }
+        assert_eq!(put(&s, "q", id, body).await, 201, "{id}");
+    }
+    let jobs = claim(&s, json!({"max": 10})).await;
+    let ids: Vec<&str> = jobs.iter().filter_map(|j| j["id"].as_str()).collect();
+    assert_eq!(ids, ["in-time"], "{jobs:?}");
+    let (_, dead) = s.send(Method::GET, "/v1/topics/q/dead", None).await;
+    let items = dead["items"].as_array().unwrap();
+    assert_eq!(items.len(), 1, "{dead}");
+    assert_eq!(items[0]["id"], "expired");
+    assert!(
+        items[0]["last_error"].as_str().unwrap().contains("expired"),
+        "{dead}"
+    );
+    let (st, _) = s.send(Method::GET, "/v1/topics/q/jobs/dropped", None).await;
+    assert_eq!(st, 404, "the dropped job is gone");
+    let (_, series) = s.send(Method::GET, "/v1/topics/q/jobs/series", None).await;
+    assert_eq!(series["state"], "scheduled", "{series}");
+    let next = series["fire_at"].as_i64().unwrap();
+    assert!(
+        next > now_ms() - 1_000 && (next - long_ago) % 4_000 == 0,
+        "skipped to its next instant: {series}"
+    );
+}
+
 engine_matrix!(
     #[actix_rt::test] crate::common::kind;
+    a_claim_leaves_out_what_is_too_late,
     claim_ack_retry_bury_and_touch,
     a_claim_over_several_due_slots_takes_no_more_than_its_max,
     a_dead_consumers_job_comes_back_after_its_lease_exactly_once_more,

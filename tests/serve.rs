@@ -105,6 +105,58 @@ fn one_shell_runs_the_server_and_the_client() {
         .map(|j| j["id"].as_str().unwrap())
         .collect();
     assert_eq!(ids, ["o-0", "o-1"]);
+    // Labels: put with one, listed by it, cancelled by it (`toc job cancel-many`).
+    toc(&[
+        "job",
+        "put",
+        "orders",
+        "o-2",
+        "--delay-ms",
+        "40000",
+        "--label",
+        "campaign=spring",
+    ]);
+    let out = toc(&[
+        "--json",
+        "job",
+        "ls",
+        "orders",
+        "--label",
+        "campaign:spring",
+    ]);
+    let page: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(page["items"][0]["id"], "o-2", "{page}");
+    assert_eq!(page["items"][0]["labels"]["campaign"], "spring", "{page}");
+    let out = toc(&[
+        "--json",
+        "job",
+        "cancel-many",
+        "orders",
+        "--label",
+        "campaign:spring",
+    ]);
+    let answer: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(answer["cancelled"], 1, "{answer}");
+    // Flow limits: the topic's, a key's own, shown.
+    toc(&["topic", "flow", "orders", "--parallelism", "4"]);
+    toc(&[
+        "flow",
+        "set",
+        "orders",
+        "api.example.com:443",
+        "--rate",
+        "10",
+    ]);
+    let out = toc(&["--json", "flow", "show", "orders", "api.example.com:443"]);
+    let view: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(
+        (view["own"].clone(), view["limits"]["rate"].clone()),
+        (serde_json::json!(true), serde_json::json!(10)),
+        "{view}"
+    );
+    let out = toc(&["--json", "flow", "ls", "orders"]);
+    let list: serde_json::Value = serde_json::from_slice(&out).unwrap();
+    assert_eq!(list["default"]["parallelism"], 4, "{list}");
 }
 
 /// `toc serve > toc.log`: a log written to a file (not a terminal) carries no colour codes,

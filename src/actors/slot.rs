@@ -506,7 +506,7 @@ impl SlotActor {
     /// The flow key a due job waits on: its own or its type's, when that key has limits.
     /// A fire too late to run (`misfire`) waits for nothing.
     fn gated(&self, job: &crate::model::Job, fired_at: Millis) -> Option<String> {
-        if !self.topic.has_flow_limits() || misfire(job, fired_at).is_some() {
+        if !self.topic.has_flow_limits() || job.misfire(fired_at).is_some() {
             return None;
         }
         let key = job.flow_key.clone().or_else(|| {
@@ -892,35 +892,6 @@ impl SlotActor {
 
 /// The run of `lease` on its type's handler actor on this thread, as a future of the
 /// handler's report (its lease is extended meanwhile by the slot actor's `sweep_leases`).
-/// The outcome of a fire too late to run, which its handler never sees: a one-shot job past
-/// its `expire_after_ms` (dead, saying so, or dropped as done), a recurring fire past its
-/// `repeat.catchup_window_ms` (its error says it was skipped; the series goes on at the
-/// schedule's next instant after now, as for any fire that ended).
-fn misfire(job: &crate::model::Job, fired_at: Millis) -> Option<Outcome> {
-    let late = fired_at.saturating_sub(job.fire_at);
-    if let Some(after) = job.expire_after_ms.filter(|_| job.repeat.is_none()) {
-        let expiry = crate::model::Expiry {
-            after_ms: after,
-            on_expire: job.on_expire.unwrap_or_default(),
-        };
-        if expiry.expired(job.fire_at, fired_at) {
-            return Some(match expiry.on_expire {
-                crate::model::OnExpire::Drop => Outcome::Done,
-                crate::model::OnExpire::Dead => Outcome::dead(format!(
-                    "expired: fired {late} ms after its fire_at, past expire_after_ms ({after} ms)"
-                )),
-            });
-        }
-    }
-    let schedule = job.repeat.as_ref()?;
-    schedule.skips(job.fire_at, fired_at).then(|| {
-        let window = schedule.series().catchup_window_ms.unwrap_or(0);
-        Outcome::dead(format!(
-            "skipped: fired {late} ms after its fire_at, past repeat.catchup_window_ms ({window} ms)"
-        ))
-    })
-}
-
 fn handler_run(
     rt: &Runtime,
     handlers: &LocalHandlers,
@@ -928,7 +899,7 @@ fn handler_run(
     lease: &Leased,
     fired_at: Millis,
 ) -> impl std::future::Future<Output = RunReport> + 'static {
-    if let Some(outcome) = misfire(&lease.job, fired_at) {
+    if let Some(outcome) = lease.job.misfire(fired_at) {
         rt.metrics.misfired.with_label_values(&[&topic.name]).inc();
         return Either::Right(std::future::ready(RunReport {
             outcome,

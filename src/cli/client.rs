@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use super::{Cli, Command, DeadCmd, FlowArgs, FlowCmd, JobCmd, TopicCmd, When};
+use super::{BulkArgs, Cli, Command, DeadCmd, FlowArgs, FlowCmd, JobCmd, TopicCmd, When};
 
 /// A failed command: its message and exit code.
 pub(super) struct Failure {
@@ -112,6 +112,24 @@ fn when_body(when: &When) -> Result<Value, Failure> {
 
 /// Runs a client command; prints its result.
 /// `toc topic pause|resume`: sets the topic's `paused` and answers the topic.
+/// A bulk change's query string: `?label=&from=&to=`, the ones given.
+fn bulk_query(filter: &BulkArgs) -> String {
+    let mut parts = Vec::new();
+    if let Some(l) = &filter.label {
+        parts.push(format!("label={}", enc(l)));
+    }
+    for (name, v) in [("from", filter.from), ("to", filter.to)] {
+        if let Some(v) = v {
+            parts.push(format!("{name}={v}"));
+        }
+    }
+    if parts.is_empty() {
+        String::new()
+    } else {
+        format!("?{}", parts.join("&"))
+    }
+}
+
 /// A flow key's limits as the API takes them: the fields given.
 fn flow_body(limits: &FlowArgs) -> Value {
     let mut body = json!({});
@@ -161,6 +179,7 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             shard_key,
             flow_key,
             expire_after_ms,
+            labels,
             create_only,
         }) => {
             let mut body = when_body(&when)?;
@@ -184,6 +203,15 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             }
             if let Some(ms) = expire_after_ms {
                 body["expire_after_ms"] = json!(ms);
+            }
+            for label in labels {
+                let Some((k, v)) = label.split_once('=') else {
+                    return Err(Failure {
+                        message: format!("--label {label:?}: give key=value"),
+                        code: 2,
+                    });
+                };
+                body["labels"][k] = json!(v);
             }
             let mode = if create_only { "?mode=create_only" } else { "" };
             let path = job_path(&topic, &id, mode, &None);
@@ -220,12 +248,16 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             to,
             limit,
             after,
+            label,
         }) => {
             let mut path = format!(
                 "/v1/topics/{}/jobs?state={}&limit={limit}",
                 enc(&topic),
                 enc(&state)
             );
+            if let Some(l) = label {
+                path.push_str(&format!("&label={}", enc(&l)));
+            }
             for (name, v) in [("from", from), ("to", to)] {
                 if let Some(v) = v {
                     path.push_str(&format!("&{name}={v}"));
@@ -274,6 +306,21 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
                 client.call(Method::GET, &path, None).await?,
                 View::Table(cols),
             )
+        }
+        Command::Job(JobCmd::CancelMany { topic, filter }) => {
+            let path = format!("/v1/topics/{}/jobs{}", enc(&topic), bulk_query(&filter));
+            (
+                client.call(Method::DELETE, &path, None).await?,
+                View::Record,
+            )
+        }
+        Command::Dead(DeadCmd::RequeueMany { topic, filter }) => {
+            let path = format!(
+                "/v1/topics/{}/dead/requeue{}",
+                enc(&topic),
+                bulk_query(&filter)
+            );
+            (client.call(Method::POST, &path, None).await?, View::Record)
         }
         Command::Dead(DeadCmd::Requeue { topic, id }) => {
             let path = format!("/v1/topics/{}/dead/{}/requeue", enc(&topic), enc(&id));

@@ -162,6 +162,9 @@ pub(crate) enum JobCmd {
         /// Not run if it cannot fire within this many ms of its fire time.
         #[arg(long)]
         expire_after_ms: Option<u64>,
+        /// A label, `key=value` (repeat for more).
+        #[arg(long = "label")]
+        labels: Vec<String>,
         /// Fail (409) instead of replacing an existing job.
         #[arg(long)]
         create_only: bool,
@@ -200,6 +203,15 @@ pub(crate) enum JobCmd {
         /// The `next` of a previous page.
         #[arg(long)]
         after: Option<String>,
+        /// Only jobs with this label, `key:value`.
+        #[arg(long)]
+        label: Option<String>,
+    },
+    /// Cancel a topic's scheduled jobs by label and/or fire-time range (prints how many).
+    CancelMany {
+        topic: String,
+        #[command(flatten)]
+        filter: BulkArgs,
     },
     Cancel {
         topic: String,
@@ -226,6 +238,12 @@ pub(crate) enum DeadCmd {
         limit: usize,
         #[arg(long)]
         after: Option<String>,
+    },
+    /// Requeue a topic's dead letters by label and/or fire-time range (prints how many).
+    RequeueMany {
+        topic: String,
+        #[command(flatten)]
+        filter: BulkArgs,
     },
     Requeue {
         topic: String,
@@ -278,6 +296,20 @@ pub(crate) enum TopicCmd {
         #[arg(long)]
         force: bool,
     },
+}
+
+/// Which jobs a bulk change takes: at least one of these.
+#[derive(Args)]
+pub(crate) struct BulkArgs {
+    /// Jobs with this label, `key:value`.
+    #[arg(long)]
+    pub label: Option<String>,
+    /// The earliest fire time, ms since the epoch.
+    #[arg(long)]
+    pub from: Option<i64>,
+    /// The latest fire time, ms since the epoch.
+    #[arg(long)]
+    pub to: Option<i64>,
 }
 
 /// A flow key's limits on the command line.

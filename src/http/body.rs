@@ -416,10 +416,12 @@ pub(crate) struct BulkParams {
 impl BulkParams {
     pub(crate) fn filter(&self) -> ApiResult<crate::store::JobFilter> {
         if self.label.is_none() && self.from.is_none() && self.to.is_none() {
-            return Err(ApiError::invalid(
+            // Each is optional alone: 422, as for other refusals across fields.
+            return Err(crate::error::Error::unprocessable(
                 "label",
                 "give label, from or to: a bulk change takes no job unless asked for some",
-            ));
+            )
+            .into());
         }
         for (field, v) in [("from", self.from), ("to", self.to)] {
             if let Some(v) = v {

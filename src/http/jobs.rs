@@ -146,7 +146,8 @@ pub(crate) struct Cancelled {
 /// wherever it moved within the range.
 #[utoipa::path(operation_id = "cancel_jobs", delete, path = "/v1/topics/{topic}/jobs", tag = "jobs",
     params(("topic" = String, Path), BulkParams),
-    responses((status = 200, body = Cancelled), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Cancelled), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "Neither label, from nor to")))]
 pub(crate) async fn cancel_jobs(
     state: web::Data<AppState>,
     path: web::Path<String>,

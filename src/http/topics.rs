@@ -111,7 +111,8 @@ pub(crate) struct Requeued {
 /// fire time is in a range (at least one of `label`, `from`, `to`): `{"requeued": n}`.
 #[utoipa::path(operation_id = "requeue_dead_many", post, path = "/v1/topics/{topic}/dead/requeue", tag = "dead letters",
     params(("topic" = String, Path), super::body::BulkParams),
-    responses((status = 200, body = Requeued), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Requeued), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "Neither label, from nor to")))]
 pub(crate) async fn requeue_dead_many(
     state: web::Data<AppState>,
     path: web::Path<String>,
