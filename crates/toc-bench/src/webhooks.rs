@@ -1,7 +1,7 @@
 //! `toc bench webhook`: webhook calls per second to a local receiver, unsigned and signed
 //! (Standard Webhooks) in one run, and with flow control (one flow key, and 1,000 keys, each
-//! with a parallelism of 64: the cost of asking for and ending room per call); and what one
-//! signature costs on its own.
+//! with a parallelism of 64: the cost of asking for and ending room per call) on the memory
+//! engine and on Redis; and what one signature costs on its own.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -12,7 +12,6 @@ use serde_json::json;
 
 use super::Ctx;
 use timeout_center::jobs::webhook::signing::{self, SigningKey};
-use timeout_center::store::Store;
 use timeout_center::time::now_ms;
 use timeout_center::*;
 
@@ -39,17 +38,21 @@ pub(super) async fn webhook(ctx: &mut Ctx) -> Result<(), String> {
     let handle = server.handle();
     actix_rt::spawn(server);
     let key = SigningKey::parse(KEY).map_err(|e| e.to_string())?;
+    let (one, thousand) = (
+        "flow control, 1 key, parallelism 64",
+        "flow control, 1,000 keys, parallelism 64 each",
+    );
     let runs = [
-        ("unsigned", Vec::new(), None),
-        ("signed", vec![key.clone()], None),
-        ("flow control, 1 key, parallelism 64", Vec::new(), Some(1)),
-        (
-            "flow control, 1,000 keys, parallelism 64 each",
-            Vec::new(),
-            Some(1_000),
-        ),
+        ("memory", "unsigned", Vec::new(), None),
+        ("memory", "signed", vec![key.clone()], None),
+        ("memory", one, Vec::new(), Some(1)),
+        ("memory", thousand, Vec::new(), Some(1_000)),
+        ("redis", "unsigned", Vec::new(), None),
+        ("redis", one, Vec::new(), Some(1)),
+        ("redis", thousand, Vec::new(), Some(1_000)),
     ];
-    for (label, keys, flow_keys) in runs {
+    for (run, (engine, label, keys, flow_keys)) in runs.into_iter().enumerate() {
+        let topic = format!("bench-webhook-{run}");
         if ctx.stopped() {
             break;
         }
@@ -57,7 +60,7 @@ pub(super) async fn webhook(ctx: &mut Ctx) -> Result<(), String> {
         // The receiver is on loopback, which the egress policy refuses by default.
         let mut settings = WebhookSettings::allowing_loopback();
         settings.signing_keys = keys;
-        let store = Arc::new(Store::memory(StoreOptions::default()));
+        let store = super::scenarios::open(ctx, engine).await?;
         let center = TimeoutCenter::builder(store)
             .webhooks(settings)
             .start()
@@ -72,7 +75,7 @@ pub(super) async fn webhook(ctx: &mut Ctx) -> Result<(), String> {
             center
                 .put_topic(TopicConfig {
                     flow: Some(limits),
-                    ..TopicConfig::named("bench-webhook")
+                    ..TopicConfig::named(topic.as_str())
                 })
                 .await
                 .map_err(|e| e.to_string())?;
@@ -85,12 +88,8 @@ pub(super) async fn webhook(ctx: &mut Ctx) -> Result<(), String> {
             if let Some(keys) = flow_keys {
                 job = job.flow_key(format!("k{}", i % keys));
             }
-            let center = &center;
-            async move {
-                center
-                    .schedule("bench-webhook", job, ScheduleMode::Upsert)
-                    .await
-            }
+            let (center, topic) = (&center, &topic);
+            async move { center.schedule(topic, job, ScheduleMode::Upsert).await }
         });
         let done: Vec<_> = futures_util::stream::iter(schedules)
             .buffer_unordered(64)
@@ -111,10 +110,11 @@ pub(super) async fn webhook(ctx: &mut Ctx) -> Result<(), String> {
         let cpu = cpu.zip(super::scenarios::process_cpu()).map(|(a, b)| b - a);
         center.shutdown(Duration::from_secs(1)).await;
         let got = calls.load(Ordering::Relaxed);
-        let note = format!("{got} of {n} calls due at one instant, memory engine, local receiver");
+        let note =
+            format!("{got} of {n} calls due at one instant, {engine} engine, local receiver");
         ctx.add(
             "webhook",
-            "memory",
+            engine,
             &format!("webhook calls/s, {label}"),
             got as f64 / secs,
             "calls/s",
@@ -123,7 +123,7 @@ pub(super) async fn webhook(ctx: &mut Ctx) -> Result<(), String> {
         if let Some(cpu) = cpu {
             ctx.add(
                 "webhook",
-                "memory",
+                engine,
                 &format!("this process's CPU per call, {label}"),
                 cpu * 1e6 / got.max(1) as f64,
                 "µs",
