@@ -14,7 +14,7 @@ import time
 
 from timeout_center_client import Client
 from timeout_center_client.api.consumers import ack_job, ack_many, bury_job, claim_jobs
-from timeout_center_client.api.dead_letters import list_dead, requeue_dead
+from timeout_center_client.api.dead_letters import list_dead, requeue_dead, requeue_dead_many
 from timeout_center_client.api.events import list_events
 from timeout_center_client.api.flows import delete_flow, get_flow, list_flows, put_flow
 from timeout_center_client.api.jobs import (
@@ -37,6 +37,7 @@ from timeout_center_client.models import (
     ClaimBody,
     Claimed,
     DeadPage,
+    Requeued,
     EventPage,
     FlowLimits,
     FlowList,
@@ -180,6 +181,10 @@ def main(base_url):
     dead = ok("list_dead", list_dead.sync_detailed("work", client=client), 200, DeadPage)
     assert [j.id for j in dead.items] == [second.id], dead
     ok("requeue_dead", requeue_dead.sync_detailed("work", second.id, client=client), 200, Job)
+    # No dead letter of this label is left: a bulk requeue takes none.
+    none = ok("requeue_dead_many", requeue_dead_many.sync_detailed("work", client=client,
+              label="customer:nobody"), 200, Requeued)
+    assert none.requeued == 0, none
     again = claim_one(client, "work")
     assert again.id == second.id, again
     acks = ack_many.sync_detailed("work", client=client,

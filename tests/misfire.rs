@@ -9,6 +9,9 @@
 //! the window and fires next on its own grid, while one without a window fires once at once
 //! (today's rule). What it cannot: a stop shorter than the window is only shown by the
 //! runtime tests (fire times set in the past), and the rule on hosts whose clocks differ.
+//!
+//! `schedule_controls`: `repeat.limit`, `repeat.until`, `repeat.jitter_ms`, `?next=` and
+//! `trigger` against a real `toc serve` and a webhook receiver, on both engines.
 
 #[macro_use]
 mod common;
@@ -150,3 +153,150 @@ engine_matrix!(
     #[tokio::test] crate::common::kind;
     expiry_and_catch_up_hold_across_a_stop_of_every_instance,
 );
+
+mod schedule_controls {
+    use super::*;
+
+    /// Schedule controls against a real `toc serve` and a receiver: a series that ends after
+    /// `limit` fires and one that ends at `until` stop there (and are gone); a jittered
+    /// per-second cron never fires before its instant nor later than its jitter (and a
+    /// little); `?next=3` answers the coming instants; `trigger` fires a series once now
+    /// without moving it.
+    async fn limit_until_jitter_next_and_trigger_on_a_real_service(kind: Kind) {
+        let dir = tempfile::tempdir().unwrap();
+        let redis = (kind == Kind::Redis).then(common::RedisServer::start);
+        let env = match &redis {
+            Some(r) => redis_env(r.url()),
+            None => vec![("TOC_STORE", "memory".to_string())],
+        };
+        let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
+        let http = reqwest::Client::new();
+        let receiver = Receiver::start();
+        let url = receiver.url();
+        let t0 = wall_us() / 1_000 + 1_000;
+        let put = |id: &str, repeat: Value, fire_at: Option<i64>| {
+            let mut body = json!({"type": "webhook", "repeat": repeat, "payload": hook(&url, id)});
+            if let Some(at) = fire_at {
+                body["fire_at"] = json!(at);
+            }
+            body
+        };
+        toc.put_job(
+            &http,
+            "s",
+            "limited",
+            &put("limited", json!({"every_ms": 300, "limit": 3}), Some(t0)),
+        )
+        .await;
+        toc.put_job(
+            &http,
+            "s",
+            "until",
+            &put(
+                "until",
+                json!({"every_ms": 300, "until": t0 + 700}),
+                Some(t0),
+            ),
+        )
+        .await;
+        toc.put_job(
+            &http,
+            "s",
+            "jittered",
+            &put(
+                "jittered",
+                json!({"cron": "* * * * * *", "jitter_ms": 300}),
+                None,
+            ),
+        )
+        .await;
+        toc.put_job(
+            &http,
+            "s",
+            "daily",
+            &put("daily", json!({"cron": "0 9 * * *"}), None),
+        )
+        .await;
+        // The coming instants of the daily series: three mornings, a day apart.
+        let next = toc.get_json(&http, "/v1/topics/s/jobs/daily?next=3").await;
+        let at: Vec<i64> = next["next_fire_ats"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|v| v.as_i64().unwrap())
+            .collect();
+        assert_eq!(at.len(), 3, "{next}");
+        assert!(at.windows(2).all(|w| w[1] - w[0] == 86_400_000), "{next}");
+        // Fired once now, the series untouched.
+        let r = http
+            .post(toc.url("/v1/topics/s/jobs/daily/trigger"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 201, "{}", r.text().await.unwrap());
+        let after = toc.get_json(&http, "/v1/topics/s/jobs/daily").await;
+        assert_eq!(after["fire_at"].as_i64(), Some(at[0]), "{after}");
+
+        // Until both bounded series are gone (no fire can come after that) and the jittered
+        // series fired a few times; bounded by 20 s.
+        let deadline = std::time::Instant::now() + Duration::from_secs(20);
+        loop {
+            let mut gone = 0;
+            for id in ["limited", "until"] {
+                let r = http
+                    .get(toc.url(&format!("/v1/topics/s/jobs/{id}")))
+                    .send()
+                    .await
+                    .unwrap();
+                gone += usize::from(r.status() == 404);
+            }
+            let jittered = receiver.seen().get("jittered").map_or(0, Vec::len);
+            if gone == 2 && jittered >= 3 {
+                break;
+            }
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the series never ended: {:?}",
+                receiver.seen()
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
+        let seen = receiver.seen();
+        let fires = |id: &str| seen.get(id).map_or(0, Vec::len);
+        assert_eq!(fires("limited"), 3, "{seen:?}");
+        assert_eq!(
+            fires("until"),
+            3,
+            "fires at t0, +300, +600, none past +700: {seen:?}"
+        );
+        assert_eq!(fires("daily"), 1, "the trigger's one fire: {seen:?}");
+        for id in ["limited", "until"] {
+            let r = http
+                .get(toc.url(&format!("/v1/topics/s/jobs/{id}")))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 404, "{id}'s series ended");
+        }
+        let jittered = &seen["jittered"];
+        for us in jittered {
+            let into_second = (us / 1_000).rem_euclid(1_000);
+            assert!(
+                into_second < 300 + 100,
+                "a jittered fire {into_second} ms past its instant"
+            );
+        }
+        println!(
+            "{kind:?}: jittered fires at {:?} ms past their instants",
+            jittered
+                .iter()
+                .map(|us| (us / 1_000).rem_euclid(1_000))
+                .collect::<Vec<_>>()
+        );
+    }
+
+    engine_matrix!(
+        #[tokio::test] crate::common::kind;
+        limit_until_jitter_next_and_trigger_on_a_real_service,
+    );
+}
