@@ -199,29 +199,13 @@ mod tests {
 
     fn settlement(id: &str, job_type: &str) -> Settlement {
         let job = Job {
-            topic: "t\"opic".to_string(),
-            id: id.to_string(),
             job_type: job_type.to_string(),
-            payload: Value::Null,
             state: JobState::Running,
             fire_at: 1_700_000_000_123,
-            max_fire_at: None,
             attempts: 3,
             max_attempts: 5,
-            created_at: None,
-            updated_at: None,
-            last_error: None,
             lease_until: Some(9_000),
-            dead_at: None,
-            pending_fire_at: None,
-            fires: 0,
-            repeat: None,
-            next_fire_at: None,
-            expire_after_ms: None,
-            on_expire: None,
-            flow_key: None,
-            labels: Default::default(),
-            next_fire_ats: None,
+            ..Job::stub("t\"opic", id)
         };
         let run = Leased {
             job,

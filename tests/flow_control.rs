@@ -160,25 +160,10 @@ engine_matrix!(
     flow_limits_out_of_bounds_are_refused_naming_them,
 );
 
-/// The most of `times_us` in any one second.
-fn busiest_second(times_us: &[i64]) -> usize {
-    let mut t = times_us.to_vec();
-    t.sort_unstable();
-    let mut best = 0;
-    let mut start = 0;
-    for end in 0..t.len() {
-        while t[end] - t[start] >= 1_000_000 {
-            start += 1;
-        }
-        best = best.max(end - start + 1);
-    }
-    best
-}
-
 mod processes {
     use super::*;
-    use common::process::{Receiver, Skew, Toc, redis_env, wall_us};
-    use common::{Kind, RedisServer};
+    use common::process::{Receiver, wall_us};
+    use common::{Fleet, Kind, busiest_second};
 
     const JOBS: usize = 1_000;
     const RATE: usize = 100;
@@ -188,17 +173,9 @@ mod processes {
     /// a second: it never sees more, every job arrives, and another receiver's jobs (its own
     /// key) arrive on time meanwhile.
     async fn a_burst_for_one_receiver_keeps_to_its_key(kind: Kind) {
-        let dir = tempfile::tempdir().unwrap();
-        let redis = (kind == Kind::Redis).then(RedisServer::start);
-        let env = match &redis {
-            Some(r) => redis_env(r.url()),
-            None => vec![("TOC_STORE", "memory".to_string())],
-        };
         let count = if kind == Kind::Redis { 2 } else { 1 };
-        let mut all = Vec::new();
-        for name in ["a", "b"].into_iter().take(count) {
-            all.push(Toc::start(name, &env, Skew::None, dir.path()).await);
-        }
+        let fleet = Fleet::start(kind, count, false).await;
+        let all = &fleet.tocs;
         let http = reqwest::Client::new();
         let busy = Receiver::slow(Duration::from_millis(20));
         let calm = Receiver::start();
@@ -262,8 +239,11 @@ mod processes {
             "{} at once",
             busy.most_at_once()
         );
+        // Behind the busy key they would be about 8 s late (its backlog takes 10 s from
+        // 2 s before their fire time); on a quiet machine they are 7 to 15 ms late, on a
+        // loaded one (the store's clock waits out slow samples) up to about a second.
         assert!(
-            latest < 1_000,
+            latest < 3_000,
             "the calm key's jobs waited behind the busy key: {latest} ms late"
         );
         // The rate is used, not undercut: 1,000 at 100/s take about ten seconds.
@@ -272,13 +252,8 @@ mod processes {
 
     /// A key's own limits: set, listed, shown and taken away.
     async fn a_key_has_limits_of_its_own(kind: Kind) {
-        let dir = tempfile::tempdir().unwrap();
-        let redis = (kind == Kind::Redis).then(RedisServer::start);
-        let env = match &redis {
-            Some(r) => redis_env(r.url()),
-            None => vec![("TOC_STORE", "memory".to_string())],
-        };
-        let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
+        let fleet = Fleet::start(kind, 1, false).await;
+        let toc = &fleet.tocs[0];
         let http = reqwest::Client::new();
         toc.put_topic(&http, "hooks", json!({"flow": {"parallelism": 10}}))
             .await;

@@ -125,8 +125,8 @@ engine_matrix!(
 
 mod processes {
     use super::*;
-    use common::process::{Skew, Toc, redis_env, wall_us};
-    use common::{Kind, RedisServer};
+    use common::process::wall_us;
+    use common::{Fleet, Kind};
 
     const LABELLED: usize = 20_000;
     const OTHERS: usize = 2_000;
@@ -135,17 +135,9 @@ mod processes {
     /// resets move 2,000 of its jobs back and forth: exactly the campaign's jobs are
     /// cancelled, each counted once, and the others stay.
     async fn a_bulk_cancel_takes_a_campaign_while_resets_move_it(kind: Kind) {
-        let dir = tempfile::tempdir().unwrap();
-        let redis = (kind == Kind::Redis).then(RedisServer::start);
-        let env = match &redis {
-            Some(r) => redis_env(r.url()),
-            None => vec![("TOC_STORE", "memory".to_string())],
-        };
         let count = if kind == Kind::Redis { 2 } else { 1 };
-        let mut all = Vec::new();
-        for name in ["a", "b"].into_iter().take(count) {
-            all.push(Toc::start(name, &env, Skew::None, dir.path()).await);
-        }
+        let fleet = Fleet::start(kind, count, false).await;
+        let all = &fleet.tocs;
         let http = reqwest::Client::new();
         let base = wall_us() / 1_000 + 3_600_000;
         let puts = (0..LABELLED + OTHERS).map(|k| {
@@ -230,13 +222,8 @@ mod processes {
 
     /// Dead letters of one label are requeued together; the others stay dead.
     async fn a_bulk_requeue_takes_a_labels_dead_letters(kind: Kind) {
-        let dir = tempfile::tempdir().unwrap();
-        let redis = (kind == Kind::Redis).then(RedisServer::start);
-        let env = match &redis {
-            Some(r) => redis_env(r.url()),
-            None => vec![("TOC_STORE", "memory".to_string())],
-        };
-        let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
+        let fleet = Fleet::start(kind, 1, false).await;
+        let toc = &fleet.tocs[0];
         let http = reqwest::Client::new();
         // Webhooks to a closed port fail at once; one attempt each, so they die.
         let url = format!(

@@ -20,8 +20,8 @@ use std::time::Duration;
 
 use serde_json::{Value, json};
 
-use common::Kind;
-use common::process::{Receiver, Skew, Toc, redis_env, wall_us};
+use common::process::{Receiver, wall_us};
+use common::{Fleet, Kind};
 
 const STOP_MS: u64 = 10_000;
 const EVERY_MS: i64 = 4_000;
@@ -38,27 +38,8 @@ async fn sleep_until(at_ms: i64) {
 }
 
 async fn expiry_and_catch_up_hold_across_a_stop_of_every_instance(kind: Kind) {
-    let dir = tempfile::tempdir().unwrap();
-    let redis = (kind == Kind::Redis).then(common::RedisServer::start);
-    let env = match &redis {
-        Some(r) => redis_env(r.url()),
-        None => vec![
-            ("TOC_STORE", "memory".to_string()),
-            (
-                "TOC_MEMORY_JOURNAL",
-                dir.path().join("journal").display().to_string(),
-            ),
-        ],
-    };
-    let names: &[&str] = if kind == Kind::Redis {
-        &["a", "b"]
-    } else {
-        &["a"]
-    };
-    let mut all = Vec::new();
-    for name in names {
-        all.push(Toc::start(name, &env, Skew::None, dir.path()).await);
-    }
+    let count = if kind == Kind::Redis { 2 } else { 1 };
+    let mut fleet = Fleet::start(kind, count, true).await;
     let http = reqwest::Client::new();
     let receiver = Receiver::start();
     let url = receiver.url();
@@ -82,16 +63,15 @@ async fn expiry_and_catch_up_hold_across_a_stop_of_every_instance(kind: Kind) {
         for (k, v) in extra.as_object().unwrap() {
             body[k] = v.clone();
         }
-        all[i % all.len()].put_job(&http, "t", id, &body).await;
+        fleet.tocs[i % count].put_job(&http, "t", id, &body).await;
     }
     // Every instance stops a second before the jobs are due, for 10 s.
     sleep_until(t0 - 1_000).await;
-    all.clear();
+    fleet.tocs.clear();
     let stopped = wall_us() / 1_000;
     tokio::time::sleep(Duration::from_millis(STOP_MS)).await;
-    for name in names {
-        all.push(Toc::start(name, &env, Skew::None, dir.path()).await);
-    }
+    fleet.restart(count).await;
+    let all = &fleet.tocs;
     let back = wall_us() / 1_000;
     println!(
         "{kind:?}: stopped {} ms before the jobs' fire time, back {} ms after it",
@@ -163,13 +143,8 @@ mod schedule_controls {
     /// little); `?next=3` answers the coming instants; `trigger` fires a series once now
     /// without moving it.
     async fn limit_until_jitter_next_and_trigger_on_a_real_service(kind: Kind) {
-        let dir = tempfile::tempdir().unwrap();
-        let redis = (kind == Kind::Redis).then(common::RedisServer::start);
-        let env = match &redis {
-            Some(r) => redis_env(r.url()),
-            None => vec![("TOC_STORE", "memory".to_string())],
-        };
-        let toc = Toc::start("a", &env, Skew::None, dir.path()).await;
+        let fleet = Fleet::start(kind, 1, false).await;
+        let toc = &fleet.tocs[0];
         let http = reqwest::Client::new();
         let receiver = Receiver::start();
         let url = receiver.url();

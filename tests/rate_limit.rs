@@ -68,25 +68,10 @@ engine_matrix!(
     a_limit_out_of_bounds_is_refused_naming_it,
 );
 
-/// The most of `times_us` in any one second.
-fn busiest_second(times_us: &[i64]) -> usize {
-    let mut t = times_us.to_vec();
-    t.sort_unstable();
-    let mut best = 0;
-    let mut start = 0;
-    for end in 0..t.len() {
-        while t[end] - t[start] >= 1_000_000 {
-            start += 1;
-        }
-        best = best.max(end - start + 1);
-    }
-    best
-}
-
 mod processes {
     use super::*;
     use common::process::{Receiver, Skew, Toc, redis_env, wall_us};
-    use common::{Kind, RedisServer};
+    use common::{Kind, RedisServer, busiest_second};
 
     const LIMIT: usize = 40;
     const JOBS: usize = 240;

@@ -155,3 +155,62 @@ pub async fn kind(k: Kind) -> Kind {
 }
 
 pub use toc_testkit::process::toc_serve;
+
+/// `toc serve` processes on one engine: their directory, the Redis they share (for
+/// `Kind::Redis`), and the processes, named `a`, `b`, ... On memory each has its own store.
+pub struct Fleet {
+    pub dir: tempfile::TempDir,
+    pub redis: Option<RedisServer>,
+    /// What each was started with (`TOC_STORE`, the Redis URL or the memory journal).
+    pub env: Vec<(&'static str, String)>,
+    pub tocs: Vec<process::Toc>,
+}
+
+impl Fleet {
+    /// `count` instances on `kind`'s engine; `journal`: on memory, keep a journal (in the
+    /// fleet's directory) so that a restart finds the jobs.
+    pub async fn start(kind: Kind, count: usize, journal: bool) -> Fleet {
+        let dir = tempfile::tempdir().unwrap();
+        let redis = (kind == Kind::Redis).then(RedisServer::start);
+        let mut env = match &redis {
+            Some(r) => process::redis_env(r.url()),
+            None => vec![("TOC_STORE", "memory".to_string())],
+        };
+        if journal && redis.is_none() {
+            let path = dir.path().join("journal").display().to_string();
+            env.push(("TOC_MEMORY_JOURNAL", path));
+        }
+        let mut fleet = Fleet {
+            dir,
+            redis,
+            env,
+            tocs: Vec::new(),
+        };
+        fleet.restart(count).await;
+        fleet
+    }
+
+    /// Starts `count` instances (again), named as at the first start.
+    pub async fn restart(&mut self, count: usize) {
+        for name in ["a", "b", "c", "d"].into_iter().take(count) {
+            let toc =
+                process::Toc::start(name, &self.env, process::Skew::None, self.dir.path()).await;
+            self.tocs.push(toc);
+        }
+    }
+}
+
+/// The most of `times_us` in any one second.
+pub fn busiest_second(times_us: &[i64]) -> usize {
+    let mut t = times_us.to_vec();
+    t.sort_unstable();
+    let mut best = 0;
+    let mut start = 0;
+    for end in 0..t.len() {
+        while t[end] - t[start] >= 1_000_000 {
+            start += 1;
+        }
+        best = best.max(end - start + 1);
+    }
+    best
+}
