@@ -27,6 +27,12 @@ pub struct Metrics {
     pub flow_wait: HistogramVec,
     /// Long polls (claims with `wait_ms`) waiting now on this instance.
     pub long_polls: IntGauge,
+    /// 1 when the store answered its last ping (at a scrape of `/metrics`), 0 when not.
+    pub store_up: IntGauge,
+    /// Slots this instance serves whose actor is not alive (stopped, or not yet started).
+    pub slots_down: IntGauge,
+    /// Pumps that failed (the store refused or did not answer), by topic.
+    pub pump_failures: IntCounterVec,
     pub lateness: HistogramVec,
     pub handler_duration: HistogramVec,
     pub pump_batch: HistogramVec,
@@ -104,8 +110,30 @@ impl Metrics {
         registry
             .register(Box::new(long_polls.clone()))
             .expect("unique metric");
+        let gauge = |name: &str, help: &str| {
+            let g = IntGauge::new(name, help).expect("valid metric");
+            registry
+                .register(Box::new(g.clone()))
+                .expect("unique metric");
+            g
+        };
+        let store_up = gauge(
+            "store_up",
+            "1 when the store answered this instance's last ping (at a scrape), 0 when not",
+        );
+        let slots_down = gauge(
+            "slots_down",
+            "Slots this instance serves whose actor is not alive (stopped and not yet restarted)",
+        );
         Metrics {
             long_polls,
+            store_up,
+            slots_down,
+            pump_failures: counter(
+                &registry,
+                "pump_failures_total",
+                "Pumps that failed: the store refused or did not answer (not a fence: another owner)",
+            ),
             scheduled: counter(
                 &registry,
                 "jobs_scheduled_total",
@@ -211,6 +239,7 @@ impl Metrics {
             &self.retried,
             &self.dead,
             &self.misfired,
+            &self.pump_failures,
         ] {
             let _ = vec.remove_label_values(&[topic]);
         }

@@ -326,6 +326,11 @@ impl SlotActor {
                 }
                 Err(e) => {
                     tracing::warn!(topic = %act.topic.name, slot = act.slot, error = %e, "pump failed");
+                    act.rt
+                        .metrics
+                        .pump_failures
+                        .with_label_values(&[act.topic.name.as_str()])
+                        .inc();
                     act.set_status(|s| s.last_error = Some(e.to_string()));
                     (PumpEnd::Failed, None)
                 }

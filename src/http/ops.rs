@@ -92,6 +92,13 @@ pub(crate) async fn health(req: HttpRequest, state: web::Data<AppState>) -> Http
     responses((status = 200, description = "Prometheus text format", content_type = "text/plain")))]
 pub(crate) async fn metrics(state: web::Data<AppState>) -> HttpResponse {
     // The gauges are read from the store now; counters and histograms are kept as jobs move.
+    let m = state.center.metrics();
+    let ping = tokio::time::timeout(PING_TIMEOUT, state.center.store().ping()).await;
+    m.store_up.set(i64::from(matches!(ping, Ok(Ok(())))));
+    let slots = state.center.health().await;
+    let down = slots.iter().filter(|s| !s.alive).count();
+    m.slots_down
+        .set(crate::num::signed(crate::num::usize_u64(down)));
     if let Ok(topics) = state.center.topics().await {
         for t in topics {
             let _ = state.center.stats(&t.name).await;
