@@ -39,6 +39,7 @@ client=0
 ui=0
 hooks=0
 alerts=0
+traces=0
 if [ $# -eq 0 ]; then
   # The API description against the running service, on both engines (schemathesis).
   # Run with the whole suite only (arguments select focused Rust tests).
@@ -54,6 +55,8 @@ if [ $# -eq 0 ]; then
   set -e
   # The Prometheus alert rules, tested by promtool against series of a real run.
   scripts/alerts.sh || alerts=1
+  # Traces to a local OTLP receiver, through a webhook and a pull consumer.
+  scripts/otel.sh || traces=1
 fi
 # One closing line for the whole run (cargo prints one per test binary).
 awk '/^test result:/ { p += $4; f += $6 } /^webhooks: [0-9]+ passed, [0-9]+ failed$/ { p += $2; f += $4 } END { printf "tests: %d passed, %d failed\n", p, f }' "$log"
@@ -63,6 +66,7 @@ if [ $# -eq 0 ]; then
   if [ "$ui" -ne 0 ]; then echo "dashboard: failures (see above)"; else echo "dashboard: passed in Chromium"; fi
   if [ "$hooks" -ne 0 ]; then echo "signed webhooks: failures (see above)"; else echo "signed webhooks: verified by standardwebhooks through a rotation on both engines"; fi
   if [ "$alerts" -ne 0 ]; then echo "alert rules: failures (see above)"; else echo "alert rules: promtool test rules passed on a real run's series"; fi
+  if [ "$traces" -ne 0 ]; then echo "traces: failures (see above)"; else echo "traces: a request's trace runs through create, fire, webhook and settle to the receivers"; fi
   if [ "$hygiene" -ne 0 ]; then echo "hygiene: failures (see above)"; else echo "hygiene: fmt, clippy and doc clean"; fi
 fi
 # What the run left on disk (CI machines share a disk; a run once ran out of it).
@@ -73,4 +77,5 @@ if [ "$status" -eq 0 ]; then status=$api; fi
 if [ "$status" -eq 0 ]; then status=$ui; fi
 if [ "$status" -eq 0 ]; then status=$hooks; fi
 if [ "$status" -eq 0 ]; then status=$alerts; fi
+if [ "$status" -eq 0 ]; then status=$traces; fi
 exit "$status"

@@ -82,6 +82,19 @@ pub struct Settings {
     pub webhooks: WebhookSettings,
     /// What callers may ask of the service: topics, slots, periods, retries, long polls.
     pub limits: LimitsSettings,
+    /// OpenTelemetry traces.
+    pub otel: OtelSettings,
+}
+
+/// OpenTelemetry traces (`crate::otel`): off while `endpoint` is empty and no `OTEL_*`
+/// variable names a collector.
+#[derive(Debug, Clone, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtelSettings {
+    /// The OTLP/HTTP collector's base URL; spans go to its `/v1/traces`.
+    pub endpoint: String,
+    /// The share of traces started here that are recorded (0 to 1).
+    pub sample_ratio: f64,
 }
 
 /// Limits the operator sets on what callers may ask; every refusal is a 4xx naming the
@@ -389,6 +402,12 @@ impl Settings {
         })?;
         for t in &self.topics.seed {
             t.validate()?;
+        }
+        if !(0.0..=1.0).contains(&self.otel.sample_ratio) {
+            return Err(Error::invalid(
+                "otel.sample_ratio",
+                format!("must be 0 to 1, got {}", self.otel.sample_ratio),
+            ));
         }
         if self.runtime.poll_ms == 0 {
             return Err(Error::invalid("runtime.poll_ms", "must be at least 1"));

@@ -56,6 +56,9 @@ pub struct JobContext<P> {
     /// Other jobs, for types that manage them (a meeting's approval expiry cancels the rest
     /// of its booking).
     pub jobs: OtherJobs,
+    /// The fire's span (`process`) when the job is traced (`Span::none()` when not): a
+    /// handler's own spans and calls out (a webhook's `traceparent`) continue its trace.
+    pub span: tracing::Span,
 }
 
 /// Other jobs of the store, as a handler may touch them: read, and cancelled the way the
@@ -239,6 +242,7 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
             fired_at: ctx.fired_at,
             events: ctx.events,
             jobs: ctx.jobs,
+            span: ctx.span,
         };
         self.handler.handle(typed).await
     }

@@ -40,6 +40,7 @@ pub mod meetings;
 mod metrics;
 mod model;
 mod num;
+mod otel;
 mod recurrence;
 mod routing;
 pub mod serve;

@@ -121,6 +121,10 @@ pub struct Job {
     /// together by one.
     #[serde(default, skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     pub labels: crate::labels::Labels,
+    /// The W3C trace context of the span that created it, kept when its request carried a
+    /// `traceparent`: its fire continues that trace (a pull consumer gets it in the claim).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
     /// A recurring job's next instants from `next_fire_at` on, as many as `?next=` asked
     /// for (up to 100); absent unless asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -154,6 +158,7 @@ impl Job {
             on_expire: None,
             flow_key: None,
             labels: Default::default(),
+            traceparent: None,
             next_fire_ats: None,
         }
     }
@@ -276,6 +281,8 @@ pub struct NewJob {
     pub flow_key: Option<String>,
     /// Its labels: jobs are listed, cancelled and requeued together by one.
     pub labels: crate::labels::Labels,
+    /// The trace context its fire continues (a W3C `traceparent`), when it has one.
+    pub traceparent: Option<String>,
 }
 
 impl NewJob {

@@ -683,8 +683,18 @@ impl SlotActor {
         self.fired.inc();
         let lateness = crate::num::float((fired_at - lease.job.fire_at).max(0)) / 1_000.0;
         self.lateness.observe(lateness);
-        // The handler's context holds its own copy of the job.
-        let run = handler_run(&self.rt, &self.handlers, &self.topic, &lease, fired_at);
+        // The handler's context holds its own copy of the job; a traced job's fire is a span
+        // of its trace, ended with the run (`crate::otel`).
+        let span = crate::otel::process_span(&self.topic.name, &lease.job, fired_at)
+            .unwrap_or_else(tracing::Span::none);
+        let run = handler_run(
+            &self.rt,
+            &self.handlers,
+            &self.topic,
+            &lease,
+            fired_at,
+            span,
+        );
         ctx.spawn(run.into_actor(self).map(move |report, act, ctx| {
             // The map's entry is another run's when the store leased the job again while
             // this one ran (its lease ran out): that one stays.
@@ -834,8 +844,22 @@ impl SlotActor {
         let batch = std::mem::take(&mut self.outcomes);
         let store = self.rt.store.clone();
         let (topic, slot, now) = (self.topic.name.clone(), self.slot, self.rt.clock.now());
+        // Traced runs' settles are spans of their jobs' traces, ended with the call.
+        let spans: Vec<tracing::Span> = batch
+            .iter()
+            .filter_map(|s| {
+                let job = &s.run.job;
+                crate::otel::settle_span(
+                    &topic,
+                    &job.id,
+                    job.traceparent.as_deref(),
+                    s.outcome.as_str(),
+                )
+            })
+            .collect();
         let fut = async move {
             let result = store.settle(&topic, slot, &batch, now).await;
+            drop(spans);
             (batch, result)
         };
         ctx.spawn(fut.into_actor(self).map(|(batch, result), act, ctx| {
@@ -903,6 +927,7 @@ fn handler_run(
     topic: &Arc<TopicConfig>,
     lease: &Leased,
     fired_at: Millis,
+    span: tracing::Span,
 ) -> impl std::future::Future<Output = RunReport> + 'static {
     if let Some(outcome) = lease.job.misfire(fired_at) {
         rt.metrics.misfired.with_label_values(&[&topic.name]).inc();
@@ -923,6 +948,7 @@ fn handler_run(
                 fired_at,
                 events: Emitter::default(),
                 jobs: OtherJobs::new(rt.store.clone(), rt.metrics.clone()),
+                span,
             },
         })
     });

@@ -452,20 +452,40 @@ fn journal_main(cmd: JournalCmd) -> ExitCode {
     }
 }
 
-fn init_logging(format: LogFormat) {
+/// Logs to stderr in `format`, with span fields (a request's or a fire's `trace_id` among
+/// them), and spans to `tracer`'s collector when traces are on (`crate::otel`).
+fn init_logging(format: LogFormat, tracer: Option<opentelemetry_sdk::trace::Tracer>) {
+    use tracing_subscriber::prelude::*;
     let filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
     // Colour only for a person at a terminal: a file or a log collector gets plain text.
     use std::io::IsTerminal;
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    let builder = tracing_subscriber::fmt()
-        .with_env_filter(filter)
-        .with_ansi(colour)
-        .with_writer(std::io::stderr);
-    match format {
-        LogFormat::Text => builder.init(),
-        LogFormat::Json => builder.json().init(),
-    }
+    // RUST_LOG filters what is logged, not what is traced: the spans go to the collector
+    // whatever the log level.
+    let logs: Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync> =
+        match format {
+            LogFormat::Text => tracing_subscriber::fmt::layer()
+                .with_ansi(colour)
+                .with_writer(std::io::stderr)
+                .with_filter(filter)
+                .boxed(),
+            LogFormat::Json => tracing_subscriber::fmt::layer()
+                .json()
+                .with_current_span(true)
+                .with_writer(std::io::stderr)
+                .with_filter(filter)
+                .boxed(),
+        };
+    let traces = tracer.map(|t| {
+        tracing_opentelemetry::layer()
+            .with_tracer(t)
+            .with_filter(tracing_subscriber::filter::LevelFilter::INFO)
+    });
+    tracing_subscriber::registry()
+        .with(logs)
+        .with(traces)
+        .init();
 }
 
 /// `toc serve`: the service until a signal stops it.
@@ -477,7 +497,14 @@ fn serve_main(config: Option<PathBuf>) -> ExitCode {
             return ExitCode::from(2);
         }
     };
-    init_logging(settings.log_format);
+    let (tracer, traces) = match crate::otel::start(&settings.otel) {
+        Ok(t) => t,
+        Err(e) => {
+            eprintln!("toc serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    init_logging(settings.log_format, tracer);
     let result = actix_web::rt::System::new().block_on(async move {
         let store = serve::open_store(&settings).await?;
         tracing::info!(
@@ -487,6 +514,8 @@ fn serve_main(config: Option<PathBuf>) -> ExitCode {
         );
         serve::start(settings, store).await?.run().await
     });
+    // Spans still in the exporter's queue go out before the process ends.
+    drop(traces);
     match result {
         Ok(_) => ExitCode::SUCCESS,
         Err(e) => {

@@ -79,6 +79,18 @@ pub(crate) struct TokenBody {
     pub token: u64,
     /// Why (bury only).
     pub error: Option<String>,
+    /// The consumer's own W3C trace context (ack only): the settle is a span of that trace.
+    #[schema(schema_with = traceparent)]
+    pub traceparent: Option<String>,
+}
+
+/// A W3C `traceparent`.
+fn traceparent() -> utoipa::openapi::schema::Object {
+    use utoipa::openapi::schema::{ObjectBuilder, SchemaType, Type};
+    ObjectBuilder::new()
+        .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+        .pattern(Some("^00-[0-9a-f]{32}-[0-9a-f]{16}-[0-9a-f]{2}$"))
+        .build()
 }
 
 /// `.../retry`.
@@ -261,7 +273,10 @@ pub(crate) async fn ack(
     body: web::Json<TokenBody>,
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
-    settle_one(&state, &topic, query.job(&id), body.token, Outcome::Done).await?;
+    let span = crate::otel::settle_span(&topic, &id, body.traceparent.as_deref(), "done")
+        .unwrap_or_else(tracing::Span::none);
+    let settle = settle_one(&state, &topic, query.job(&id), body.token, Outcome::Done);
+    tracing::Instrument::instrument(settle, span).await?;
     Ok(HttpResponse::NoContent().finish())
 }
 

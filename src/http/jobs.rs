@@ -5,6 +5,8 @@ use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
 
 use super::AppState;
+use tracing::Instrument;
+
 use super::body::{
     BatchBody, BulkParams, GetQuery, JobBody, ListParams, PutQuery, ResetBody, ShardQuery, when,
 };
@@ -13,6 +15,13 @@ use crate::model::{
     CreateSpec, Job, JobPage, JobRef, NewJob, Reset, ResetReport, ScheduleMode, ScheduleOutcome,
     Scheduled,
 };
+
+/// The W3C `traceparent` a request carried, if any.
+fn incoming_trace(req: &HttpRequest) -> Option<&str> {
+    req.headers()
+        .get("traceparent")
+        .and_then(|v| v.to_str().ok())
+}
 
 fn new_job(id: String, body: JobBody, state: &AppState) -> ApiResult<NewJob> {
     let center = &state.center;
@@ -60,6 +69,7 @@ fn new_job(id: String, body: JobBody, state: &AppState) -> ApiResult<NewJob> {
         expire,
         flow_key: body.flow_key,
         labels: body.labels,
+        traceparent: None,
     })
 }
 
@@ -99,13 +109,19 @@ pub(crate) async fn put_job(
             ));
         }
     };
-    let job = new_job(id, body.into_inner(), &state)?;
+    let span = crate::otel::job_span("create", &topic, &id);
+    let mut job = new_job(id, body.into_inner(), &state)?;
+    job.traceparent = crate::otel::kept(incoming_trace(&req), &span);
     let mode = if create_only {
         ScheduleMode::CreateOnly
     } else {
         ScheduleMode::Upsert
     };
-    let r = state.center.schedule(&topic, job.clone(), mode).await?;
+    let r = state
+        .center
+        .schedule(&topic, job.clone(), mode)
+        .instrument(span)
+        .await?;
     let status = match r.outcome {
         ScheduleOutcome::Created => StatusCode::CREATED,
         ScheduleOutcome::Exists => {
@@ -165,14 +181,18 @@ pub(crate) async fn cancel_jobs(
 pub(crate) async fn post_job(
     state: web::Data<AppState>,
     path: web::Path<String>,
+    req: HttpRequest,
     body: web::Json<JobBody>,
 ) -> ApiResult<HttpResponse> {
     let topic = path.into_inner();
     let id = uuid::Uuid::new_v4().to_string();
-    let job = new_job(id, body.into_inner(), &state)?;
+    let span = crate::otel::job_span("create", &topic, &id);
+    let mut job = new_job(id, body.into_inner(), &state)?;
+    job.traceparent = crate::otel::kept(incoming_trace(&req), &span);
     let r = state
         .center
         .schedule(&topic, job.clone(), ScheduleMode::CreateOnly)
+        .instrument(span)
         .await?;
     Ok(HttpResponse::Created().json(stored(r)?))
 }
@@ -208,7 +228,13 @@ pub(crate) async fn delete_job(
     query: web::Query<ShardQuery>,
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
-    match state.center.cancel(&topic, &query.job(&id)).await? {
+    let span = crate::otel::job_span("cancel", &topic, &id);
+    match state
+        .center
+        .cancel(&topic, &query.job(&id))
+        .instrument(span)
+        .await?
+    {
         Some(_) => Ok(HttpResponse::NoContent().finish()),
         None => Err(ApiError::not_found(format!(
             "no job {id:?} in topic {topic:?}"
@@ -230,7 +256,12 @@ pub(crate) async fn reset_job(
     let (topic, id) = path.into_inner();
     let at = when(body.fire_at, body.delay_ms, |d| state.center.after(d))?;
     let job = query.job(&id);
-    let r = state.center.reset(&topic, &job, at).await?;
+    let span = crate::otel::job_span("reset", &topic, &id);
+    let r = state
+        .center
+        .reset(&topic, &job, at)
+        .instrument(span)
+        .await?;
     if r.outcome == ScheduleOutcome::Missing {
         return Err(ApiError::not_found(format!(
             "no scheduled or running job {id:?} in topic {topic:?}"

@@ -21,6 +21,7 @@
 //! | `xp` | a one-shot job's expiry (`{"ms":..}`, `"on":"drop"` to drop it) | never expires |
 //! | `fk` | its flow key | its type's (a webhook's URL host and port), or none |
 //! | `l` | its labels (`{"campaign":"spring"}`) | none |
+//! | `tp` | the W3C trace context its fire continues | untraced |
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -69,6 +70,8 @@ pub(crate) struct Record {
         skip_serializing_if = "std::collections::BTreeMap::is_empty"
     )]
     pub labels: crate::labels::Labels,
+    #[serde(rename = "tp", skip_serializing_if = "Option::is_none")]
+    pub traceparent: Option<String>,
 }
 
 impl Record {
@@ -194,6 +197,7 @@ impl Record {
             on_expire: self.expire.map(|e| e.on_expire),
             flow_key: self.flow_key,
             labels: self.labels,
+            traceparent: self.traceparent,
             next_fire_ats: None,
         })
     }

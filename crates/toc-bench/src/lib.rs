@@ -24,6 +24,7 @@ mod scale;
 mod scenarios;
 mod steal;
 mod topics;
+mod traces;
 mod webhooks;
 
 use std::path::PathBuf;
@@ -48,6 +49,7 @@ pub enum Scenario {
     Cluster,
     Webhook,
     Topics,
+    Traces,
     All,
 }
 
@@ -398,7 +400,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
             .to_string();
     }
     let all = scenario == Scenario::All;
-    let steps: [(Scenario, Step); 10] = [
+    let steps: [(Scenario, Step); 11] = [
         (Scenario::Schedule, |c| Box::pin(scenarios::schedule(c))),
         (Scenario::Reset, |c| Box::pin(scenarios::reset(c))),
         (Scenario::Latency, |c| Box::pin(scenarios::latency(c))),
@@ -409,6 +411,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
         (Scenario::Cluster, |c| Box::pin(cluster::cluster(c))),
         (Scenario::Webhook, |c| Box::pin(webhooks::webhook(c))),
         (Scenario::Topics, |c| Box::pin(topics::topics(c))),
+        (Scenario::Traces, |c| Box::pin(traces::traces(c))),
     ];
     for (s, step) in steps {
         if (all || s == scenario) && !ctx.stopped() {

@@ -389,7 +389,7 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
     }
     for scenario in [
         "schedule", "reset", "latency", "burst", "memory", "pull", "scale", "cluster", "webhook",
-        "topics", "machine",
+        "topics", "traces", "machine",
     ] {
         let rows: Vec<_> = ctx
             .figures

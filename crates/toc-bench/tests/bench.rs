@@ -63,7 +63,11 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "burst drain rate, 3 primaries, 3 instance(s)",
         "webhook calls/s, unsigned",
         "webhook calls/s, signed",
+        "webhook calls/s, flow control, 1 key, parallelism 64",
         "one signature, CPU",
+        "burst drain rate, traces off",
+        "burst drain rate, traces on, every fire sampled",
+        "library resets, traces on, nothing sampled",
     ] {
         assert!(names.contains(&name), "no {name:?} figure");
     }

@@ -181,6 +181,11 @@ impl Webhook {
     }
 }
 
+/// A URL's host, for a span (never its path or query, which may hold a secret).
+fn url_host(text: &str) -> Option<String> {
+    url::Url::parse(text).ok()?.host_str().map(str::to_string)
+}
+
 /// A header a job may set: a valid name and value, and none the service sets itself.
 fn check_header(name: &str, value: &str) -> Result<(), String> {
     let lower = name.to_ascii_lowercase();
@@ -297,12 +302,33 @@ impl JobHandler for Webhook {
         if p.body.is_some() {
             req = req.header("content-type", "application/json").body(body);
         }
-        let mut reply = match req.send().await {
+        // A traced job's call is a client span of its trace, whose context the receiver
+        // gets; with traces off, the context the job kept goes on as it came.
+        let call = if ctx.span.is_none() {
+            tracing::Span::none()
+        } else {
+            tracing::info_span!(
+                parent: &ctx.span,
+                "webhook",
+                otel.name = %ctx.payload.method.to_ascii_uppercase(),
+                otel.kind = "client",
+                http.request.method = %ctx.payload.method.to_ascii_uppercase(),
+                server.address = url_host(&ctx.payload.url).as_deref().unwrap_or(""),
+                http.response.status_code = tracing::field::Empty,
+            )
+        };
+        if let Some(tp) = crate::otel::traceparent(&call).or_else(|| ctx.job.traceparent.clone()) {
+            req = req.header("traceparent", tp);
+        }
+        let sent = req.send();
+        let mut reply = match tracing::Instrument::instrument(sent, call.clone()).await {
             Ok(r) => r,
             Err(e) => return failed_call(&what, &e, timeout_ms),
         };
         let status = reply.status();
         let code = status.as_u16();
+        call.record("http.response.status_code", i64::from(code));
+        drop(call);
         ctx.emit("webhook.called", json!({"url": shown, "status": code}));
         let retry_after = reply
             .headers()

@@ -40,6 +40,7 @@ impl Store {
             expire: job.expire,
             flow_key: job.flow_key.clone(),
             labels: job.labels.clone(),
+            traceparent: job.traceparent.clone(),
             ..Record::spec(&t, job.job_type.as_deref(), &job.payload, job.max_attempts)
         };
         if mode == ScheduleMode::CreateOnly

@@ -39,7 +39,9 @@ pub(super) enum Op {
         id: String,
         state: JobState,
         score: Millis,
-        rec: Record,
+        /// Boxed: most records are empty or small, and an `Op` is otherwise sized by its
+        /// largest variant.
+        rec: Box<Record>,
     },
     Del {
         topic: String,
@@ -209,7 +211,7 @@ fn owned_put(
         id: id.to_string(),
         state,
         score,
-        rec: rec.cloned().unwrap_or_default(),
+        rec: Box::new(rec.cloned().unwrap_or_default()),
     }
 }
 
@@ -223,7 +225,7 @@ fn encode(op: &Op, out: &mut Vec<u8>) {
         rec,
     } = op
     {
-        let rec = (!rec.is_empty()).then_some(rec);
+        let rec = (!rec.is_empty()).then_some(&**rec);
         encode_live(
             &Live::Put {
                 topic,
@@ -339,7 +341,7 @@ pub(super) fn decode(body: &[u8]) -> std::result::Result<Op, String> {
         id,
         state,
         score,
-        rec,
+        rec: Box::new(rec),
     })
 }
 
@@ -806,7 +808,7 @@ mod tests {
             id: "dev-1014".into(),
             state,
             score: -3,
-            rec,
+            rec: Box::new(rec),
         }
     }
 
@@ -863,7 +865,7 @@ mod tests {
             id: "x".repeat(70_000),
             state: JobState::Scheduled,
             score: 1,
-            rec: Record::default(),
+            rec: Box::default(),
         };
         let b = body(&op);
         assert_eq!(b[0], b'{');

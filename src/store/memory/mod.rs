@@ -342,7 +342,7 @@ impl MemoryEngine {
                 let s = Self::replay_slot(topics, &topic, slot)?;
                 s.lock()
                     .unwrap_or_else(PoisonError::into_inner)
-                    .restore(&id, state, score, rec);
+                    .restore(&id, state, score, *rec);
             }
             Op::Del { topic, slot, id } => {
                 let s = Self::replay_slot(topics, &topic, slot)?;
@@ -628,7 +628,7 @@ impl MemoryEngine {
                             id: id.to_string(),
                             state: job.state,
                             score: job.score,
-                            rec: job.record,
+                            rec: Box::new(job.record),
                         },
                         None => Op::Del {
                             topic: name.clone(),

@@ -1,0 +1,216 @@
+//! OpenTelemetry traces (issue 50): off unless `otel.endpoint` or an `OTEL_EXPORTER_OTLP_*`
+//! variable names a collector. The service's `tracing` spans go out through
+//! `tracing-opentelemetry` and an OTLP/HTTP exporter on a thread of its own.
+//!
+//! A job's trace: the HTTP request (its caller's W3C `traceparent` honoured, by
+//! `tracing-actix-web`), the job's `create` (a producer span, child of the request); the fire,
+//! `process` (a consumer span, child of and linked to the create span, whose context the job
+//! keeps); the webhook call (a client span, whose `traceparent` the receiver gets); the
+//! `settle`. A job keeps the context (`traceparent`, 55 bytes in its record) only when its
+//! request carried one, so a plain job costs not a byte more; a job without one fires
+//! untraced. With traces off, a request's `traceparent` is still kept and passed on to the
+//! webhook as it came, so a trace runs through the service unseen.
+
+use opentelemetry::trace::{
+    SpanContext, SpanId, TraceContextExt, TraceFlags, TraceId, TraceState, TracerProvider as _,
+};
+use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, Tracer};
+use tracing_opentelemetry::OpenTelemetrySpanExt;
+
+use crate::config::OtelSettings;
+use crate::error::{Error, Result};
+use crate::model::Job;
+use crate::time::Millis;
+
+/// The exporter's provider, flushed and stopped when dropped (at the end of `toc serve`).
+pub(crate) struct Traces(Option<SdkTracerProvider>);
+
+impl Drop for Traces {
+    fn drop(&mut self) {
+        if let Some(p) = self.0.take() {
+            let _ = p.shutdown();
+        }
+    }
+}
+
+/// The collector's traces URL: `otel.endpoint`'s `/v1/traces`, or what the standard
+/// variables say (`None` from the setting leaves them to the exporter).
+fn endpoint(settings: &OtelSettings) -> Option<Option<String>> {
+    if !settings.endpoint.is_empty() {
+        let base = settings.endpoint.trim_end_matches('/');
+        return Some(Some(format!("{base}/v1/traces")));
+    }
+    let named = [
+        "OTEL_EXPORTER_OTLP_TRACES_ENDPOINT",
+        "OTEL_EXPORTER_OTLP_ENDPOINT",
+    ]
+    .iter()
+    .any(|v| std::env::var(v).is_ok_and(|s| !s.is_empty()));
+    named.then_some(None)
+}
+
+/// Starts the exporter when traces are on: its tracer, for `tracing-opentelemetry`'s layer,
+/// and the guard that flushes it. Sets the W3C trace-context propagator either way.
+pub(crate) fn start(settings: &OtelSettings) -> Result<(Option<Tracer>, Traces)> {
+    opentelemetry::global::set_text_map_propagator(
+        opentelemetry_sdk::propagation::TraceContextPropagator::new(),
+    );
+    let Some(url) = endpoint(settings) else {
+        return Ok((None, Traces(None)));
+    };
+    use opentelemetry_otlp::WithExportConfig;
+    let mut builder = opentelemetry_otlp::SpanExporter::builder().with_http();
+    if let Some(url) = url {
+        builder = builder.with_endpoint(url);
+    }
+    let exporter = builder
+        .build()
+        .map_err(|e| Error::invalid("otel.endpoint", e.to_string()))?;
+    let ratio = std::env::var("OTEL_TRACES_SAMPLER_ARG")
+        .ok()
+        .and_then(|v| v.parse::<f64>().ok())
+        .unwrap_or(settings.sample_ratio);
+    let mut resource = opentelemetry_sdk::Resource::builder();
+    if std::env::var_os("OTEL_SERVICE_NAME").is_none() {
+        resource = resource.with_service_name("timeout-center");
+    }
+    let provider = SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_sampler(Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(
+            ratio,
+        ))))
+        .with_resource(resource.build())
+        .build();
+    let tracer = provider.tracer("timeout-center");
+    Ok((Some(tracer), Traces(Some(provider))))
+}
+
+/// A W3C `traceparent` read: its context (remote), or `None` when it does not parse.
+pub(crate) fn parse(traceparent: &str) -> Option<SpanContext> {
+    let mut parts = traceparent.trim().split('-');
+    let (version, trace, span, flags) =
+        (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
+    if version != "00" || trace.len() != 32 || span.len() != 16 || flags.len() != 2 {
+        return None;
+    }
+    let cx = SpanContext::new(
+        TraceId::from_hex(trace).ok()?,
+        SpanId::from_hex(span).ok()?,
+        TraceFlags::new(u8::from_str_radix(flags, 16).ok()?),
+        true,
+        TraceState::default(),
+    );
+    cx.is_valid().then_some(cx)
+}
+
+/// The `traceparent` of a span's context, when it has one (traces on).
+pub(crate) fn traceparent(span: &tracing::Span) -> Option<String> {
+    let cx = span.context();
+    let sc = cx.span().span_context().clone();
+    sc.is_valid().then(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            sc.trace_id(),
+            sc.span_id(),
+            sc.trace_flags().to_u8()
+        )
+    })
+}
+
+/// The context a job keeps from a request that carried `incoming` (its `traceparent`): the
+/// producer span's when traces are on, else the caller's as it came. `None` without one.
+pub(crate) fn kept(incoming: Option<&str>, producer: &tracing::Span) -> Option<String> {
+    let incoming = incoming.filter(|t| parse(t).is_some())?;
+    Some(traceparent(producer).unwrap_or_else(|| incoming.to_string()))
+}
+
+/// A producer span for `op` (`create`, `reset`, `cancel`) on job `id` of `topic`, a child of
+/// the current (the request's).
+pub(crate) fn job_span(op: &'static str, topic: &str, id: &str) -> tracing::Span {
+    tracing::info_span!(
+        "job",
+        otel.name = %format_args!("{op} {topic}"),
+        otel.kind = "producer",
+        messaging.system = "timeout-center",
+        messaging.operation.name = op,
+        messaging.destination.name = %topic,
+        messaging.message.id = %id,
+    )
+}
+
+/// The fire of a traced job: a consumer span, child of the context the job kept and linked
+/// to it, with the topic, job id, attempt, fire time and lateness. `None` for a job that
+/// kept no context: it fires untraced.
+pub(crate) fn process_span(topic: &str, job: &Job, fired_at: Millis) -> Option<tracing::Span> {
+    let created = parse(job.traceparent.as_deref()?)?;
+    let span = tracing::info_span!(
+        "process",
+        otel.name = %format_args!("process {topic}"),
+        otel.kind = "consumer",
+        messaging.system = "timeout-center",
+        messaging.operation.name = "process",
+        messaging.destination.name = %topic,
+        messaging.message.id = %job.id,
+        toc.attempt = job.attempts,
+        toc.fire_at = job.fire_at,
+        toc.lateness_ms = (fired_at - job.fire_at).max(0),
+        trace_id = %created.trace_id(),
+    );
+    let _ =
+        span.set_parent(opentelemetry::Context::new().with_remote_span_context(created.clone()));
+    span.add_link(created);
+    Some(span)
+}
+
+/// The settle of a traced run (`traceparent`: the context its job kept, or the one a pull
+/// consumer sent with its ack): a span of that trace, a child of that context.
+pub(crate) fn settle_span(
+    topic: &str,
+    id: &str,
+    traceparent: Option<&str>,
+    outcome: &str,
+) -> Option<tracing::Span> {
+    let parent = parse(traceparent?)?;
+    let span = tracing::info_span!(
+        "settle",
+        otel.name = %format_args!("settle {topic}"),
+        otel.kind = "internal",
+        messaging.system = "timeout-center",
+        messaging.operation.name = "settle",
+        messaging.destination.name = %topic,
+        messaging.message.id = %id,
+        toc.outcome = outcome,
+        trace_id = %parent.trace_id(),
+    );
+    let _ = span.set_parent(opentelemetry::Context::new().with_remote_span_context(parent));
+    Some(span)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_traceparent_reads_and_a_bad_one_does_not() {
+        let tp = "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01";
+        let cx = parse(tp).expect("a valid traceparent");
+        assert_eq!(
+            cx.trace_id().to_string(),
+            "4bf92f3577b34da6a3ce929d0e0e4736"
+        );
+        assert!(cx.is_sampled());
+        for bad in [
+            "",
+            "01-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01",
+            "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
+            "00-xyz-00f067aa0ba902b7-01",
+        ] {
+            assert!(parse(bad).is_none(), "{bad:?}");
+        }
+        // With traces off, the caller's context is kept as it came.
+        assert_eq!(kept(Some(tp), &tracing::Span::none()).as_deref(), Some(tp));
+        assert_eq!(kept(Some("junk"), &tracing::Span::none()), None);
+        assert_eq!(kept(None, &tracing::Span::none()), None);
+    }
+}
