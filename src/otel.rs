@@ -124,6 +124,13 @@ pub(crate) fn kept(incoming: Option<&str>, producer: &tracing::Span) -> Option<S
     Some(traceparent(producer).unwrap_or_else(|| incoming.to_string()))
 }
 
+/// A kept context whose caller sampled it. An unsampled one gets no span here (the
+/// parent-based sampler would record none): its fire costs what an untraced one does, and its
+/// webhook call passes the context on as it came.
+fn sampled(traceparent: Option<&str>) -> Option<SpanContext> {
+    parse(traceparent?).filter(SpanContext::is_sampled)
+}
+
 /// A producer span for `op` (`create`, `reset`, `cancel`) on job `id` of `topic`, a child of
 /// the current (the request's).
 pub(crate) fn job_span(op: &'static str, topic: &str, id: &str) -> tracing::Span {
@@ -140,9 +147,9 @@ pub(crate) fn job_span(op: &'static str, topic: &str, id: &str) -> tracing::Span
 
 /// The fire of a traced job: a consumer span, child of the context the job kept and linked
 /// to it, with the topic, job id, attempt, fire time and lateness. `None` for a job that
-/// kept no context: it fires untraced.
+/// kept no context, or an unsampled one: it fires untraced.
 pub(crate) fn process_span(topic: &str, job: &Job, fired_at: Millis) -> Option<tracing::Span> {
-    let created = parse(job.traceparent.as_deref()?)?;
+    let created = sampled(job.traceparent.as_deref())?;
     let span = tracing::info_span!(
         "process",
         otel.name = %format_args!("process {topic}"),
@@ -170,7 +177,7 @@ pub(crate) fn settle_span(
     traceparent: Option<&str>,
     outcome: &str,
 ) -> Option<tracing::Span> {
-    let parent = parse(traceparent?)?;
+    let parent = sampled(traceparent)?;
     let span = tracing::info_span!(
         "settle",
         otel.name = %format_args!("settle {topic}"),
