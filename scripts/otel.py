@@ -116,7 +116,8 @@ def main(toc):
         "TOC_OTEL_ENDPOINT": f"http://127.0.0.1:{port}",
         "OTEL_BSP_SCHEDULE_DELAY": "100",
         "TOC_WEBHOOKS_ALLOW_NETS": "127.0.0.0/8,::1",
-        "RUST_LOG": "warn",
+        "RUST_LOG": "warn,timeout_center::jobs::webhook=debug",
+        "TOC_LOG_FORMAT": "json",
     })
     work = tempfile.mkdtemp(prefix="toc-otel-")
     log = open(os.path.join(work, "toc.log"), "w")
@@ -165,6 +166,13 @@ def main(toc):
         assert tp.split("-")[2] == client.span_id.hex(), "the receiver's parent is the client span"
         assert attrs(client).get("http.response.status_code") == 200, attrs(client)
         assert attrs(settle).get("toc.outcome") == "done", attrs(settle)
+        # The log line of the fire carries its trace and span ids (JSON: the spans it is in).
+        log.flush()
+        lines = [json.loads(l) for l in open(os.path.join(work, "toc.log")) if "webhook called" in l]
+        assert lines, "no log line of the webhook call"
+        fire = [sp for sp in lines[0].get("spans", []) if sp.get("name") == "process"]
+        assert fire and fire[0].get("trace_id") == CALLER_TRACE, lines[0]
+        assert fire[0].get("span_id") == process.span_id.hex(), (lines[0], process.span_id.hex())
         print(f"otel: the caller's trace {CALLER_TRACE} holds request, create, process (linked), "
               f"webhook and settle spans; the receiver saw it")
 

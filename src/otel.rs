@@ -162,10 +162,16 @@ pub(crate) fn process_span(topic: &str, job: &Job, fired_at: Millis) -> Option<t
         toc.fire_at = job.fire_at,
         toc.lateness_ms = (fired_at - job.fire_at).max(0),
         trace_id = %created.trace_id(),
+        span_id = tracing::field::Empty,
     );
     let _ =
         span.set_parent(opentelemetry::Context::new().with_remote_span_context(created.clone()));
     span.add_link(created);
+    // The fire's own id, for log lines within it (known once the span is in a trace).
+    let own = span.context().span().span_context().span_id();
+    if own != SpanId::INVALID {
+        span.record("span_id", tracing::field::display(own));
+    }
     Some(span)
 }
 

@@ -456,8 +456,16 @@ fn journal_main(cmd: JournalCmd) -> ExitCode {
 /// them), and spans to `tracer`'s collector when traces are on (`crate::otel`).
 fn init_logging(format: LogFormat, tracer: Option<opentelemetry_sdk::trace::Tracer>) {
     use tracing_subscriber::prelude::*;
-    let filter = tracing_subscriber::EnvFilter::try_from_default_env()
+    // The spans that carry a request's and a fire's trace ids (`crate::otel`, the request's
+    // root span) are always in a log line's context, whatever RUST_LOG says of their level:
+    // they log nothing themselves.
+    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
         .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
+    for always in ["timeout_center::otel=info", "tracing_actix_web=info"] {
+        if let Ok(d) = always.parse() {
+            filter = filter.add_directive(d);
+        }
+    }
     // Colour only for a person at a terminal: a file or a log collector gets plain text.
     use std::io::IsTerminal;
     let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();

@@ -328,6 +328,7 @@ impl JobHandler for Webhook {
         let status = reply.status();
         let code = status.as_u16();
         call.record("http.response.status_code", i64::from(code));
+        call.in_scope(|| tracing::debug!(status = code, "webhook called"));
         drop(call);
         ctx.emit("webhook.called", json!({"url": shown, "status": code}));
         let retry_after = reply
