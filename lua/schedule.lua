@@ -4,7 +4,8 @@
 -- ARGV[2] mode: 'upsert' | 'create' | 'reset'
 -- ARGV[3] fire time (ms)
 -- ARGV[4] now (ms)
--- ARGV[5] the new job's record spec, JSON ('' for a plain job; ignored by 'reset')
+-- ARGV[5] the new job's record spec, JSON ('' for a plain job; 'reset' reads only its `tp`,
+--         the trace context a traced reset gives the job)
 -- ARGV[6] the topic's slot count the caller routed with (see stale_layout in lib.lua)
 -- Returns {outcome, state, fire_at, is_head, fires, type, score, record}:
 --   outcome: 'created' | 'replaced' | 'exists' | 'reset' | 'missing'
@@ -33,6 +34,9 @@ local function apply()
     end
     local raw = redis.call('HGET', JOB, id)
     local rec = decode(raw)
+    -- A traced reset: the job's next fire continues the resetting request's trace.
+    local tp = ARGV[5] ~= '' and decode(ARGV[5]).tp or nil
+    if tp then rec.tp = tp end
     at = capped(rec, at)
     local fired = rearm(rec) or 0
     if state == 'running' then
@@ -44,7 +48,7 @@ local function apply()
     end
     if rec.c then rec.u = now end
     put_due(id, rec, at)
-    if raw then save(id, rec) end
+    if raw or tp then save(id, rec) end
     return {'reset', 'scheduled', at, is_head(at) and 1 or 0, fired, rec.t or ''}
   end
 

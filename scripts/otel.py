@@ -5,7 +5,8 @@ Checks: a job created by a request carrying a `traceparent` fires a webhook whos
 sees the same trace id; the receiver of spans has the HTTP request's span (a child of the
 caller's), `create` (producer), `process` (consumer, child of and linked to `create`, with
 the topic, job id, attempt, fire time and lateness), the webhook call (client) and `settle`,
-all in the caller's trace; a pull job's claim carries its trace context, and an ack sent with
+all in the caller's trace; a traced reset's trace is the one the next fire continues (linked
+to the `reset` span); a fire's JSON log line carries its trace and span ids; a pull job's claim carries its trace context, and an ack sent with
 the consumer's own `traceparent` settles in the consumer's trace; a job created without one
 keeps none. What it cannot: the sampling ratio's statistics (a ratio of 1 is used), or a
 collector other than this receiver.
@@ -35,6 +36,7 @@ lock = threading.Lock()
 CALLER_TRACE = "4bf92f3577b34da6a3ce929d0e0e4736"
 CALLER_SPAN = "00f067aa0ba902b7"
 CONSUMER_TRACE = "0af7651916cd43dd8448eb211c80319c"
+RESET_TRACE = "5d9e3c4f1a2b4c6d8e0f1a2b3c4d5e6f"
 
 
 def free_port():
@@ -175,6 +177,20 @@ def main(toc):
         assert fire[0].get("span_id") == process.span_id.hex(), (lines[0], process.span_id.hex())
         print(f"otel: the caller's trace {CALLER_TRACE} holds request, create, process (linked), "
               f"webhook and settle spans; the receiver saw it")
+
+        # A traced reset: the job's fire continues the resetting request's trace.
+        body = {"type": "webhook", "delay_ms": 600_000, "payload": {"url": hook + "/moved"}}
+        assert call("PUT", f"{base}/v1/topics/hooks/jobs/moved", body, caller)[0] == 201
+        resetter = {"traceparent": f"00-{RESET_TRACE}-a1b2c3d4e5f60718-01"}
+        status, moved = call("POST", f"{base}/v1/topics/hooks/jobs/moved/reset", {"delay_ms": 200}, resetter)
+        assert status == 200 and moved["traceparent"].split("-")[1] == RESET_TRACE, moved
+        got = wait_for("the moved job's call", lambda: [c for c in calls if c[0] == "/hook/moved"])
+        tp = {k.lower(): v for k, v in got[0][1].items()}.get("traceparent", "")
+        assert tp.split("-")[1:2] == [RESET_TRACE], f"the moved job's traceparent: {tp!r}"
+        reset_span = wait_for("reset", lambda: named("reset hooks", RESET_TRACE))[0]
+        moved_fire = wait_for("the moved job's process", lambda: named("process hooks", RESET_TRACE))[0]
+        assert [l.span_id for l in moved_fire.links] == [reset_span.span_id], "process links to the reset"
+        print("otel: a traced reset's trace is the one the next fire continues")
 
         # A pull job: its claim carries the trace; an ack settles in the consumer's trace.
         status, _ = call("PUT", f"{base}/v1/topics/q", {"default_type": "pull"})

@@ -427,10 +427,23 @@ impl TimeoutCenter {
 
     /// Moves one job's fire time; its payload stays.
     pub async fn reset(&self, topic: &str, job: &JobRef, fire_at: Millis) -> Result<Scheduled> {
+        self.reset_traced(topic, job, fire_at, None).await
+    }
+
+    /// `reset`, by a traced request: the job keeps `traceparent` (the reset's span), so its
+    /// next fire continues that trace; `None` leaves the context it kept as it is.
+    pub async fn reset_traced(
+        &self,
+        topic: &str,
+        job: &JobRef,
+        fire_at: Millis,
+        traceparent: Option<String>,
+    ) -> Result<Scheduled> {
         let new = NewJob {
             id: job.id.clone(),
             shard_key: job.shard_key.clone(),
             fire_at,
+            traceparent,
             ..NewJob::default()
         };
         self.schedule(topic, new, ScheduleMode::ResetOnly).await

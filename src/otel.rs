@@ -4,8 +4,8 @@
 //!
 //! A job's trace: the HTTP request (its caller's W3C `traceparent` honoured, by
 //! `tracing-actix-web`), the job's `create` (a producer span, child of the request); the fire,
-//! `process` (a consumer span, child of and linked to the create span, whose context the job
-//! keeps); the webhook call (a client span, whose `traceparent` the receiver gets); the
+//! `process` (a consumer span, child of and linked to the create span, or the last traced
+//! reset's, whose context the job keeps); the webhook call (a client span, whose `traceparent` the receiver gets); the
 //! `settle`. A job keeps the context (`traceparent`, 55 bytes in its record) only when its
 //! request carried one, so a plain job costs not a byte more; a job without one fires
 //! untraced. With traces off, a request's `traceparent` is still kept and passed on to the

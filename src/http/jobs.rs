@@ -250,6 +250,7 @@ pub(crate) async fn delete_job(
 pub(crate) async fn reset_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
+    req: HttpRequest,
     query: web::Query<ShardQuery>,
     body: web::Json<ResetBody>,
 ) -> ApiResult<HttpResponse> {
@@ -257,9 +258,10 @@ pub(crate) async fn reset_job(
     let at = when(body.fire_at, body.delay_ms, |d| state.center.after(d))?;
     let job = query.job(&id);
     let span = crate::otel::job_span("reset", &topic, &id);
+    let traced = crate::otel::kept(incoming_trace(&req), &span);
     let r = state
         .center
-        .reset(&topic, &job, at)
+        .reset_traced(&topic, &job, at, traced)
         .instrument(span)
         .await?;
     if r.outcome == ScheduleOutcome::Missing {

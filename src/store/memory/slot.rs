@@ -356,6 +356,10 @@ impl SlotState {
                 return result(ScheduleOutcome::Missing, state, None, false);
             };
             let mut rec = self.record(k);
+            // A traced reset: the job's next fire continues the resetting request's trace.
+            if spec.traceparent.is_some() {
+                rec.traceparent.clone_from(&spec.traceparent);
+            }
             let at = capped(&rec, at);
             let rearmed = rec.fires.take().map(|fires| Refired {
                 id: id.to_string(),
