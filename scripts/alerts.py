@@ -18,23 +18,17 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import time
 import urllib.request
 
+from toc_service import free_port, wait_up
+
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$')
 GAUGES = ("toc_store_up", "toc_slots_down", "toc_jobs", "toc_long_polls_waiting", "toc_flow_waiting_jobs")
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 def call(method, url, body=None):
@@ -114,14 +108,7 @@ def main(toc):
     toc_proc = subprocess.Popen([toc, "serve"], env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{port}"
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(base + "/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
-        else:
-            raise SystemExit("toc serve did not come up")
+        wait_up(base, toc_proc)
         status, body = call("PUT", base + "/v1/topics/t",
                             {"max_attempts": 3, "backoff": {"base_ms": 50, "max_ms": 100}})
         assert status in (200, 201), (status, body)

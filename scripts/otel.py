@@ -18,13 +18,14 @@ import http.server
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+
+from toc_service import free_port, wait_up
 
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import ExportTraceServiceRequest
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
@@ -38,13 +39,6 @@ CALLER_SPAN = "00f067aa0ba902b7"
 CONSUMER_TRACE = "0af7651916cd43dd8448eb211c80319c"
 RESET_TRACE = "5d9e3c4f1a2b4c6d8e0f1a2b3c4d5e6f"
 
-
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
 
 
 class Collector(http.server.BaseHTTPRequestHandler):
@@ -126,14 +120,7 @@ def main(toc):
     proc = subprocess.Popen([toc, "serve"], env=env, stdout=log, stderr=log)
     base = f"http://127.0.0.1:{toc_port}"
     try:
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(base + "/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
-        else:
-            raise SystemExit("toc serve did not come up")
+        wait_up(base, proc)
         caller = {"traceparent": f"00-{CALLER_TRACE}-{CALLER_SPAN}-01"}
         body = {"type": "webhook", "delay_ms": 300, "payload": {"url": hook, "body": {"n": 1}}}
         status, job = call("PUT", f"{base}/v1/topics/hooks/jobs/traced", body, caller)

@@ -18,13 +18,14 @@ Prints "webhooks: N passed, M failed" and exits non-zero on a failure.
 import json
 import os
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
 import threading
 import time
 import urllib.request
+
+from toc_service import free_port, wait_up
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 from standardwebhooks.webhooks import Webhook, WebhookVerificationError
@@ -57,13 +58,6 @@ class Receiver(BaseHTTPRequestHandler):
         pass
 
 
-def free_port():
-    s = socket.socket()
-    s.bind(("127.0.0.1", 0))
-    port = s.getsockname()[1]
-    s.close()
-    return port
-
 
 def http(method, url, body=None):
     data = json.dumps(body).encode() if body is not None else None
@@ -93,14 +87,7 @@ class Service:
         })
         self.proc = subprocess.Popen([toc, "serve"], env=env, stdout=log, stderr=log)
         self.base = f"http://127.0.0.1:{self.port}"
-        for _ in range(300):
-            try:
-                urllib.request.urlopen(self.base + "/health", timeout=1)
-                break
-            except Exception:
-                time.sleep(0.1)
-        else:
-            raise SystemExit("toc serve did not come up")
+        wait_up(self.base, self.proc)
         status, body = http("PUT", self.base + "/v1/topics/hooks",
                             {"default_type": "webhook", "max_attempts": 3, "backoff": {"base_ms": 50, "max_ms": 1000}})
         assert status in (200, 201), (status, body)

@@ -57,11 +57,7 @@ async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
         .await
         .unwrap();
     assert_eq!((g.granted, g.retry_in_ms), (3, 0), "room for three");
-    let (_, state) = s
-        .flow_state("hooks", "host:443", now)
-        .await
-        .unwrap()
-        .unwrap();
+    let (_, state) = s.flow_state(&t, "host:443", now).await.unwrap().unwrap();
     assert_eq!(
         (state.in_flight, state.waiting, state.oldest_wait),
         (3, 2, Some(5))
@@ -88,11 +84,7 @@ async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
         .await
         .unwrap();
     assert_eq!(g.granted, 1);
-    let (_, state) = s
-        .flow_state("hooks", "host:443", now)
-        .await
-        .unwrap()
-        .unwrap();
+    let (_, state) = s.flow_state(&t, "host:443", now).await.unwrap().unwrap();
     assert_eq!((state.in_flight, state.waiting), (2, 0), "no one waits now");
 
     // A rate: two fires a minute, then the wait until the first leaves the period.
@@ -126,8 +118,8 @@ async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
         "room again when the first fire leaves the minute: {g:?}"
     );
     // Under a topic with no flow, a key has no limits and no view.
-    s.put_topic(TopicConfig::named("free")).await.unwrap();
-    assert!(s.flow_state("free", "x", now).await.unwrap().is_none());
+    let free = s.put_topic(TopicConfig::named("free")).await.unwrap();
+    assert!(s.flow_state(&free, "x", now).await.unwrap().is_none());
 }
 
 /// Limits out of bounds are refused, naming the field.

@@ -8,6 +8,7 @@ use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::flow::FlowLimits;
 use crate::time::Millis;
+use crate::topic::TopicConfig;
 
 /// A flow key: its limits and its counters, over every instance on the store.
 #[derive(Serialize, ToSchema)]
@@ -42,11 +43,11 @@ pub(crate) struct FlowList {
     pub oldest_wait_here_at: Option<Millis>,
 }
 
-async fn view(state: &AppState, topic: &str, key: &str) -> ApiResult<FlowView> {
+/// Key `key` under the topic settings `t` (read once by the caller, fresh from the store).
+async fn view(state: &AppState, t: &TopicConfig, key: &str) -> ApiResult<FlowView> {
     crate::flow::check_key(key)?;
-    let t = state.center.topic_settings(topic).await?;
     let now = state.center.after(0);
-    let Some((limits, counters)) = state.center.store().flow_state(topic, key, now).await? else {
+    let Some((limits, counters)) = state.center.store().flow_state(t, key, now).await? else {
         return Err(ApiError::not_found(format!(
             "flow key {key:?} has no limits: the topic has no flow, nor the key its own"
         )));
@@ -75,7 +76,7 @@ pub(crate) async fn list_flows(
     let t = state.center.topic_settings(&path).await?;
     let mut items = Vec::new();
     for key in t.flows.keys() {
-        items.push(view(&state, &t.name, key).await?);
+        items.push(view(&state, &t, key).await?);
     }
     let here: Vec<_> = state
         .center
@@ -105,7 +106,8 @@ pub(crate) async fn get_flow(
     path: web::Path<(String, String)>,
 ) -> ApiResult<HttpResponse> {
     let (topic, key) = path.into_inner();
-    Ok(HttpResponse::Ok().json(view(&state, &topic, &key).await?))
+    let t = state.center.topic_settings(&topic).await?;
+    Ok(HttpResponse::Ok().json(view(&state, &t, &key).await?))
 }
 
 /// Gives a flow key limits of its own, in place of the topic's `flow` (201 when it had
@@ -129,8 +131,8 @@ pub(crate) async fn put_flow(
     let mut t = (*state.center.topic_settings(&topic).await?).clone();
     let had = t.flows.insert(key.clone(), limits).is_some();
     t.validate()?;
-    state.center.put_topic(t).await?;
-    let view = view(&state, &topic, &key).await?;
+    let t = state.center.put_topic(t).await?;
+    let view = view(&state, &t, &key).await?;
     Ok(if had {
         HttpResponse::Ok().json(view)
     } else {

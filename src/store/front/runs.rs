@@ -262,18 +262,18 @@ impl Store {
         self.engine.flow_release(topic, key, runs).await
     }
 
-    /// A flow key's limits and counters; `None` when the key has no limits.
+    /// A flow key's limits under the topic settings `t` and its counters; `None` when the
+    /// key has no limits.
     pub async fn flow_state(
         &self,
-        topic: &str,
+        t: &TopicConfig,
         key: &str,
         now: Millis,
     ) -> Result<Option<(crate::flow::FlowLimits, crate::store::FlowState)>> {
-        let t = self.existing_topic(topic).await?;
         let Some(limits) = t.flow_limits(key) else {
             return Ok(None);
         };
-        let state = self.engine.flow_state(&t, key, &limits, now).await?;
+        let state = self.engine.flow_state(t, key, &limits, now).await?;
         Ok(Some((limits, state)))
     }
 
