@@ -300,9 +300,54 @@ mod processes {
         assert_eq!(http.get(&url).send().await.unwrap().status(), 404);
     }
 
+    /// A SIGKILL of the instance holding a key's room mid-burst: the room its runs held ends
+    /// with their leases (2 s here), and every job still arrives, never more than the key's
+    /// parallelism at once. On Redis the other instance takes the slots over; on memory the
+    /// instance restarts on its journal (the counters, not journaled, start empty). What it
+    /// cannot show: a receiver's view of calls cut by the kill (they count as answered).
+    async fn a_killed_instance_gives_its_keys_room_back(kind: Kind) {
+        const BURST: usize = 200;
+        const AT_ONCE: usize = 3;
+        let count = if kind == Kind::Redis { 2 } else { 1 };
+        let mut fleet = Fleet::start(kind, count, true).await;
+        let http = reqwest::Client::new();
+        let busy = Receiver::slow(Duration::from_millis(20));
+        let flow = json!({"flow": {"parallelism": AT_ONCE}, "visibility_timeout_ms": 2_000});
+        fleet.tocs[0].put_topic(&http, "hooks", flow).await;
+        tokio::time::sleep(Duration::from_secs(1)).await;
+        let due = wall_us() / 1_000 + 500;
+        for k in 0..BURST {
+            let body = json!({"type": "webhook", "fire_at": due,
+                              "payload": {"url": busy.url(), "body": {"id": format!("k-{k}")}}});
+            fleet.tocs[k % count]
+                .put_job(&http, "hooks", &format!("k-{k}"), &body)
+                .await;
+        }
+        // Mid-burst, the first instance dies.
+        busy.wait_for(BURST / 5, Duration::from_secs(20)).await;
+        fleet.tocs.remove(0);
+        let killed_at = busy.seen().len();
+        if kind == Kind::Memory {
+            fleet.restart(1).await;
+        }
+        let seen = busy.wait_for(BURST, Duration::from_secs(60)).await;
+        println!(
+            "{kind:?}: killed after {killed_at} arrivals; {} of {BURST} arrived, at most {} at once",
+            seen.len(),
+            busy.most_at_once()
+        );
+        assert_eq!(seen.len(), BURST, "every job arrived after the kill");
+        assert!(
+            busy.most_at_once() <= AT_ONCE,
+            "{} at once",
+            busy.most_at_once()
+        );
+    }
+
     engine_matrix!(
         #[tokio::test] crate::common::kind;
         a_burst_for_one_receiver_keeps_to_its_key,
         a_key_has_limits_of_its_own,
+        a_killed_instance_gives_its_keys_room_back,
     );
 }
