@@ -260,3 +260,171 @@ async fn with_auth_off_a_rebinding_host_is_refused() {
             .contains("http.allowed_hosts")
     );
 }
+
+/// The secrets a webhook payload carries, none of which a `read` token may see.
+const SECRETS: &[&str] = &["pa55", "T0s3cret", "k3y", "Bearer-s3cret"];
+
+/// A `read` token reads a webhook job, the job list and the dead letters without the
+/// payload's secrets (header values, the URL's userinfo, path and query); `last_error` names
+/// the URL by its origin only; a `write` token reads the payload whole. Both engines.
+async fn a_read_token_sees_no_secret_of_a_payload(engine: &str) {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |c| {
+        if engine == "memory" {
+            c.store = timeout_center::config::StoreKind::Memory;
+        }
+        c.tokens = vec!["adm1n".into(), "v1ew:read".into(), "wr1te:write".into()];
+    })
+    .await;
+    let payload = json!({
+        "url": "http://user:pa55@localhost:1/hooks/T0s3cret?token=k3y",
+        "headers": {"Authorization": "Bearer-s3cret"},
+        "body": {"order": 7},
+    });
+    for (id, delay) in [("later", 3_600_000), ("now", 0)] {
+        let (st, _) = call(
+            &s,
+            "wr1te",
+            Method::PUT,
+            &format!("/v1/topics/hooks/jobs/{id}"),
+            Some(json!({"type": "webhook", "payload": payload, "delay_ms": delay})),
+        )
+        .await;
+        assert_eq!(st, 201);
+    }
+    // `localhost` is refused by the egress policy when the job fires: a dead letter at once.
+    let dead = common::runtime::eventually(10, || async {
+        let (_, page) = call(&s, "v1ew", Method::GET, "/v1/topics/hooks/dead", None).await;
+        match page["items"].as_array().map(Vec::len) {
+            Some(1) => Ok(page),
+            _ => Err(format!("no dead letter yet: {page}")),
+        }
+    })
+    .await;
+    let (_, job) = call(&s, "v1ew", Method::GET, "/v1/topics/hooks/jobs/later", None).await;
+    let (_, list) = call(&s, "v1ew", Method::GET, "/v1/topics/hooks/jobs", None).await;
+    let (_, events) = call(&s, "v1ew", Method::GET, "/v1/topics/hooks/events", None).await;
+    for (what, seen) in [
+        ("job", &job),
+        ("list", &list),
+        ("dead", &dead),
+        ("events", &events),
+    ] {
+        let text = seen.to_string();
+        for secret in SECRETS {
+            assert!(
+                !text.contains(secret),
+                "{what} shows {secret:?} to read: {text}"
+            );
+        }
+    }
+    assert_eq!(
+        job["payload"],
+        json!({"url": "http://localhost:1/***", "headers": {"Authorization": "***"}, "body": {"order": 7}})
+    );
+    assert_eq!(list["items"][0]["payload"], job["payload"]);
+    let last_error = dead["items"][0]["last_error"].as_str().unwrap_or_default();
+    assert!(
+        last_error.contains("http://localhost:1"),
+        "the origin is named: {last_error}"
+    );
+    // A writer, who may schedule such calls, reads them whole.
+    let (_, whole) = call(
+        &s,
+        "wr1te",
+        Method::GET,
+        "/v1/topics/hooks/jobs/later",
+        None,
+    )
+    .await;
+    assert_eq!(whole["payload"], payload);
+    let (_, whole) = call(&s, "adm1n", Method::GET, "/v1/topics/hooks/dead", None).await;
+    assert_eq!(whole["items"][0]["payload"], payload);
+}
+
+#[actix_rt::test]
+async fn a_read_token_sees_no_secret_on_redis() {
+    a_read_token_sees_no_secret_of_a_payload("redis").await;
+}
+
+#[actix_rt::test]
+async fn a_read_token_sees_no_secret_on_memory() {
+    a_read_token_sees_no_secret_of_a_payload("memory").await;
+}
+
+/// With auth off, a request that changes state from another site's page (its `Origin` or
+/// `Sec-Fetch-Site` says so) is refused on every such route, and changes nothing; the same
+/// origin, a client that is no browser, and reads are served.
+#[actix_rt::test]
+async fn with_auth_off_another_sites_page_cannot_change_state() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let port = s.addr.port();
+    let (st, _) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/t/jobs/a",
+            Some(json!({"delay_ms": 60_000})),
+        )
+        .await;
+    assert_eq!(st, 201);
+    let with = |method: Method, path: &str, header: (&'static str, String)| {
+        let req = s
+            .http
+            .request(method, s.url(path))
+            .header(header.0, header.1)
+            .json(&json!({}));
+        async move { req.send().await.unwrap().status().as_u16() }
+    };
+    for (method, path) in [
+        (Method::POST, "/v1/topics/t/jobs/a/trigger"),
+        (Method::POST, "/v1/topics/t/dead/requeue?label=a:b"),
+        (Method::DELETE, "/v1/topics/t/jobs/a"),
+        (Method::PUT, "/v1/topics/t"),
+    ] {
+        for header in [
+            ("origin", "http://evil.example".to_string()),
+            ("origin", format!("http://localhost:{}", port + 1)),
+            ("origin", "null".to_string()),
+            ("sec-fetch-site", "cross-site".to_string()),
+            ("sec-fetch-site", "same-site".to_string()),
+        ] {
+            assert_eq!(
+                with(method.clone(), path, header.clone()).await,
+                403,
+                "{method} {path} {header:?}"
+            );
+        }
+    }
+    let (_, job) = s.send(Method::GET, "/v1/topics/t/jobs/a", None).await;
+    assert_eq!(job["state"], "scheduled", "nothing changed: {job}");
+    assert_eq!(
+        with(
+            Method::GET,
+            "/v1/topics/t/jobs/a",
+            ("origin", "http://evil.example".into())
+        )
+        .await,
+        200,
+        "a read is served (CORS keeps its answer from the page)"
+    );
+    assert_eq!(
+        with(
+            Method::POST,
+            "/v1/topics/t/jobs/a/reset",
+            ("origin", format!("http://127.0.0.1:{port}"))
+        )
+        .await,
+        400,
+        "the same origin is served (here: a reset with no time, 400)"
+    );
+    assert_eq!(
+        with(
+            Method::DELETE,
+            "/v1/topics/t/jobs/a",
+            ("sec-fetch-site", "same-origin".into())
+        )
+        .await,
+        204
+    );
+}

@@ -1,10 +1,14 @@
-//! Bearer-token auth with scopes (`crate::access`): with tokens configured, a request needs
-//! `Authorization: Bearer <token>` matching one of them (401), whose scope and topic pattern
-//! allow the call (403 naming what it lacks). A request with a valid token carries its
-//! [`Granted`] to the handlers (`/health` shows its detail only then). With auth off, a
-//! request whose `Host` is a name other than `localhost` or `http.allowed_hosts` is refused
-//! (403): a web page a developer opens cannot drive a local instance by DNS rebinding.
-//! Tokens are compared as digests in constant time and never logged.
+//! Who the caller is: with tokens configured, `Authorization: Bearer <token>` matching one
+//! of them makes the request's [`Caller`] that token's grant; no token, or a wrong one, makes
+//! it anonymous. Whether the caller may call the route it reaches is decided after routing,
+//! on the matched route, by `super::guard` (a 401 or a 403 naming what it lacks); a request
+//! that matches no route is 404 whoever sends it. Tokens are compared as digests in constant
+//! time and never logged.
+//!
+//! With auth off, two refusals here keep a web page a developer opens from driving a local
+//! instance: a `Host` that is a name other than `localhost` or `http.allowed_hosts` (DNS
+//! rebinding), and a request that changes state whose `Origin` names another origin or whose
+//! `Sec-Fetch-Site` says another site (a cross-site form or `fetch` without a preflight).
 
 use std::future::{Ready, ready};
 use std::rc::Rc;
@@ -17,11 +21,9 @@ use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forwar
 use futures_util::future::LocalBoxFuture;
 
 use super::error::ApiError;
+use super::guard::ProtectOps;
 use crate::access::{self, Grant, Scope};
 use crate::config::Settings;
-
-/// Paths outside `/v1` that stay open unless `protect_ops` is set.
-const OPS: &[&str] = &["/health", "/metrics", "/openapi.json"];
 
 /// The token a request was made with, for the handlers: its scope and topic pattern.
 #[derive(Debug, Clone)]
@@ -30,17 +32,22 @@ pub(crate) struct Granted {
     pub pattern: Option<String>,
 }
 
+/// Who made a request, as the routes' guards judge it.
+#[derive(Debug, Clone)]
+pub(crate) enum Caller {
+    /// Auth is off: every call is allowed.
+    Open,
+    /// A valid token.
+    Token(Granted),
+    /// Auth is on and the request carried no valid token.
+    Anonymous,
+}
+
 #[derive(Clone)]
 pub(crate) struct Auth {
     grants: Arc<Vec<Grant>>,
     protect_ops: bool,
     allowed_hosts: Arc<Vec<String>>,
-}
-
-/// What the middleware does with a request.
-enum Verdict {
-    Pass(Option<Granted>),
-    Refuse(ApiError),
 }
 
 impl Auth {
@@ -66,15 +73,20 @@ impl Auth {
         }
     }
 
-    fn judge(&self, req: &ServiceRequest) -> Verdict {
-        let path = req.path();
+    /// Who the caller is, or the refusal of a request that auth off does not serve.
+    fn identify(&self, req: &ServiceRequest) -> Result<Caller, ApiError> {
         if self.grants.is_empty() {
-            return match self.host_allowed(req) {
-                true => Verdict::Pass(None),
-                false => Verdict::Refuse(ApiError::forbidden(
+            if !self.host_allowed(req) {
+                return Err(ApiError::forbidden(
                     "this Host is not served with auth off (DNS rebinding): call by IP address or localhost, or add the name to http.allowed_hosts",
-                )),
-            };
+                ));
+            }
+            if changes_state(req.method()) && cross_site(req) {
+                return Err(ApiError::forbidden(
+                    "a request from another site's page is not served with auth off (its Origin or Sec-Fetch-Site names another origin): set tokens to serve browsers of other origins",
+                ));
+            }
+            return Ok(Caller::Open);
         }
         let given = req
             .headers()
@@ -82,38 +94,13 @@ impl Auth {
             .and_then(|v| v.to_str().ok())
             .and_then(|v| v.strip_prefix("Bearer "))
             .and_then(|t| access::find(&self.grants, t));
-        let granted = given.map(|g| Granted {
-            scope: g.scope,
-            pattern: g.pattern.clone(),
-        });
-        let open = super::ui::PATHS.contains(&path) || (!self.protect_ops && OPS.contains(&path));
-        if open {
-            return Verdict::Pass(granted);
-        }
-        let Some(grant) = given else {
-            return Verdict::Refuse(ApiError::unauthorized());
-        };
-        let need = access::required(req.method().as_str(), path);
-        if grant.scope < need {
-            return Verdict::Refuse(ApiError::forbidden(format!(
-                "this token's scope is {}; {} {path} needs {need}",
-                grant.scope,
-                req.method()
-            )));
-        }
-        if let Some(pattern) = &grant.pattern {
-            let covered = match access::topic_of(path) {
-                Some(topic) => grant.covers(topic),
-                // Its own grant, and the operations routes, name no topic.
-                None => path == "/v1/token" || OPS.contains(&path),
-            };
-            if !covered {
-                return Verdict::Refuse(ApiError::forbidden(format!(
-                    "this token is limited to topics matching {pattern}"
-                )));
-            }
-        }
-        Verdict::Pass(granted)
+        Ok(match given {
+            Some(g) => Caller::Token(Granted {
+                scope: g.scope,
+                pattern: g.pattern.clone(),
+            }),
+            None => Caller::Anonymous,
+        })
     }
 
     /// With auth off: a `Host` that is an IP address, `localhost`, or an allowed name.
@@ -139,6 +126,36 @@ impl Auth {
             || name == "localhost"
             || self.allowed_hosts.contains(&name)
     }
+}
+
+/// Every method but the safe ones.
+fn changes_state(method: &actix_web::http::Method) -> bool {
+    !matches!(method.as_str(), "GET" | "HEAD" | "OPTIONS")
+}
+
+/// Whether a browser says the request comes from a page of another origin: `Sec-Fetch-Site`
+/// other than `same-origin` or `none` (a user's own navigation), or an `Origin` whose host
+/// and port are not the request's `Host`. A client that is no browser sends neither.
+fn cross_site(req: &ServiceRequest) -> bool {
+    let header = |name: &str| {
+        req.headers()
+            .get(name)
+            .map(|v| v.to_str().unwrap_or("(not text)").to_ascii_lowercase())
+    };
+    if let Some(site) = header("sec-fetch-site")
+        && site != "same-origin"
+        && site != "none"
+    {
+        return true;
+    }
+    let Some(origin) = header("origin") else {
+        return false;
+    };
+    let host = header("host").unwrap_or_default();
+    let authority = origin
+        .strip_prefix("http://")
+        .or_else(|| origin.strip_prefix("https://"));
+    authority.is_none_or(|a| a.trim_end_matches('/') != host)
 }
 
 impl<S, B> Transform<S, ServiceRequest> for Auth
@@ -177,15 +194,18 @@ where
     forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        match self.auth.judge(&req) {
-            Verdict::Refuse(e) => {
+        match self.auth.identify(&req) {
+            Err(e) => {
                 let res = actix_web::ResponseError::error_response(&e);
                 return Box::pin(async move { Ok(req.into_response(res).map_into_right_body()) });
             }
-            Verdict::Pass(Some(granted)) => {
-                req.extensions_mut().insert(granted);
+            Ok(caller) => {
+                let mut ext = req.extensions_mut();
+                ext.insert(caller);
+                if self.auth.protect_ops {
+                    ext.insert(ProtectOps);
+                }
             }
-            Verdict::Pass(None) => {}
         }
         let service = self.service.clone();
         Box::pin(async move { service.call(req).await.map(|r| r.map_into_left_body()) })

@@ -16,6 +16,16 @@ use crate::model::{
     Scheduled,
 };
 
+/// `jobs` as the caller may see them: a caller below `write` on the topic reads payloads
+/// without their secrets (`jobs::webhook::redact`).
+pub(crate) fn shown_to(req: &HttpRequest, jobs: &mut [Job]) {
+    if !super::guard::sees_secrets(req) {
+        for j in jobs {
+            crate::jobs::webhook::redact::payload(&mut j.payload);
+        }
+    }
+}
+
 /// The W3C `traceparent` a request carried, if any.
 fn incoming_trace(req: &HttpRequest) -> Option<&str> {
     req.headers()
@@ -145,8 +155,10 @@ pub(crate) async fn list_jobs(
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<ListParams>,
+    req: HttpRequest,
 ) -> ApiResult<HttpResponse> {
-    let page = state.center.list(&path, &query.query()?).await?;
+    let mut page = state.center.list(&path, &query.query()?).await?;
+    shown_to(&req, &mut page.items);
     Ok(HttpResponse::Ok().json(page))
 }
 
@@ -204,14 +216,19 @@ pub(crate) async fn get_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
     query: web::Query<GetQuery>,
+    req: HttpRequest,
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
     let next = query.next()?;
     match state.center.get(&topic, &query.job(&id)).await? {
-        Some(job) => Ok(HttpResponse::Ok().json(match next {
-            Some(n) => job.with_next_instants(n),
-            None => job,
-        })),
+        Some(job) => {
+            let mut job = match next {
+                Some(n) => job.with_next_instants(n),
+                None => job,
+            };
+            shown_to(&req, std::slice::from_mut(&mut job));
+            Ok(HttpResponse::Ok().json(job))
+        }
         None => Err(ApiError::not_found(format!(
             "no job {id:?} in topic {topic:?}"
         ))),

@@ -7,6 +7,7 @@ pub(crate) mod claims;
 pub(crate) mod deadline;
 pub(crate) mod error;
 pub(crate) mod flows;
+pub(crate) mod guard;
 pub(crate) mod jobs;
 pub(crate) mod meetings;
 pub(crate) mod openapi;
@@ -17,8 +18,10 @@ pub(crate) mod ui;
 use actix_web::middleware::ErrorHandlers;
 use actix_web::web;
 
+use crate::access::Scope;
 use crate::center::TimeoutCenter;
 use crate::config::Settings;
+use guard::{Need, Topics, admin, read, write};
 
 /// What every handler reads.
 pub(crate) struct AppState {
@@ -41,68 +44,119 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .app_data(web::PathConfig::default().error_handler(error::path_error))
         // Routes are tried in order, each with a regex match: the ones a busy service serves
         // most (a pull consumer's claim and acks, a job's write, heartbeats) come first.
-        .service(web::resource("/v1/topics/{topic}/claim").post(claims::claim))
+        // Each route says what it needs beside its handler (`guard`): `read`, `write` or
+        // `admin` on the topic its path names, judged on what the router matched.
+        .service(
+            web::resource("/v1/topics/{topic}/claim").route(write(web::post().to(claims::claim))),
+        )
         .service(
             web::resource("/v1/topics/{topic}/acks")
                 .app_data(batch_json.clone())
-                .post(claims::acks),
+                .route(write(web::post().to(claims::acks))),
         )
-        .service(web::resource("/v1/topics/{topic}/jobs/{id}/ack").post(claims::ack))
-        .service(web::resource("/v1/topics/{topic}/jobs/{id}/retry").post(claims::retry))
-        .service(web::resource("/v1/topics/{topic}/jobs/{id}/bury").post(claims::bury))
-        .service(web::resource("/v1/topics/{topic}/jobs/{id}/touch").post(claims::touch))
+        .service(
+            web::resource("/v1/topics/{topic}/jobs/{id}/ack")
+                .route(write(web::post().to(claims::ack))),
+        )
+        .service(
+            web::resource("/v1/topics/{topic}/jobs/{id}/retry")
+                .route(write(web::post().to(claims::retry))),
+        )
+        .service(
+            web::resource("/v1/topics/{topic}/jobs/{id}/bury")
+                .route(write(web::post().to(claims::bury))),
+        )
+        .service(
+            web::resource("/v1/topics/{topic}/jobs/{id}/touch")
+                .route(write(web::post().to(claims::touch))),
+        )
         .service(
             web::resource("/v1/topics/{topic}/jobs/{id}")
-                .put(jobs::put_job)
-                .get(jobs::get_job)
-                .delete(jobs::delete_job),
+                .route(write(web::put().to(jobs::put_job)))
+                .route(read(web::get().to(jobs::get_job)))
+                .route(write(web::delete().to(jobs::delete_job))),
         )
         .service(
             web::resource("/v1/topics/{topic}/jobs")
-                .get(jobs::list_jobs)
-                .post(jobs::post_job)
-                .delete(jobs::cancel_jobs),
+                .route(read(web::get().to(jobs::list_jobs)))
+                .route(write(web::post().to(jobs::post_job)))
+                .route(write(web::delete().to(jobs::cancel_jobs))),
         )
-        .service(web::resource("/v1/topics/{topic}/jobs/{id}/reset").post(jobs::reset_job))
-        .service(web::resource("/v1/topics/{topic}/jobs/{id}/trigger").post(jobs::trigger_job))
+        .service(
+            web::resource("/v1/topics/{topic}/jobs/{id}/reset")
+                .route(write(web::post().to(jobs::reset_job))),
+        )
+        .service(
+            web::resource("/v1/topics/{topic}/jobs/{id}/trigger")
+                .route(write(web::post().to(jobs::trigger_job))),
+        )
         .service(
             web::resource("/v1/topics/{topic}/resets")
                 .app_data(batch_json)
-                .post(jobs::batch_reset),
+                .route(write(web::post().to(jobs::batch_reset))),
         )
-        .service(web::resource("/v1/topics").get(topics::list_topics))
-        .service(web::resource("/v1/topics/{topic}/flows").get(flows::list_flows))
+        .service(web::resource("/v1/topics").route(guard::route(
+            Need::Token(Scope::Read, Topics::Every),
+            web::get().to(topics::list_topics),
+        )))
+        .service(
+            web::resource("/v1/topics/{topic}/flows").route(read(web::get().to(flows::list_flows))),
+        )
         .service(
             web::resource("/v1/topics/{topic}/flows/{key}")
-                .get(flows::get_flow)
-                .put(flows::put_flow)
-                .delete(flows::delete_flow),
+                .route(read(web::get().to(flows::get_flow)))
+                .route(admin(web::put().to(flows::put_flow)))
+                .route(admin(web::delete().to(flows::delete_flow))),
         )
         .service(
             web::resource("/v1/topics/{topic}")
-                .get(topics::get_topic)
-                .put(topics::put_topic)
-                .delete(topics::delete_topic),
+                .route(read(web::get().to(topics::get_topic)))
+                .route(admin(web::put().to(topics::put_topic)))
+                .route(admin(web::delete().to(topics::delete_topic))),
         )
-        .service(web::resource("/v1/topics/{topic}/dead").get(topics::list_dead))
-        .service(web::resource("/v1/topics/{topic}/dead/requeue").post(topics::requeue_dead_many))
-        .service(web::resource("/v1/topics/{topic}/dead/{id}/requeue").post(topics::requeue_dead))
-        .service(web::resource("/v1/topics/{topic}/dead/{id}").delete(topics::delete_dead))
-        .service(web::resource("/v1/topics/{topic}/events").get(topics::list_events))
+        .service(
+            web::resource("/v1/topics/{topic}/dead").route(read(web::get().to(topics::list_dead))),
+        )
+        .service(
+            web::resource("/v1/topics/{topic}/dead/requeue")
+                .route(admin(web::post().to(topics::requeue_dead_many))),
+        )
+        .service(
+            web::resource("/v1/topics/{topic}/dead/{id}/requeue")
+                .route(admin(web::post().to(topics::requeue_dead))),
+        )
+        .service(
+            web::resource("/v1/topics/{topic}/dead/{id}")
+                .route(admin(web::delete().to(topics::delete_dead))),
+        )
+        .service(
+            web::resource("/v1/topics/{topic}/events")
+                .route(read(web::get().to(topics::list_events))),
+        )
         .service(
             web::resource("/v1/topics/{topic}/meetings/{id}")
-                .put(meetings::put_meeting)
-                .get(meetings::get_meeting)
-                .delete(meetings::delete_meeting),
+                .route(write(web::put().to(meetings::put_meeting)))
+                .route(read(web::get().to(meetings::get_meeting)))
+                .route(write(web::delete().to(meetings::delete_meeting))),
         )
         .service(
             web::resource("/v1/topics/{topic}/meetings/{id}/approve")
-                .post(meetings::approve_meeting),
+                .route(write(web::post().to(meetings::approve_meeting))),
         )
-        .service(web::resource("/v1/token").get(ops::token))
-        .service(web::resource("/health").get(ops::health))
-        .service(web::resource("/metrics").get(ops::metrics))
-        .service(web::resource("/openapi.json").get(openapi::openapi))
+        .service(web::resource("/v1/token").route(guard::route(
+            Need::Token(Scope::Read, Topics::None),
+            web::get().to(ops::token),
+        )))
+        .service(
+            web::resource("/health").route(guard::route(Need::Ops, web::get().to(ops::health))),
+        )
+        .service(
+            web::resource("/metrics").route(guard::route(Need::Ops, web::get().to(ops::metrics))),
+        )
+        .service(
+            web::resource("/openapi.json")
+                .route(guard::route(Need::Ops, web::get().to(openapi::openapi))),
+        )
         .configure(ui::configure);
 }
 

@@ -3,11 +3,11 @@
 
 use std::time::Duration;
 
-use actix_web::{HttpMessage, HttpRequest, HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde_json::json;
 
 use super::AppState;
-use super::auth::Granted;
+use super::guard::granted;
 use crate::access::Scope;
 
 /// What the caller's token may do.
@@ -27,7 +27,7 @@ pub(crate) struct TokenInfo {
 #[utoipa::path(operation_id = "get_token", get, path = "/v1/token", tag = "operations",
     responses((status = 200, body = TokenInfo)))]
 pub(crate) async fn token(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let granted = req.extensions().get::<Granted>().cloned();
+    let granted = granted(&req);
     HttpResponse::Ok().json(TokenInfo {
         auth: !state.settings.tokens.is_empty(),
         scope: granted.as_ref().map_or(Scope::Admin, |g| g.scope),
@@ -54,7 +54,7 @@ pub(crate) async fn health(req: HttpRequest, state: web::Data<AppState>) -> Http
     // With tokens set, a caller without one gets a summary that says nothing of the host
     // (its instance name holds the host name and pid), the store's errors or the topics,
     // and stays small however many slots there are.
-    let detail = state.settings.tokens.is_empty() || req.extensions().get::<Granted>().is_some();
+    let detail = state.settings.tokens.is_empty() || granted(&req).is_some();
     if !detail {
         let body = json!({
             "status": if healthy { "ok" } else { "unhealthy" },

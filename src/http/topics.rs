@@ -1,6 +1,6 @@
 //! Topics and their figures, dead letters, and the event stream.
 
-use actix_web::{HttpResponse, web};
+use actix_web::{HttpRequest, HttpResponse, web};
 use serde::{Deserialize, Serialize};
 use serde_json::json;
 use utoipa::ToSchema;
@@ -131,12 +131,14 @@ pub(crate) async fn list_dead(
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<PageQuery>,
+    req: HttpRequest,
 ) -> ApiResult<HttpResponse> {
     let limit = query.limit()?;
-    let page = state
+    let mut page = state
         .center
         .dead_list(&path, query.after.as_deref(), limit)
         .await?;
+    super::jobs::shown_to(&req, &mut page.items);
     Ok(HttpResponse::Ok().json(page))
 }
 

@@ -9,9 +9,6 @@ const PAGE: &str = include_str!("ui/index.html");
 const STYLE: &str = include_str!("ui/app.css");
 const SCRIPT: &str = include_str!("ui/app.js");
 
-/// The dashboard's paths, open without a token.
-pub(crate) const PATHS: &[&str] = &["/ui", "/ui/", "/ui/app.css", "/ui/app.js"];
-
 fn asset(content_type: &str, body: &'static str) -> HttpResponse {
     HttpResponse::Ok()
         .content_type(content_type)
@@ -34,7 +31,8 @@ async fn script() -> HttpResponse {
 
 /// The dashboard's routes.
 pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
-    cfg.service(web::resource(["/ui", "/ui/"]).get(page))
-        .service(web::resource("/ui/app.css").get(style))
-        .service(web::resource("/ui/app.js").get(script));
+    use super::guard::{Need, route};
+    cfg.service(web::resource(["/ui", "/ui/"]).route(route(Need::Open, web::get().to(page))))
+        .service(web::resource("/ui/app.css").route(route(Need::Open, web::get().to(style))))
+        .service(web::resource("/ui/app.js").route(route(Need::Open, web::get().to(script))));
 }

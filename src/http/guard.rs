@@ -1,0 +1,268 @@
+//! What a request may do, decided on the route the router matched: each route declares its
+//! [`Need`] where it is registered (`super::configure`), and the check reads that
+//! declaration and the matched `{topic}`, decoded exactly as the handler decodes it, never
+//! the raw path. A percent-encoded, doubly encoded or otherwise respelled path either matches
+//! the same route, and is judged by that route's need, or matches none and is 404 before any
+//! question of scope.
+//!
+//! The outer [`super::auth::Auth`] middleware only says who the caller is (its [`Caller`]);
+//! this one, wrapped around each route, says whether that caller may call it.
+
+use std::future::{Ready, ready};
+use std::rc::Rc;
+
+use actix_web::body::EitherBody;
+use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
+use actix_web::{Error, HttpMessage, HttpRequest, Route};
+use futures_util::future::LocalBoxFuture;
+
+use super::auth::{Caller, Granted};
+use super::error::ApiError;
+use crate::access::Scope;
+
+/// Which topics a route touches, for a token limited to a pattern.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Topics {
+    /// The one its path names (`{topic}`, decoded as the handler decodes it).
+    Named,
+    /// None: any valid token may call it (`/v1/token`).
+    None,
+    /// Every topic (the list of topics): only a token limited to no pattern.
+    Every,
+}
+
+/// What a route needs: a scope and its topics, or nothing at all (the dashboard's assets,
+/// and the operations routes unless `auth_health_and_metrics` is set).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) enum Need {
+    /// A token of at least this scope, covering these topics.
+    Token(Scope, Topics),
+    /// Open to everyone: the dashboard's assets, which hold no data.
+    Open,
+    /// `/health`, `/metrics`, `/openapi.json`: open unless `auth_health_and_metrics`.
+    Ops,
+}
+
+impl Need {
+    /// The verdict for `caller` on a request whose route matched with `topic`.
+    fn judge(
+        self,
+        caller: &Caller,
+        method: &str,
+        topic: Option<&str>,
+        protect_ops: bool,
+    ) -> Result<(), ApiError> {
+        let (scope, topics) = match (self, caller) {
+            (_, Caller::Open) | (Need::Open, _) => return Ok(()),
+            (Need::Ops, _) if !protect_ops => return Ok(()),
+            (Need::Ops, _) => (Scope::Read, Topics::None),
+            (Need::Token(scope, topics), _) => (scope, topics),
+        };
+        let Caller::Token(grant) = caller else {
+            return Err(ApiError::unauthorized());
+        };
+        if grant.scope < scope {
+            let what = topic.map_or(String::new(), |t| format!(" on topic {t:?}"));
+            return Err(ApiError::forbidden(format!(
+                "this token's scope is {}; {method} this route{what} needs {scope}",
+                grant.scope
+            )));
+        }
+        let Some(pattern) = &grant.pattern else {
+            return Ok(());
+        };
+        let covered = match topics {
+            Topics::None => true,
+            Topics::Every => false,
+            Topics::Named => topic.is_some_and(|t| crate::access::glob(pattern, t)),
+        };
+        if covered {
+            Ok(())
+        } else {
+            Err(ApiError::forbidden(format!(
+                "this token is limited to topics matching {pattern}"
+            )))
+        }
+    }
+}
+
+/// The `{topic}` of the matched route, decoded as `web::Path` decodes it for the handler.
+fn matched_topic(req: &ServiceRequest) -> Option<String> {
+    #[derive(serde::Deserialize)]
+    struct Named {
+        topic: String,
+    }
+    req.match_info().load::<Named>().ok().map(|n| n.topic)
+}
+
+/// Whether the caller may see what a payload keeps secret (header values, a URL's userinfo,
+/// path and query): with auth off, or with a token of `write` scope or more (whose topic the
+/// route's need has already checked).
+pub(crate) fn sees_secrets(req: &HttpRequest) -> bool {
+    match req.extensions().get::<Caller>() {
+        Some(Caller::Open) => true,
+        Some(Caller::Token(g)) => g.scope >= Scope::Write,
+        Some(Caller::Anonymous) | None => false,
+    }
+}
+
+/// `route`, callable only by a caller its `need` allows.
+pub(crate) fn route(need: Need, route: Route) -> Route {
+    route.wrap(Guard(need))
+}
+
+/// A GET route for `read` on its `{topic}`.
+pub(crate) fn read(r: Route) -> Route {
+    route(Need::Token(Scope::Read, Topics::Named), r)
+}
+
+/// A route for `write` on its `{topic}`.
+pub(crate) fn write(r: Route) -> Route {
+    route(Need::Token(Scope::Write, Topics::Named), r)
+}
+
+/// A route for `admin` on its `{topic}`.
+pub(crate) fn admin(r: Route) -> Route {
+    route(Need::Token(Scope::Admin, Topics::Named), r)
+}
+
+/// The middleware that holds a route's [`Need`].
+#[derive(Clone, Copy)]
+struct Guard(Need);
+
+impl<S, B> Transform<S, ServiceRequest> for Guard
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Transform = GuardMiddleware<S>;
+    type InitError = ();
+    type Future = Ready<Result<Self::Transform, ()>>;
+
+    fn new_transform(&self, service: S) -> Self::Future {
+        ready(Ok(GuardMiddleware {
+            service: Rc::new(service),
+            need: self.0,
+        }))
+    }
+}
+
+struct GuardMiddleware<S> {
+    service: Rc<S>,
+    need: Need,
+}
+
+impl<S, B> Service<ServiceRequest> for GuardMiddleware<S>
+where
+    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
+    B: 'static,
+{
+    type Response = ServiceResponse<EitherBody<B>>;
+    type Error = Error;
+    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
+
+    forward_ready!(service);
+
+    fn call(&self, req: ServiceRequest) -> Self::Future {
+        let verdict = {
+            let ext = req.extensions();
+            // The outer middleware always says who the caller is; without it, nobody.
+            let caller = ext.get::<Caller>().unwrap_or(&Caller::Anonymous);
+            let protect_ops = ext.get::<ProtectOps>().is_some();
+            let topic = matched_topic(&req);
+            self.need
+                .judge(caller, req.method().as_str(), topic.as_deref(), protect_ops)
+        };
+        if let Err(e) = verdict {
+            let res = actix_web::ResponseError::error_response(&e);
+            return Box::pin(async move { Ok(req.into_response(res).map_into_right_body()) });
+        }
+        let service = self.service.clone();
+        Box::pin(async move { service.call(req).await.map(|r| r.map_into_left_body()) })
+    }
+}
+
+/// Set on a request by the outer middleware when `auth_health_and_metrics` is on.
+#[derive(Clone, Copy)]
+pub(crate) struct ProtectOps;
+
+/// A token's grant as the handlers see it.
+pub(crate) fn granted(req: &HttpRequest) -> Option<Granted> {
+    match req.extensions().get::<Caller>() {
+        Some(Caller::Token(g)) => Some(g.clone()),
+        _ => None,
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn token(scope: Scope, pattern: Option<&str>) -> Caller {
+        Caller::Token(Granted {
+            scope,
+            pattern: pattern.map(str::to_string),
+        })
+    }
+
+    #[test]
+    fn a_need_is_judged_on_the_matched_topic() {
+        use Scope::*;
+        let admin_named = Need::Token(Admin, Topics::Named);
+        assert!(
+            admin_named
+                .judge(&Caller::Open, "PUT", Some("t"), false)
+                .is_ok()
+        );
+        assert_eq!(
+            admin_named
+                .judge(&Caller::Anonymous, "PUT", Some("t"), false)
+                .unwrap_err()
+                .status,
+            401
+        );
+        let e = admin_named
+            .judge(&token(Write, None), "DELETE", Some("victim"), false)
+            .unwrap_err();
+        assert_eq!(e.status, 403);
+        assert!(e.message.contains("needs admin"), "{}", e.message);
+        assert!(
+            admin_named
+                .judge(&token(Admin, None), "PUT", Some("t"), false)
+                .is_ok()
+        );
+        let orders = token(Write, Some("orders*"));
+        let w = Need::Token(Write, Topics::Named);
+        assert!(w.judge(&orders, "PUT", Some("orders-eu"), false).is_ok());
+        assert!(w.judge(&orders, "PUT", Some("billing"), false).is_err());
+        assert!(w.judge(&orders, "PUT", None, false).is_err());
+        assert!(
+            Need::Token(Read, Topics::Every)
+                .judge(&orders, "GET", None, false)
+                .is_err()
+        );
+        assert!(
+            Need::Token(Read, Topics::None)
+                .judge(&orders, "GET", None, false)
+                .is_ok()
+        );
+        assert!(
+            Need::Ops
+                .judge(&Caller::Anonymous, "GET", None, false)
+                .is_ok()
+        );
+        assert!(
+            Need::Ops
+                .judge(&Caller::Anonymous, "GET", None, true)
+                .is_err()
+        );
+        assert!(Need::Ops.judge(&orders, "GET", None, true).is_ok());
+        assert!(
+            Need::Open
+                .judge(&Caller::Anonymous, "GET", None, true)
+                .is_ok()
+        );
+    }
+}
