@@ -5,6 +5,11 @@ Three services in turn, the receiver unchanged, as an operator rotates a key:
   1. signing_keys = [old]       -> verifies with old, not with new
   2. signing_keys = [old, new]  -> verifies with old and with new (the rotation window)
   3. signing_keys = [new]       -> verifies with new, refused with old
+Each topic signs with its own key, HKDF-SHA256 of the service's key (salt
+"timeout-center/webhook-signing/v1", info the topic's name), computed here by hand and
+checked against `toc webhooks signing-key --topic hooks`; a signature captured on topic
+`hooks` must not verify with topic `billing`'s key, nor with the service's key itself (a
+writer of one topic cannot mint a call another team's receiver accepts).
 Each fire answers 500 first, so the retry must carry the same webhook-id. Then a job whose
 URL carries a password and whose header carries a token: neither may appear in what the
 service writes of its dead letter (last_error and all but the caller's own payload), the
@@ -15,6 +20,9 @@ events, /health, /metrics or the service's log (run at debug level).
 Prints "webhooks: N passed, M failed" and exits non-zero on a failure.
 """
 
+import base64
+import hashlib
+import hmac
 import json
 import os
 import signal
@@ -108,6 +116,22 @@ def calls_of(job, n, secs=15):
     raise AssertionError(f"{job}: fewer than {n} calls within {secs} s")
 
 
+def topic_key(secret, topic):
+    """RFC 5869 HKDF-SHA256, 32 bytes: the key `topic`'s receivers verify with."""
+    ikm = base64.b64decode(secret[len("whsec_"):] + "==")
+    prk = hmac.new(b"timeout-center/webhook-signing/v1", ikm, hashlib.sha256).digest()
+    okm = hmac.new(prk, topic.encode() + b"\x01", hashlib.sha256).digest()
+    return "whsec_" + base64.b64encode(okm).decode()
+
+
+def cli_topic_key(toc, secret, topic):
+    env = {k: v for k, v in os.environ.items() if not k.startswith("TOC_")}
+    env["TOC_WEBHOOKS_SIGNING_KEYS"] = secret
+    out = subprocess.run([toc, "webhooks", "signing-key", "--topic", topic], env=env,
+                         capture_output=True, text=True, check=True)
+    return out.stdout.strip()
+
+
 def verifies(secret, call):
     try:
         Webhook(secret).verify(call[2], call[1])
@@ -131,6 +155,9 @@ def main():
         else:
             failed += 1
 
+    for secret in (OLD, NEW):
+        check("toc webhooks signing-key gives the topic's HKDF key",
+              cli_topic_key(toc, secret, "hooks") == topic_key(secret, "hooks"))
     phases = [("old", [OLD], {OLD: True, NEW: False}),
               ("old+new", [OLD, NEW], {OLD: True, NEW: True}),
               ("new", [NEW], {OLD: False, NEW: True})]
@@ -150,9 +177,12 @@ def main():
                       (first[1]["x-toc-attempt"], second[1]["x-toc-attempt"]) == ("1", "2"))
                 for secret, ok in expect.items():
                     which = "old" if secret == OLD else "new"
-                    got = [verifies(secret, c) for c in (first, second)]
-                    check(f"{engine} {name}: {'verified' if ok else 'refused'} with the {which} key",
+                    got = [verifies(topic_key(secret, "hooks"), c) for c in (first, second)]
+                    check(f"{engine} {name}: {'verified' if ok else 'refused'} with the topic's {which} key",
                           got == [ok, ok], f"{got}")
+                    forged = [verifies(topic_key(secret, "billing"), first), verifies(secret, first)]
+                    check(f"{engine} {name}: refused with another topic's {which} key and with the service's own",
+                          forged == [False, False], f"{forged}")
                 svc.stop()
         # No secret in any output.
         with tempfile.TemporaryFile() as log:

@@ -410,8 +410,20 @@ async fn signed_calls_keep_their_id_across_a_fire_s_retries(e: Engine) {
         assert_eq!(call.body, br#"{"order":7}"#);
         let ts: i64 = call.headers["webhook-timestamp"].parse().unwrap();
         let sigs: Vec<&str> = call.headers["webhook-signature"].split(' ').collect();
-        let expected = [old, new].map(|k| SigningKey::parse(k).unwrap().sign(id, ts, &call.body));
-        assert_eq!(sigs, expected, "one v1 signature per key");
+        let topic_key = |k: &str, topic: &str| SigningKey::parse(k).unwrap().for_topic(topic);
+        let expected = [old, new].map(|k| topic_key(k, "hooks").sign(id, ts, &call.body));
+        assert_eq!(
+            sigs, expected,
+            "one v1 signature per key, derived for the topic"
+        );
+        for k in [old, new] {
+            let other = topic_key(k, "billing").sign(id, ts, &call.body);
+            let raw = SigningKey::parse(k).unwrap().sign(id, ts, &call.body);
+            assert!(
+                !sigs.contains(&other.as_str()) && !sigs.contains(&raw.as_str()),
+                "neither another topic's key nor the service's own verifies it"
+            );
+        }
         assert!((ts - now_ms() / 1000).abs() < 60);
     }
     // Unsigned without keys: no signature headers.

@@ -166,7 +166,10 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
         token: cli.token.clone(),
     };
     let (value, view): (Value, View) = match cli.command {
-        Command::Serve { .. } | Command::Journal(_) | Command::Bench { .. } => {
+        Command::Serve { .. }
+        | Command::Journal(_)
+        | Command::Webhooks(_)
+        | Command::Bench { .. } => {
             unreachable!("not a client command")
         }
         Command::Job(JobCmd::Put {

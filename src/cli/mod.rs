@@ -108,6 +108,9 @@ pub(crate) enum Command {
     /// The memory engine's journal, offline: check it, or salvage what reads of it.
     #[command(subcommand)]
     Journal(JournalCmd),
+    /// Webhooks' signing keys, from the settings (never over HTTP).
+    #[command(subcommand)]
+    Webhooks(WebhooksCmd),
     /// The load generator (`toc-bench`, a crate of its own: `cargo build --release -p
     /// toc-bench`): `toc bench all --quick` for a short check, `toc bench all` for the
     /// published figures (BENCHMARKS.md). `toc bench --help` for its options.
@@ -127,6 +130,21 @@ pub(crate) enum JournalCmd {
     /// Copies a journal to FILE.orig-SECONDS, then rewrites it with every record that
     /// reads, going on past damage; says what was skipped. Refused while a service holds it.
     Salvage { file: PathBuf },
+}
+
+#[derive(Subcommand)]
+pub(crate) enum WebhooksCmd {
+    /// Prints the keys a topic's calls are signed with (whsec_ + base64, one a line, in the
+    /// order of `webhooks.signing_keys`): what that topic's receivers verify with. Reads the
+    /// settings as `toc serve` does (--config, TOC_* variables); asks no service.
+    SigningKey {
+        /// The topic whose receivers the keys are for.
+        #[arg(long)]
+        topic: String,
+        /// A settings file layered over the built-in defaults, as for `toc serve`.
+        #[arg(long, env = "TOC_CONFIG")]
+        config: Option<PathBuf>,
+    },
 }
 
 #[derive(Args)]
@@ -373,6 +391,7 @@ pub fn toc_main() -> ExitCode {
     match cli.command {
         Command::Serve { config } => return serve_main(config),
         Command::Journal(cmd) => return journal_main(cmd),
+        Command::Webhooks(cmd) => return webhooks_main(cmd),
         Command::Bench { args } => return bench_main(&args),
         _ => {}
     }
@@ -384,6 +403,31 @@ pub fn toc_main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => client::exit(f),
     }
+}
+
+/// `toc webhooks signing-key --topic T`.
+fn webhooks_main(cmd: WebhooksCmd) -> ExitCode {
+    let WebhooksCmd::SigningKey { topic, config } = cmd;
+    if let Err(e) = crate::validate::topic_name(&topic) {
+        eprintln!("toc webhooks signing-key: --topic: {e}");
+        return ExitCode::from(2);
+    }
+    let settings = match Settings::load(config.as_deref(), std::env::vars()) {
+        Ok(s) => s,
+        Err(e) => {
+            eprintln!("toc webhooks signing-key: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    let keys = settings.webhooks.keys_for(&topic);
+    if keys.is_empty() {
+        eprintln!("toc webhooks signing-key: webhooks.signing_keys is empty: calls are not signed");
+        return ExitCode::FAILURE;
+    }
+    for k in keys.iter() {
+        println!("{}", k.reveal());
+    }
+    ExitCode::SUCCESS
 }
 
 /// `toc journal check|salvage FILE`.

@@ -294,7 +294,7 @@ impl JobHandler for Webhook {
             req = req
                 .header(
                     "webhook-signature",
-                    signing::signature(keys, &id, ts, &body),
+                    signing::signature(&keys, &id, ts, &body),
                 )
                 .header("webhook-id", id)
                 .header("webhook-timestamp", ts.to_string());

@@ -34,6 +34,10 @@ pub struct WebhookSettings {
     pub signing_keys: Vec<SigningKey>,
     /// A topic's own keys, in place of `signing_keys` for its calls.
     pub topic_signing_keys: BTreeMap<String, Vec<SigningKey>>,
+    /// Sign every topic's calls with `signing_keys` as they are, rather than with keys
+    /// derived for each topic (the default). A receiver then trusts every writer of every
+    /// topic: any of them can mint a call it accepts.
+    pub shared_signing_keys: bool,
     /// The most of a reply's body read (its first characters go into `last_error`).
     #[serde(default = "max_reply_bytes")]
     pub max_reply_bytes: usize,
@@ -53,6 +57,7 @@ impl Default for WebhookSettings {
             max_redirects: 0,
             signing_keys: Vec::new(),
             topic_signing_keys: BTreeMap::new(),
+            shared_signing_keys: false,
             max_reply_bytes: max_reply_bytes(),
         }
     }
@@ -71,11 +76,21 @@ impl WebhookSettings {
         }
     }
 
-    /// The keys a topic's calls are signed with.
-    pub fn keys_for(&self, topic: &str) -> &[SigningKey] {
-        self.topic_signing_keys
-            .get(topic)
-            .map_or(self.signing_keys.as_slice(), Vec::as_slice)
+    /// The keys a topic's calls are signed with: its own when set; else the service's keys
+    /// derived for the topic ([`SigningKey::for_topic`]), or as they are with
+    /// `shared_signing_keys`.
+    pub fn keys_for(&self, topic: &str) -> std::borrow::Cow<'_, [SigningKey]> {
+        use std::borrow::Cow;
+        match self.topic_signing_keys.get(topic) {
+            Some(own) => Cow::Borrowed(own.as_slice()),
+            None if self.shared_signing_keys => Cow::Borrowed(self.signing_keys.as_slice()),
+            None => Cow::Owned(
+                self.signing_keys
+                    .iter()
+                    .map(|k| k.for_topic(topic))
+                    .collect(),
+            ),
+        }
     }
 
     /// Checks what serde cannot: the proxy's URL and the redirect limit; the error names

@@ -2,6 +2,13 @@
 //! `webhook-timestamp` and `webhook-signature`, the last a space-separated list of `v1,`
 //! signatures (base64 of HMAC-SHA256 over `id.timestamp.body`), one per key, so that a
 //! receiver keeps verifying while a key is rotated.
+//!
+//! A topic signs with keys of its own: each of the service's keys, put through HKDF-SHA256
+//! with the salt [`TOPIC_KEY_SALT`] and the topic's name as its info, 32 bytes
+//! ([`SigningKey::for_topic`]). A signature made for one topic therefore never verifies with
+//! another topic's key, so a writer of one topic cannot mint a call that another team's
+//! receiver accepts. The operator hands each receiver its topic's key (`toc webhooks
+//! signing-key --topic T`); the service never shows a key over HTTP.
 
 use std::fmt;
 
@@ -13,10 +20,14 @@ use ring::hmac;
 
 use crate::model::Job;
 
+/// The HKDF salt of a topic's key.
+pub const TOPIC_KEY_SALT: &[u8] = b"timeout-center/webhook-signing/v1";
+
 /// A signing secret, written `whsec_` and base64. Its `Debug` never shows the secret.
 #[derive(Clone)]
 pub struct SigningKey {
     key: hmac::Key,
+    secret: Vec<u8>,
 }
 
 impl SigningKey {
@@ -35,9 +46,33 @@ impl SigningKey {
         if secret.len() < 16 {
             return Err("must hold at least 16 bytes (24 base64 characters)".into());
         }
-        Ok(SigningKey {
+        Ok(SigningKey::from_secret(secret))
+    }
+
+    fn from_secret(secret: Vec<u8>) -> Self {
+        SigningKey {
             key: hmac::Key::new(hmac::HMAC_SHA256, &secret),
-        })
+            secret,
+        }
+    }
+
+    /// The key `topic`'s calls are signed with: HKDF-SHA256 of this one, salt
+    /// [`TOPIC_KEY_SALT`], info the topic's name, 32 bytes.
+    pub fn for_topic(&self, topic: &str) -> SigningKey {
+        let prk =
+            ring::hkdf::Salt::new(ring::hkdf::HKDF_SHA256, TOPIC_KEY_SALT).extract(&self.secret);
+        let info = [topic.as_bytes()];
+        let okm = prk
+            .expand(&info, ring::hkdf::HKDF_SHA256)
+            .expect("32 bytes are within HKDF's limit");
+        let mut out = vec![0u8; 32];
+        okm.fill(&mut out).expect("32 bytes");
+        SigningKey::from_secret(out)
+    }
+
+    /// The key as a receiver is given it: `whsec_` and base64. For the command line only.
+    pub fn reveal(&self) -> String {
+        format!("whsec_{}", STANDARD.encode(&self.secret))
     }
 
     /// The `v1,` signature of one call.
@@ -128,6 +163,27 @@ mod tests {
             "padding optional"
         );
         assert!(!format!("{a:?}").contains("MfKQ"));
+    }
+
+    /// RFC 5869 by hand (HMAC-SHA256), so the derivation is checked against its definition,
+    /// not against ring's HKDF alone; the Python receiver in scripts/webhooks.py does the same.
+    #[test]
+    fn a_topic_key_is_hkdf_of_the_service_key_and_the_topic() {
+        let service = SigningKey::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap();
+        let hmac = |key: &[u8], data: &[u8]| {
+            hmac::sign(&hmac::Key::new(hmac::HMAC_SHA256, key), data)
+                .as_ref()
+                .to_vec()
+        };
+        let prk = hmac(TOPIC_KEY_SALT, &service.secret);
+        let okm = hmac(&prk, b"orders\x01");
+        let a = service.for_topic("orders");
+        assert_eq!(a.secret, okm);
+        assert_eq!(SigningKey::parse(&a.reveal()).unwrap().secret, okm);
+        let b = service.for_topic("billing");
+        assert_ne!(a.sign("m", 1, b"{}"), b.sign("m", 1, b"{}"));
+        assert_ne!(a.sign("m", 1, b"{}"), service.sign("m", 1, b"{}"));
+        assert!(!format!("{a:?}").contains(&a.reveal()[6..]));
     }
 
     #[test]
