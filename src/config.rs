@@ -645,6 +645,26 @@ mod tests {
         assert!(e.contains("webhooks.max_redirects"), "{e}");
         let e = refused("TOC_WEBHOOKS_PROXY", "ftp://user:pa55@proxy/");
         assert!(e.contains("webhooks.proxy") && !e.contains("pa55"), "{e}");
+        // The client has no SOCKS: every call would fail, so the start is refused.
+        let e = refused("TOC_WEBHOOKS_PROXY", "socks5://proxy:1080");
+        assert!(e.contains("webhooks.proxy") && e.contains("SOCKS"), "{e}");
+        for (k, setting) in [
+            ("TOC_WEBHOOKS_MAX_IN_FLIGHT", "webhooks.max_in_flight"),
+            (
+                "TOC_WEBHOOKS_MAX_IN_FLIGHT_PER_TOPIC",
+                "webhooks.max_in_flight_per_topic",
+            ),
+            (
+                "TOC_WEBHOOKS_MAX_IN_FLIGHT_PER_KEY",
+                "webhooks.max_in_flight_per_key",
+            ),
+            ("TOC_WEBHOOKS_MAX_TIMEOUT_MS", "webhooks.max_timeout_ms"),
+        ] {
+            let e = refused(k, "0");
+            assert!(e.contains(setting), "{e}");
+        }
+        let e = refused("TOC_WEBHOOKS_MAX_TIMEOUT_MS", "290001");
+        assert!(e.contains("webhooks.max_timeout_ms"), "{e}");
     }
 
     #[test]

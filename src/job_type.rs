@@ -109,6 +109,18 @@ pub trait JobHandler: Send + Sync + 'static {
         64
     }
 
+    /// Most runs of this type at once for one topic, so that one topic's slow runs hold
+    /// only that share of [`JobHandler::concurrency`]. `None`: no share of its own.
+    fn share_per_topic(&self) -> Option<usize> {
+        None
+    }
+
+    /// Most runs of this type at once for one flow key of a topic (the job's `flow_key`, or
+    /// the type's [`JobHandler::flow_key`]). `None`: no share of its own.
+    fn share_per_key(&self) -> Option<usize> {
+        None
+    }
+
     /// A run longer than this counts as a failed attempt.
     fn timeout(&self) -> Duration {
         Duration::from_secs(30)
@@ -157,6 +169,8 @@ pub enum PayloadRefusal {
 pub trait ErasedHandler: Send + Sync + 'static {
     fn job_type(&self) -> &'static str;
     fn concurrency(&self) -> usize;
+    fn share_per_topic(&self) -> Option<usize>;
+    fn share_per_key(&self) -> Option<usize>;
     fn timeout(&self) -> Duration;
     async fn handle(&self, ctx: JobContext<Value>) -> Outcome;
     fn on_rearm(&self, rearmed: &Rearmed) -> Option<Emitted>;
@@ -218,6 +232,14 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
 
     fn concurrency(&self) -> usize {
         self.handler.concurrency().max(1)
+    }
+
+    fn share_per_topic(&self) -> Option<usize> {
+        self.handler.share_per_topic().map(|n| n.max(1))
+    }
+
+    fn share_per_key(&self) -> Option<usize> {
+        self.handler.share_per_key().map(|n| n.max(1))
     }
 
     fn timeout(&self) -> Duration {

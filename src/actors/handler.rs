@@ -14,7 +14,7 @@ use futures_util::FutureExt;
 use tokio::sync::Semaphore;
 
 use super::messages::{RunJob, RunReport};
-use super::runtime::TypeEntry;
+use super::runtime::{Shares, TypeEntry};
 use crate::job_type::{ErasedHandler, Outcome};
 
 /// The actor of each job type on one thread, by type.
@@ -32,6 +32,8 @@ pub(crate) fn start_local(
             let actor = HandlerActor {
                 handler: entry.handler.clone(),
                 permits: entry.permits.clone(),
+                per_topic: entry.per_topic.clone(),
+                per_key: entry.per_key.clone(),
             };
             let addr = match thread {
                 Some(thread) => HandlerActor::start_in_arbiter(thread, move |_| actor),
@@ -48,6 +50,41 @@ pub(crate) struct HandlerActor {
     /// Bounds the runs of this type at once, over all its actors; more wait here, and the
     /// slot actors bound how many they hand out, so nothing queues without limit.
     permits: Arc<Semaphore>,
+    /// The type's share per topic and per flow key, taken before `permits` (in that order,
+    /// always, so no two runs wait on each other): runs past their topic's or key's share
+    /// wait without holding one of the type's permits.
+    per_topic: Option<Arc<Shares>>,
+    per_key: Option<Arc<Shares>>,
+}
+
+/// A run's hold on one name's share, given back when dropped.
+struct Held {
+    shares: Arc<Shares>,
+    name: String,
+    sem: Option<Arc<Semaphore>>,
+    permit: Option<tokio::sync::OwnedSemaphorePermit>,
+}
+
+impl Held {
+    async fn take(shares: &Arc<Shares>, name: String) -> Held {
+        let sem = shares.of(&name);
+        let permit = sem.clone().acquire_owned().await.ok();
+        Held {
+            shares: shares.clone(),
+            name,
+            sem: Some(sem),
+            permit,
+        }
+    }
+}
+
+impl Drop for Held {
+    fn drop(&mut self) {
+        drop(self.permit.take());
+        if let Some(sem) = self.sem.take() {
+            self.shares.done(&self.name, sem);
+        }
+    }
 }
 
 impl Actor for HandlerActor {
@@ -60,7 +97,25 @@ impl Handler<RunJob> for HandlerActor {
     fn handle(&mut self, msg: RunJob, _: &mut Context<Self>) -> Self::Result {
         let handler = self.handler.clone();
         let permits = self.permits.clone();
+        let topic_share = self.per_topic.clone().map(|s| (s, msg.ctx.topic.clone()));
+        let key_share = self.per_key.clone().and_then(|s| {
+            let key = msg
+                .ctx
+                .job
+                .flow_key
+                .clone()
+                .or_else(|| handler.flow_key(&msg.ctx.payload))?;
+            Some((s, format!("{}\u{0}{key}", msg.ctx.topic)))
+        });
         Box::pin(async move {
+            let _topic = match topic_share {
+                Some((s, name)) => Some(Held::take(&s, name).await),
+                None => None,
+            };
+            let _key = match key_share {
+                Some((s, name)) => Some(Held::take(&s, name).await),
+                None => None,
+            };
             let _permit = permits.acquire_owned().await;
             let started = Instant::now();
             let timeout = handler.timeout();

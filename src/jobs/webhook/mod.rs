@@ -222,9 +222,24 @@ impl JobHandler for Webhook {
         ))
     }
 
-    /// Above any request timeout a payload may ask for.
+    /// `webhooks.max_in_flight`.
+    fn concurrency(&self) -> usize {
+        self.settings.max_in_flight
+    }
+
+    /// `webhooks.max_in_flight_per_topic`.
+    fn share_per_topic(&self) -> Option<usize> {
+        Some(self.settings.max_in_flight_per_topic)
+    }
+
+    /// `webhooks.max_in_flight_per_key`.
+    fn share_per_key(&self) -> Option<usize> {
+        Some(self.settings.max_in_flight_per_key)
+    }
+
+    /// Above any request timeout a payload may ask for (`webhooks.max_timeout_ms`).
     fn timeout(&self) -> Duration {
-        Duration::from_secs(300)
+        Duration::from_millis(self.settings.max_timeout_ms) + Duration::from_secs(5)
     }
 
     fn payload_schema(&self) -> Option<Value> {
@@ -237,13 +252,19 @@ impl JobHandler for Webhook {
                 "method": {"type": "string"},
                 "headers": {"type": "object", "additionalProperties": {"type": "string"}},
                 "body": {},
-                "timeout_ms": {"type": ["integer", "null"], "minimum": 0, "maximum": i64::MAX}
+                "timeout_ms": {"type": ["integer", "null"], "minimum": 0, "maximum": self.settings.max_timeout_ms}
             }
         }))
     }
 
     fn admit(&self, p: &WebhookPayload) -> Result<(), String> {
         self.target(&p.url)?;
+        let most = self.settings.max_timeout_ms;
+        if p.timeout_ms.is_some_and(|t| t > most) {
+            return Err(format!(
+                "payload.timeout_ms: at most {most} (webhooks.max_timeout_ms)"
+            ));
+        }
         reqwest::Method::from_bytes(p.method.to_ascii_uppercase().as_bytes())
             .map_err(|_| "payload.method: not an HTTP method".to_string())?;
         for (name, value) in &p.headers {
@@ -265,7 +286,11 @@ impl JobHandler for Webhook {
             return Outcome::dead("payload.method: not an HTTP method");
         };
         let what = format!("{method} {shown}");
-        let timeout_ms = p.timeout_ms.unwrap_or(DEFAULT_TIMEOUT_MS).min(290_000);
+        // A job stored before the ceiling was lowered is held to it too.
+        let timeout_ms = p
+            .timeout_ms
+            .unwrap_or(DEFAULT_TIMEOUT_MS)
+            .min(self.settings.max_timeout_ms);
         let mut req = self
             .client
             .request(method, url)
@@ -413,6 +438,12 @@ mod tests {
         let w = Webhook::default();
         let admit = |v: Value| w.admit(&payload(v).unwrap());
         assert!(admit(json!({"url": "https://example.com/hook"})).is_ok());
+        assert!(admit(json!({"url": "https://example.com/", "timeout_ms": 30_000})).is_ok());
+        let e = admit(json!({"url": "https://example.com/", "timeout_ms": 30_001})).unwrap_err();
+        assert_eq!(
+            e,
+            "payload.timeout_ms: at most 30000 (webhooks.max_timeout_ms)"
+        );
         let e = admit(json!({"url": "http://2130706433/"})).unwrap_err();
         assert!(
             e.starts_with("payload.url: the egress policy refused"),

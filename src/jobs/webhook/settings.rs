@@ -41,7 +41,29 @@ pub struct WebhookSettings {
     /// The most of a reply's body read (its first characters go into `last_error`).
     #[serde(default = "max_reply_bytes")]
     pub max_reply_bytes: usize,
+    /// Calls in flight at once on this instance, over every topic.
+    pub max_in_flight: usize,
+    /// Calls in flight at once for one topic: a topic whose receiver hangs holds this many
+    /// of `max_in_flight`, and other topics' calls go on.
+    pub max_in_flight_per_topic: usize,
+    /// Calls in flight at once for one flow key of a topic (a receiver's host and port, or
+    /// the job's `flow_key`): within its topic's share.
+    pub max_in_flight_per_key: usize,
+    /// The longest `payload.timeout_ms` a job may ask for (422 past it); also the timeout of
+    /// a job that asks for none, when shorter than 10 s.
+    pub max_timeout_ms: u64,
 }
+
+/// The defaults of the shares of calls in flight.
+pub const MAX_IN_FLIGHT: usize = 64;
+/// One topic's share by default: a quarter of the instance's calls.
+pub const MAX_IN_FLIGHT_PER_TOPIC: usize = 16;
+/// One key's share by default: half its topic's.
+pub const MAX_IN_FLIGHT_PER_KEY: usize = 8;
+/// The longest timeout a job may ask for by default.
+pub const MAX_TIMEOUT_MS: u64 = 30_000;
+/// The most `webhooks.max_timeout_ms` may be.
+pub const MAX_TIMEOUT_CEILING_MS: u64 = 290_000;
 
 /// 4 KiB: enough for a receiver's error, never a handler held by a huge body.
 fn max_reply_bytes() -> usize {
@@ -59,6 +81,10 @@ impl Default for WebhookSettings {
             topic_signing_keys: BTreeMap::new(),
             shared_signing_keys: false,
             max_reply_bytes: max_reply_bytes(),
+            max_in_flight: MAX_IN_FLIGHT,
+            max_in_flight_per_topic: MAX_IN_FLIGHT_PER_TOPIC,
+            max_in_flight_per_key: MAX_IN_FLIGHT_PER_KEY,
+            max_timeout_ms: MAX_TIMEOUT_MS,
         }
     }
 }
@@ -103,15 +129,35 @@ impl WebhookSettings {
             ));
         }
         if !self.proxy.is_empty() {
-            let ok = url::Url::parse(&self.proxy).is_ok_and(|u| {
-                matches!(u.scheme(), "http" | "https" | "socks5") && u.host().is_some()
-            });
+            // The HTTP client is built without SOCKS: a socks5:// proxy would make every
+            // call fail, so it is refused here, at start.
+            let ok = url::Url::parse(&self.proxy)
+                .is_ok_and(|u| matches!(u.scheme(), "http" | "https") && u.host().is_some());
             if !ok {
                 return Err((
                     "webhooks.proxy",
-                    "must be an http://, https:// or socks5:// URL with a host".into(),
+                    "must be an http:// or https:// URL with a host (SOCKS is not supported)"
+                        .into(),
                 ));
             }
+        }
+        for (name, value) in [
+            ("webhooks.max_in_flight", self.max_in_flight),
+            (
+                "webhooks.max_in_flight_per_topic",
+                self.max_in_flight_per_topic,
+            ),
+            ("webhooks.max_in_flight_per_key", self.max_in_flight_per_key),
+        ] {
+            if value == 0 {
+                return Err((name, "must be at least 1".into()));
+            }
+        }
+        if !(1..=MAX_TIMEOUT_CEILING_MS).contains(&self.max_timeout_ms) {
+            return Err((
+                "webhooks.max_timeout_ms",
+                format!("must be 1 to {MAX_TIMEOUT_CEILING_MS}"),
+            ));
         }
         Ok(())
     }
@@ -125,6 +171,10 @@ impl fmt::Debug for WebhookSettings {
             .field("proxy", &super::redact::url_text(&self.proxy))
             .field("max_redirects", &self.max_redirects)
             .field("max_reply_bytes", &self.max_reply_bytes)
+            .field("max_in_flight", &self.max_in_flight)
+            .field("max_in_flight_per_topic", &self.max_in_flight_per_topic)
+            .field("max_in_flight_per_key", &self.max_in_flight_per_key)
+            .field("max_timeout_ms", &self.max_timeout_ms)
             .field("signing_keys", &self.signing_keys.len())
             .field(
                 "topic_signing_keys",
