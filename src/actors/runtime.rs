@@ -88,29 +88,6 @@ pub(crate) struct Runtime {
     pub flow_bells: super::flow_gate::FlowBells,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// A name's share bounds its runs, other names are not held back, and a name none holds
-    /// is forgotten.
-    #[tokio::test]
-    async fn a_share_bounds_one_name_and_is_forgotten_when_free() {
-        let shares = Shares::new(2);
-        let a = shares.of("a");
-        let p1 = a.clone().acquire_owned().await.unwrap();
-        let p2 = a.clone().acquire_owned().await.unwrap();
-        assert!(a.clone().try_acquire_owned().is_err(), "a's share is full");
-        let b = shares.of("b");
-        assert!(b.clone().try_acquire_owned().is_ok(), "b is not held back");
-        shares.done("b", b);
-        assert_eq!(shares.held(), 1, "b forgotten");
-        drop((p1, p2));
-        shares.done("a", a);
-        assert_eq!(shares.held(), 0, "a forgotten once free");
-    }
-}
-
 /// This instance's name: `runtime.instance`, or one made from host, process and a random
 /// part.
 pub(crate) fn instance_name(settings: &RuntimeSettings) -> String {
@@ -162,5 +139,28 @@ fn host() -> String {
         "toc".to_string()
     } else {
         host
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A name's share bounds its runs, other names are not held back, and a name none holds
+    /// is forgotten.
+    #[tokio::test]
+    async fn a_share_bounds_one_name_and_is_forgotten_when_free() {
+        let shares = Shares::new(2);
+        let a = shares.of("a");
+        let p1 = a.clone().acquire_owned().await.unwrap();
+        let p2 = a.clone().acquire_owned().await.unwrap();
+        assert!(a.clone().try_acquire_owned().is_err(), "a's share is full");
+        let b = shares.of("b");
+        assert!(b.clone().try_acquire_owned().is_ok(), "b is not held back");
+        shares.done("b", b);
+        assert_eq!(shares.held(), 1, "b forgotten");
+        drop((p1, p2));
+        shares.done("a", a);
+        assert_eq!(shares.held(), 0, "a forgotten once free");
     }
 }
