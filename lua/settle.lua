@@ -14,8 +14,8 @@
 -- The long form: id, token, the run's record as pump.lua handed it out ('' when
 --   the caller does not hold it: a consumer's ack names only the run), outcome ('done' |
 --   'retry' | 'repeat' | 'dead' | 'release' | 'end': RunOutcome::as_str; 'end' is a
---   recurring job's last fire: done, or dead when it carries an error), fire time for 'retry' and
---   'repeat' (ms),
+--   recurring job's last fire: done, or dead when it carries an error), fire time for 'retry',
+--   'repeat' and 'release' (ms; now for a shutdown's release),
 --   error text, the event head (an event's JSON without its 'event' and 'data' fields and
 --   closing brace; '' to build it here from the run's record, with now as its fired_at),
 --   n, and the n events its handler emitted (JSON).
@@ -285,9 +285,11 @@ for k = 1, m do
     rec.n = (rec.n or 0) + 1
     schedule_at(id, rec, ARGV[starts[k] + AT])
   elseif r == 'released' then
+    -- Due again at its time: now (a shutdown, a pause), or later (a run past its flow
+    -- key's share of the slot's waiting room).
     local a = (rec.a or 1) - 1
     rec.a = a > 0 and a or nil
-    schedule_at(id, rec, ARGV[1])
+    schedule_at(id, rec, ARGV[starts[k] + AT])
   elseif r == 'retrying' then
     rec.e = ARGV[starts[k] + ERR]
     schedule_at(id, rec, ARGV[starts[k] + AT])

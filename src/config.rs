@@ -213,6 +213,11 @@ pub struct RuntimeSettings {
     /// the memory a key with no room can take.
     #[serde(default = "default_flow_max_waiting")]
     pub flow_max_waiting: usize,
+    /// Most of those one flow key may hold: a run of a key past it waits in the store, due
+    /// again when the runs ahead of it have likely had room, so one key's backlog never
+    /// stops the slot leasing other keys' jobs.
+    #[serde(default = "default_flow_max_waiting_per_key")]
+    pub flow_max_waiting_per_key: usize,
     /// How long a stopping service waits for running jobs, in ms.
     pub grace_ms: u64,
     /// About how many events a topic's stream keeps.
@@ -267,6 +272,11 @@ fn default_safety_net_reads_per_s() -> u64 {
 /// a few microseconds, paid within the fire lead.
 fn default_flow_max_waiting() -> usize {
     10_000
+}
+
+/// A tenth of the slot's waiting room: ten keys without room fill it.
+fn default_flow_max_waiting_per_key() -> usize {
+    1_000
 }
 
 fn default_dormant_after_ms() -> u64 {
@@ -458,6 +468,16 @@ impl Settings {
         }
         if self.runtime.pump_batch == 0 {
             return Err(Error::invalid("runtime.pump_batch", "must be at least 1"));
+        }
+        let per_key = self.runtime.flow_max_waiting_per_key;
+        if per_key == 0 || per_key > self.runtime.flow_max_waiting {
+            return Err(Error::invalid(
+                "runtime.flow_max_waiting_per_key",
+                format!(
+                    "must be 1 to runtime.flow_max_waiting ({})",
+                    self.runtime.flow_max_waiting
+                ),
+            ));
         }
         if self.http.max_batch_resets == 0 {
             return Err(Error::invalid(

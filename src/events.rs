@@ -180,7 +180,7 @@ fn outcome_event(outcome: &RunOutcome, finished: Finished) -> Option<(&'static s
                 RunOutcome::Repeat { .. } => kind::REPEAT,
                 RunOutcome::Dead { .. } | RunOutcome::End { error: Some(_) } => kind::DEAD,
                 RunOutcome::End { error: None } => kind::DONE,
-                RunOutcome::Release => return None,
+                RunOutcome::Release | RunOutcome::Defer { .. } => return None,
             };
             let mut data = json!({"rescheduled": true});
             if !error.is_empty() {

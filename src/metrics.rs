@@ -25,6 +25,9 @@ pub struct Metrics {
     pub flow_waiting: IntGaugeVec,
     /// How long a due job waited for room on its flow key.
     pub flow_wait: HistogramVec,
+    /// Due runs sent back to the store for their flow key's share of a slot's waiting room
+    /// was full (`runtime.flow_max_waiting_per_key`).
+    pub flow_deferred: IntCounterVec,
     /// Long polls (claims with `wait_ms`) waiting now on this instance.
     pub long_polls: IntGauge,
     /// 1 when the store answered its last ping (at a scrape of `/metrics`), 0 when not.
@@ -168,6 +171,11 @@ impl Metrics {
             ),
             jobs,
             flow_waiting,
+            flow_deferred: counter(
+                &registry,
+                "flow_deferred_total",
+                "Due runs sent back to the store, their flow key's share of a slot's waiting room full (runtime.flow_max_waiting_per_key)",
+            ),
             flow_wait: histogram(
                 &registry,
                 "flow_wait_seconds",
@@ -240,6 +248,7 @@ impl Metrics {
             &self.dead,
             &self.misfired,
             &self.pump_failures,
+            &self.flow_deferred,
         ] {
             let _ = vec.remove_label_values(&[topic]);
         }

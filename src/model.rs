@@ -685,6 +685,12 @@ pub enum RunOutcome {
     },
     /// Not run (shutdown): due again at once, and the attempt does not count.
     Release,
+    /// Not run (its flow key's share of the slot's waiting room was full): due again at
+    /// `at`, and the attempt does not count. It waits in the store, not in memory.
+    Defer {
+        /// When it is due again.
+        at: Millis,
+    },
     /// A recurring job's last fire (its `repeat.limit` reached, or its next instant past
     /// `repeat.until`): the series ends. Gone, or to the dead letters with `error` when the
     /// fire failed for good; never `recur`.
@@ -702,7 +708,7 @@ impl RunOutcome {
             RunOutcome::Retry { .. } => "retry",
             RunOutcome::Repeat { .. } => "repeat",
             RunOutcome::Dead { .. } => "dead",
-            RunOutcome::Release => "release",
+            RunOutcome::Release | RunOutcome::Defer { .. } => "release",
             RunOutcome::End { .. } => "end",
         }
     }

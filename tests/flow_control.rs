@@ -344,8 +344,71 @@ mod processes {
         );
     }
 
+    /// One key's backlog past the slot's whole waiting room (12,000 due runs of a key that
+    /// allows one at a time, against `runtime.flow_max_waiting` 10,000): the slot holds only
+    /// the key's share (`runtime.flow_max_waiting_per_key`, 1,000) in memory, sends the rest
+    /// back to the store, and another key's job in the same slot fires within 1 s of its
+    /// time. What it cannot show: the order in which the sent-back runs come back (they
+    /// are due back in turn, at the pace the key's line moves).
+    async fn one_keys_backlog_never_stops_another_key(kind: Kind) {
+        use futures_util::StreamExt;
+        const BACKLOG: usize = 12_000;
+        const SHARE: u64 = 1_000;
+        let fleet = Fleet::start(kind, 1, false).await;
+        let toc = &fleet.tocs[0];
+        let http = reqwest::Client::new();
+        let hog = Receiver::slow(Duration::from_millis(100));
+        let calm = Receiver::start();
+        let flow = json!({"slots": 1, "flow": {"parallelism": 1}});
+        toc.put_topic(&http, "hooks", flow).await;
+        let body = json!({"type": "webhook", "delay_ms": 0, "flow_key": "hog",
+                          "payload": {"url": hog.url(), "body": {"id": "h"}}});
+        futures_util::stream::iter(0..BACKLOG)
+            .map(|k| {
+                let (http, body) = (&http, &body);
+                async move { toc.put_job(http, "hooks", &format!("h-{k}"), body).await }
+            })
+            .buffer_unordered(16)
+            .collect::<Vec<()>>()
+            .await;
+        // The hog's line fills; with the share it stops at the share.
+        let waiting_here = || async {
+            let list: Value = toc.get_json(&http, "/v1/topics/hooks/flows").await;
+            list["waiting_here"].as_u64().unwrap_or(0)
+        };
+        common::runtime::eventually(30, || async {
+            match waiting_here().await {
+                n if n >= SHARE => Ok(()),
+                n => Err(format!("{n} runs of the hog wait")),
+            }
+        })
+        .await;
+        let due = wall_us() / 1_000 + 1_000;
+        let body = json!({"type": "webhook", "fire_at": due, "flow_key": "calm",
+                          "payload": {"url": calm.url(), "body": {"id": "calm"}}});
+        toc.put_job(&http, "hooks", "calm", &body).await;
+        let seen = calm.wait_for(1, Duration::from_secs(15)).await;
+        let late = seen
+            .get("calm")
+            .and_then(|a| a.first())
+            .map(|us| us / 1_000 - due);
+        let held = waiting_here().await;
+        println!(
+            "{kind:?}: the calm key's job {late:?} ms late; the hog holds {held} waiting runs here"
+        );
+        assert!(
+            late.is_some_and(|l| (0..1_000).contains(&l)),
+            "the calm key waited behind the hog's backlog: {late:?} ms late, {held} of the hog's runs waiting here"
+        );
+        assert!(
+            held <= SHARE,
+            "the hog holds {held} runs in memory, past its share"
+        );
+    }
+
     engine_matrix!(
         #[tokio::test] crate::common::kind;
+        one_keys_backlog_never_stops_another_key,
         a_burst_for_one_receiver_keeps_to_its_key,
         a_key_has_limits_of_its_own,
         a_killed_instance_gives_its_keys_room_back,

@@ -577,6 +577,32 @@ async fn release_gives_the_job_back_without_counting_the_attempt(e: Engine) {
     );
 }
 
+/// A run past its flow key's share goes back due at a later time, the attempt not counted,
+/// and is not pumped before then.
+async fn defer_gives_the_job_back_due_later_without_counting_the_attempt(e: Engine) {
+    let s = &*e.store;
+    s.schedule("t", NewJob::new("a", T0), ScheduleMode::Upsert, T0)
+        .await
+        .unwrap();
+    let run = pump_one(s, "t", "a", T0).await;
+    assert_eq!(
+        s.finish("t", &run, RunOutcome::Defer { at: T0 + 1_000 }, T0 + 7)
+            .await
+            .unwrap(),
+        Finished::Released
+    );
+    let got = s.get("t", &"a".into()).await.unwrap().unwrap();
+    assert_eq!(
+        (got.state, got.attempts, got.fire_at),
+        (JobState::Scheduled, 0, T0 + 1_000)
+    );
+    assert!(
+        pump_all(s, "t", T0 + 999).await.is_empty(),
+        "not due before its time"
+    );
+    assert_eq!(pump_all(s, "t", T0 + 1_000).await.len(), 1);
+}
+
 async fn extend_keeps_a_long_run_from_being_taken_over(e: Engine) {
     let s = &*e.store;
     s.put_topic(topic_with("t", 1, 16)).await.unwrap();
@@ -1930,6 +1956,7 @@ engine_matrix!(
     a_reset_rearms_a_job_that_had_fired_and_reports_it,
     a_far_reset_batch_of_every_kind_of_job_resets_each_as_alone,
     release_gives_the_job_back_without_counting_the_attempt,
+    defer_gives_the_job_back_due_later_without_counting_the_attempt,
     extend_keeps_a_long_run_from_being_taken_over,
     a_reset_during_a_run_fires_the_job_again_after_the_run,
     an_outcome_with_a_stale_token_changes_nothing,

@@ -23,6 +23,12 @@ pub(super) const ASK_MAX: usize = 64;
 /// instance is seen this late at most (room freed here is asked for at once).
 pub(super) const POLL_MS: u64 = 50;
 
+/// How long a run past its key's share waits in the store before it is due again, while its
+/// key's line has not moved here yet; and the least and the most it waits.
+pub(super) const DEFER_FIRST_MS: u64 = 1_000;
+pub(super) const DEFER_MIN_MS: u64 = 100;
+pub(super) const DEFER_MAX_MS: u64 = 60_000;
+
 /// A run's name in a key's counters: `id:token`.
 pub(super) fn member(lease: &Leased) -> String {
     format!("{}:{}", lease.job.id, lease.token)
@@ -74,6 +80,13 @@ struct KeyQueue {
     again: bool,
     /// The timer of the next ask.
     retry: Option<SpawnHandle>,
+    /// When the line began (the slot's clock), and how many of its runs have had room
+    /// since: the pace it moves at.
+    since: Millis,
+    started: u64,
+    /// Runs past the key's share sent back to the store since the line began: they queue
+    /// behind its runs.
+    deferred: u64,
 }
 
 /// What one ask for room names.
@@ -106,9 +119,38 @@ impl FlowGate {
             .min()
     }
 
-    /// Puts a run in its key's line, by fire time.
-    pub(super) fn wait(&mut self, key: &str, lease: Arc<Leased>) {
-        let q = self.keys.entry(key.to_string()).or_default();
+    /// Runs of `key` waiting here.
+    pub(super) fn line(&self, key: &str) -> usize {
+        self.keys.get(key).map_or(0, |q| q.runs.len())
+    }
+
+    /// A run of `key` past its share goes back to the store: how long from `now` until it
+    /// is due again. About the time the runs ahead of it (the line, and those sent back
+    /// before it) take to have room at the pace the line has moved, within
+    /// [`DEFER_MIN_MS`] and [`DEFER_MAX_MS`]; [`DEFER_FIRST_MS`] before it has moved. Those
+    /// sent back in turn are due back in turn.
+    pub(super) fn defer_ms(&mut self, key: &str, now: Millis) -> u64 {
+        let Some(q) = self.keys.get_mut(key) else {
+            return DEFER_FIRST_MS;
+        };
+        q.deferred += 1;
+        let elapsed = u64::try_from(now - q.since).unwrap_or(0);
+        if q.started == 0 || elapsed == 0 {
+            return DEFER_FIRST_MS;
+        }
+        let ahead = crate::num::usize_u64(q.runs.len()) + q.deferred;
+        (ahead.saturating_mul(elapsed) / q.started).clamp(DEFER_MIN_MS, DEFER_MAX_MS)
+    }
+
+    /// Puts a run in its key's line, by fire time; `now` on the slot's clock.
+    pub(super) fn wait(&mut self, key: &str, lease: Arc<Leased>, now: Millis) {
+        let q = self
+            .keys
+            .entry(key.to_string())
+            .or_insert_with(|| KeyQueue {
+                since: now,
+                ..KeyQueue::default()
+            });
         let at = q
             .runs
             .partition_point(|r| r.job.fire_at <= lease.job.fire_at);
@@ -150,6 +192,7 @@ impl FlowGate {
         q.asking = false;
         let n = n.min(q.runs.len());
         let out: Vec<_> = q.runs.drain(..n).collect();
+        q.started += crate::num::usize_u64(out.len());
         self.waiting -= out.len();
         let again = std::mem::take(&mut q.again) && !q.runs.is_empty();
         if q.runs.is_empty() && q.retry.is_none() {
@@ -200,9 +243,9 @@ mod tests {
     #[test]
     fn a_line_keeps_fire_time_order_and_one_ask_at_a_time() {
         let mut g = FlowGate::default();
-        g.wait("k", lease("b", 20));
-        g.wait("k", lease("a", 10));
-        g.wait("k", lease("c", 30));
+        g.wait("k", lease("b", 20), 0);
+        g.wait("k", lease("a", 10), 0);
+        g.wait("k", lease("c", 30), 0);
         let (ask, _) = g.ask("k");
         let ask = ask.expect("an ask");
         assert_eq!(ask.runs, ["a:1", "b:1", "c:1"]);
@@ -215,5 +258,44 @@ mod tests {
         assert_eq!((g.len(), g.oldest()), (1, Some(30)));
         let (rest, _) = g.take_all();
         assert_eq!((rest.len(), g.len()), (1, 0));
+    }
+
+    /// A run sent back waits about as long as the runs ahead of it take at the line's pace,
+    /// later for each sent after it, within the bounds; a line that has not moved sends
+    /// back for the first wait.
+    #[test]
+    fn a_run_past_its_share_waits_as_long_as_the_runs_ahead_take() {
+        let mut g = FlowGate::default();
+        for i in 0..10 {
+            g.wait("k", lease(&format!("j{i}"), i), 1_000);
+        }
+        assert_eq!(g.line("k"), 10);
+        assert_eq!(
+            g.defer_ms("k", 1_000),
+            DEFER_FIRST_MS,
+            "the line has not moved"
+        );
+        assert_eq!(g.defer_ms("other", 1_000), DEFER_FIRST_MS, "no line");
+        // Five runs had room in 1 s: 200 ms a run.
+        let _ = g.ask("k");
+        let _ = g.answered("k", 5);
+        // Ahead: the 5 still in line, the one sent back before, and this one: 7 × 200 ms.
+        assert_eq!(g.defer_ms("k", 2_000), 1_400);
+        assert_eq!(
+            g.defer_ms("k", 2_000),
+            1_600,
+            "each sent back later than the last"
+        );
+        for _ in 0..1_000 {
+            g.defer_ms("k", 2_000);
+        }
+        assert_eq!(g.defer_ms("k", 2_000), DEFER_MAX_MS);
+        // A fast line: the least wait.
+        let mut fast = FlowGate::default();
+        fast.wait("f", lease("a", 0), 0);
+        fast.wait("f", lease("b", 0), 0);
+        let _ = fast.ask("f");
+        let _ = fast.answered("f", 1);
+        assert_eq!(fast.defer_ms("f", 1), DEFER_MIN_MS);
     }
 }

@@ -239,7 +239,8 @@ impl SlotActor {
 
     /// Runs a pump may lease now: runs waiting for room on their flow key do not count
     /// (other keys' jobs are not held behind them) until they reach
-    /// `runtime.flow_max_waiting`.
+    /// `runtime.flow_max_waiting`. One key holds at most `runtime.flow_max_waiting_per_key`
+    /// of them (`defer`), so it takes many keys without room to reach it.
     fn capacity(&self) -> usize {
         let waiting = self.gate.len();
         if waiting >= self.rt.settings.flow_max_waiting {
@@ -499,13 +500,42 @@ impl SlotActor {
     /// `fired_at` is now, read once for the batch.
     fn start(&mut self, lease: Arc<Leased>, fired_at: Millis, ctx: &mut Context<Self>) {
         if let Some(key) = self.gated(&lease.job, fired_at) {
-            self.gate.wait(&key, lease);
+            if self.gate.line(&key) >= self.rt.settings.flow_max_waiting_per_key {
+                self.defer(lease, &key, fired_at, ctx);
+                return;
+            }
+            self.gate.wait(&key, lease, fired_at);
             self.count_waiting(1);
             self.ask_flow(key, ctx);
             self.track();
             return;
         }
         self.run(lease, fired_at, None, ctx);
+    }
+
+    /// Sends a run of `key`, whose share of the waiting room is full, back to the store: due
+    /// again when the runs ahead of it have likely had room, the attempt not counted. So one
+    /// key's backlog waits in the store, and the slot goes on leasing other keys' jobs.
+    fn defer(&mut self, lease: Arc<Leased>, key: &str, now: Millis, ctx: &mut Context<Self>) {
+        let ours = self
+            .running
+            .get(&lease.job.id)
+            .is_some_and(|run| run.token == lease.token);
+        if !ours {
+            return;
+        }
+        self.running.remove(&lease.job.id);
+        let at = now.saturating_add(crate::num::millis(self.gate.defer_ms(key, now)));
+        let lease = Arc::try_unwrap(lease).unwrap_or_else(|shared| (*shared).clone());
+        self.rt
+            .metrics
+            .flow_deferred
+            .with_label_values(&[self.topic.name.as_str()])
+            .inc();
+        self.outcomes
+            .push(Settlement::new(lease, RunOutcome::Defer { at }, now));
+        self.track();
+        self.settle_soon(ctx);
     }
 
     /// The flow key a due job waits on: its own or its type's, when that key has limits.

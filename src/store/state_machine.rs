@@ -74,7 +74,8 @@ pub enum Op {
     /// `settle` of a recurring job's last fire: done, dead or retry out of attempts, with
     /// its `repeat.limit` reached or its next instant past `repeat.until`.
     Last,
-    /// `settle` with `RunOutcome::Release` (shutdown).
+    /// `settle` with `RunOutcome::Release` (shutdown), or `RunOutcome::Defer` (a run past
+    /// its flow key's share of the slot's waiting room, due again later).
     Release,
     /// `settle` of any outcome with a token that is not the run's.
     StaleSettle,
@@ -102,7 +103,7 @@ impl Op {
             Op::Bury => "`settle` dead",
             Op::Ends => "`settle` done, dead or retry out of attempts",
             Op::Last => "`settle` of a series' last fire (`limit` reached, or `until` passed)",
-            Op::Release => "`settle` release (shutdown)",
+            Op::Release => "`settle` release (shutdown, or deferred: its flow key's share full)",
             Op::StaleSettle => "`settle` with a token that is not the run's",
             Op::Touch => "`touch` with the run's token",
             Op::Cancel => "`cancel`",
@@ -301,7 +302,7 @@ pub const TRANSITIONS: &[Transition] = &[
         From::Running,
         Op::Release,
         To::Scheduled,
-        "now",
+        "now (a deferral: its later time)",
         "the attempt given back",
         "released",
     ),

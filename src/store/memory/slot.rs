@@ -659,7 +659,10 @@ impl SlotState {
             RunOutcome::Done | RunOutcome::Dead { .. } => true,
             RunOutcome::Retry { .. } => !attempts_left,
             // The series' last fire ends it: no next instant to ask the front for.
-            RunOutcome::Repeat { .. } | RunOutcome::Release | RunOutcome::End { .. } => false,
+            RunOutcome::Repeat { .. }
+            | RunOutcome::Release
+            | RunOutcome::Defer { .. }
+            | RunOutcome::End { .. } => false,
         };
         if ends && rec.schedule.is_some() {
             // A recurring job's run ended: the front settles it again at its next instant.
@@ -677,10 +680,14 @@ impl SlotState {
                 self.reschedule(k, rec, *at);
                 Finished::Repeating
             }
-            RunOutcome::Release => {
+            RunOutcome::Release | RunOutcome::Defer { .. } => {
                 let a = rec.attempts.unwrap_or(1).saturating_sub(1);
                 rec.attempts = (a > 0).then_some(a);
-                self.reschedule(k, rec, now);
+                let at = match outcome {
+                    RunOutcome::Defer { at } => *at,
+                    _ => now,
+                };
+                self.reschedule(k, rec, at);
                 Finished::Released
             }
             RunOutcome::Retry { error, at } if attempts_left => {

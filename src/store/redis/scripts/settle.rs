@@ -35,6 +35,7 @@ fn outcome_args(outcome: &RunOutcome, now: Millis) -> (&'static str, Millis, &st
         RunOutcome::Dead { error } => (now, error.as_str()),
         RunOutcome::End { error } => (now, error.as_deref().unwrap_or("")),
         RunOutcome::Done | RunOutcome::Release => (now, ""),
+        RunOutcome::Defer { at } => (*at, ""),
     };
     (outcome.as_str(), at, error)
 }
