@@ -341,6 +341,60 @@ async fn redirects_are_not_followed_unless_allowed_each_hop_checked(e: Engine) {
     let error = dead.last_error.unwrap();
     assert!(error.contains("egress policy refused"), "{error}");
     assert_eq!(dead.attempts, 1, "a refused hop is not retried");
+    c.shutdown(Duration::from_secs(1)).await;
+
+    // A hop to another origin (`localhost` is another host than 127.0.0.1) carries the
+    // method and the body, and nothing of the job's: no header of its own, no signature,
+    // no `x-toc-*`, no `Referer`.
+    let mut signed = loopback();
+    signed.max_redirects = 2;
+    signed.signing_keys =
+        vec![SigningKey::parse("whsec_MfKQ9r8GKYqrTwjUPD8ILPZIo2LaLaSw").unwrap()];
+    let c = center(&e, signed).await;
+    let elsewhere = format!("{}?to=http://localhost:{}/ok", r.url("/redirect"), r.v4);
+    schedule(
+        &c,
+        "r3",
+        json!({"url": elsewhere, "method": "PUT", "headers": {"authorization": "Bearer s3cret"},
+               "body": {"order": 7}}),
+    )
+    .await
+    .unwrap();
+    assert!(settled(&c, "r3", 10).await.is_none(), "followed to /ok");
+    let first = r.calls_of("r3");
+    assert_eq!(first.len(), 1, "the first call is the job's own");
+    assert_eq!(first[0].headers["authorization"], "Bearer s3cret");
+    assert!(first[0].headers.contains_key("webhook-signature"));
+    let hop = r
+        .calls
+        .lock()
+        .unwrap()
+        .iter()
+        .rfind(|c| {
+            c.path == "/ok"
+                && c.headers
+                    .get("host")
+                    .is_some_and(|h| h.starts_with("localhost"))
+        })
+        .cloned()
+        .expect("the hop to another origin was made");
+    for secret in [
+        "authorization",
+        "webhook-signature",
+        "webhook-id",
+        "x-toc-job-id",
+        "referer",
+    ] {
+        assert!(
+            !hop.headers.contains_key(secret),
+            "{secret} went to another origin: {:?}",
+            hop.headers
+        );
+    }
+    assert_eq!(
+        hop.body, br#"{"order":7}"#,
+        "a 302 after a PUT keeps the method and body"
+    );
 }
 
 async fn retry_after_is_respected_and_410_stops(e: Engine) {

@@ -3,8 +3,12 @@
 //! - Only `http` and `https`; the address of every connection is checked by the egress
 //!   policy ([`egress`]), at schedule for a literal address and at every fire after name
 //!   resolution. A refusal sends the job to the dead letters at once.
-//! - Redirects are not followed unless `webhooks.max_redirects` allows some (each hop
-//!   checked again); a 3xx reply is then a failure.
+//! - Redirects are not followed unless `webhooks.max_redirects` allows some; a 3xx reply
+//!   is then a failure. Each hop is followed here, not by the HTTP client, and checked
+//!   again: only `http` and `https`, never from `https` down to `http`, its address by the
+//!   egress policy. A hop to another origin carries no `Referer`, none of the job's headers,
+//!   no `x-toc-*` and no signature: only the method and the body.
+//! - Only the methods GET, POST, PUT, PATCH and DELETE.
 //! - With signing keys set, every call is signed ([`signing`]): `webhook-id` (stable across
 //!   a fire's retries), `webhook-timestamp`, `webhook-signature`.
 //! - A 2xx reply is done; 410 Gone sends the job to the dead letters at once; 429 and 503
@@ -132,27 +136,11 @@ impl Webhook {
             builder = builder.no_proxy();
         }
         let egress = Arc::new(egress);
-        let hops = settings.max_redirects.min(settings::MAX_REDIRECTS);
-        let redirects = if hops == 0 {
-            reqwest::redirect::Policy::none()
-        } else {
-            let policy = egress.clone();
-            reqwest::redirect::Policy::custom(move |attempt| {
-                if attempt.previous().len() > usize::try_from(hops).unwrap_or(usize::MAX) {
-                    attempt.error(format!(
-                        "more than {hops} redirects (webhooks.max_redirects)"
-                    ))
-                } else if !matches!(attempt.url().scheme(), "http" | "https") {
-                    attempt.error("a redirect to a scheme other than http or https")
-                } else if let Err(refused) = policy.check_url(attempt.url()) {
-                    attempt.error(refused)
-                } else {
-                    attempt.follow()
-                }
-            })
-        };
+        // Redirects are followed by `handle`, hop by hop, so that what a hop carries is
+        // decided here; the client follows none and sends no `Referer`.
         let client = builder
-            .redirect(redirects)
+            .redirect(reqwest::redirect::Policy::none())
+            .referer(false)
             .dns_resolver(Arc::new(egress::PolicyResolver::new(egress.clone())))
             .build()
             .expect("an HTTP client");
@@ -179,6 +167,45 @@ impl Webhook {
             .map_err(|r| format!("payload.url: {r}"))?;
         Ok(url)
     }
+}
+
+/// The methods a job may call with.
+const METHODS: &[&str] = &["GET", "POST", "PUT", "PATCH", "DELETE"];
+
+/// `method` upper-cased, when a job may call with it.
+fn method(text: &str) -> Result<reqwest::Method, String> {
+    let upper = text.to_ascii_uppercase();
+    if !METHODS.contains(&upper.as_str()) {
+        return Err(format!(
+            "payload.method: one of {} (got {text:?})",
+            METHODS.join(", ")
+        ));
+    }
+    reqwest::Method::from_bytes(upper.as_bytes())
+        .map_err(|_| "payload.method: not an HTTP method".to_string())
+}
+
+/// Where a redirect from `from` leads (`location`, resolved against it), or why the hop is
+/// not made: a scheme other than `http` and `https`, or `https` down to `http`.
+fn next_hop(from: &url::Url, location: &str) -> Result<url::Url, String> {
+    let next = from
+        .join(location)
+        .map_err(|_| "a redirect to a URL that does not parse".to_string())?;
+    if !matches!(next.scheme(), "http" | "https") {
+        return Err("a redirect to a scheme other than http or https".into());
+    }
+    if from.scheme() == "https" && next.scheme() == "http" {
+        return Err("a redirect from https down to http is not followed".into());
+    }
+    Ok(next)
+}
+
+/// Whether two URLs share scheme, host and port: a hop to another origin carries none of
+/// the job's headers and no signature.
+fn same_origin(a: &url::Url, b: &url::Url) -> bool {
+    a.scheme() == b.scheme()
+        && a.host() == b.host()
+        && a.port_or_known_default() == b.port_or_known_default()
 }
 
 /// A URL's host, for a span (never its path or query, which may hold a secret).
@@ -259,14 +286,13 @@ impl JobHandler for Webhook {
 
     fn admit(&self, p: &WebhookPayload) -> Result<(), String> {
         self.target(&p.url)?;
+        method(&p.method)?;
         let most = self.settings.max_timeout_ms;
         if p.timeout_ms.is_some_and(|t| t > most) {
             return Err(format!(
                 "payload.timeout_ms: at most {most} (webhooks.max_timeout_ms)"
             ));
         }
-        reqwest::Method::from_bytes(p.method.to_ascii_uppercase().as_bytes())
-            .map_err(|_| "payload.method: not an HTTP method".to_string())?;
         for (name, value) in &p.headers {
             check_header(name, value)?;
         }
@@ -281,9 +307,9 @@ impl JobHandler for Webhook {
             Ok(u) => u,
             Err(e) => return Outcome::dead(e),
         };
-        let Ok(method) = reqwest::Method::from_bytes(p.method.to_ascii_uppercase().as_bytes())
-        else {
-            return Outcome::dead("payload.method: not an HTTP method");
+        let mut method = match method(&p.method) {
+            Ok(m) => m,
+            Err(e) => return Outcome::dead(e),
         };
         let what = format!("{method} {shown}");
         // A job stored before the ceiling was lowered is held to it too.
@@ -291,41 +317,43 @@ impl JobHandler for Webhook {
             .timeout_ms
             .unwrap_or(DEFAULT_TIMEOUT_MS)
             .min(self.settings.max_timeout_ms);
-        let mut req = self
-            .client
-            .request(method, url)
-            .timeout(Duration::from_millis(timeout_ms));
         for (k, v) in &p.headers {
             if let Err(e) = check_header(k, v) {
                 return Outcome::dead(e);
             }
-            req = req.header(k, v);
         }
-        let body = match &p.body {
-            Some(b) => serde_json::to_vec(b).unwrap_or_default(),
-            None => Vec::new(),
-        };
-        req = req
-            .header("x-toc-topic", &ctx.topic)
-            .header("x-toc-job-id", &ctx.job.id)
-            .header("x-toc-attempt", ctx.job.attempts.to_string())
-            .header("x-toc-fire-at", ctx.job.fire_at.to_string());
+        let mut body = p
+            .body
+            .as_ref()
+            .map(|b| serde_json::to_vec(b).unwrap_or_default());
+        // The headers only the job's own origin gets: its own, the service's, the signature
+        // (over the body as first sent) and the trace context.
+        let mut own: Vec<(String, String)> = p
+            .headers
+            .iter()
+            .map(|(k, v)| (k.clone(), v.clone()))
+            .collect();
+        own.extend([
+            ("x-toc-topic".into(), ctx.topic.clone()),
+            ("x-toc-job-id".into(), ctx.job.id.clone()),
+            ("x-toc-attempt".into(), ctx.job.attempts.to_string()),
+            ("x-toc-fire-at".into(), ctx.job.fire_at.to_string()),
+        ]);
         let keys = self.settings.keys_for(&ctx.topic);
         if !keys.is_empty() {
             let id = signing::message_id(&ctx.job);
             let ts = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-            req = req
-                .header(
-                    "webhook-signature",
-                    signing::signature(&keys, &id, ts, &body),
-                )
-                .header("webhook-id", id)
-                .header("webhook-timestamp", ts.to_string());
-        }
-        if p.body.is_some() {
-            req = req.header("content-type", "application/json").body(body);
+            let signed = body.as_deref().unwrap_or_default();
+            own.extend([
+                (
+                    "webhook-signature".into(),
+                    signing::signature(&keys, &id, ts, signed),
+                ),
+                ("webhook-id".into(), id),
+                ("webhook-timestamp".into(), ts.to_string()),
+            ]);
         }
         // A traced job's call is a client span of its trace, whose context the receiver
         // gets; with traces off, the context the job kept goes on as it came.
@@ -335,20 +363,62 @@ impl JobHandler for Webhook {
             tracing::info_span!(
                 parent: &ctx.span,
                 "webhook",
-                otel.name = %ctx.payload.method.to_ascii_uppercase(),
+                otel.name = %method,
                 otel.kind = "client",
-                http.request.method = %ctx.payload.method.to_ascii_uppercase(),
+                http.request.method = %method,
                 server.address = url_host(&ctx.payload.url).as_deref().unwrap_or(""),
                 http.response.status_code = tracing::field::Empty,
             )
         };
         if let Some(tp) = crate::otel::traceparent(&call).or_else(|| ctx.job.traceparent.clone()) {
-            req = req.header("traceparent", tp);
+            own.push(("traceparent".into(), tp));
         }
-        let sent = req.send();
-        let mut reply = match tracing::Instrument::instrument(sent, call.clone()).await {
-            Ok(r) => r,
-            Err(e) => return failed_call(&what, &e, timeout_ms),
+        let hops = self.settings.max_redirects.min(settings::MAX_REDIRECTS);
+        let (first, mut at, mut hop) = (url.clone(), url, 0);
+        let mut reply = loop {
+            let mut req = self
+                .client
+                .request(method.clone(), at.clone())
+                .timeout(Duration::from_millis(timeout_ms));
+            if same_origin(&first, &at) {
+                for (k, v) in &own {
+                    req = req.header(k, v);
+                }
+            }
+            if let Some(b) = &body {
+                req = req
+                    .header("content-type", "application/json")
+                    .body(b.clone());
+            }
+            let sent = req.send();
+            let reply = match tracing::Instrument::instrument(sent, call.clone()).await {
+                Ok(r) => r,
+                Err(e) => return failed_call(&what, &e, timeout_ms),
+            };
+            let location = reply
+                .headers()
+                .get(reqwest::header::LOCATION)
+                .and_then(|v| v.to_str().ok());
+            let (true, Some(location)) = (reply.status().is_redirection() && hop < hops, location)
+            else {
+                break reply;
+            };
+            let next = match next_hop(&at, location) {
+                Ok(next) => next,
+                Err(why) => return Outcome::dead(format!("{what}: {why}")),
+            };
+            if let Err(refused) = self.egress.check_url(&next) {
+                return Outcome::dead(format!("{what}: {refused}"));
+            }
+            // 303, and 301 or 302 after a POST, go on as a GET without the body (as
+            // browsers do); 307 and 308 keep the method and the body.
+            let code = reply.status().as_u16();
+            if code == 303 || (matches!(code, 301 | 302) && method == reqwest::Method::POST) {
+                method = reqwest::Method::GET;
+                body = None;
+            }
+            hop += 1;
+            at = next;
         };
         let status = reply.status();
         let code = status.as_u16();
@@ -453,6 +523,14 @@ mod tests {
         assert!(e.starts_with("payload.url: does not parse"), "{e}");
         let e = admit(json!({"url": "https://x.com/", "method": "NO PE"})).unwrap_err();
         assert!(e.starts_with("payload.method"), "{e}");
+        for m in ["TRACE", "FOO", "CONNECT", "OPTIONS"] {
+            let e = admit(json!({"url": "https://x.com/", "method": m})).unwrap_err();
+            assert!(
+                e.contains("one of GET, POST, PUT, PATCH, DELETE"),
+                "{m}: {e}"
+            );
+        }
+        assert!(admit(json!({"url": "https://x.com/", "method": "patch"})).is_ok());
         for h in [
             "Host",
             "content-length",
@@ -476,5 +554,36 @@ mod tests {
                 .admit(&payload(json!({"url": "http://127.0.0.1:9/"})).unwrap())
                 .is_ok()
         );
+    }
+
+    #[test]
+    fn a_hop_stays_on_http_never_goes_down_to_it_and_knows_its_origin() {
+        let https = url::Url::parse("https://a.example/hook").unwrap();
+        let http = url::Url::parse("http://a.example/hook").unwrap();
+        assert_eq!(
+            next_hop(&https, "/next").unwrap().as_str(),
+            "https://a.example/next"
+        );
+        assert!(
+            next_hop(&https, "http://a.example/")
+                .unwrap_err()
+                .contains("https down to http")
+        );
+        assert!(
+            next_hop(&http, "ftp://a.example/")
+                .unwrap_err()
+                .contains("scheme")
+        );
+        assert_eq!(
+            next_hop(&http, "https://b.example/").unwrap().as_str(),
+            "https://b.example/"
+        );
+        let same = |a: &str, b: &str| {
+            same_origin(&url::Url::parse(a).unwrap(), &url::Url::parse(b).unwrap())
+        };
+        assert!(same("https://a.example/x", "https://a.example:443/y?q"));
+        assert!(!same("https://a.example/", "https://b.example/"));
+        assert!(!same("http://a.example/", "https://a.example/"));
+        assert!(!same("http://a.example/", "http://a.example:8080/"));
     }
 }
