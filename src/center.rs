@@ -549,7 +549,8 @@ impl TimeoutCenter {
     }
 
     /// Fires a recurring job once, now, and leaves its series as it is: a one-shot job of
-    /// its own, `{id}~{now}`, with the job's type, payload and attempts, due now (its
+    /// its own, `{id}~{now}`, with the job's type, payload, attempts, flow key, labels,
+    /// shard key and trace context, due now (its
     /// handler sees that id and `fire_at`). `None` when there is no such job; a job that
     /// fires once is refused (reset it to now instead).
     pub async fn trigger(&self, topic: &str, job: &JobRef) -> Result<Option<Scheduled>> {
@@ -566,10 +567,16 @@ impl TimeoutCenter {
             ));
         }
         let now = self.after(0);
-        let once = NewJob::new(format!("{}~{now}", series.id), now)
+        // The series' flow key, labels, shard key and trace context go with it: the fire
+        // waits for the same room, is found by the same label, and lands in the series' slot.
+        let mut once = NewJob::new(format!("{}~{now}", series.id), now)
             .job_type(series.job_type)
             .payload(series.payload)
             .max_attempts(series.max_attempts);
+        once.flow_key = series.flow_key;
+        once.labels = series.labels;
+        once.shard_key = job.shard_key.clone();
+        once.traceparent = series.traceparent;
         self.schedule(topic, once, ScheduleMode::CreateOnly)
             .await
             .map(Some)

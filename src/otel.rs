@@ -87,10 +87,18 @@ pub(crate) fn start(settings: &OtelSettings) -> Result<(Option<Tracer>, Traces)>
 
 /// A W3C `traceparent` read: its context (remote), or `None` when it does not parse.
 pub(crate) fn parse(traceparent: &str) -> Option<SpanContext> {
+    let lower_hex = |s: &str| s.bytes().all(|b| matches!(b, b'0'..=b'9' | b'a'..=b'f'));
     let mut parts = traceparent.trim().split('-');
     let (version, trace, span, flags) =
         (parts.next()?, parts.next()?, parts.next()?, parts.next()?);
-    if version != "00" || trace.len() != 32 || span.len() != 16 || flags.len() != 2 {
+    // Version 00 has exactly these four fields, in lower-case hex (W3C Trace Context).
+    if parts.next().is_some()
+        || version != "00"
+        || trace.len() != 32
+        || span.len() != 16
+        || flags.len() != 2
+        || ![trace, span, flags].iter().all(|f| lower_hex(f))
+    {
         return None;
     }
     let cx = SpanContext::new(
@@ -120,8 +128,16 @@ pub(crate) fn traceparent(span: &tracing::Span) -> Option<String> {
 /// The context a job keeps from a request that carried `incoming` (its `traceparent`): the
 /// producer span's when traces are on, else the caller's as it came. `None` without one.
 pub(crate) fn kept(incoming: Option<&str>, producer: &tracing::Span) -> Option<String> {
-    let incoming = incoming.filter(|t| parse(t).is_some())?;
-    Some(traceparent(producer).unwrap_or_else(|| incoming.to_string()))
+    let incoming = incoming.and_then(parse)?;
+    // Written anew from what was parsed (55 bytes), never stored as it came.
+    Some(traceparent(producer).unwrap_or_else(|| {
+        format!(
+            "00-{}-{}-{:02x}",
+            incoming.trace_id(),
+            incoming.span_id(),
+            incoming.trace_flags().to_u8()
+        )
+    }))
 }
 
 /// A kept context whose caller sampled it. An unsampled one gets no span here (the
@@ -218,9 +234,21 @@ mod tests {
             "00-00000000000000000000000000000000-00f067aa0ba902b7-01",
             "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7",
             "00-xyz-00f067aa0ba902b7-01",
+            // Extra fields (a 30 KB tail once went through whole), upper-case hex, zero ids.
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-01-extra",
+            &format!("{tp}-{}", "a".repeat(30_000)),
+            "00-4BF92F3577B34DA6A3CE929D0E0E4736-00f067aa0ba902b7-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-0000000000000000-01",
+            "00-4bf92f3577b34da6a3ce929d0e0e4736-00f067aa0ba902b7-0g",
         ] {
             assert!(parse(bad).is_none(), "{bad:?}");
         }
+        // Stored written anew: 55 bytes, whatever spacing it came with.
+        let spaced = format!("  {tp} ");
+        assert_eq!(
+            kept(Some(&spaced), &tracing::Span::none()).map(|t| t.len()),
+            Some(55)
+        );
         // With traces off, the caller's context is kept as it came.
         assert_eq!(kept(Some(tp), &tracing::Span::none()).as_deref(), Some(tp));
         assert_eq!(kept(Some("junk"), &tracing::Span::none()), None);

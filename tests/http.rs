@@ -393,6 +393,44 @@ async fn a_recurring_jobs_next_instants_are_answered_on_request() {
         .send(Method::POST, "/v1/topics/t/jobs/nobody/trigger", None)
         .await;
     assert_eq!(st, 404);
+    // A trigger keeps the series' flow key, labels and shard key.
+    // (A pull topic's job waits for a consumer, so the one-shot is still there to be read.)
+    let (st, _) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/p",
+            Some(json!({"default_type": "pull"})),
+        )
+        .await;
+    assert_eq!(st, 201);
+    let body = json!({"repeat": {"every_ms": 3_600_000}, "flow_key": "api",
+                      "labels": {"team": "a"}, "shard_key": "device-9"});
+    let (st, made) = s
+        .send(Method::PUT, "/v1/topics/p/jobs/keyed", Some(body))
+        .await;
+    assert_eq!(st, 201, "{made}");
+    let (st, fired) = s
+        .send(
+            Method::POST,
+            "/v1/topics/p/jobs/keyed/trigger?shard_key=device-9",
+            None,
+        )
+        .await;
+    assert_eq!(st, 201, "{fired}");
+    assert_eq!(
+        (fired["flow_key"].clone(), fired["labels"].clone()),
+        (json!("api"), json!({"team": "a"})),
+        "{fired}"
+    );
+    let once = fired["id"].as_str().unwrap();
+    let (st, _) = s
+        .send(
+            Method::GET,
+            &format!("/v1/topics/p/jobs/{once}?shard_key=device-9"),
+            None,
+        )
+        .await;
+    assert_eq!(st, 200, "found by the series' shard key");
     // Without ?next the view is as before.
     let (_, plain) = s.send(Method::GET, "/v1/topics/t/jobs/standup", None).await;
     assert!(plain.get("next_fire_ats").is_none(), "{plain}");
@@ -1428,12 +1466,16 @@ async fn the_cli_drives_the_api() {
     let (code, _, _) = toc(&["job", "reset", "t", "a"]).await;
     assert_eq!(code, 2);
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toc"))
-        .args(["--url", "http://127.0.0.1:1", "health"])
+        .args(["--url", "http://ops:pa55@127.0.0.1:1/base?key=k3y", "health"])
         .output()
         .await
         .unwrap();
     assert_eq!(out.status.code(), Some(3));
-    assert!(String::from_utf8_lossy(&out.stderr).contains("cannot reach"));
+    let err = String::from_utf8_lossy(&out.stderr);
+    assert!(err.contains("cannot reach http://127.0.0.1:1"), "{err}");
+    for secret in ["pa55", "k3y", "ops"] {
+        assert!(!err.contains(secret), "--url's {secret} printed: {err}");
+    }
 }
 
 #[actix_rt::test]

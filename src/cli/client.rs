@@ -71,8 +71,14 @@ impl Client {
         if let Some(b) = body {
             req = req.json(&b);
         }
+        // The URL is shown by its origin, and the client's error without it: a password in
+        // --url never reaches the terminal or a log.
         let res = req.send().await.map_err(|e| Failure {
-            message: format!("cannot reach {}: {e}", self.base),
+            message: format!(
+                "cannot reach {}: {}",
+                crate::jobs::webhook::redact::url_text(&self.base),
+                e.without_url()
+            ),
             code: 3,
         })?;
         let status = res.status();

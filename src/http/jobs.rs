@@ -290,8 +290,8 @@ pub(crate) async fn reset_job(
 }
 
 /// Fires a recurring job once, now, without touching its series (201): a one-shot job of its
-/// own, `{id}~{now}`, with the job's type, payload and attempts; 404 if there is no job, 422
-/// for a job that fires once.
+/// own, `{id}~{now}`, with the job's type, payload, attempts, flow key, labels and shard key;
+/// 404 if there is no job, 422 for a job that fires once.
 #[utoipa::path(operation_id = "trigger_job", post, path = "/v1/topics/{topic}/jobs/{id}/trigger", tag = "jobs",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
     responses((status = 201, body = Job), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]

@@ -130,8 +130,9 @@ impl Egress {
     }
 }
 
-/// An address and the IPv4 address embedded in it, if any (IPv4-mapped, IPv4-compatible,
-/// NAT64 and 6to4 forms): a policy on the IPv4 address holds for every spelling of it.
+/// An address and the IPv4 address embedded in it, if any (IPv4-mapped, IPv4-translated,
+/// IPv4-compatible, NAT64 and 6to4 forms): a policy on the IPv4 address holds for every
+/// spelling of it.
 fn forms(ip: IpAddr) -> [Option<IpAddr>; 2] {
     let embedded = match ip {
         IpAddr::V4(_) => None,
@@ -146,6 +147,10 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     let last = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
     if let Some(v4) = v6.to_ipv4_mapped() {
         Some(v4)
+    } else if s[..6] == [0, 0, 0, 0, 0xffff, 0] {
+        Some(last) // IPv4-translated (RFC 2765): ::ffff:0:a.b.c.d
+    } else if s[..3] == [0x64, 0xff9b, 1] {
+        Some(last) // local-use NAT64 (RFC 8215), the IPv4 address in the last 32 bits
     } else if s[..6] == [0; 6] && u32::from(last) > 1 {
         // IPv4-compatible (deprecated): ::a.b.c.d, but not :: or ::1.
         Some(last)
@@ -235,6 +240,9 @@ mod tests {
             "http://0/",
             "http://[::ffff:127.0.0.1]/",
             "http://[::ffff:7f00:1]/",
+            "http://[::ffff:0:7f00:1]/",
+            "http://[::ffff:0:a9fe:a9fe]/",
+            "http://[64:ff9b:1::a9fe:a9fe]/",
             "http://[0:0:0:0:0:ffff:169.254.169.254]/",
             "http://[::127.0.0.1]/",
             "http://[64:ff9b::a9fe:a9fe]/",
@@ -293,6 +301,14 @@ mod tests {
         assert!(
             refused(&p, "http://[::ffff:127.0.0.2]/"),
             "in every spelling"
+        );
+        assert!(
+            refused(&p, "http://[::ffff:0:7f00:2]/"),
+            "the IPv4-translated spelling too"
+        );
+        assert!(
+            refused(&p, "http://[::ffff:0:101:101]/"),
+            "a denied public address, IPv4-translated"
         );
         assert!(
             refused(&p, "http://1.1.1.1/"),
