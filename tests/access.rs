@@ -209,9 +209,44 @@ async fn each_scope_is_allowed_and_refused_on_its_routes() {
     );
     let (_, detail) = call(&s, "v1ew", Method::GET, "/health", None).await;
     assert!(
-        detail["instance"].is_string() && detail["slots"].is_array(),
+        detail["instance"].is_string() && detail["slots"].is_u64(),
         "{detail}"
     );
+    // The per-slot detail is paged at /v1/slots, only the topics a token may see.
+    let (st, all) = call(&s, "v1ew", Method::GET, "/v1/slots", None).await;
+    assert_eq!(st, 200);
+    let topics = |page: &Value| -> std::collections::BTreeSet<String> {
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|s| s["topic"].as_str().unwrap().to_string())
+            .collect()
+    };
+    assert!(topics(&all).contains("billing"), "{all}");
+    let (_, mine) = call(&s, "ord", Method::GET, "/v1/slots", None).await;
+    assert!(
+        !topics(&mine).is_empty() && topics(&mine).iter().all(|t| t.starts_with("orders")),
+        "{mine}"
+    );
+    let (_, page) = call(&s, "v1ew", Method::GET, "/v1/slots?limit=3", None).await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 3);
+    let next = page["next"].as_str().unwrap().to_string();
+    let (_, rest) = call(
+        &s,
+        "v1ew",
+        Method::GET,
+        &format!("/v1/slots?after={next}&limit=1000"),
+        None,
+    )
+    .await;
+    assert_eq!(
+        3 + rest["items"].as_array().unwrap().len(),
+        all["items"].as_array().unwrap().len(),
+        "two pages hold every slot"
+    );
+    assert_eq!(call(&s, "", Method::GET, "/livez", None).await.0, 200);
+    assert_eq!(call(&s, "", Method::GET, "/readyz", None).await.0, 200);
 }
 
 #[actix_rt::test]
@@ -427,4 +462,40 @@ async fn with_auth_off_another_sites_page_cannot_change_state() {
         .await,
         204
     );
+}
+
+/// `/health` is a summary of bounded size in every mode: with 16,384 slots (four topics of
+/// 4,096, the most `limits.max_total_slots` allows), with auth off (the most it says), it
+/// stays under 8 KB; it was 2.6 MB when it listed every slot. `/v1/slots` pages them.
+#[actix_rt::test]
+async fn health_stays_small_with_16384_slots() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |c| {
+        c.store = timeout_center::config::StoreKind::Memory;
+    })
+    .await;
+    for t in 0..4 {
+        let (st, body) = s
+            .send(
+                Method::PUT,
+                &format!("/v1/topics/wide{t}"),
+                Some(json!({"slots": 4096})),
+            )
+            .await;
+        assert_eq!(st, 201, "{body}");
+    }
+    let served = common::runtime::eventually(60, || async {
+        let (_, h) = s.send(Method::GET, "/health", None).await;
+        match h["slots"].as_u64() {
+            Some(16_384) => Ok(h),
+            n => Err(format!("{n:?} slots served")),
+        }
+    })
+    .await;
+    let bytes = served.to_string().len();
+    println!("/health with 16,384 slots: {bytes} bytes");
+    assert!(bytes < 8 * 1024, "/health is {bytes} bytes: {served}");
+    let (_, page) = s.send(Method::GET, "/v1/slots?limit=1000", None).await;
+    assert_eq!(page["items"].as_array().unwrap().len(), 1_000);
+    assert_eq!(page["next"], "wide0/999");
 }

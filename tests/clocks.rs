@@ -85,11 +85,8 @@ async fn both_serve(http: &reqwest::Client, instances: &[&Toc]) {
     loop {
         let mut all = true;
         for toc in instances {
-            let health: serde_json::Value = match http.get(toc.url("/health")).send().await {
-                Ok(r) => r.json().await.unwrap_or_default(),
-                Err(_) => serde_json::Value::Null,
-            };
-            let serves = health["slots"].as_array().is_some_and(|s| {
+            let slots = common::process::served_slots(http, &toc.url("")).await;
+            let serves = slots.is_some_and(|s| {
                 s.iter()
                     .any(|s| s["topic"] == "hooks" && s["alive"] == true)
             });

@@ -1008,13 +1008,8 @@ async fn reads_of_an_unknown_topic_answer_404_and_create_nothing() {
     }
     let (_, topics) = s.send(Method::GET, "/v1/topics", None).await;
     assert_eq!(topics["items"], json!([]), "{topics}");
-    let (_, health) = s.send(Method::GET, "/health", None).await;
-    let served: Vec<&Value> = health["slots"]
-        .as_array()
-        .unwrap()
-        .iter()
-        .filter(|slot| slot["topic"] == "ghost")
-        .collect();
+    let (_, slots) = s.send(Method::GET, "/v1/slots?topic=ghost", None).await;
+    let served: Vec<&Value> = slots["items"].as_array().unwrap().iter().collect();
     assert!(served.is_empty(), "slot actors started: {served:?}");
     assert_eq!(common::redis_dump(&redis), before, "nothing was stored");
 }
@@ -1056,6 +1051,15 @@ async fn auth_guards_v1_routes_when_tokens_are_set() {
         assert_eq!(res.status().as_u16(), 200, "{path}");
         let ct = res.headers()["content-type"].to_str().unwrap().to_string();
         assert!(ct.starts_with(kind), "{path}: {ct}");
+        // No inline script, no other origin, never framed.
+        let csp = res.headers()["content-security-policy"].to_str().unwrap();
+        assert!(
+            csp.contains("script-src 'self'")
+                && !csp.contains("unsafe-inline")
+                && csp.contains("frame-ancestors 'none'"),
+            "{path}: {csp}"
+        );
+        assert_eq!(res.headers()["x-frame-options"], "DENY");
     }
     let closed = Service::start(&redis, |c| {
         c.tokens = vec!["t".into()];
@@ -1211,6 +1215,9 @@ const ROUTES: &[(&str, &str)] = &[
     ("post", "/v1/topics/{topic}/acks"),
     ("get", "/v1/token"),
     ("get", "/health"),
+    ("get", "/livez"),
+    ("get", "/readyz"),
+    ("get", "/v1/slots"),
     ("get", "/metrics"),
     ("get", "/openapi.json"),
 ];
@@ -1270,7 +1277,7 @@ async fn openapi_lists_every_route_the_server_serves() {
             for (status, res) in op["responses"].as_object().unwrap() {
                 if status.starts_with('4') || status.starts_with('5') {
                     let schema = &res["content"]["application/json"]["schema"]["$ref"];
-                    if path != "/health" {
+                    if path != "/health" && path != "/readyz" {
                         assert_eq!(
                             schema, "#/components/schemas/ErrorBody",
                             "{method} {path} {status}"
@@ -1466,7 +1473,11 @@ async fn the_cli_drives_the_api() {
     let (code, _, _) = toc(&["job", "reset", "t", "a"]).await;
     assert_eq!(code, 2);
     let out = tokio::process::Command::new(env!("CARGO_BIN_EXE_toc"))
-        .args(["--url", "http://ops:pa55@127.0.0.1:1/base?key=k3y", "health"])
+        .args([
+            "--url",
+            "http://ops:pa55@127.0.0.1:1/base?key=k3y",
+            "health",
+        ])
         .output()
         .await
         .unwrap();

@@ -17,7 +17,7 @@ use std::collections::{BTreeMap, HashMap};
 use std::time::{Duration, Instant};
 
 use futures_util::StreamExt;
-use serde_json::{Value, json};
+use serde_json::json;
 use timeout_center::conformance::RuntimeOps;
 use timeout_center::{NewJob, ScheduleMode, Store, StoreOptions, slot_of};
 
@@ -74,17 +74,9 @@ async fn idle_topics(http: &reqwest::Client, instances: &[&Toc], n: usize) {
 
 /// The live slots each instance serves, as (topic, slot), or `None` while it does not answer.
 async fn served(http: &reqwest::Client, i: &Toc) -> Option<Vec<(String, u64)>> {
-    let health: Value = http
-        .get(i.url("/health"))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+    let slots = common::process::served_slots(http, &i.url("")).await?;
     Some(
-        health["slots"]
-            .as_array()?
+        slots
             .iter()
             .filter(|s| s["alive"] == true)
             .map(|s| {

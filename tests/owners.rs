@@ -226,17 +226,9 @@ async fn get_json(http: &reqwest::Client, url: &str) -> Value {
 /// Each instance's served slots of the topic and their fences, or `None` while it does not
 /// answer.
 async fn served(http: &reqwest::Client, i: &Instance) -> Option<Vec<(u64, u64)>> {
-    let health: Value = http
-        .get(i.url("/health"))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
+    let slots = common::process::served_slots(http, &i.url("")).await?;
     Some(
-        health["slots"]
-            .as_array()?
+        slots
             .iter()
             .filter(|s| s["topic"] == TOPIC && s["alive"] == true)
             .map(|s| (s["slot"].as_u64().unwrap(), s["fence"].as_u64().unwrap()))
@@ -756,8 +748,8 @@ async fn cluster_figures() {
         let mut owned = Vec::new();
         for (k, &port) in ports.iter().enumerate() {
             let h = get_json(&http, &url(port, "/health")).await;
-            let mine = h["slots"]
-                .as_array()
+            let mine = common::process::served_slots(&http, &url(port, ""))
+                .await
                 .map_or(0, |all| all.iter().filter(|s| s["topic"] == TOPIC).count());
             if mine == 0 && n > 1 {
                 // Not a check, but worth seeing why: the instance's log (warnings).

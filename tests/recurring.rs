@@ -430,8 +430,8 @@ mod processes {
 
 /// Whether `toc` serves slot 0 of `hooks` (its health lists the slot alive).
 async fn serves(http: &reqwest::Client, toc: &common::process::Toc) -> bool {
-    let health = toc.get_json(http, "/health").await;
-    health["slots"].as_array().is_some_and(|slots| {
+    let slots = common::process::served_slots(http, &toc.url("")).await;
+    slots.is_some_and(|slots| {
         slots
             .iter()
             .any(|s| s["topic"] == "hooks" && s["slot"] == 0 && s["alive"] == true)

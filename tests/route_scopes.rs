@@ -57,8 +57,8 @@ fn need(method: &str, template: &str) -> Option<(u8, Topics)> {
         ("DELETE", "/v1/topics/{topic}/flows/{key}"),
     ];
     match template {
-        "/health" | "/metrics" | "/openapi.json" => return None,
-        "/v1/token" => return Some((0, Topics::None)),
+        "/health" | "/livez" | "/readyz" | "/metrics" | "/openapi.json" => return None,
+        "/v1/token" | "/v1/slots" => return Some((0, Topics::None)),
         "/v1/topics" => return Some((0, Topics::Every)),
         _ => {}
     }

@@ -549,10 +549,21 @@ fn print(value: &Value, view: View) {
                 cell(&value["store"]["engine"]),
                 cell(&value["store"]["reachable"])
             );
-            let slots = value["slots"].as_array().cloned().unwrap_or_default();
-            let alive = slots.iter().filter(|s| s["alive"] == true).count();
-            let restarts: u64 = slots.iter().filter_map(|s| s["restarts"].as_u64()).sum();
-            println!("slots   {alive}/{} alive, {restarts} restarts", slots.len());
+            let slots = value["slots"].as_u64().unwrap_or(0);
+            let down = value["slots_down"].as_u64().unwrap_or(0);
+            let restarts = value["restarts"].as_u64().unwrap_or(0);
+            println!(
+                "slots   {}/{slots} alive, {restarts} restarts",
+                slots.saturating_sub(down)
+            );
+            for d in value["down"].as_array().into_iter().flatten() {
+                println!(
+                    "  down: {} slot {} {}",
+                    cell(&d["topic"]),
+                    cell(&d["slot"]),
+                    cell(&d["last_error"])
+                );
+            }
         }
     }
 }

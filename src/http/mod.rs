@@ -150,6 +150,14 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         .service(
             web::resource("/health").route(guard::route(Need::Ops, web::get().to(ops::health))),
         )
+        .service(web::resource("/livez").route(guard::route(Need::Ops, web::get().to(ops::livez))))
+        .service(
+            web::resource("/readyz").route(guard::route(Need::Ops, web::get().to(ops::readyz))),
+        )
+        .service(web::resource("/v1/slots").route(guard::route(
+            Need::Token(Scope::Read, Topics::None),
+            web::get().to(ops::slots),
+        )))
         .service(
             web::resource("/metrics").route(guard::route(Need::Ops, web::get().to(ops::metrics))),
         )

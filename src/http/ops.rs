@@ -9,6 +9,7 @@ use serde_json::json;
 use super::AppState;
 use super::guard::granted;
 use crate::access::Scope;
+use crate::actors::SlotHealth;
 
 /// What the caller's token may do.
 #[derive(serde::Serialize, utoipa::ToSchema)]
@@ -38,53 +39,164 @@ pub(crate) async fn token(req: HttpRequest, state: web::Data<AppState>) -> HttpR
 /// How long `/health` waits for the store.
 const PING_TIMEOUT: Duration = Duration::from_secs(2);
 
-/// The slot keeper's view and the store's reachability: 200 when healthy, 503 when not.
-#[utoipa::path(operation_id = "get_health", get, path = "/health", tag = "operations",
-    responses((status = 200, description = "healthy"), (status = 503, description = "store unreachable or a slot actor down")))]
-pub(crate) async fn health(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
-    let store = state.center.store();
-    let ping = match tokio::time::timeout(PING_TIMEOUT, store.ping()).await {
+/// Most slots `/health` names among those down; the rest are counted.
+const DOWN_NAMED: usize = 16;
+
+/// The store's reachability: `Ok`, or why not.
+async fn ping(state: &AppState) -> Result<(), String> {
+    match tokio::time::timeout(PING_TIMEOUT, state.center.store().ping()).await {
         Ok(Ok(())) => Ok(()),
         Ok(Err(e)) => Err(e.to_string()),
         Err(_) => Err(format!("no answer within {PING_TIMEOUT:?}")),
-    };
-    let slots = state.center.health().await;
-    let all_alive = slots.iter().all(|s| s.alive);
-    let healthy = ping.is_ok() && all_alive;
-    // With tokens set, a caller without one gets a summary that says nothing of the host
-    // (its instance name holds the host name and pid), the store's errors or the topics,
-    // and stays small however many slots there are.
-    let detail = state.settings.tokens.is_empty() || granted(&req).is_some();
-    if !detail {
-        let body = json!({
-            "status": if healthy { "ok" } else { "unhealthy" },
-            "store": {"engine": store.engine(), "reachable": ping.is_ok()},
-            "slots_alive": all_alive,
-            "slots": slots.len(),
-        });
-        return if healthy {
-            HttpResponse::Ok().json(body)
-        } else {
-            HttpResponse::ServiceUnavailable().json(body)
-        };
     }
-    let body = json!({
-        "status": if healthy { "ok" } else { "unhealthy" },
-        "store": {
-            "engine": store.engine(),
-            "reachable": ping.is_ok(),
-            "error": ping.err(),
-            "warnings": store.warnings(),
-        },
-        "instance": state.center.instance(),
-        "slots_alive": all_alive,
-        "slots": slots,
-    });
+}
+
+fn answer(healthy: bool, body: serde_json::Value) -> HttpResponse {
     if healthy {
         HttpResponse::Ok().json(body)
     } else {
         HttpResponse::ServiceUnavailable().json(body)
     }
+}
+
+/// The store's reachability and the slots' figures, summed: a few hundred bytes however many
+/// slots there are (the per-slot detail is paged at `/v1/slots`). 200 when healthy, 503 when
+/// not. A caller with a token (or any, with auth off) also gets the instance's name, the
+/// store's error and warnings, and up to 16 of the slots down among the topics it may see.
+#[utoipa::path(operation_id = "get_health", get, path = "/health", tag = "operations",
+    responses((status = 200, description = "healthy"), (status = 503, description = "store unreachable or a slot actor down")))]
+pub(crate) async fn health(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
+    let ping = ping(&state).await;
+    let slots = state.center.health().await;
+    let down: Vec<&SlotHealth> = slots.iter().filter(|s| !s.alive).collect();
+    let healthy = ping.is_ok() && down.is_empty();
+    let store = state.center.store();
+    let mut body = json!({
+        "status": if healthy { "ok" } else { "unhealthy" },
+        "store": {"engine": store.engine(), "reachable": ping.is_ok()},
+        "slots": slots.len(),
+        "slots_alive": down.is_empty(),
+        "slots_down": down.len(),
+        "dormant": slots.iter().filter(|s| s.dormant).count(),
+        "in_flight": slots.iter().map(|s| s.in_flight).sum::<usize>(),
+        "flow_waiting": slots.iter().map(|s| s.flow_waiting).sum::<usize>(),
+        "restarts": slots.iter().map(|s| u64::from(s.restarts)).sum::<u64>(),
+    });
+    // With tokens set, a caller without one learns nothing of the host (the instance name
+    // holds the host name and pid), the store's errors or the topics.
+    let granted = granted(&req);
+    if state.settings.tokens.is_empty() || granted.is_some() {
+        let pattern = granted.and_then(|g| g.pattern);
+        let named: Vec<_> = down
+            .iter()
+            .filter(|s| sees(pattern.as_deref(), &s.topic))
+            .take(DOWN_NAMED)
+            .map(|s| json!({"topic": s.topic, "slot": s.slot, "last_error": s.last_error}))
+            .collect();
+        body["instance"] = json!(state.center.instance());
+        body["store"]["error"] = json!(ping.err());
+        body["store"]["warnings"] = json!(store.warnings());
+        body["down"] = json!(named);
+    }
+    answer(healthy, body)
+}
+
+/// Whether a token limited to `pattern` (every topic when `None`) may see `topic`.
+fn sees(pattern: Option<&str>, topic: &str) -> bool {
+    pattern.is_none_or(|p| crate::access::glob(p, topic))
+}
+
+/// Liveness, for a probe: the process serves HTTP. Asks nothing of the store.
+#[utoipa::path(operation_id = "get_livez", get, path = "/livez", tag = "operations",
+    responses((status = 200, description = "the process serves")))]
+pub(crate) async fn livez() -> HttpResponse {
+    HttpResponse::Ok().json(json!({"status": "ok"}))
+}
+
+/// Readiness, for a probe: the store answers and every slot this instance owns is served.
+/// 200 or 503, a few bytes.
+#[utoipa::path(operation_id = "get_readyz", get, path = "/readyz", tag = "operations",
+    responses((status = 200, description = "ready"), (status = 503, description = "store unreachable or a slot actor down")))]
+pub(crate) async fn readyz(state: web::Data<AppState>) -> HttpResponse {
+    let ready = ping(&state).await.is_ok() && state.center.health().await.iter().all(|s| s.alive);
+    answer(
+        ready,
+        json!({"status": if ready { "ok" } else { "unhealthy" }}),
+    )
+}
+
+/// `GET /v1/slots`'s query.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+pub(crate) struct SlotsQuery {
+    /// Only this topic's slots.
+    topic: Option<String>,
+    /// The `next` of the page before: slots after this `topic/slot`.
+    after: Option<String>,
+    /// Most slots in the page, 1 to 1,000 (100 by default).
+    #[param(minimum = 1, maximum = 1000)]
+    limit: Option<u64>,
+}
+
+/// A page of the slots this instance serves.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct SlotPage {
+    /// By topic, then slot.
+    items: Vec<SlotHealth>,
+    /// Pass as `after` for the next page; `None` at the end.
+    next: Option<String>,
+}
+
+/// The slots this instance serves, one by one, in pages, by topic then slot: only the
+/// topics the caller's token may see.
+#[utoipa::path(operation_id = "list_slots", get, path = "/v1/slots", tag = "operations",
+    params(SlotsQuery),
+    responses((status = 200, body = SlotPage), (status = 400, body = super::error::ErrorBody)))]
+pub(crate) async fn slots(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: web::Query<SlotsQuery>,
+) -> super::error::ApiResult<HttpResponse> {
+    let limit = query.limit.unwrap_or(100);
+    if !(1..=1_000).contains(&limit) {
+        return Err(super::error::ApiError::invalid(
+            "limit",
+            format!("must be 1 to 1000, got {limit}"),
+        ));
+    }
+    let after = match query.after.as_deref() {
+        None => None,
+        Some(a) => {
+            let parsed = a
+                .rsplit_once('/')
+                .and_then(|(t, s)| Some((t.to_string(), s.parse::<u32>().ok()?)));
+            Some(parsed.ok_or_else(|| {
+                super::error::ApiError::invalid("after", "must be a page's next: TOPIC/SLOT")
+            })?)
+        }
+    };
+    let pattern = granted(&req).and_then(|g| g.pattern);
+    let mut slots: Vec<SlotHealth> = state
+        .center
+        .health()
+        .await
+        .into_iter()
+        .filter(|s| sees(pattern.as_deref(), &s.topic))
+        .filter(|s| query.topic.as_deref().is_none_or(|t| t == s.topic))
+        .filter(|s| {
+            after
+                .as_ref()
+                .is_none_or(|(t, n)| (s.topic.as_str(), s.slot) > (t.as_str(), *n))
+        })
+        .collect();
+    slots.sort_by(|a, b| (a.topic.as_str(), a.slot).cmp(&(b.topic.as_str(), b.slot)));
+    let limit = usize::try_from(limit).unwrap_or(1_000);
+    let next = (slots.len() > limit).then(|| {
+        let last = &slots[limit - 1];
+        format!("{}/{}", last.topic, last.slot)
+    });
+    slots.truncate(limit);
+    Ok(HttpResponse::Ok().json(SlotPage { items: slots, next }))
 }
 
 /// Prometheus text: counters, job gauges per topic, lateness and duration histograms.

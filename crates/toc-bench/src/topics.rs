@@ -283,15 +283,7 @@ async fn at_size(ctx: &mut Ctx, engine: &str, n: usize) -> Result<(), String> {
 
 /// How many slots of the idle topics `toc` serves, or `None` while it does not answer.
 async fn served(http: &reqwest::Client, toc: &Child) -> Option<usize> {
-    let health: serde_json::Value = http
-        .get(format!("{}/health", toc.base))
-        .send()
-        .await
-        .ok()?
-        .json()
-        .await
-        .ok()?;
-    let slots = health["slots"].as_array()?;
+    let slots = toc_testkit::process::served_slots(http, &toc.base).await?;
     Some(
         slots
             .iter()

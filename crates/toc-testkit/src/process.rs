@@ -290,6 +290,27 @@ impl Drop for Toc {
     }
 }
 
+/// Every slot the `toc serve` at `base` serves, as `/v1/slots` pages them (with auth off),
+/// or `None` while it does not answer.
+pub async fn served_slots(http: &reqwest::Client, base: &str) -> Option<Vec<serde_json::Value>> {
+    let mut out = Vec::new();
+    let mut after: Option<String> = None;
+    loop {
+        let mut req = http
+            .get(format!("{base}/v1/slots"))
+            .query(&[("limit", "1000")]);
+        if let Some(a) = &after {
+            req = req.query(&[("after", a)]);
+        }
+        let page: serde_json::Value = req.send().await.ok()?.json().await.ok()?;
+        out.extend(page["items"].as_array()?.iter().cloned());
+        match page["next"].as_str() {
+            Some(next) => after = Some(next.to_string()),
+            None => return Some(out),
+        }
+    }
+}
+
 /// A local HTTP server that answers every request 200 and notes, per request body's `id`,
 /// when it arrived (µs on this process's clock) and how often.
 pub struct Receiver {

@@ -15,7 +15,7 @@ const state = {
   eventsAfter: null,    // the last event id shown
   locked: false,        // the service answered 401
   history: [],          // [{at, total, topics: Map topic -> fires/s}], the last minutes
-  slots: [],            // /health's slots, as last read
+  slots: [],            // /v1/slots' items, as last read
   scope: "admin",       // what the token may do (/v1/token): read, write or admin
   lists: {              // the selected topic's listings: the cursor of the page on screen, and the next
     upcoming: { shown: null, next: null },
@@ -229,10 +229,23 @@ function slotRow(row, s) {
   cell(row, s.last_error || "");
 }
 
+// Every slot this instance serves that the token may see, page by page (/v1/slots).
+async function allSlots() {
+  const out = [];
+  let after = null;
+  for (let page = 0; page < 64; page++) {
+    const res = await api("/v1/slots?limit=1000" + (after ? "&after=" + encodeURIComponent(after) : ""));
+    if (!res.body || !Array.isArray(res.body.items)) break;
+    out.push(...res.body.items);
+    if (!res.body.next) break;
+    after = res.body.next;
+  }
+  return out;
+}
+
 // One row per topic: its slots this instance serves, summed.
 async function refreshSlots() {
-  const res = await api("/health");
-  state.slots = (res.body && res.body.slots) || [];
+  state.slots = await allSlots();
   const byTopic = new Map();
   for (const s of state.slots) {
     if (!byTopic.has(s.topic)) byTopic.set(s.topic, []);
