@@ -145,17 +145,17 @@ fn embedded_v4(v6: Ipv6Addr) -> Option<Ipv4Addr> {
     let s = v6.segments();
     let o = v6.octets();
     let last = Ipv4Addr::new(o[12], o[13], o[14], o[15]);
+    // IPv4-translated (RFC 2765, ::ffff:0:a.b.c.d), local-use NAT64 (RFC 8215), NAT64
+    // (64:ff9b::/96), and IPv4-compatible (deprecated: ::a.b.c.d, but not :: or ::1): the
+    // IPv4 address in the last 32 bits.
+    let last_32 = s[..6] == [0, 0, 0, 0, 0xffff, 0]
+        || s[..3] == [0x64, 0xff9b, 1]
+        || s[..6] == [0x64, 0xff9b, 0, 0, 0, 0]
+        || (s[..6] == [0; 6] && u32::from(last) > 1);
     if let Some(v4) = v6.to_ipv4_mapped() {
         Some(v4)
-    } else if s[..6] == [0, 0, 0, 0, 0xffff, 0] {
-        Some(last) // IPv4-translated (RFC 2765): ::ffff:0:a.b.c.d
-    } else if s[..3] == [0x64, 0xff9b, 1] {
-        Some(last) // local-use NAT64 (RFC 8215), the IPv4 address in the last 32 bits
-    } else if s[..6] == [0; 6] && u32::from(last) > 1 {
-        // IPv4-compatible (deprecated): ::a.b.c.d, but not :: or ::1.
+    } else if last_32 {
         Some(last)
-    } else if s[..6] == [0x64, 0xff9b, 0, 0, 0, 0] {
-        Some(last) // NAT64
     } else if s[0] == 0x2002 {
         Some(Ipv4Addr::new(o[2], o[3], o[4], o[5])) // 6to4
     } else {
