@@ -322,14 +322,16 @@ impl TimeoutCenter {
         topic: &str,
         job_type: Option<&str>,
         payload: &Value,
+        flow_key: Option<&str>,
     ) -> Result<Arc<TopicConfig>> {
         let t = match self.rt.store.find_topic(topic).await? {
             Some(t) => {
-                self.check_job(&t, job_type, payload)?;
+                self.check_job(&t, job_type, payload, flow_key)?;
                 t
             }
             None => {
-                self.check_job(&self.rt.store.defaults_for(topic)?, job_type, payload)?;
+                let defaults = self.rt.store.defaults_for(topic)?;
+                self.check_job(&defaults, job_type, payload, flow_key)?;
                 self.rt.store.topic(topic).await?
             }
         };
@@ -344,6 +346,7 @@ impl TimeoutCenter {
         topic: &TopicConfig,
         job_type: Option<&str>,
         payload: &Value,
+        flow_key: Option<&str>,
     ) -> Result<()> {
         let name = job_type.unwrap_or(&topic.default_type);
         let pull_topic = topic.default_type == pull::TYPE;
@@ -365,6 +368,21 @@ impl TimeoutCenter {
             });
         }
         match self.rt.types.get(name) {
+            Some(entry)
+                if flow_key.is_some()
+                    && topic
+                        .flow
+                        .is_some_and(|f| f.key == crate::flow::KeyFrom::Url)
+                    && entry.handler.flow_key(payload).is_some() =>
+            {
+                Err(Error::unprocessable(
+                    "flow_key",
+                    format!(
+                        "topic {:?} keys a {name} job by its URL's host and port (flow.key = url): a job may not name its own",
+                        topic.name
+                    ),
+                ))
+            }
             Some(entry) => entry.handler.check_payload(payload).map_err(|e| match e {
                 PayloadRefusal::Invalid(e) => {
                     Error::invalid("payload", format!("{e} (job type {name:?})"))
@@ -395,8 +413,13 @@ impl TimeoutCenter {
         let t = match mode {
             ScheduleMode::ResetOnly => self.existing(topic).await?,
             _ => {
-                self.topic_for_new(topic, job.job_type.as_deref(), &job.payload)
-                    .await?
+                self.topic_for_new(
+                    topic,
+                    job.job_type.as_deref(),
+                    &job.payload,
+                    job.flow_key.as_deref(),
+                )
+                .await?
             }
         };
         let now = self.now();
@@ -458,7 +481,7 @@ impl TimeoutCenter {
     ) -> Result<ResetReport> {
         let t = match create {
             Some(spec) => {
-                self.topic_for_new(topic, spec.job_type.as_deref(), &spec.payload)
+                self.topic_for_new(topic, spec.job_type.as_deref(), &spec.payload, None)
                     .await?
             }
             None => self.existing(topic).await?,

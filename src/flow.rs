@@ -48,6 +48,42 @@ pub struct FlowLimits {
     )]
     #[schema(schema_with = schemas::parallelism)]
     pub parallelism: Option<u32>,
+    /// Which key a job goes by (the topic's `flow` only): `job` (when absent) a job's own
+    /// `flow_key`, else its type's (a webhook's URL host and port); `url` a webhook's is
+    /// always its URL's host and port, and a webhook job naming a `flow_key` is refused, so
+    /// no caller steps around the limits that protect a receiver.
+    #[serde(default, skip_serializing_if = "KeyFrom::is_job")]
+    pub key: KeyFrom,
+}
+
+/// Which flow key a job goes by.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum KeyFrom {
+    /// Its own `flow_key`, else its type's.
+    #[default]
+    Job,
+    /// Its type's (a webhook's URL host and port) whenever the type has one.
+    Url,
+}
+
+impl KeyFrom {
+    fn is_job(&self) -> bool {
+        *self == KeyFrom::Job
+    }
+}
+
+/// The flow key a job goes by under the topic's `flow`: `own` (its `flow_key`) or, when it
+/// has none or the topic says `url`, `of_type()` (a webhook's URL host and port).
+pub fn job_key(
+    flow: Option<&FlowLimits>,
+    own: Option<&str>,
+    of_type: impl FnOnce() -> Option<String>,
+) -> Option<String> {
+    match (flow.map(|f| f.key), own) {
+        (Some(KeyFrom::Url), _) | (_, None) => of_type().or_else(|| own.map(str::to_string)),
+        (_, Some(own)) => Some(own.to_string()),
+    }
 }
 
 fn second() -> u64 {
@@ -81,6 +117,19 @@ impl FlowLimits {
         {
             return bad(format!(
                 "parallelism must be 1 to {MAX_FLOW_PARALLELISM}, got {p}"
+            ));
+        }
+        Ok(())
+    }
+
+    /// Checks the limits of one key (`PUT .../flows/{key}`): as [`FlowLimits::validate`], and
+    /// no `key`, which only the topic's `flow` says.
+    pub fn validate_own(&self, field: &'static str) -> Result<()> {
+        self.validate(field)?;
+        if self.key != KeyFrom::Job {
+            return Err(Error::invalid(
+                field,
+                "key is the topic's flow's only (which key a job goes by)",
             ));
         }
         Ok(())
@@ -163,6 +212,7 @@ mod tests {
             rate: Some(100),
             period_ms: 1_000,
             parallelism: Some(5),
+            key: Default::default(),
         };
         assert!(ok.validate("flow").is_ok());
         for (bad, says) in [
@@ -204,5 +254,48 @@ mod tests {
         assert!(check_key("h\u{e9}te").is_ok());
         assert!(check_key("a\u{85}").is_err());
         assert!(check_key(&"k".repeat(129)).is_err());
+    }
+
+    /// A job goes by its own key unless the topic keys by URL; by its type's when it has
+    /// none.
+    #[test]
+    fn a_job_goes_by_its_own_key_unless_the_topic_keys_by_url() {
+        let by_job = FlowLimits {
+            rate: Some(1),
+            period_ms: 1_000,
+            parallelism: None,
+            key: KeyFrom::Job,
+        };
+        let by_url = FlowLimits {
+            key: KeyFrom::Url,
+            ..by_job
+        };
+        let url = || Some("hooks.example.com:443".to_string());
+        let none = || None;
+        assert_eq!(
+            job_key(Some(&by_job), Some("mine"), url).as_deref(),
+            Some("mine")
+        );
+        assert_eq!(job_key(None, Some("mine"), url).as_deref(), Some("mine"));
+        assert_eq!(
+            job_key(Some(&by_url), Some("mine"), url).as_deref(),
+            Some("hooks.example.com:443"),
+            "no caller steps around the receiver's limits"
+        );
+        assert_eq!(
+            job_key(Some(&by_url), Some("mine"), none).as_deref(),
+            Some("mine"),
+            "a type with no URL keeps the job's own"
+        );
+        assert_eq!(
+            job_key(Some(&by_job), None, url).as_deref(),
+            Some("hooks.example.com:443")
+        );
+        assert_eq!(job_key(Some(&by_job), None, none), None);
+        assert!(by_url.validate("flow").is_ok());
+        assert!(
+            by_url.validate_own("flow").is_err(),
+            "a key's own limits say no key"
+        );
     }
 }

@@ -286,7 +286,7 @@ impl TopicConfig {
         }
         for (key, limits) in &self.flows {
             crate::flow::check_key(key)?;
-            limits.validate("flows")?;
+            limits.validate_own("flows")?;
         }
         crate::validate::job_type(&self.default_type).map_err(|_| {
             Error::invalid(

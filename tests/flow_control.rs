@@ -45,6 +45,7 @@ async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
             rate: None,
             period_ms: 1_000,
             parallelism: Some(3),
+            key: Default::default(),
         }),
         ..TopicConfig::named("hooks")
     };
@@ -92,6 +93,7 @@ async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
         rate: Some(2),
         period_ms: 60_000,
         parallelism: None,
+        key: Default::default(),
     };
     let asked = runs(4);
     let other = FlowAsk {
@@ -295,6 +297,43 @@ mod processes {
             (other["own"].clone(), other["limits"]["parallelism"].clone()),
             (json!(false), json!(10))
         );
+        // A key's own limits say no `key`: only the topic's flow says which key a job goes by.
+        let keyed = http
+            .put(&url)
+            .json(&json!({"rate": 6, "key": "url"}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(keyed.status(), 400);
+        // A topic keyed by URL: a webhook job may not name a key of its own (422), and one
+        // that names none is taken.
+        toc.put_topic(
+            &http,
+            "hooks",
+            json!({"flow": {"parallelism": 10, "key": "url"}}),
+        )
+        .await;
+        let job = |flow_key: Option<&str>| {
+            let mut body = json!({"type": "webhook", "delay_ms": 60_000,
+                                  "payload": {"url": "http://127.0.0.1:9/hook"}});
+            if let Some(k) = flow_key {
+                body["flow_key"] = json!(k);
+            }
+            http.put(toc.url("/v1/topics/hooks/jobs/j"))
+                .json(&body)
+                .send()
+        };
+        let refused = job(Some("around-the-limits")).await.unwrap();
+        assert_eq!(refused.status(), 422);
+        let body: Value = refused.json().await.unwrap();
+        assert!(
+            body["error"]["message"]
+                .as_str()
+                .unwrap()
+                .contains("flow_key"),
+            "{body}"
+        );
+        assert_eq!(job(None).await.unwrap().status(), 201);
         // A topic with no flow: a key has no limits.
         toc.put_topic(&http, "hooks", json!({"flow": null})).await;
         assert_eq!(http.get(&url).send().await.unwrap().status(), 404);

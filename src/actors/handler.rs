@@ -99,12 +99,11 @@ impl Handler<RunJob> for HandlerActor {
         let permits = self.permits.clone();
         let topic_share = self.per_topic.clone().map(|s| (s, msg.ctx.topic.clone()));
         let key_share = self.per_key.clone().and_then(|s| {
-            let key = msg
-                .ctx
-                .job
-                .flow_key
-                .clone()
-                .or_else(|| handler.flow_key(&msg.ctx.payload))?;
+            let key = crate::flow::job_key(
+                msg.ctx.settings.flow.as_ref(),
+                msg.ctx.job.flow_key.as_deref(),
+                || handler.flow_key(&msg.ctx.payload),
+            )?;
             Some((s, format!("{}\u{0}{key}", msg.ctx.topic)))
         });
         Box::pin(async move {

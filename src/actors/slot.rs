@@ -544,7 +544,7 @@ impl SlotActor {
         if !self.topic.has_flow_limits() || job.misfire(fired_at).is_some() {
             return None;
         }
-        let key = job.flow_key.clone().or_else(|| {
+        let key = crate::flow::job_key(self.topic.flow.as_ref(), job.flow_key.as_deref(), || {
             self.rt
                 .types
                 .get(job.job_type.as_str())?

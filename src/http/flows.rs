@@ -127,7 +127,7 @@ pub(crate) async fn put_flow(
     let (topic, key) = path.into_inner();
     crate::flow::check_key(&key)?;
     let limits = body.into_inner();
-    limits.validate("flow")?;
+    limits.validate_own("flow")?;
     let mut t = (*state.center.topic_settings(&topic).await?).clone();
     let had = t.flows.insert(key.clone(), limits).is_some();
     t.validate()?;

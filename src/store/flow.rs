@@ -193,6 +193,7 @@ mod tests {
             rate: None,
             period_ms: 1_000,
             parallelism: Some(5),
+            key: Default::default(),
         };
         let mut b = Book::default();
         let asked = runs(8);
@@ -214,6 +215,7 @@ mod tests {
             rate: Some(100),
             period_ms: 1_000,
             parallelism: None,
+            key: Default::default(),
         };
         let mut b = Book::default();
         let mut grants = Vec::new();

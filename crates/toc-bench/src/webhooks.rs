@@ -71,6 +71,7 @@ pub(super) async fn webhook(ctx: &mut Ctx) -> Result<(), String> {
                 rate: None,
                 period_ms: 1_000,
                 parallelism: Some(64),
+                key: Default::default(),
             };
             center
                 .put_topic(TopicConfig {
