@@ -282,9 +282,14 @@ impl TimeoutCenter {
     async fn wake(&self, topic: &TopicConfig, slot: u32, at: Millis) {
         // A long poll may wait longer than the slots' poll: it is told of every head.
         self.claims.wake(&topic.name, slot, at);
-        // Told however far ahead: the sweep may take longer than `safety_net_ms` (its reads
-        // are bounded by `safety_net_reads_per_s`), so it cannot be counted on to come round
-        // before a job is due. A new head is rare among resets (they mostly push a job later).
+        // A head past the safety net's longest sweep is found by the sweep before it is due:
+        // heartbeats pushing alarms that far cost no notice (no publish, no keeper message).
+        if self
+            .notice_horizon()
+            .is_some_and(|h| at > self.now().saturating_add(h))
+        {
+            return;
+        }
         let notice = WakeNotice {
             topic: topic.name.clone(),
             slot,
@@ -294,6 +299,24 @@ impl TimeoutCenter {
         if let Err(e) = self.rt.store.wake_bus().wake(topic, &notice).await {
             tracing::debug!(error = %e, "could not publish a wake notice");
         }
+    }
+
+    /// How far ahead a new head must be told to its slot's owner: the longest the safety net
+    /// of an instance may take to read every slot's head (every slot the limits allow, at
+    /// `runtime.safety_net_reads_per_s`, and at least `runtime.safety_net_ms`), and two of its
+    /// rounds more. Any owner's sweep reads the slot within that and wakes it before a head
+    /// further ahead is due. `None` without `limits.max_total_slots`: every head is told.
+    fn notice_horizon(&self) -> Option<Millis> {
+        let s = &self.rt.settings;
+        let slots = self.rt.store.max_total_slots()?;
+        let per_s = s.safety_net_reads_per_s.max(1);
+        let sweep_ms = slots
+            .saturating_mul(1_000)
+            .div_ceil(per_s)
+            .max(s.net_sweep_ms());
+        Some(crate::num::millis(
+            sweep_ms.saturating_add(s.poll_ms.saturating_mul(2)),
+        ))
     }
 
     /// The job types this instance accepts: those it registers and `runtime.foreign_types`.

@@ -1349,3 +1349,66 @@ async fn every_form_of_settle_lua_leaves_the_same_store() {
         );
     }
 }
+
+/// Heartbeats through the center (the path `POST /resets` and the library take): pushing
+/// plain jobs an hour ahead is one `ZADD XX CH` per slot per batch and nothing else: no
+/// script, no wake notice published (a head past the safety net's longest sweep is found by
+/// the sweep before it is due). Resets had grown a `PUBLISH` per slot per batch, which halved
+/// the heartbeat rate unseen. A reset to a second from now is still told to its slot.
+#[actix_rt::test]
+async fn heartbeats_an_hour_ahead_are_one_zadd_per_slot_and_nothing_else() {
+    let redis = common::RedisServer::start();
+    let s = common::service::Service::start(&redis, |_| {}).await;
+    let c = &s.center;
+    let mut t = TopicConfig::named("fleet");
+    t.slots = 4;
+    c.put_topic(t).await.unwrap();
+    let hour = common::now_ms() + 3_600_000;
+    let batch = |at: Millis| -> Vec<Reset> {
+        (0..1_000)
+            .map(|i| Reset::new(format!("dev-{i}"), at + i))
+            .collect()
+    };
+    c.reset_many("fleet", &batch(hour), Some(&CreateSpec::default()))
+        .await
+        .unwrap();
+    // A slot's first heartbeats learn that its jobs are plain (a script once per slot).
+    c.reset_many("fleet", &batch(hour), None).await.unwrap();
+    let mut conn = redis.conn();
+    let _: () = redis::cmd("CONFIG")
+        .arg("RESETSTAT")
+        .query(&mut conn)
+        .unwrap();
+    for round in 1..6 {
+        let r = c
+            .reset_many("fleet", &batch(hour + round), None)
+            .await
+            .unwrap();
+        assert_eq!(r.reset, 1_000);
+    }
+    let mut calls = |cmd: &str| command_calls(&mut conn, cmd);
+    assert_eq!(
+        (
+            calls("zadd"),
+            calls("fcall"),
+            calls("evalsha"),
+            calls("publish"),
+            calls("spublish")
+        ),
+        (5 * 4, 0, 0, 0, 0),
+        "one ZADD per slot per batch and nothing else"
+    );
+    // A head due soon is told at once.
+    c.reset_many(
+        "fleet",
+        &[Reset::new("dev-1", common::now_ms() + 1_000)],
+        None,
+    )
+    .await
+    .unwrap();
+    assert_eq!(
+        calls("publish") + calls("spublish"),
+        1,
+        "a head due soon is told"
+    );
+}

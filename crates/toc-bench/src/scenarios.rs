@@ -81,6 +81,9 @@ fn options() -> StoreOptions {
     };
     StoreOptions {
         topic_defaults: defaults,
+        // As `toc serve` has it by default (`limits.max_total_slots`): the safety net's
+        // longest sweep, which says how far ahead a new head must be told, follows from it.
+        max_total_slots: Some(16_384),
         ..StoreOptions::default()
     }
 }

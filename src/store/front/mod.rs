@@ -69,6 +69,11 @@ impl Store {
         }
     }
 
+    /// `limits.max_total_slots`: the most slots of every topic together; `None`: no limit.
+    pub(crate) fn max_total_slots(&self) -> Option<u64> {
+        self.options.max_total_slots
+    }
+
     /// A job's home slot (checking its id and shard key), then the old slots that may hold
     /// a copy of it while the topic drains from a doubling.
     fn places(topic: &TopicConfig, job: &JobRef) -> Result<(u32, Vec<u32>)> {
