@@ -9,6 +9,8 @@
 # scripts/test.sh runs it after the Rust tests.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# The services this script starts keep no journal (toc serve's default is toc-data/ here).
+export TOC_MEMORY_JOURNAL=${TOC_MEMORY_JOURNAL:-none}
 
 if ! command -v promtool >/dev/null 2>&1; then
   echo "promtool is missing: installing Debian's prometheus package" >&2

@@ -12,6 +12,10 @@ need_python_venv() {
   fi
 }
 
+# The services these scripts start keep nothing across runs: no journal (toc serve's default
+# would be toc-data/ in the work tree) unless a script gives one.
+export TOC_MEMORY_JOURNAL=${TOC_MEMORY_JOURNAL:-none}
+
 # A free local TCP port.
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 

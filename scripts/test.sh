@@ -19,6 +19,10 @@ if [ -n "$missing" ]; then
   DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq $missing >/dev/null
 fi
 
+# The services the tests and scripts start keep no journal unless a test gives one (toc
+# serve's default, toc-data/ in the directory it runs in, would be shared between them).
+export TOC_MEMORY_JOURNAL=${TOC_MEMORY_JOURNAL:-none}
+
 log=$(mktemp)
 trap 'rm -f "$log"' EXIT
 hygiene=0

@@ -2,6 +2,7 @@
 //! differ), a file layered over them, and `TOC_*` environment variables over both.
 
 use std::net::SocketAddr;
+use std::os::unix::fs::DirBuilderExt;
 use std::path::{Path, PathBuf};
 
 use serde::Deserialize;
@@ -52,12 +53,18 @@ pub enum FsyncPolicy {
     EverySecond,
 }
 
+/// `memory.journal`'s word for no journal at all.
+pub const MEMORY_ONLY: &str = "none";
+
 /// The service's settings: `config/default.toml`, then a `--config` file, then `TOC_*` variables.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Settings {
     /// The store engine.
     pub store: StoreKind,
+    /// Where `toc serve` keeps what it writes by default: the memory engine's journal
+    /// (`DATA_DIR/journal`) when `memory.journal` is not set. Made 0700.
+    pub data_dir: PathBuf,
     /// The HTTP address to listen on.
     pub listen: SocketAddr,
     /// Bearer tokens the API accepts; auth is off when empty.
@@ -174,7 +181,8 @@ pub enum Durability {
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct MemorySettings {
-    /// Empty: memory only.
+    /// The journal file. Empty (the default): `toc serve` keeps it at `DATA_DIR/journal`
+    /// (a library's center: memory only); `none`: memory only, nothing survives a restart.
     pub journal: PathBuf,
     /// When journal writes reach the disk.
     pub fsync: FsyncPolicy,
@@ -517,9 +525,32 @@ impl Settings {
         }
     }
 
-    /// The journal path, when durability is on.
+    /// The journal path, when durability is on (`memory.journal` neither empty nor `none`).
     pub fn journal(&self) -> Option<&Path> {
-        (!self.memory.journal.as_os_str().is_empty()).then_some(self.memory.journal.as_path())
+        let j = self.memory.journal.as_path();
+        (!j.as_os_str().is_empty() && j != Path::new(MEMORY_ONLY)).then_some(j)
+    }
+
+    /// `toc serve`'s durable default: on the memory engine with `memory.journal` unset, the
+    /// journal goes to `DATA_DIR/journal`, the directory made private (0700) if missing.
+    /// Answers whether the service keeps nothing across a restart (`memory.journal = none`).
+    pub fn durable_default(&mut self) -> Result<bool> {
+        if self.store != StoreKind::Memory {
+            return Ok(false);
+        }
+        if self.memory.journal.as_os_str().is_empty() {
+            let dir = &self.data_dir;
+            std::fs::DirBuilder::new()
+                .recursive(true)
+                .mode(0o700)
+                .create(dir)
+                .map_err(|e| {
+                    Error::invalid("data_dir", format!("cannot make {}: {e}", dir.display()))
+                })?;
+            self.memory.journal = dir.join("journal");
+            return Ok(false);
+        }
+        Ok(self.memory.journal == Path::new(MEMORY_ONLY))
     }
 }
 
@@ -613,6 +644,30 @@ mod tests {
             .iter()
             .map(|(k, v)| (k.to_string(), v.to_string()))
             .collect()
+    }
+
+    /// `toc serve`'s durable default: an unset journal goes to `DATA_DIR/journal`, the
+    /// directory made 0700; `none` is memory only, and says so.
+    #[test]
+    fn toc_serve_keeps_a_journal_in_its_data_dir_unless_told_none() {
+        use std::os::unix::fs::PermissionsExt;
+        let tmp = tempfile::tempdir().unwrap();
+        let dir = tmp.path().join("data");
+        let mut s = Settings::load(None, env(&[("TOC_DATA_DIR", dir.to_str().unwrap())])).unwrap();
+        assert_eq!(s.journal(), None, "a library's center: memory only");
+        assert!(!s.durable_default().unwrap());
+        assert_eq!(s.journal(), Some(dir.join("journal").as_path()));
+        let mode = std::fs::metadata(&dir).unwrap().permissions().mode() & 0o777;
+        assert_eq!(mode, 0o700);
+        let mut none = Settings::load(None, env(&[("TOC_MEMORY_JOURNAL", "none")])).unwrap();
+        assert!(
+            none.durable_default().unwrap(),
+            "memory only, said at start"
+        );
+        assert_eq!(none.journal(), None);
+        let mut redis = Settings::load(None, env(&[("TOC_STORE", "redis")])).unwrap();
+        assert!(!redis.durable_default().unwrap());
+        assert_eq!(redis.journal(), None, "no journal on Redis");
     }
 
     #[test]

@@ -22,7 +22,8 @@ Environment (serve), layered over --config and the built-in defaults (config/def
   TOC_TOKENS                comma-separated bearer tokens (auth is off when empty)
   TOC_AUTH_HEALTH_AND_METRICS  true to require a token on /health and /metrics too
   TOC_LOG_FORMAT            text or json (levels from RUST_LOG, default info)
-  TOC_MEMORY_JOURNAL        journal file of the memory store (empty: memory only)
+  TOC_DATA_DIR              where the journal goes by default (toc-data: DATA_DIR/journal)
+  TOC_MEMORY_JOURNAL        journal file of the memory store (none: memory only)
   TOC_MEMORY_FSYNC          always or every_second
   TOC_RUNTIME_POLL_MS, TOC_RUNTIME_PUMP_BATCH, TOC_RUNTIME_GRACE_MS, TOC_RUNTIME_EVENTS_MAX_LEN,
   TOC_RUNTIME_WORKERS (slot actor threads; 0: one per core), TOC_RUNTIME_FOREIGN_TYPES
@@ -58,6 +59,10 @@ pub(crate) enum Command {
         /// A settings file layered over the built-in defaults.
         #[arg(long, env = "TOC_CONFIG")]
         config: Option<PathBuf>,
+        /// Where the journal goes when `memory.journal` is not set (`data_dir`, TOC_DATA_DIR;
+        /// `toc-data` in the current directory by default).
+        #[arg(long)]
+        data_dir: Option<PathBuf>,
     },
     /// Schedule, read, cancel and reset jobs.
     #[command(subcommand)]
@@ -389,7 +394,7 @@ fn bench_main(args: &[std::ffi::OsString]) -> ExitCode {
 pub fn toc_main() -> ExitCode {
     let cli = Cli::parse();
     match cli.command {
-        Command::Serve { config } => return serve_main(config),
+        Command::Serve { config, data_dir } => return serve_main(config, data_dir),
         Command::Journal(cmd) => return journal_main(cmd),
         Command::Webhooks(cmd) => return webhooks_main(cmd),
         Command::Bench { args } => return bench_main(&args),
@@ -541,9 +546,19 @@ fn init_logging(format: LogFormat, tracer: Option<opentelemetry_sdk::trace::Trac
 }
 
 /// `toc serve`: the service until a signal stops it.
-fn serve_main(config: Option<PathBuf>) -> ExitCode {
-    let settings = match Settings::load(config.as_deref(), std::env::vars()) {
+fn serve_main(config: Option<PathBuf>, data_dir: Option<PathBuf>) -> ExitCode {
+    let mut settings = match Settings::load(config.as_deref(), std::env::vars()) {
         Ok(s) => s,
+        Err(e) => {
+            eprintln!("toc serve: {e}");
+            return ExitCode::from(2);
+        }
+    };
+    if let Some(dir) = data_dir {
+        settings.data_dir = dir;
+    }
+    let memory_only = match settings.durable_default() {
+        Ok(m) => m,
         Err(e) => {
             eprintln!("toc serve: {e}");
             return ExitCode::from(2);
@@ -558,6 +573,11 @@ fn serve_main(config: Option<PathBuf>) -> ExitCode {
     };
     init_logging(settings.log_format, tracer);
     let result = actix_web::rt::System::new().block_on(async move {
+        if memory_only {
+            tracing::warn!(
+                "memory.journal = none: jobs are kept in memory only, and nothing survives a restart"
+            );
+        }
         let store = serve::open_store(&settings).await?;
         tracing::info!(
             store = store.engine(),

@@ -35,6 +35,8 @@ impl Child {
             .arg("serve")
             .env_clear()
             .env("PATH", std::env::var("PATH").unwrap_or_default())
+            // No journal unless asked for (toc serve's default is toc-data/ here).
+            .env("TOC_MEMORY_JOURNAL", "none")
             .envs(env.iter().map(|(k, v)| (*k, v.as_str())))
             .env("TOC_LISTEN", format!("127.0.0.1:{port}"))
             .env("RUST_LOG", "warn")

@@ -47,6 +47,9 @@ pub fn toc_serve(bin: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
             cmd.env_remove(name);
         }
     }
+    // No journal unless the caller gives one (a later `env` wins): toc serve's default,
+    // toc-data/ in the directory it runs in, would be shared by every process a run starts.
+    cmd.env("TOC_MEMORY_JOURNAL", "none");
     cmd
 }
 
