@@ -142,6 +142,18 @@ async fn damage_refuses_the_start_and_leaves_the_file_a_torn_tail_does_not() {
         "{}",
         toc.log_text()
     );
+    // The bytes cut are kept beside the journal, never destroyed.
+    let kept = std::fs::read_dir(dir.path())
+        .unwrap()
+        .map(|e| e.unwrap().path())
+        .find(|p| p.to_string_lossy().contains("torn.journal.torn-"))
+        .expect("the torn tail is kept beside the journal");
+    let last = *recs.last().unwrap();
+    assert_eq!(
+        std::fs::read(&kept).unwrap(),
+        &buf[last..buf.len() - 3],
+        "the kept bytes are the torn record's"
+    );
     drop(toc);
 
     // Salvage keeps every record but the damaged one, and the original.
@@ -242,4 +254,132 @@ async fn a_journal_of_the_first_framing_replays_and_is_rewritten() {
         ok && out.contains("framing version 2") && out.contains("no damage"),
         "{out}"
     );
+}
+
+/// A damaged magic is damage, never a journal of the first framing: its first byte, its
+/// fourth (a length of 4.4 MB past the end, which once passed for a torn tail: the service
+/// started with 0 jobs and cut the journal to 8 bytes) or the whole word. The start is
+/// refused naming offset 0, the file left byte for byte, and `toc journal check` exits
+/// non-zero saying so. And a header that fails its checksum followed by zeros is damage to
+/// the service as it is to `check`, not a zero-filled tail.
+#[actix_rt::test]
+async fn a_damaged_magic_is_refused_never_read_as_the_first_framing() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = real_journal(dir.path()).await;
+    let buf = std::fs::read(&journal).unwrap();
+    let mut zeroed_tail = buf[..records(&buf)[3]].to_vec();
+    zeroed_tail.extend_from_slice(&[0x11; 12]); // a header that fails its checksum
+    zeroed_tail.extend_from_slice(&vec![0; 20_000]);
+    for (name, bad, offset) in [
+        (
+            "first byte",
+            {
+                let mut b = buf.clone();
+                b[0] ^= 0x5a;
+                b
+            },
+            0,
+        ),
+        (
+            "fourth byte zeroed",
+            {
+                let mut b = buf.clone();
+                b[3] = 0;
+                b
+            },
+            0,
+        ),
+        (
+            "whole word",
+            {
+                let mut b = buf.clone();
+                b[..4].copy_from_slice(b"\xde\xad\xbe\xef");
+                b
+            },
+            0,
+        ),
+        (
+            "a damaged header before zeros",
+            zeroed_tail,
+            records(&buf)[3],
+        ),
+    ] {
+        let copy = dir
+            .path()
+            .join(format!("{}.journal", name.replace(' ', "-")));
+        std::fs::write(&copy, &bad).unwrap();
+        let before = sha256(&copy);
+        let (status, log) = Toc::refused(&[("TOC_MEMORY_JOURNAL", copy.display().to_string())]);
+        assert!(
+            !status.success(),
+            "{name}: the start must be refused: {log}"
+        );
+        assert!(
+            log.contains(&format!("offset {offset}")),
+            "{name}: names offset {offset}: {log}"
+        );
+        assert_eq!(sha256(&copy), before, "{name}: the file is left as it was");
+        let (ok, out) = toc_cli(&["journal", "check", copy.to_str().unwrap()]);
+        assert!(
+            !ok && out.contains(&format!("DAMAGED at byte offset {offset}")),
+            "{name}: check agrees: {out}"
+        );
+    }
+}
+
+/// The lock holds whatever name the journal is reached by: a second process naming it
+/// through a symlink is refused.
+#[actix_rt::test]
+async fn a_journal_reached_through_a_symlink_is_still_one_process_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("jobs.journal");
+    let env = [("TOC_MEMORY_JOURNAL", journal.display().to_string())];
+    let first = Toc::start("first", &env, Skew::None, dir.path()).await;
+    let link = dir.path().join("alias.journal");
+    std::os::unix::fs::symlink(&journal, &link).unwrap();
+    let (status, log) = Toc::refused(&[("TOC_MEMORY_JOURNAL", link.display().to_string())]);
+    assert!(
+        !status.success(),
+        "a second process through a symlink must not start"
+    );
+    assert!(
+        log.contains("in use by another process") && log.contains(&format!("pid {}", first.pid())),
+        "the refusal names the holder: {log}"
+    );
+}
+
+/// Replay checks what it reads as the API would: a topic record of 0 slots (which hid its
+/// jobs and made the next start refuse) or of 4,000,000 is refused naming its offset.
+#[actix_rt::test]
+async fn a_topic_record_the_api_would_refuse_stops_the_start_at_its_offset() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = real_journal(dir.path()).await;
+    let buf = std::fs::read(&journal).unwrap();
+    let recs = records(&buf);
+    // The topic's record comes first: its body is the topic's settings as JSON.
+    let at = recs[0];
+    let len = u32::from_le_bytes(buf[at..at + 4].try_into().unwrap()) as usize;
+    let body = String::from_utf8(buf[at + 12..at + 12 + len].to_vec()).expect("a JSON record");
+    assert!(body.contains("\"slots\":16"), "{body}");
+    for slots in ["0", "4000000"] {
+        let new_body = body.replace("\"slots\":16", &format!("\"slots\":{slots}"));
+        let mut record = Vec::new();
+        let (l, crc) = (new_body.len() as u32, crc32fast::hash(new_body.as_bytes()));
+        record.extend_from_slice(&l.to_le_bytes());
+        record.extend_from_slice(&crc.to_le_bytes());
+        let own = crc32fast::hash(&record[..8]);
+        record.extend_from_slice(&own.to_le_bytes());
+        record.extend_from_slice(new_body.as_bytes());
+        let mut bad = buf[..at].to_vec();
+        bad.extend_from_slice(&record);
+        bad.extend_from_slice(&buf[at + 12 + len..]);
+        let copy = dir.path().join(format!("slots-{slots}.journal"));
+        std::fs::write(&copy, &bad).unwrap();
+        let (status, log) = Toc::refused(&[("TOC_MEMORY_JOURNAL", copy.display().to_string())]);
+        assert!(!status.success(), "slots {slots}: refused: {log}");
+        assert!(
+            log.contains(&format!("offset {at}")) && log.contains("slots"),
+            "slots {slots}: names the record's offset and the field: {log}"
+        );
+    }
 }

@@ -8,8 +8,13 @@
 //! unless every byte from it to the end is zero (a file extended by a crash before its data
 //! reached the disk). A body that does not check is damage, unless it is the last record's.
 //!
-//! A file without the magic is of the first version (`[length][crc32 of the body][body]`),
-//! read with that version's rules once, then rewritten in this one at start.
+//! A file without the magic is of the first version (`[length][crc32 of the body][body]`)
+//! only when it reads whole and clean to its end under that version's rules (every record's
+//! checksum, nothing torn): it is then read once, and rewritten in this one at start. Any
+//! other file without the magic is damaged at offset 0 (a damaged magic must never be read
+//! as the first framing, whose length past the end would pass for a torn tail and lose
+//! every record). The first framing is retired in two steps: this release rewrites every
+//! such file at its first start; the next refuses a file without the magic outright.
 
 /// The first bytes of a journal of this version.
 pub(super) const MAGIC: &[u8; 8] = b"TOCJ\x00\x02\r\n";
@@ -133,13 +138,61 @@ pub(super) struct Scan<'a> {
     pub damaged: Vec<(usize, usize, String)>,
 }
 
+/// Whether a file without the magic reads whole and clean as the first framing: `Err` with
+/// the offset and the fault that stops it when not.
+pub(super) fn reads_whole_as_v1(
+    buf: &[u8],
+    decodes: impl Fn(&[u8]) -> bool,
+) -> Result<(), (usize, String)> {
+    let s = scan_as(buf, Version::V1, false, decodes);
+    if let Some((at, why)) = s.torn {
+        return Err((at, why.to_string()));
+    }
+    match s.damaged.first() {
+        Some((at, _, why)) => Err((*at, why.clone())),
+        None => Ok(()),
+    }
+}
+
+/// Why a file without the magic that does not read as the first framing is refused.
+pub(super) fn no_magic(at: usize, why: &str) -> String {
+    format!(
+        "the file does not open with the journal's magic, and it does not read whole as the \
+         first framing either (at offset {at}: {why}): a damaged magic, not a journal of before"
+    )
+}
+
 /// Reads the records of a whole file in memory (for `toc journal check` and `salvage`).
 /// With `resync`, reading goes on after damage at the next offset where a whole record
-/// checks (its header and body, and `decodes`), so that one bad byte costs one record.
+/// checks (its header and body, and `decodes`), so that one bad byte costs one record. A
+/// file without the magic that does not read whole as the first framing is damaged at
+/// offset 0, and what follows the magic's place is read as this version.
 pub(super) fn scan<'a>(buf: &'a [u8], resync: bool, decodes: impl Fn(&[u8]) -> bool) -> Scan<'a> {
     let size = buf.len();
     let first = &buf[..size.min(MAGIC.len())];
     let version = version(first, size).unwrap_or(Version::V2);
+    if version == Version::V1 {
+        match reads_whole_as_v1(buf, &decodes) {
+            Ok(()) => return scan_as(buf, Version::V1, resync, decodes),
+            Err((at, why)) => {
+                let mut v2 = scan_as(buf, Version::V2, resync, decodes);
+                v2.damaged
+                    .insert(0, (0, MAGIC.len().min(size), no_magic(at, &why)));
+                return v2;
+            }
+        }
+    }
+    scan_as(buf, version, resync, decodes)
+}
+
+/// [`scan`] under `version`'s rules, whatever the file's first bytes.
+fn scan_as<'a>(
+    buf: &'a [u8],
+    version: Version,
+    resync: bool,
+    decodes: impl Fn(&[u8]) -> bool,
+) -> Scan<'a> {
+    let size = buf.len();
     let mut out = Scan {
         version,
         records: Vec::new(),

@@ -395,6 +395,12 @@ pub(super) fn read_each(
         return Ok((0, Version::V2));
     };
     if version == Version::V1 {
+        // Only a file that reads whole and clean as the first framing is one (a damaged
+        // magic is not): checked before any record is applied or any byte cut.
+        let whole = std::fs::read(path).map_err(reading)?;
+        if let Err((at, why)) = framing::reads_whole_as_v1(&whole, |b| decode(b).is_ok()) {
+            return Err(corrupt(path, 0, framing::no_magic(at, &why)));
+        }
         input.rewind().map_err(reading)?;
     }
     let (hl, mut count, mut at) = (version.header(), 0, version.start());
@@ -404,9 +410,12 @@ pub(super) fn read_each(
             return cut_torn(path, at, size, "a partial header").map(|()| (count, version));
         }
         input.read_exact(&mut head[..hl]).map_err(reading)?;
+        // A zero-filled tail is zero from this header on, the header included: a damaged
+        // header followed by zeros is damage, as `toc journal check` says.
+        let zero_header = head[..hl].iter().all(|b| *b == 0);
         let judged = framing::header(version, &head[..hl], at, size, || {
             let mut rest = Vec::new();
-            input.read_to_end(&mut rest).is_ok() && rest.iter().all(|b| *b == 0)
+            zero_header && input.read_to_end(&mut rest).is_ok() && rest.iter().all(|b| *b == 0)
         });
         let (len, crc) = match judged {
             Ok(h) => h,
@@ -425,16 +434,34 @@ pub(super) fn read_each(
             Err(Fault::Damaged(why)) => return Err(corrupt(path, at, why)),
         }
         let op = decode(&body).map_err(|e| corrupt(path, at, e))?;
-        apply(op)?;
+        // A record that reads but does not hold (a topic's settings the API would refuse,
+        // a job of a slot its topic does not have) stops the start, naming its offset.
+        apply(op).map_err(|e| corrupt(path, at, format!("the record does not apply: {e}")))?;
         count += 1;
         at += hl + len;
     }
     Ok((count, version))
 }
 
-/// Drops a torn last record: the file cut back to `at`, with a warning naming the bytes.
+/// Drops a torn last record: its bytes kept beside the journal (`FILE.torn-SECONDS`, 0600),
+/// never destroyed, then the file cut back to `at`, with a warning naming both.
 fn cut_torn(path: &Path, at: usize, size: usize, why: &str) -> Result<()> {
-    tracing::warn!(journal = %path.display(), offset = at, bytes = size - at, "dropping a torn last record ({why}): {} bytes at offset {at}", size - at);
+    let kept = torn_path(path);
+    let keep = || -> std::io::Result<()> {
+        let mut from = File::open(path)?;
+        from.seek(std::io::SeekFrom::Start(at as u64))?;
+        let mut to = private(OpenOptions::new().write(true).create_new(true)).open(&kept)?;
+        std::io::copy(&mut from, &mut to)?;
+        to.sync_all()
+    };
+    keep().map_err(|e| {
+        Error::Unavailable(format!(
+            "keeping the torn tail of journal {} in {}: {e}; nothing was cut",
+            path.display(),
+            kept.display()
+        ))
+    })?;
+    tracing::warn!(journal = %path.display(), offset = at, bytes = size - at, kept = %kept.display(), "dropping a torn last record ({why}): {} bytes at offset {at}, kept in {}", size - at, kept.display());
     let f = OpenOptions::new()
         .write(true)
         .open(path)
@@ -462,9 +489,34 @@ fn make_private(path: &Path) {
     }
 }
 
-/// The lock file of the journal at `path`.
+/// Where a torn tail's bytes are kept: `FILE.torn-SECONDS` (and `-N` when that is taken).
+fn torn_path(path: &Path) -> PathBuf {
+    let secs = std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .map_or(0, |d| d.as_secs());
+    let named = |n: u32| {
+        let mut p = path.as_os_str().to_owned();
+        p.push(format!(".torn-{secs}"));
+        if n > 0 {
+            p.push(format!("-{n}"));
+        }
+        PathBuf::from(p)
+    };
+    (0..).map(named).find(|p| !p.exists()).expect("a free name")
+}
+
+/// The lock file of the journal at `path`: beside the file the path leads to, whatever name
+/// it is reached by (a symlink, `..`), so two services never write one file.
 pub(super) fn lock_path(path: &Path) -> PathBuf {
-    let mut p = path.as_os_str().to_owned();
+    let real = std::fs::canonicalize(path).unwrap_or_else(|_| {
+        let parent = path.parent().filter(|p| !p.as_os_str().is_empty());
+        let dir = parent.map_or_else(|| std::path::PathBuf::from("."), Path::to_path_buf);
+        match (std::fs::canonicalize(dir), path.file_name()) {
+            (Ok(d), Some(name)) => d.join(name),
+            _ => path.to_path_buf(),
+        }
+    });
+    let mut p = real.into_os_string();
     p.push(".lock");
     PathBuf::from(p)
 }

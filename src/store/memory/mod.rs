@@ -325,6 +325,9 @@ impl MemoryEngine {
             .unwrap_or_else(PoisonError::into_inner);
         match op {
             Op::Topic { config } => {
+                // The API's own checks: a topic of 0 slots would hide its jobs, one of
+                // millions take the machine.
+                config.validate()?;
                 let kept = topics
                     .get(&config.name)
                     .map(|t| t.slots.clone())
