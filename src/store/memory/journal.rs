@@ -942,7 +942,8 @@ mod tests {
         for i in 0..59u32 {
             let rec = Record {
                 payload: (i % 3 == 0).then(|| {
-                    serde_json::json!({"n": i, "pad": "x".repeat(i as usize)}).to_string()
+                    serde_json::json!({"n": i, "pad": "x".repeat(usize::try_from(i).unwrap())})
+                        .to_string()
                 }),
                 ..Record::default()
             };
@@ -989,15 +990,16 @@ mod tests {
         let (mut refused, mut torn_last) = (0, 0);
         for case in 0..12_000u32 {
             let mut bad = file.clone();
-            let at = (next() % bad.len() as u64) as usize;
+            let pick = |n: usize, r: u64| usize::try_from(r % u64::try_from(n).unwrap()).unwrap();
+            let at = pick(bad.len(), next());
             let width = if case % 3 == 0 {
-                1 + (next() % 8) as usize
+                1 + pick(8, next())
             } else {
                 1
             };
             let end = (at + width).min(bad.len());
             for b in &mut bad[at..end] {
-                let flip = (next() % 255 + 1) as u8;
+                let flip = u8::try_from(next() % 255 + 1).unwrap();
                 *b ^= flip;
             }
             match read(&bad) {
