@@ -113,6 +113,10 @@ pub struct LimitsSettings {
     pub max_topics: usize,
     /// Most slots of every topic together (0: no limit).
     pub max_total_slots: u64,
+    /// Most jobs of one topic, in every state (0: no limit): one team's writer cannot fill
+    /// the store that every team shares.
+    #[serde(default = "default_max_jobs_per_topic")]
+    pub max_jobs_per_topic: u64,
     /// The shortest `repeat.every_ms` a job may ask for, in ms.
     pub min_every_ms: u64,
     /// The shortest retry delay a caller may set (a topic's `backoff.base_ms`, a consumer's
@@ -280,6 +284,12 @@ fn default_safety_net_reads_per_s() -> u64 {
 /// a few microseconds, paid within the fire lead.
 fn default_flow_max_waiting() -> usize {
     10_000
+}
+
+/// Ten million jobs a topic: about 1 GB of memory on the embedded store, far below a
+/// heartbeat fleet's need of one topic, far above what a runaway writer should take.
+fn default_max_jobs_per_topic() -> u64 {
+    10_000_000
 }
 
 /// A tenth of the slot's waiting room: ten keys without room fill it.
@@ -522,6 +532,8 @@ impl Settings {
             max_topics: (self.limits.max_topics > 0).then_some(self.limits.max_topics),
             max_total_slots: (self.limits.max_total_slots > 0)
                 .then_some(self.limits.max_total_slots),
+            max_jobs_per_topic: (self.limits.max_jobs_per_topic > 0)
+                .then_some(self.limits.max_jobs_per_topic),
         }
     }
 

@@ -508,8 +508,10 @@ pub struct ResetReport {
     /// Ids of jobs that do not exist (without a create spec).
     pub missing: Vec<String>,
     /// Ids of resets the store refused because it is full (their slots' writes were
-    /// refused before they changed anything; the others were applied). Left out when empty;
-    /// when every slot was refused the whole call fails with `Error::StoreFull` instead.
+    /// refused before they changed anything; the others were applied), or whose creation
+    /// `limits.max_jobs_per_topic` refused (the jobs that existed were reset). Left out when
+    /// empty; when nothing was applied the whole call fails (`Error::StoreFull`, or
+    /// `Error::LimitReached`) instead.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub refused: Vec<String>,
     /// Jobs that had fired (and repeated) since their last reset.

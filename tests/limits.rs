@@ -308,3 +308,72 @@ async fn a_deleted_topic_leaves_no_metric_series() {
         .collect();
     assert!(left.is_empty(), "series left: {left:?}");
 }
+
+/// `limits.max_jobs_per_topic`: a create past a topic's most jobs is refused 409 naming the
+/// setting, nothing written; a job that exists is still replaced and reset; a batch of
+/// heartbeats with `create` still moves the jobs that exist, and the creations are refused.
+/// Another topic has room of its own. Both engines.
+async fn a_topic_holds_at_most_its_jobs(engine: &str) {
+    let redis = common::RedisServer::start();
+    let s = Service::start(&redis, |c| {
+        if engine == "memory" {
+            c.store = StoreKind::Memory;
+        }
+        c.limits.max_jobs_per_topic = 100;
+    })
+    .await;
+    let job = || Some(json!({"delay_ms": 3_600_000}));
+    for i in 0..100 {
+        let (st, _) = s
+            .send(Method::PUT, &format!("/v1/topics/t/jobs/j{i}"), job())
+            .await;
+        assert_eq!(st, 201);
+    }
+    let (st, body) = s
+        .send(Method::PUT, "/v1/topics/t/jobs/one-more", job())
+        .await;
+    refused(st, &body, 409, &["limits.max_jobs_per_topic"]);
+    assert_eq!(body["error"]["code"], "limit_reached");
+    let (st, _) = s.send(Method::POST, "/v1/topics/t/jobs", job()).await;
+    assert_eq!(st, 409, "a generated id too");
+    let (st, _) = s
+        .send(Method::GET, "/v1/topics/t/jobs/one-more", None)
+        .await;
+    assert_eq!(st, 404, "nothing written");
+    let (st, _) = s.send(Method::PUT, "/v1/topics/t/jobs/j7", job()).await;
+    assert_eq!(st, 200, "an existing job is replaced");
+    let beats = json!({"resets": [{"id": "j1", "delay_ms": 60_000}, {"id": "new-device", "delay_ms": 60_000}],
+                       "create": {}});
+    let (st, report) = s
+        .send(Method::POST, "/v1/topics/t/resets", Some(beats))
+        .await;
+    assert_eq!(st, 200, "{report}");
+    assert_eq!(
+        (
+            report["reset"].clone(),
+            report["created"].clone(),
+            report["refused"].clone()
+        ),
+        (json!(1), json!(0), json!(["new-device"])),
+        "{report}"
+    );
+    let only_new = json!({"resets": [{"id": "new-device", "delay_ms": 60_000}], "create": {}});
+    let (st, body) = s
+        .send(Method::POST, "/v1/topics/t/resets", Some(only_new))
+        .await;
+    refused(st, &body, 409, &["limits.max_jobs_per_topic"]);
+    let (_, topic) = s.send(Method::GET, "/v1/topics/t", None).await;
+    assert_eq!(topic["scheduled"], 100, "{topic}");
+    let (st, _) = s.send(Method::PUT, "/v1/topics/other/jobs/a", job()).await;
+    assert_eq!(st, 201, "another topic has room of its own");
+}
+
+#[actix_rt::test]
+async fn a_topic_holds_at_most_its_jobs_on_memory() {
+    a_topic_holds_at_most_its_jobs("memory").await;
+}
+
+#[actix_rt::test]
+async fn a_topic_holds_at_most_its_jobs_on_redis() {
+    a_topic_holds_at_most_its_jobs("redis").await;
+}

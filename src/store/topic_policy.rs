@@ -27,6 +27,8 @@ pub struct StoreOptions {
     pub max_topics: Option<usize>,
     /// Most slots of every topic together (`limits.max_total_slots`); `None`: no limit.
     pub max_total_slots: Option<u64>,
+    /// Most jobs of one topic (`limits.max_jobs_per_topic`); `None`: no limit.
+    pub max_jobs_per_topic: Option<u64>,
 }
 
 impl Default for StoreOptions {
@@ -38,6 +40,7 @@ impl Default for StoreOptions {
             events_max_bytes: 64 << 20,
             max_topics: None,
             max_total_slots: None,
+            max_jobs_per_topic: None,
         }
     }
 }

@@ -200,7 +200,7 @@ impl Store {
     }
 
     /// `get` under the settings `t`.
-    async fn get_in(&self, t: &TopicConfig, job: &JobRef) -> Result<Option<Job>> {
+    pub(super) async fn get_in(&self, t: &TopicConfig, job: &JobRef) -> Result<Option<Job>> {
         let (slot, old) = Self::places(t, job)?;
         let mut found = self
             .engine
@@ -241,6 +241,9 @@ impl Store {
         mode: ScheduleMode,
         now: Millis,
     ) -> Result<Scheduled> {
+        if mode != ScheduleMode::ResetOnly {
+            self.room_for_jobs(&t, 1, Some(job)).await?;
+        }
         let mut r = self.schedule_once(&t, job, mode, now).await;
         // Settings read before a doubling route wrongly: a write is refused (STALE_LAYOUT)
         // and a reset may miss; either is tried again under the settings as stored now.
@@ -277,6 +280,38 @@ impl Store {
 
     /// `reset_many` in a topic whose settings the caller has resolved.
     pub(crate) async fn reset_many_in(
+        &self,
+        t: Arc<TopicConfig>,
+        resets: &[Reset],
+        create: Option<&CreateSpec>,
+        now: Millis,
+    ) -> Result<ResetReport> {
+        let limit = match create {
+            // Each reset may create its job.
+            Some(_) => self
+                .room_for_jobs(&t, crate::num::usize_u64(resets.len()), None)
+                .await
+                .err(),
+            None => None,
+        };
+        let Some(limit) = limit else {
+            return self.reset_many_layouts(t, resets, create, now).await;
+        };
+        if !matches!(limit, Error::LimitReached { .. }) {
+            return Err(limit);
+        }
+        // Past `limits.max_jobs_per_topic` the heartbeats still move the jobs that exist;
+        // the jobs they would have created are refused, and none is written.
+        let mut report = self.reset_many_layouts(t, resets, None, now).await?;
+        report.refused.append(&mut report.missing);
+        if report.reset == 0 {
+            return Err(limit);
+        }
+        Ok(report)
+    }
+
+    /// `reset_many_in`, tried again under newer settings when a doubling moved jobs.
+    async fn reset_many_layouts(
         &self,
         mut t: Arc<TopicConfig>,
         resets: &[Reset],

@@ -11,6 +11,7 @@ mod handouts;
 mod jobs;
 mod members;
 mod open;
+mod quota;
 mod reads;
 pub use bulk::JobFilter;
 pub use reads::ListQuery;
@@ -48,6 +49,9 @@ pub struct Store {
     clock: SharedClock,
     /// The runs claimed through this store and not yet acked (`handouts.rs`).
     handouts: handouts::Handouts,
+    /// Per topic, its job count as last read and when, plus what was created here since
+    /// (`limits.max_jobs_per_topic`, `quota.rs`).
+    counts: std::sync::Mutex<HashMap<String, quota::Count>>,
 }
 
 impl Store {
@@ -65,6 +69,7 @@ impl Store {
             options,
             sweep_from: Default::default(),
             handouts: Default::default(),
+            counts: Default::default(),
             clock,
         }
     }
