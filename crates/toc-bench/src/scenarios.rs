@@ -515,7 +515,17 @@ pub(super) async fn reset(ctx: &mut Ctx) -> Result<(), String> {
                 .map_err(|e| e.to_string())?;
         }
         // Library: batches of 1,000, 4 in flight, each round 1 ms later (heartbeats move on).
+        let cpu = RedisCpu::start(ctx, engine).await?;
+        let started = Instant::now();
         let lib = library_resets(c, &t, &batches, secs, &ctx.stop).await;
+        let done = (lib * started.elapsed().as_secs_f64()) as u64;
+        cpu.add(
+            ctx,
+            "reset",
+            "redis-server CPU per 100,000 library resets",
+            done,
+        )
+        .await?;
         ctx.add(
             "reset",
             engine,
@@ -900,8 +910,32 @@ pub(super) async fn used_memory(c: &mut redis::aio::MultiplexedConnection) -> Re
     Ok(info_field(c, "memory", "used_memory").await? as i64)
 }
 
-/// redis-server's CPU time over a drain, when the engine is Redis (INFO cpu before and after).
-pub(super) struct RedisCpu(Option<(redis::aio::MultiplexedConnection, f64)>);
+/// redis-server's CPU time and calls of each command over a drain, when the engine is Redis
+/// (INFO cpu and INFO commandstats before and after).
+pub(super) struct RedisCpu(Option<(redis::aio::MultiplexedConnection, f64, CommandStats)>);
+
+/// Calls and CPU µs of each command, from `INFO commandstats`.
+type CommandStats = std::collections::BTreeMap<String, (f64, f64)>;
+
+async fn command_stats(c: &mut redis::aio::MultiplexedConnection) -> Result<CommandStats, String> {
+    let info: String = redis::cmd("INFO")
+        .arg("commandstats")
+        .query_async(c)
+        .await
+        .map_err(|e| e.to_string())?;
+    Ok(info
+        .lines()
+        .filter_map(|l| {
+            let (name, rest) = l.strip_prefix("cmdstat_")?.split_once(':')?;
+            let field = |f: &str| {
+                rest.split(',')
+                    .find_map(|kv| kv.strip_prefix(f)?.strip_prefix('='))
+                    .and_then(|v| v.parse::<f64>().ok())
+            };
+            Some((name.to_string(), (field("calls")?, field("usec")?)))
+        })
+        .collect())
+}
 
 impl RedisCpu {
     pub(super) async fn start(ctx: &Ctx, engine: &str) -> Result<Self, String> {
@@ -910,10 +944,14 @@ impl RedisCpu {
         }
         let mut c = redis_conn(ctx).await?;
         let before = redis_cpu(&mut c).await?;
-        Ok(RedisCpu(Some((c, before))))
+        let stats = command_stats(&mut c).await?;
+        Ok(RedisCpu(Some((c, before, stats))))
     }
 
-    /// Adds `figure`, the CPU seconds per 100,000 of the `jobs` drained, to `scenario`.
+    /// Adds `figure`, the CPU seconds per 100,000 of the `jobs` drained, to `scenario`, and
+    /// for each command Redis ran meanwhile its calls and CPU µs per job (printed, not
+    /// published), so that a change that puts work on the path names itself. Redis counts
+    /// a function's calls as `fcall`, not by the function's name.
     pub(super) async fn add(
         self,
         ctx: &mut Ctx,
@@ -921,10 +959,11 @@ impl RedisCpu {
         figure: &str,
         jobs: u64,
     ) -> Result<(), String> {
-        let Some((mut c, before)) = self.0 else {
+        let Some((mut c, before, stats)) = self.0 else {
             return Ok(());
         };
         let cpu = redis_cpu(&mut c).await? - before;
+        let after = command_stats(&mut c).await?;
         ctx.add(
             scenario,
             "redis",
@@ -933,6 +972,20 @@ impl RedisCpu {
             "s",
             "INFO cpu used_cpu_user + used_cpu_sys, before the first job ran and after the last",
         );
+        let per_job = jobs.max(1) as f64;
+        let mut moved: Vec<(String, f64, f64)> = after
+            .iter()
+            .filter_map(|(name, (calls, usec))| {
+                let (c0, u0) = stats.get(name).copied().unwrap_or((0.0, 0.0));
+                (calls - c0 > 0.0)
+                    .then(|| (name.clone(), (calls - c0) / per_job, (usec - u0) / per_job))
+            })
+            .collect();
+        moved.sort_by(|a, b| b.2.total_cmp(&a.2));
+        println!("  redis commands per job ({scenario}, {jobs} jobs), by CPU:");
+        for (name, calls, usec) in moved.iter().take(8) {
+            println!("    {name:<20} {calls:>10.4} calls/job {usec:>10.3} µs/job");
+        }
         Ok(())
     }
 }
