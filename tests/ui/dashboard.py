@@ -232,9 +232,18 @@ def check_open_service(browser, svc, shots):
           "jobs page in order; pause and resume; slots per topic; the fires chart; requeue and delete work")
 
 
+# What a webhook job's payload keeps secret: none of it may reach a read token's page.
+HOOK_SECRETS = ["pa55word", "T0s3cret", "k3yvalue", "h3ader-t0ken"]
+
+
 def check_tokens(browser, svc):
     status, _ = call(svc.base, "PUT", "/v1/topics/secret/jobs/s1", {"delay_ms": 600_000}, TOKEN)
     assert status in (200, 201), status
+    hook = {"type": "webhook", "delay_ms": 600_000, "payload": {
+        "url": "https://ops:pa55word@hooks.example.com/services/T0s3cret?key=k3yvalue",
+        "headers": {"Authorization": "Bearer h3ader-t0ken"}}}
+    status, body = call(svc.base, "PUT", "/v1/topics/secret/jobs/hook-1", hook, TOKEN)
+    assert status in (200, 201), (status, body)
     context = browser.new_context()
     page = context.new_page()
     page.on("dialog", lambda d: d.accept())
@@ -270,13 +279,23 @@ def check_tokens(browser, svc):
     expect(page.locator('#topics tr[data-topic="secret"]')).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("#status")).to_contain_text("a read token", timeout=WAIT_MS)
     expect(page.locator("#topics .pause-toggle")).to_have_count(0)
+    # The webhook job, listed and looked up whole: its payload's secrets are redacted.
+    page.click('#topics tr[data-topic="secret"] td >> nth=0')
+    expect(page.locator('#upcoming tr[data-job="hook-1"]')).to_have_count(1, timeout=WAIT_MS)
+    page.fill("#lookup-id", "hook-1")
+    page.click("#lookup button")
+    expect(page.locator("#lookup-result")).to_contain_text("hooks.example.com", timeout=WAIT_MS)
+    shown = page.content()
+    leaked = [s for s in HOOK_SECRETS if s in shown]
+    assert not leaked, f"a read token's page shows {leaked}"
+    expect(page.locator("#lookup-result")).to_contain_text("***")
     # The admin token is offered the pause.
     page.fill("#token", TOKEN)
     page.click("#token-form button")
     expect(page.locator("#topics tr[data-topic=\"secret\"] .pause-toggle")).to_have_count(1, timeout=WAIT_MS)
     context.close()
     print("dashboard: with tokens set, refuses to work without the token; works with it; "
-          "a read token sees the topics and is offered no change")
+          "a read token sees the topics, no secret of a payload, and is offered no change")
 
 
 def main():
