@@ -60,7 +60,7 @@ for scenario in $scenarios; do
         exit 1
       }
       read -r s1 t1 < <(jiffies)
-      awk -v s=$((s1 - s0)) -v t=$((t1 - t0)) 'BEGIN { printf "%.1f\n", t > 0 ? 100 * s / t : 0 }' \
+      awk -v s=$((s1 - s0)) -v t=$((t1 - t0)) 'BEGIN { printf "%.1f\n", (t > 0 ? 100 * s / t : 0) }' \
         > "$out/$scenario.$side.$round.steal"
       echo "$scenario round $round $side: done" >&2
     done
