@@ -127,7 +127,8 @@ impl FlowLimits {
     pub fn validate_own(&self, field: &'static str) -> Result<()> {
         self.validate(field)?;
         if self.key != KeyFrom::Job {
-            return Err(Error::invalid(
+            // Valid alone, refused here: 422, as other refusals across fields.
+            return Err(Error::unprocessable(
                 field,
                 "key is the topic's flow's only (which key a job goes by)",
             ));

@@ -323,7 +323,7 @@ mod processes {
             .send()
             .await
             .unwrap();
-        assert_eq!(keyed.status(), 400);
+        assert_eq!(keyed.status(), 422);
         // A topic keyed by URL: a webhook job may not name a key of its own (422), and one
         // that names none is taken.
         toc.put_topic(

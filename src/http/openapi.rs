@@ -152,6 +152,10 @@ fn describe_paths(doc: &mut serde_json::Value) {
                             Some("after") if path.ends_with("/dead") => {
                                 serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
                             }
+                            // A page of slots: `topic/slot`.
+                            Some("after") if path == "/v1/slots" => serde_json::json!({
+                                "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}/[0-9]{1,9}$",
+                            }),
                             Some("cursor") => {
                                 serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
                             }

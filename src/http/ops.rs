@@ -132,6 +132,7 @@ pub(crate) struct SlotsQuery {
     /// Only this topic's slots.
     topic: Option<String>,
     /// The `next` of the page before: slots after this `topic/slot`.
+    #[param(pattern = "^[A-Za-z0-9_.-]{1,64}/[0-9]{1,9}$")]
     after: Option<String>,
     /// Most slots in the page, 1 to 1,000 (100 by default).
     #[param(minimum = 1, maximum = 1000)]
@@ -157,6 +158,9 @@ pub(crate) async fn slots(
     state: web::Data<AppState>,
     query: web::Query<SlotsQuery>,
 ) -> super::error::ApiResult<HttpResponse> {
+    if let Some(t) = &query.topic {
+        crate::validate::topic_name(t)?;
+    }
     let limit = query.limit.unwrap_or(100);
     if !(1..=1_000).contains(&limit) {
         return Err(super::error::ApiError::invalid(
