@@ -96,6 +96,10 @@ pub async fn start(settings: Settings, store: SharedStore) -> Result<Running> {
             }))
     })
     .shutdown_timeout(5)
+    // An idle kept-alive connection is closed after 75 s (as nginx does), not actix's 5 s:
+    // HTTP clients keep idle connections for a minute or more (reqwest 90 s), and one sent
+    // on just as the server closed it fails with no answer (hyper's IncompleteMessage).
+    .keep_alive(Duration::from_secs(75))
     .bind(settings.listen)
     .map_err(|e| {
         Error::invalid(
