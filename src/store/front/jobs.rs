@@ -259,6 +259,11 @@ impl Store {
             }
             r = self.schedule_once(&t, job, mode, now).await;
         }
+        if let Ok(s) = &r
+            && s.outcome == ScheduleOutcome::Created
+        {
+            self.created(&t, 1);
+        }
         r
     }
 
@@ -295,7 +300,11 @@ impl Store {
             None => None,
         };
         let Some(limit) = limit else {
-            return self.reset_many_layouts(t, resets, create, now).await;
+            let report = self
+                .reset_many_layouts(t.clone(), resets, create, now)
+                .await?;
+            self.created(&t, report.created);
+            return Ok(report);
         };
         if !matches!(limit, Error::LimitReached { .. }) {
             return Err(limit);

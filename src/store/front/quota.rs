@@ -63,8 +63,9 @@ impl Store {
         Ok(jobs)
     }
 
-    /// Counts `n` jobs created here since the last read.
-    fn created(&self, t: &TopicConfig, n: u64) {
+    /// Counts `n` jobs created here since the last read (what a write answered it created,
+    /// not what it might have: a batch of heartbeats with `create` mostly creates nothing).
+    pub(crate) fn created(&self, t: &TopicConfig, n: u64) {
         if let Some(c) = self
             .counts
             .lock()
@@ -75,9 +76,9 @@ impl Store {
         }
     }
 
-    /// Refuses up to `adding` creates in `t` past `limits.max_jobs_per_topic`; counts them
-    /// when they are allowed. `job`: the one job a schedule names, which replaces itself
-    /// rather than adds when it exists already.
+    /// Refuses up to `adding` creates in `t` past `limits.max_jobs_per_topic`. `job`: the
+    /// one job a schedule names, which replaces itself rather than adds when it exists
+    /// already. The caller counts what it did create ([`Store::created`]).
     pub(crate) async fn room_for_jobs(
         &self,
         t: &TopicConfig,
@@ -98,7 +99,6 @@ impl Store {
             }
             return Err(reached(t, max, jobs, adding));
         }
-        self.created(t, adding);
         Ok(())
     }
 }
