@@ -117,6 +117,10 @@ pub struct LimitsSettings {
     /// the store that every team shares.
     #[serde(default = "default_max_jobs_per_topic")]
     pub max_jobs_per_topic: u64,
+    /// Most bytes of one topic's job records, about (0: no limit): payloads, types, labels
+    /// and errors, as the store measures them.
+    #[serde(default = "default_max_bytes_per_topic")]
+    pub max_bytes_per_topic: u64,
     /// The shortest `repeat.every_ms` a job may ask for, in ms.
     pub min_every_ms: u64,
     /// The shortest retry delay a caller may set (a topic's `backoff.base_ms`, a consumer's
@@ -236,6 +240,9 @@ pub struct RuntimeSettings {
     pub events_max_len: usize,
     /// About how many bytes a topic's event stream keeps on the memory engine.
     pub events_max_bytes: usize,
+    /// About how many bytes every topic's event streams keep together on the memory engine.
+    #[serde(default = "default_events_max_bytes_total")]
+    pub events_max_bytes_total: usize,
     /// Threads (actix arbiters) the slot actors are spread over; 0: one per core.
     pub workers: usize,
     /// Job types this instance accepts without running them: another instance sharing the
@@ -290,6 +297,18 @@ fn default_flow_max_waiting() -> usize {
 /// heartbeat fleet's need of one topic, far above what a runaway writer should take.
 fn default_max_jobs_per_topic() -> u64 {
     10_000_000
+}
+
+/// Two GiB of job records a topic (payloads, types, labels, errors): about seven million
+/// webhook jobs of 300 bytes, while 36 writers of 60 KB payloads can no longer take a
+/// machine's memory in seconds.
+fn default_max_bytes_per_topic() -> u64 {
+    2 << 30
+}
+
+/// Every topic's events together: 256 MiB, four topics at `events_max_bytes`.
+fn default_events_max_bytes_total() -> usize {
+    256 << 20
 }
 
 /// A tenth of the slot's waiting room: ten keys without room fill it.
@@ -529,11 +548,14 @@ impl Settings {
             topic_defaults: self.topics.defaults.clone(),
             events_max_len: self.runtime.events_max_len,
             events_max_bytes: self.runtime.events_max_bytes,
+            events_max_bytes_total: self.runtime.events_max_bytes_total,
             max_topics: (self.limits.max_topics > 0).then_some(self.limits.max_topics),
             max_total_slots: (self.limits.max_total_slots > 0)
                 .then_some(self.limits.max_total_slots),
             max_jobs_per_topic: (self.limits.max_jobs_per_topic > 0)
                 .then_some(self.limits.max_jobs_per_topic),
+            max_bytes_per_topic: (self.limits.max_bytes_per_topic > 0)
+                .then_some(self.limits.max_bytes_per_topic),
         }
     }
 

@@ -377,3 +377,79 @@ async fn a_topic_holds_at_most_its_jobs_on_memory() {
 async fn a_topic_holds_at_most_its_jobs_on_redis() {
     a_topic_holds_at_most_its_jobs("redis").await;
 }
+
+/// `limits.max_bytes_per_topic`: 50 KB jobs in a topic of 1 MiB fill it after about twenty
+/// (the memory engine counts the records' strings; Redis its `MEMORY USAGE`, whose
+/// allocations round each 50 KB string up, so a few fewer fit there); the next create is
+/// refused 409 naming the setting, nothing written; a job that exists is replaced by a
+/// lighter one but not by a heavier one, which leaves it as it was. Another topic has room
+/// of its own. Both engines.
+async fn a_topic_holds_at_most_its_bytes(engine: &str) {
+    let redis = common::RedisServer::start();
+    let s = Service::start(&redis, |c| {
+        if engine == "memory" {
+            c.store = StoreKind::Memory;
+        }
+        c.limits.max_bytes_per_topic = 1 << 20;
+    })
+    .await;
+    let job =
+        |pad: usize| Some(json!({"delay_ms": 3_600_000, "payload": {"pad": "x".repeat(pad)}}));
+    let mut stored = 0;
+    let (st, body) = loop {
+        let (st, body) = s
+            .send(
+                Method::PUT,
+                &format!("/v1/topics/t/jobs/j{stored}"),
+                job(50_000),
+            )
+            .await;
+        if st != 201 || stored > 30 {
+            break (st, body);
+        }
+        stored += 1;
+    };
+    refused(st, &body, 409, &["limits.max_bytes_per_topic"]);
+    assert_eq!(body["error"]["code"], "limit_reached");
+    assert!((15..=20).contains(&stored), "{stored} jobs of 50 KB stored");
+    let refused_id = format!("/v1/topics/t/jobs/j{stored}");
+    assert_eq!(
+        s.send(Method::GET, &refused_id, None).await.0,
+        404,
+        "nothing written"
+    );
+    let beats = json!({"resets": [{"id": "new-device", "delay_ms": 60_000}],
+                       "create": {"payload": {"pad": "x".repeat(50_000)}}});
+    let (st, body) = s
+        .send(Method::POST, "/v1/topics/t/resets", Some(beats))
+        .await;
+    refused(st, &body, 409, &["limits.max_bytes_per_topic"]);
+    let (st, _) = s
+        .send(Method::PUT, "/v1/topics/t/jobs/j0", job(60_000))
+        .await;
+    assert_eq!(st, 409, "a heavier replacement is refused");
+    let (_, j0) = s.send(Method::GET, "/v1/topics/t/jobs/j0", None).await;
+    assert_eq!(
+        j0["payload"]["pad"].as_str().map(str::len),
+        Some(50_000),
+        "j0 as it was"
+    );
+    let (st, _) = s.send(Method::PUT, "/v1/topics/t/jobs/j0", job(10)).await;
+    assert_eq!(st, 200, "a lighter replacement is allowed");
+    let (_, topic) = s.send(Method::GET, "/v1/topics/t", None).await;
+    assert_eq!(topic["scheduled"], stored, "{topic}");
+    let (st, _) = s
+        .send(Method::PUT, "/v1/topics/other/jobs/a", job(50_000))
+        .await;
+    assert_eq!(st, 201, "another topic has room of its own");
+}
+
+#[actix_rt::test]
+async fn a_topic_holds_at_most_its_bytes_on_memory() {
+    a_topic_holds_at_most_its_bytes("memory").await;
+}
+
+#[actix_rt::test]
+async fn a_topic_holds_at_most_its_bytes_on_redis() {
+    a_topic_holds_at_most_its_bytes("redis").await;
+}

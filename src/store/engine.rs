@@ -329,6 +329,11 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
 
     async fn slot_stats(&self, topic: &TopicConfig, slot: u32) -> Result<SlotStats>;
 
+    /// About how many bytes the slot's job records hold (`limits.max_bytes_per_topic`): on
+    /// the memory engine what their strings weigh, kept as they change; on Redis the record
+    /// hash's `MEMORY USAGE`, sampled.
+    async fn slot_bytes(&self, topic: &TopicConfig, slot: u32) -> Result<u64>;
+
     /// About `count` ids of the slot's jobs in `state`, from `cursor` (0 to start); the
     /// cursor to go on from, 0 when done. Every job in that state for the whole scan is
     /// named at least once (the slot doubling's sweep).

@@ -93,6 +93,24 @@ impl Record {
         }
     }
 
+    /// The record a new job is written with.
+    pub(crate) fn for_job(topic: &TopicConfig, job: &crate::model::NewJob) -> Record {
+        Record {
+            max_fire_at: job.max_fire_at,
+            schedule: job.repeat.clone(),
+            expire: job.expire,
+            flow_key: job.flow_key.clone(),
+            labels: job.labels.clone(),
+            traceparent: job.traceparent.clone(),
+            ..Record::spec(
+                topic,
+                job.job_type.as_deref(),
+                &job.payload,
+                job.max_attempts,
+            )
+        }
+    }
+
     /// The record a batch of resets gives the jobs it creates.
     pub(crate) fn for_create(topic: &TopicConfig, spec: &crate::model::CreateSpec) -> Record {
         Record::spec(
@@ -105,6 +123,22 @@ impl Record {
 
     pub(crate) fn is_empty(&self) -> bool {
         *self == Record::default()
+    }
+
+    /// About how many bytes the record holds: its strings (payload, type, last error, flow
+    /// key, labels, trace context), what `limits.max_bytes_per_topic` counts on the memory
+    /// engine. The fixed-size fields are left out: they cost the same for every job.
+    pub(crate) fn weight(&self) -> u64 {
+        let text = |s: &Option<String>| s.as_ref().map_or(0, String::len);
+        let labels: usize = self.labels.iter().map(|(k, v)| k.len() + v.len()).sum();
+        crate::num::usize_u64(
+            text(&self.payload)
+                + text(&self.job_type)
+                + text(&self.last_error)
+                + text(&self.flow_key)
+                + text(&self.traceparent)
+                + labels,
+        )
     }
 
     /// The JSON text handed to a script ("" for an empty spec, which the scripts read as a

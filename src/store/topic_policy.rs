@@ -22,6 +22,9 @@ pub struct StoreOptions {
     /// About how many bytes a topic's event stream keeps on the memory engine (the oldest
     /// are trimmed; on Redis its `maxmemory` bounds them).
     pub events_max_bytes: usize,
+    /// About how many bytes every topic's event streams keep together on the memory engine
+    /// (`runtime.events_max_bytes_total`): past it a topic's appends trim its own oldest.
+    pub events_max_bytes_total: usize,
     /// Most topics the store may hold (`limits.max_topics`); `None`: no limit (the
     /// library's default; the service sets one).
     pub max_topics: Option<usize>,
@@ -29,6 +32,9 @@ pub struct StoreOptions {
     pub max_total_slots: Option<u64>,
     /// Most jobs of one topic (`limits.max_jobs_per_topic`); `None`: no limit.
     pub max_jobs_per_topic: Option<u64>,
+    /// Most bytes of one topic's job records (`limits.max_bytes_per_topic`); `None`: no
+    /// limit.
+    pub max_bytes_per_topic: Option<u64>,
 }
 
 impl Default for StoreOptions {
@@ -38,9 +44,11 @@ impl Default for StoreOptions {
             topic_defaults: TopicConfig::default(),
             events_max_len: 100_000,
             events_max_bytes: 64 << 20,
+            events_max_bytes_total: usize::MAX,
             max_topics: None,
             max_total_slots: None,
             max_jobs_per_topic: None,
+            max_bytes_per_topic: None,
         }
     }
 }

@@ -44,6 +44,26 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
             true,
         ),
         (
+            "library resets / bare ZADD XX CH floor (redis, 1M resident)",
+            ratio(
+                f("redis", "resets/s, library, 1M resident"),
+                f("redis", "resets/s, bare sorted sets, 1M resident"),
+            ),
+            ">= 0.95",
+            0.95,
+            true,
+        ),
+        (
+            "HTTP batch resets / library resets (redis, 1M resident)",
+            ratio(
+                f("redis", "resets/s, HTTP, 1M resident"),
+                f("redis", "resets/s, library, 1M resident"),
+            ),
+            ">= 0.8",
+            0.8,
+            true,
+        ),
+        (
             "library resets / BullMQ changeDelay",
             ratio(lib_reset, bull_reset),
             ">= 15",
@@ -78,6 +98,13 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
             true,
         ),
         (
+            "redis-server CPU per 100,000 fired in the burst (s)",
+            f("redis", "redis-server CPU per 100,000 fired"),
+            "<= 0.4",
+            0.4,
+            false,
+        ),
+        (
             "p99 firing lateness, redis store (ms)",
             f("redis", "firing lateness p99"),
             "<= 1",
@@ -93,6 +120,13 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
             ">= 8",
             8.0,
             true,
+        ),
+        (
+            "redis-server CPU per 100,000 claimed + acked (s)",
+            f("redis", "redis-server CPU per 100,000 claimed + acked"),
+            "<= 0.35",
+            0.35,
+            false,
         ),
         (
             "p99 pull delivery lateness, redis store (ms)",

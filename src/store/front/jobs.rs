@@ -34,15 +34,7 @@ impl Store {
             &t,
             &JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone()),
         )?;
-        let spec = Record {
-            max_fire_at: job.max_fire_at,
-            schedule: job.repeat.clone(),
-            expire: job.expire,
-            flow_key: job.flow_key.clone(),
-            labels: job.labels.clone(),
-            traceparent: job.traceparent.clone(),
-            ..Record::spec(&t, job.job_type.as_deref(), &job.payload, job.max_attempts)
-        };
+        let spec = Record::for_job(&t, job);
         if mode == ScheduleMode::CreateOnly
             && let Some((at, stored)) = doubling::find_old(&*self.engine, &t, &old, &job.id).await?
         {
@@ -242,7 +234,8 @@ impl Store {
         now: Millis,
     ) -> Result<Scheduled> {
         if mode != ScheduleMode::ResetOnly {
-            self.room_for_jobs(&t, 1, Some(job)).await?;
+            self.room_for_jobs(&t, 1, Record::for_job(&t, job).weight(), Some(job))
+                .await?;
         }
         let mut r = self.schedule_once(&t, job, mode, now).await;
         // Settings read before a doubling route wrongly: a write is refused (STALE_LAYOUT)
@@ -262,7 +255,7 @@ impl Store {
         if let Ok(s) = &r
             && s.outcome == ScheduleOutcome::Created
         {
-            self.created(&t, 1);
+            self.created(&t, 1, Record::for_job(&t, job).weight());
         }
         r
     }
@@ -291,26 +284,31 @@ impl Store {
         create: Option<&CreateSpec>,
         now: Millis,
     ) -> Result<ResetReport> {
+        // What each job the batch creates weighs (`limits.max_bytes_per_topic`).
+        let each = create.map_or(0, |spec| Record::for_create(&t, spec).weight());
         let limit = match create {
             // Each reset may create its job.
-            Some(_) => self
-                .room_for_jobs(&t, crate::num::usize_u64(resets.len()), None)
-                .await
-                .err(),
+            Some(_) => {
+                let n = crate::num::usize_u64(resets.len());
+                self.room_for_jobs(&t, n, n.saturating_mul(each), None)
+                    .await
+                    .err()
+            }
             None => None,
         };
         let Some(limit) = limit else {
             let report = self
                 .reset_many_layouts(t.clone(), resets, create, now)
                 .await?;
-            self.created(&t, report.created);
+            self.created(&t, report.created, report.created.saturating_mul(each));
             return Ok(report);
         };
         if !matches!(limit, Error::LimitReached { .. }) {
             return Err(limit);
         }
-        // Past `limits.max_jobs_per_topic` the heartbeats still move the jobs that exist;
-        // the jobs they would have created are refused, and none is written.
+        // Past `limits.max_jobs_per_topic` (or `max_bytes_per_topic`) the heartbeats still
+        // move the jobs that exist; the jobs they would have created are refused, and none
+        // is written.
         let mut report = self.reset_many_layouts(t, resets, None, now).await?;
         report.refused.append(&mut report.missing);
         if report.reset == 0 {

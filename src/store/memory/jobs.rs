@@ -204,6 +204,10 @@ impl SlotJobs for MemoryEngine {
         self.with_slot(topic, slot, false, |s| s.stats(slot)).await
     }
 
+    async fn slot_bytes(&self, topic: &TopicConfig, slot: u32) -> Result<u64> {
+        self.with_slot(topic, slot, false, |s| s.bytes()).await
+    }
+
     async fn scan_ids(
         &self,
         topic: &TopicConfig,
@@ -228,13 +232,12 @@ impl SlotJobs for MemoryEngine {
         self.check_writable()?;
         let ticket = {
             let mut rings = self.events.lock().unwrap_or_else(PoisonError::into_inner);
-            let ring = rings.entry(topic.name.clone()).or_default();
-            let added = ring.number(events.iter().cloned());
+            let added = rings.ring(&topic.name).number(events.iter().cloned());
             let ticket = self.journal_grouped(&[Op::Events {
                 topic: topic.name.clone(),
                 events: added.clone(),
             }])?;
-            ring.restore(added, self.events_cap);
+            rings.add(&topic.name, added, self.events_cap);
             ticket
         };
         if let Some(ticket) = ticket {

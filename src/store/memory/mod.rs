@@ -70,11 +70,13 @@ struct EventRing {
     bytes: usize,
 }
 
-/// What a topic's event ring may hold: entries, and about how many bytes.
+/// What a topic's event ring may hold: entries, and about how many bytes; and about how
+/// many bytes every topic's rings may hold together.
 #[derive(Debug, Clone, Copy)]
 pub(super) struct RingCap {
     pub(super) len: usize,
     pub(super) bytes: usize,
+    pub(super) total: usize,
 }
 
 /// About how many bytes an event holds (its strings and data, without walking allocator
@@ -142,7 +144,7 @@ impl EventRing {
 pub(crate) struct MemoryEngine {
     topics: RwLock<HashMap<String, Arc<TopicSlots>>>,
     events_cap: RingCap,
-    events: Mutex<HashMap<String, EventRing>>,
+    events: Mutex<Rings>,
     journal: Option<Arc<Journal>>,
     /// Set when a journal write failed: later changes are refused, since they could not be
     /// made durable, and the store reports itself unreachable.
@@ -182,6 +184,58 @@ fn grown_topic(
 
 /// What only the memory engine has, as the store's front reaches it (`front/open.rs`): its
 /// opening with a journal, compaction, and the views tests use.
+/// Every topic's event ring, and what they hold together: a topic's appends past the total
+/// (`runtime.events_max_bytes_total`) trim that topic's oldest events, so a noisy topic
+/// cannot take the room of all the others (each ring keeps its newest event whatever it
+/// holds, so the total is passed by at most one event a topic).
+#[derive(Default)]
+struct Rings {
+    map: HashMap<String, EventRing>,
+    bytes: usize,
+}
+
+impl std::ops::Deref for Rings {
+    type Target = HashMap<String, EventRing>;
+
+    fn deref(&self) -> &Self::Target {
+        &self.map
+    }
+}
+
+impl Rings {
+    /// A topic's ring, made empty when it has none, to number events by.
+    fn ring(&mut self, topic: &str) -> &mut EventRing {
+        self.map.entry(topic.to_string()).or_default()
+    }
+
+    /// Adds a topic's events (numbered already) and trims as `cap` says.
+    fn add(&mut self, topic: &str, events: Vec<Event>, cap: RingCap) {
+        let ring = self.map.entry(topic.to_string()).or_default();
+        let before = ring.bytes;
+        ring.restore(events, cap);
+        self.bytes = (self.bytes + ring.bytes).saturating_sub(before);
+        while self.bytes > cap.total && ring.buf.len() > 1 {
+            ring.buf.pop_front();
+            let size = ring.sizes.pop_front().unwrap_or(0);
+            ring.bytes = ring.bytes.saturating_sub(size);
+            self.bytes = self.bytes.saturating_sub(size);
+        }
+    }
+
+    /// Drops a topic's ring.
+    fn remove(&mut self, topic: &str) {
+        if let Some(ring) = self.map.remove(topic) {
+            self.bytes = self.bytes.saturating_sub(ring.bytes);
+        }
+    }
+
+    /// What every ring holds together, about.
+    #[cfg(test)]
+    fn bytes(&self) -> usize {
+        self.bytes
+    }
+}
+
 impl MemoryEngine {
     /// The engine with `options`' event caps, journaling to `journal` (replaying what it
     /// holds), or memory only.
@@ -193,6 +247,7 @@ impl MemoryEngine {
             RingCap {
                 len: options.events_max_len,
                 bytes: options.events_max_bytes,
+                total: options.events_max_bytes_total,
             },
             journal,
         )
@@ -251,7 +306,7 @@ impl MemoryEngine {
         let mut store = MemoryEngine {
             topics: RwLock::new(HashMap::new()),
             events_cap,
-            events: Mutex::new(HashMap::new()),
+            events: Mutex::new(Rings::default()),
             journal: None,
             failed: AtomicBool::new(false),
             refusal: Mutex::new(None),
@@ -359,9 +414,7 @@ impl MemoryEngine {
                 self.events
                     .get_mut()
                     .expect("events lock")
-                    .entry(topic)
-                    .or_default()
-                    .restore(events, self.events_cap);
+                    .add(&topic, events, self.events_cap);
             }
             Op::Drop { topic } => {
                 topics.remove(&topic);
@@ -409,7 +462,7 @@ impl MemoryEngine {
     /// cut and no change slips in between the cut and the rename of the compacted file.
     fn each_live_op(
         topics: &HashMap<String, Arc<TopicSlots>>,
-        events: &Mutex<HashMap<String, EventRing>>,
+        events: &Mutex<Rings>,
         emit: &mut dyn FnMut(Live<'_>),
     ) {
         let mut names: Vec<&String> = topics.keys().collect();
@@ -469,10 +522,7 @@ impl MemoryEngine {
 
     /// How many records `each_live_op` makes, without making them: a topic's settings, a
     /// slot's token counter once it moved, a job, a topic's events.
-    fn live_count(
-        topics: &HashMap<String, Arc<TopicSlots>>,
-        events: &Mutex<HashMap<String, EventRing>>,
-    ) -> usize {
+    fn live_count(topics: &HashMap<String, Arc<TopicSlots>>, events: &Mutex<Rings>) -> usize {
         let slots: usize = topics
             .values()
             .flat_map(|t| t.slots.iter())
@@ -615,7 +665,7 @@ impl MemoryEngine {
             let mut rings = (!events.is_empty())
                 .then(|| self.events.lock().unwrap_or_else(PoisonError::into_inner));
             let added = match rings.as_mut() {
-                Some(rings) => rings.entry(name.clone()).or_default().number(events),
+                Some(rings) => rings.ring(name).number(events),
                 None => Vec::new(),
             };
             if self.journal.is_some()
@@ -672,10 +722,7 @@ impl MemoryEngine {
             }
             s.keep_changes();
             if let Some(rings) = rings.as_mut() {
-                rings
-                    .entry(name.clone())
-                    .or_default()
-                    .restore(added, self.events_cap);
+                rings.add(name, added, self.events_cap);
             }
             r
         };
@@ -741,6 +788,7 @@ mod ring_tests {
         let cap = RingCap {
             len: 100_000,
             bytes: 1 << 20,
+            total: usize::MAX,
         };
         for n in 1..=1_000 {
             ring.restore([event(n, 60_000)], cap);
@@ -764,6 +812,7 @@ mod ring_tests {
                 RingCap {
                     len: 20,
                     bytes: 1 << 20,
+                    total: usize::MAX,
                 },
             );
         }
@@ -774,8 +823,44 @@ mod ring_tests {
             RingCap {
                 len: 20,
                 bytes: 1 << 20,
+                total: usize::MAX,
             },
         );
         assert_eq!(ring.buf.len(), 1);
+    }
+
+    /// Rings together stay within `total`: a noisy topic's appends past it trim its own
+    /// oldest events, not a quiet topic's, and dropping a topic gives its bytes back.
+    #[test]
+    fn every_ring_together_is_bounded_and_a_noisy_topic_trims_its_own() {
+        let cap = RingCap {
+            len: 100_000,
+            bytes: 64 << 20,
+            total: 2 << 20,
+        };
+        let mut rings = Rings::default();
+        rings.add("quiet", (1..=8).map(|n| event(n, 60_000)).collect(), cap);
+        let quiet = rings["quiet"].bytes;
+        for n in 1..=1_000 {
+            rings.add("noisy", vec![event(n, 60_000)], cap);
+        }
+        assert!(rings.bytes() <= 2 << 20, "{} bytes in all", rings.bytes());
+        assert_eq!(
+            rings["quiet"].buf.len(),
+            8,
+            "the quiet topic keeps its events"
+        );
+        assert_eq!(rings["quiet"].bytes, quiet);
+        assert_eq!(
+            rings.bytes(),
+            rings["quiet"].bytes + rings["noisy"].bytes,
+            "the total is what the rings hold"
+        );
+        assert!(
+            rings["noisy"].buf.len() > 1,
+            "the noisy topic keeps what room is left"
+        );
+        rings.remove("noisy");
+        assert_eq!(rings.bytes(), quiet);
     }
 }

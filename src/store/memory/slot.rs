@@ -71,6 +71,8 @@ pub(crate) struct SlotState {
     /// see it: the slot's lock is held until the record is written or the change undone).
     undo: Vec<(Id, Option<Saved>)>,
     undo_seq: Option<u64>,
+    /// What the slot's records weigh in all ([`Record::weight`]), kept as they change.
+    bytes: u64,
 }
 
 /// A job as it was before a change, for undoing it.
@@ -105,6 +107,7 @@ impl SlotState {
             fence: 0,
             undo: Vec::new(),
             undo_seq: None,
+            bytes: 0,
         }
     }
 
@@ -219,6 +222,8 @@ impl SlotState {
 
     fn set_record(&mut self, k: u32, rec: Record) {
         self.save(k);
+        let was = self.entry(k).rec.as_ref().map_or(0, |r| r.weight());
+        self.bytes = self.bytes.saturating_sub(was).saturating_add(rec.weight());
         self.entry_mut(k).rec = (!rec.is_empty()).then(|| Box::new(rec));
         self.mark(k);
     }
@@ -264,6 +269,7 @@ impl SlotState {
     }
 
     fn create(&mut self, id: &str, rec: Record, state: JobState, score: Millis) -> u32 {
+        self.bytes = self.bytes.saturating_add(rec.weight());
         let entry = Entry {
             id: Id::from(id),
             rec: (!rec.is_empty()).then(|| Box::new(rec)),
@@ -294,6 +300,8 @@ impl SlotState {
         self.unindex(k);
         self.unindex_id(k, &self.entry(k).id.clone());
         let e = self.entries[k as usize].take().expect("a live entry");
+        let weight = e.rec.as_ref().map_or(0, |r| r.weight());
+        self.bytes = self.bytes.saturating_sub(weight);
         self.free.push(k);
         if self.track {
             self.dirty.push(e.id);
@@ -834,6 +842,11 @@ impl SlotState {
             dead: self.dead.len() as u64,
             next_fire_at: self.head(),
         }
+    }
+
+    /// What the slot's records weigh in all ([`Record::weight`]).
+    pub(crate) fn bytes(&self) -> u64 {
+        self.bytes
     }
 
     /// The jobs changed since the last call (each once), and whether the token counter moved.

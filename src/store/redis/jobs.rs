@@ -358,6 +358,20 @@ where
         })
     }
 
+    async fn slot_bytes(&self, topic: &TopicConfig, slot: u32) -> Result<u64> {
+        let keys = SlotKeys::new(&topic.name, slot);
+        // Exact for a small hash (one listpack); a large one is estimated from 64 of its
+        // fields, so the read stays cheap on a slot of millions.
+        let bytes: Option<u64> = redis::cmd("MEMORY")
+            .arg("USAGE")
+            .arg(&keys.job)
+            .arg("SAMPLES")
+            .arg(64)
+            .query_async(&mut self.conn())
+            .await?;
+        Ok(bytes.unwrap_or(0))
+    }
+
     async fn scan_ids(
         &self,
         topic: &TopicConfig,
