@@ -204,7 +204,7 @@ impl TimeoutCenter {
             .await?
             .into_iter()
             .find(|t| t.name == name)
-            .ok_or_else(|| Error::UnknownTopic(name.to_string()))
+            .ok_or_else(|| Error::TopicNotFound(name.to_string()))
     }
 
     /// An existing topic's settings, its slots served by this runtime; `TopicNotFound` when
@@ -247,14 +247,33 @@ impl TimeoutCenter {
     /// Creates or updates a topic, and starts or retunes its slots.
     pub async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
         let topic = self.rt.store.put_topic(config).await?;
+        self.changed(&topic);
+        Ok(topic)
+    }
+
+    /// Sets (`Some`) or removes (`None`) a flow key's own limits in place of the topic's
+    /// `flow`; the change writes that key only, and reaches the slots as a topic change
+    /// does. Answers the topic's settings with it and the key's limits before.
+    pub async fn put_flow(
+        &self,
+        topic: &str,
+        key: &str,
+        limits: Option<crate::flow::FlowLimits>,
+    ) -> Result<(Arc<TopicConfig>, Option<crate::flow::FlowLimits>)> {
+        let (topic, before) = self.rt.store.put_flow(topic, key, limits).await?;
+        self.changed(&topic);
+        Ok((topic, before))
+    }
+
+    /// A topic's settings changed here: its claims, its slots and the other instances hear.
+    fn changed(&self, topic: &Arc<TopicConfig>) {
         self.claims.topic_changed(&topic.name);
         self.served
             .lock()
             .expect("served lock")
             .insert(topic.name.clone());
         self.keeper.do_send(ServeTopic(topic.clone()));
-        self.announce(&topic);
-        Ok(topic)
+        self.announce(topic);
     }
 
     /// Deletes a topic whole: its settings, jobs, dead letters, events and owner leases.
@@ -317,6 +336,99 @@ impl TimeoutCenter {
         Some(crate::num::millis(
             sweep_ms.saturating_add(s.poll_ms.saturating_mul(2)),
         ))
+    }
+
+    /// A slot's jobs as an export holds them (`crate::transfer`).
+    pub async fn export_slot(&self, topic: &TopicConfig, slot: u32) -> Result<Vec<Job>> {
+        self.rt.store.export_slot(topic, slot).await
+    }
+
+    /// One batch of an import of topic `topic` (`crate::transfer`): `settings` (the export's
+    /// first line of the topic) makes the topic when it does not exist, with its keys' own
+    /// limits; `slots` is the count the export was made with, which the topic must have
+    /// (each job goes to the slot it was exported from). Each job is written unless its slot
+    /// holds its id; `last` records `digest` in the topic, after which the same import is
+    /// skipped whole.
+    pub async fn import(
+        &self,
+        topic: &str,
+        batch: crate::transfer::Batch,
+    ) -> Result<crate::transfer::ImportReport> {
+        crate::validate::topic_name(topic)?;
+        let mut report = crate::transfer::ImportReport::default();
+        let t = match (self.rt.store.find_topic(topic).await?, batch.settings) {
+            (Some(t), _) => t,
+            (None, None) => return Err(Error::TopicNotFound(topic.to_string())),
+            (None, Some(mut settings)) => {
+                if settings.name != topic {
+                    return Err(Error::invalid(
+                        "name",
+                        format!(
+                            "settings of topic {:?} in the import of {topic:?}",
+                            settings.name
+                        ),
+                    ));
+                }
+                if !self.job_types().contains(&settings.default_type) {
+                    return Err(Error::invalid(
+                        "default_type",
+                        format!(
+                            "{:?} is not a type this instance accepts",
+                            settings.default_type
+                        ),
+                    ));
+                }
+                settings.imports.clear();
+                let flows = std::mem::take(&mut settings.flows);
+                self.put_topic(settings).await?;
+                for (key, limits) in flows {
+                    self.put_flow(topic, &key, Some(limits)).await?;
+                }
+                report.topic_created = true;
+                self.rt.store.existing_topic(topic).await?
+            }
+        };
+        if t.slots != batch.slots {
+            return Err(Error::TopicConflict {
+                topic: topic.to_string(),
+                message: format!(
+                    "the topic has {} slots here and had {} where it was exported: each job \
+                     goes to the slot it was exported from, so import into a topic of the \
+                     same count (or let the import make it)",
+                    t.slots, batch.slots
+                ),
+            });
+        }
+        if t.imports.contains(&batch.digest) {
+            report.skipped = true;
+            return Ok(report);
+        }
+        for (_, job) in &batch.jobs {
+            self.check_job(
+                &t,
+                Some(job.job_type.as_str()),
+                &job.payload,
+                job.flow_key.as_deref(),
+            )?;
+        }
+        self.serve(&t);
+        let done = self.rt.store.import_jobs(&t, &batch.jobs).await?;
+        report.written = done.written;
+        report.existing = crate::num::usize_u64(batch.jobs.len()).saturating_sub(done.written);
+        for (slot, at) in done.heads {
+            self.wake(&t, slot, at).await;
+        }
+        if batch.last {
+            let mut settings = (*self.rt.store.existing_topic(topic).await?).clone();
+            settings.imports.push(batch.digest);
+            let over = settings
+                .imports
+                .len()
+                .saturating_sub(crate::topic::MAX_IMPORTS);
+            settings.imports.drain(..over);
+            self.put_topic(settings).await?;
+        }
+        Ok(report)
     }
 
     /// The job types this instance accepts: those it registers and `runtime.foreign_types`.

@@ -170,6 +170,14 @@ pub fn check_key(key: &str) -> Result<()> {
     Ok(())
 }
 
+/// The refusal of a new key's own limits when `MAX_FLOW_KEYS` keys have theirs.
+pub(crate) fn too_many_keys(topic: &str) -> Error {
+    Error::invalid(
+        "flows",
+        format!("at most {MAX_FLOW_KEYS} keys of topic {topic:?} may have limits of their own"),
+    )
+}
+
 /// The API description's bounds of the limits.
 pub(crate) mod schemas {
     use utoipa::openapi::schema::Object;

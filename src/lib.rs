@@ -48,6 +48,7 @@ pub mod store;
 pub mod time;
 mod timer;
 mod topic;
+pub mod transfer;
 mod validate;
 mod wire;
 

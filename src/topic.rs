@@ -194,7 +194,16 @@ pub struct TopicConfig {
     #[serde(skip_serializing_if = "std::collections::BTreeMap::is_empty")]
     #[schema(read_only)]
     pub flows: std::collections::BTreeMap<String, crate::flow::FlowLimits>,
+    /// The imports applied to the topic (`toc import`), each the digest of the topic's lines
+    /// in its export: the same lines imported again change nothing. The newest last, at most
+    /// [`MAX_IMPORTS`].
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    #[schema(read_only)]
+    pub imports: Vec<String>,
 }
+
+/// How many import digests a topic keeps.
+pub(crate) const MAX_IMPORTS: usize = 16;
 
 impl Default for TopicConfig {
     fn default() -> Self {
@@ -211,6 +220,7 @@ impl Default for TopicConfig {
             max_fires_per_s: None,
             flow: None,
             flows: std::collections::BTreeMap::new(),
+            imports: Vec::new(),
         }
     }
 }
@@ -287,6 +297,18 @@ impl TopicConfig {
         for (key, limits) in &self.flows {
             crate::flow::check_key(key)?;
             limits.validate_own("flows")?;
+        }
+        if self.imports.len() > MAX_IMPORTS
+            || self.imports.iter().any(|d| {
+                d.is_empty()
+                    || d.len() > 128
+                    || !d.bytes().all(|b| b.is_ascii_alphanumeric() || b == b':')
+            })
+        {
+            return Err(Error::invalid(
+                "imports",
+                format!("at most {MAX_IMPORTS} digests of letters, digits and ':'"),
+            ));
         }
         crate::validate::job_type(&self.default_type).map_err(|_| {
             Error::invalid(

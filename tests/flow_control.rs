@@ -159,6 +159,11 @@ mod processes {
     use common::process::{Receiver, wall_us};
     use common::{Fleet, Kind, busiest_second};
 
+    /// Held by the tests whose figures are times (arrivals a second, lateness): run one at
+    /// a time, none shares the two cores with another's burst, which delays a call's
+    /// arrival past the rate's guard (a twentieth of its period).
+    static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
+
     const JOBS: usize = 1_000;
     const RATE: usize = 100;
     const PARALLELISM: usize = 5;
@@ -167,6 +172,7 @@ mod processes {
     /// a second: it never sees more, every job arrives, and another receiver's jobs (its own
     /// key) arrive on time meanwhile.
     async fn a_burst_for_one_receiver_keeps_to_its_key(kind: Kind) {
+        let _alone = ALONE.lock().await;
         let count = if kind == Kind::Redis { 2 } else { 1 };
         let fleet = Fleet::start(kind, count, false).await;
         let all = &fleet.tocs;
@@ -311,6 +317,16 @@ mod processes {
         );
         assert_eq!(http.delete(&url).send().await.unwrap().status(), 204);
         assert_eq!(http.delete(&url).send().await.unwrap().status(), 404);
+        // A topic that does not exist is just that (auto-creation is on: a read never
+        // creates one, and the answer does not blame the setting).
+        let missing = http
+            .get(toc.url("/v1/topics/missing/flows"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(missing.status(), 404);
+        let body: Value = missing.json().await.unwrap();
+        assert_eq!(body["error"]["code"], "topic_not_found", "{body}");
         let other: Value = http.get(&url).send().await.unwrap().json().await.unwrap();
         assert_eq!(
             (other["own"].clone(), other["limits"]["parallelism"].clone()),
@@ -364,6 +380,7 @@ mod processes {
     /// instance restarts on its journal (the counters, not journaled, start empty). What it
     /// cannot show: a receiver's view of calls cut by the kill (they count as answered).
     async fn a_killed_instance_gives_its_keys_room_back(kind: Kind) {
+        let _alone = ALONE.lock().await;
         const BURST: usize = 200;
         const AT_ONCE: usize = 3;
         let count = if kind == Kind::Redis { 2 } else { 1 };
@@ -403,46 +420,46 @@ mod processes {
     }
 
     /// One key's backlog past the slot's whole waiting room (12,000 due runs of a key that
-    /// allows one at a time, against `runtime.flow_max_waiting` 10,000): the slot holds only
+    /// allows one at a time, against `runtime.flow_max_waiting` 10,000; `TOC_FLOW_BACKLOG`
+    /// for more, as with a release `toc` in `TOC_BIN`: a debug build sends about 10,000
+    /// runs a second back to the store, so at 50,000 the calm key's job waits behind that
+    /// pass for seconds, as the first pass over the backlog is in fire-time order): the slot holds only
     /// the key's share (`runtime.flow_max_waiting_per_key`, 1,000) in memory, sends the rest
     /// back to the store, and another key's job in the same slot fires within 1 s of its
-    /// time. What it cannot show: the order in which the sent-back runs come back (they
-    /// are due back in turn, at the pace the key's line moves).
+    /// time. The topic keys webhooks by their URL (`flow.key = "url"`), so the two receivers
+    /// are two keys whatever a job says. What it cannot show: the order in which the
+    /// sent-back runs come back (they are due back in turn, at the pace the key's line moves).
     async fn one_keys_backlog_never_stops_another_key(kind: Kind) {
-        use futures_util::StreamExt;
-        const BACKLOG: usize = 12_000;
+        let _alone = ALONE.lock().await;
+        let backlog: usize = std::env::var("TOC_FLOW_BACKLOG")
+            .ok()
+            .and_then(|n| n.parse().ok())
+            .unwrap_or(12_000);
         const SHARE: u64 = 1_000;
         let fleet = Fleet::start(kind, 1, false).await;
         let toc = &fleet.tocs[0];
         let http = reqwest::Client::new();
         let hog = Receiver::slow(Duration::from_millis(100));
         let calm = Receiver::start();
-        let flow = json!({"slots": 1, "flow": {"parallelism": 1}});
+        let flow = json!({"slots": 1, "flow": {"parallelism": 1, "key": "url"}});
         toc.put_topic(&http, "hooks", flow).await;
-        // Written due in an hour, then made due at once in batches of resets: the writes
-        // take many seconds in a loaded debug run, and the line must fill from the store.
-        let body = json!({"type": "webhook", "delay_ms": 3_600_000, "flow_key": "hog",
-                          "payload": {"url": hog.url(), "body": {"id": "h"}}});
-        futures_util::stream::iter(0..BACKLOG)
-            .map(|k| {
-                let (http, body) = (&http, &body);
-                async move { toc.put_job(http, "hooks", &format!("h-{k}"), body).await }
-            })
-            .buffer_unordered(16)
-            .collect::<Vec<()>>()
-            .await;
-        for chunk in (0..BACKLOG).collect::<Vec<_>>().chunks(5_000) {
-            let resets: Vec<Value> = chunk
-                .iter()
-                .map(|k| json!({"id": format!("h-{k}"), "delay_ms": 0}))
-                .collect();
-            let r = http
-                .post(toc.url("/v1/topics/hooks/resets"))
-                .json(&json!({"resets": resets}))
-                .send()
-                .await
-                .unwrap();
-            assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+        // Made due in an hour by batches of resets that create them, then made due at once
+        // by batches of resets: the line must fill from the store, whatever the writes take.
+        let create = json!({"type": "webhook", "payload": {"url": hog.url(), "body": {"id": "h"}}});
+        for delay_ms in [3_600_000, 0] {
+            for chunk in (0..backlog).collect::<Vec<_>>().chunks(5_000) {
+                let resets: Vec<Value> = chunk
+                    .iter()
+                    .map(|k| json!({"id": format!("h-{k}"), "delay_ms": delay_ms}))
+                    .collect();
+                let r = http
+                    .post(toc.url("/v1/topics/hooks/resets"))
+                    .json(&json!({"resets": resets, "create": create}))
+                    .send()
+                    .await
+                    .unwrap();
+                assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+            }
         }
         // The hog's line fills; with the share it stops at the share.
         let waiting_here = || async {
@@ -457,7 +474,7 @@ mod processes {
         })
         .await;
         let due = wall_us() / 1_000 + 1_000;
-        let body = json!({"type": "webhook", "fire_at": due, "flow_key": "calm",
+        let body = json!({"type": "webhook", "fire_at": due,
                           "payload": {"url": calm.url(), "body": {"id": "calm"}}});
         toc.put_job(&http, "hooks", "calm", &body).await;
         let seen = calm.wait_for(1, Duration::from_secs(15)).await;
@@ -479,8 +496,208 @@ mod processes {
         );
     }
 
+    /// What the store holds of the topic and its keys: on memory the journal's size, on
+    /// Redis the topic's settings JSON and how many fields the keys' hash has.
+    async fn stored(fleet: &Fleet) -> (u64, String, usize) {
+        match &fleet.redis {
+            None => {
+                let journal = fleet.dir.path().join("journal");
+                (std::fs::metadata(&journal).unwrap().len(), String::new(), 0)
+            }
+            Some(r) => {
+                let client = redis::Client::open(r.url()).unwrap();
+                let mut c = client.get_multiplexed_async_connection().await.unwrap();
+                let json: String = redis::cmd("HGET")
+                    .arg("toc:topics")
+                    .arg("hooks")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                let keys: usize = redis::cmd("HLEN")
+                    .arg("toc:{hooks}:flows")
+                    .query_async(&mut c)
+                    .await
+                    .unwrap();
+                (0, json, keys)
+            }
+        }
+    }
+
+    /// A key's own limits live apart from the topic's settings: 1,000 keys set one by one
+    /// grow the memory journal by about a key's record each (each wrote the whole topic
+    /// with every key before, 80 MB for 1,000) and leave the topic's JSON on Redis as it
+    /// was; the topic's view counts them and lists none (179 KB before); the 1,001st is
+    /// refused naming `flows`; a change of the topic keeps them; a restart finds them.
+    async fn a_keys_limits_are_written_apart_from_the_topic(kind: Kind) {
+        const KEYS: usize = 1_000;
+        let mut fleet = Fleet::start(kind, 1, true).await;
+        let http = reqwest::Client::new();
+        fleet.tocs[0]
+            .put_topic(&http, "hooks", json!({"flow": {"parallelism": 10}}))
+            .await;
+        let before = stored(&fleet).await;
+        let toc = &fleet.tocs[0];
+        for k in 0..KEYS {
+            let r = http
+                .put(toc.url(&format!("/v1/topics/hooks/flows/host-{k}:443")))
+                .json(&json!({"rate": 5, "period_ms": 60_000}))
+                .send()
+                .await
+                .unwrap();
+            assert_eq!(r.status(), 201, "key {k}");
+        }
+        let after = stored(&fleet).await;
+        println!(
+            "{kind:?}: before {before:?}, after 1,000 keys {:?}",
+            (after.0, after.1.len(), after.2)
+        );
+        match kind {
+            Kind::Memory => assert!(
+                after.0.saturating_sub(before.0) < 400 * KEYS as u64,
+                "the journal grew by {} bytes for {KEYS} keys",
+                after.0.saturating_sub(before.0)
+            ),
+            Kind::Redis => {
+                assert_eq!(after.1, before.1, "the topic's settings were not written");
+                assert_eq!(after.2, KEYS, "one field a key");
+            }
+        }
+        let full = http
+            .put(toc.url("/v1/topics/hooks/flows/one-more:443"))
+            .json(&json!({"rate": 5}))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(full.status(), 400);
+        let body: Value = full.json().await.unwrap();
+        assert!(
+            body["error"]["message"].as_str().unwrap().contains("flows"),
+            "{body}"
+        );
+        let view = http.get(toc.url("/v1/topics/hooks")).send().await.unwrap();
+        let text = view.text().await.unwrap();
+        let view: Value = serde_json::from_str(&text).unwrap();
+        assert_eq!(view["own_flow_keys"], KEYS, "{view}");
+        assert!(view.get("flows").is_none(), "{view}");
+        assert!(
+            text.len() < 4_096,
+            "the topic's view is {} bytes",
+            text.len()
+        );
+        // A change of the topic keeps the keys' limits.
+        toc.put_topic(&http, "hooks", json!({"max_attempts": 3}))
+            .await;
+        let restarted = match kind {
+            Kind::Memory => {
+                fleet.tocs.clear();
+                fleet.restart(1).await;
+                true
+            }
+            Kind::Redis => false,
+        };
+        let toc = &fleet.tocs[0];
+        let list: Value = http
+            .get(toc.url("/v1/topics/hooks/flows"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            list["items"].as_array().map(Vec::len),
+            Some(KEYS),
+            "every key's limits kept (restarted: {restarted})"
+        );
+        let one: Value = http
+            .get(toc.url("/v1/topics/hooks/flows/host-500:443"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            (one["own"].clone(), one["limits"]["rate"].clone()),
+            (json!(true), json!(5)),
+            "{one}"
+        );
+    }
+
+    /// Settings written by an earlier build kept the keys' own limits in the topic's JSON:
+    /// they are read as before, and a key removed stays removed (they moved to the keys'
+    /// hash, the JSON was written without them), across a restart. Redis only: the memory
+    /// journal keeps reading its topic records as they were written.
+    #[tokio::test]
+    async fn keys_limits_an_earlier_build_kept_in_the_topic_move_apart() {
+        let mut fleet = Fleet::start(Kind::Redis, 0, false).await;
+        let client = redis::Client::open(fleet.redis.as_ref().unwrap().url()).unwrap();
+        let mut c = client.get_multiplexed_async_connection().await.unwrap();
+        let legacy = json!({"name": "hooks", "flows": {"old:443": {"rate": 5, "period_ms": 1_000},
+                                                       "kept:443": {"parallelism": 2}}});
+        let _: i64 = redis::cmd("HSET")
+            .arg("toc:topics")
+            .arg("hooks")
+            .arg(legacy.to_string())
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        fleet.restart(1).await;
+        let http = reqwest::Client::new();
+        let url = |toc: &common::process::Toc, key: &str| {
+            toc.url(&format!("/v1/topics/hooks/flows/{key}"))
+        };
+        let old: Value = http
+            .get(url(&fleet.tocs[0], "old:443"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(
+            (old["own"].clone(), old["limits"]["rate"].clone()),
+            (json!(true), json!(5)),
+            "{old}"
+        );
+        let gone = http
+            .delete(url(&fleet.tocs[0], "old:443"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(gone.status(), 204);
+        let json: String = redis::cmd("HGET")
+            .arg("toc:topics")
+            .arg("hooks")
+            .query_async(&mut c)
+            .await
+            .unwrap();
+        assert!(
+            !json.contains("flows"),
+            "the topic's JSON keeps no keys: {json}"
+        );
+        fleet.tocs.clear();
+        fleet.restart(1).await;
+        let old = http
+            .get(url(&fleet.tocs[0], "old:443"))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(old.status(), 404, "a removed key stays removed");
+        let kept: Value = http
+            .get(url(&fleet.tocs[0], "kept:443"))
+            .send()
+            .await
+            .unwrap()
+            .json()
+            .await
+            .unwrap();
+        assert_eq!(kept["limits"]["parallelism"], 2, "{kept}");
+    }
+
     engine_matrix!(
         #[tokio::test] crate::common::kind;
+        a_keys_limits_are_written_apart_from_the_topic,
         one_keys_backlog_never_stops_another_key,
         a_burst_for_one_receiver_keeps_to_its_key,
         a_key_has_limits_of_its_own,

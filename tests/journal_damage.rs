@@ -381,5 +381,12 @@ async fn a_topic_record_the_api_would_refuse_stops_the_start_at_its_offset() {
             log.contains(&format!("offset {at}")) && log.contains("slots"),
             "slots {slots}: names the record's offset and the field: {log}"
         );
+        // `toc journal check` says what the start does: the same record, the same offset.
+        let (ok, out) = toc_cli(&["journal", "check", copy.to_str().unwrap()]);
+        assert!(!ok, "slots {slots}: check exits non-zero: {out}");
+        assert!(
+            out.contains(&format!("offset {at}")) && out.contains("slots"),
+            "slots {slots}: check names the offset and the field: {out}"
+        );
     }
 }

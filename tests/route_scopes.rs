@@ -55,6 +55,8 @@ fn need(method: &str, template: &str) -> Option<(u8, Topics)> {
         ("DELETE", "/v1/topics/{topic}/dead/{id}"),
         ("PUT", "/v1/topics/{topic}/flows/{key}"),
         ("DELETE", "/v1/topics/{topic}/flows/{key}"),
+        ("GET", "/v1/topics/{topic}/export"),
+        ("POST", "/v1/topics/{topic}/import"),
     ];
     match template {
         "/health" | "/livez" | "/readyz" | "/metrics" | "/openapi.json" => return None,

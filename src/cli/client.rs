@@ -12,7 +12,17 @@ pub(super) struct Failure {
     pub code: u8,
 }
 
-fn enc(s: &str) -> String {
+impl Failure {
+    /// A failure of exit code `code`.
+    pub(super) fn new(code: u8, message: impl Into<String>) -> Failure {
+        Failure {
+            message: message.into(),
+            code,
+        }
+    }
+}
+
+pub(super) fn enc(s: &str) -> String {
     s.bytes()
         .map(|b| match b {
             b'A'..=b'Z' | b'a'..=b'z' | b'0'..=b'9' | b'-' | b'_' | b'.' | b'~' => {
@@ -49,48 +59,51 @@ fn page_path(topic: &str, what: &str, limit: usize, after: &Option<String>) -> S
     path
 }
 
-struct Client {
-    http: reqwest::Client,
-    base: String,
-    token: Option<String>,
+pub(super) struct Client {
+    pub(super) http: reqwest::Client,
+    pub(super) base: String,
+    pub(super) token: Option<String>,
 }
 
 impl Client {
-    async fn call(
-        &self,
-        method: reqwest::Method,
-        path: &str,
-        body: Option<Value>,
-    ) -> Result<Value, Failure> {
-        let mut req = self
+    /// The client `--url` and `--token` describe.
+    pub(super) fn of(cli: &Cli) -> Client {
+        Client {
+            http: reqwest::Client::new(),
+            base: cli.url.clone(),
+            token: cli.token.clone(),
+        }
+    }
+
+    /// A request to `path`, with the token.
+    pub(super) fn request(&self, method: reqwest::Method, path: &str) -> reqwest::RequestBuilder {
+        let req = self
             .http
             .request(method, format!("{}{path}", self.base.trim_end_matches('/')));
-        if let Some(t) = &self.token {
-            req = req.bearer_auth(t);
+        match &self.token {
+            Some(t) => req.bearer_auth(t),
+            None => req,
         }
-        if let Some(b) = body {
-            req = req.json(&b);
-        }
-        // The URL is shown by its origin, and the client's error without it: a password in
-        // --url never reaches the terminal or a log.
-        let res = req.send().await.map_err(|e| Failure {
+    }
+
+    /// A request that could not be sent: the URL shown by its origin, and the client's
+    /// error without it, so a password in --url never reaches the terminal or a log.
+    pub(super) fn unreachable(&self, e: reqwest::Error) -> Failure {
+        Failure {
             message: format!(
                 "cannot reach {}: {}",
                 crate::jobs::webhook::redact::url_text(&self.base),
                 e.without_url()
             ),
             code: 3,
-        })?;
+        }
+    }
+
+    /// What the service answered a refused request: `STATUS code: message`.
+    pub(super) async fn refusal(res: reqwest::Response) -> Failure {
         let status = res.status();
         let text = res.text().await.unwrap_or_default();
-        let value: Value = if text.is_empty() {
-            Value::Null
-        } else {
-            serde_json::from_str(&text).unwrap_or(Value::String(text))
-        };
-        if status.is_success() || (status.as_u16() == 503 && path == "/health") {
-            return Ok(value);
-        }
+        let value: Value = serde_json::from_str(&text).unwrap_or(Value::String(text));
         let (code, message) = match value.get("error") {
             Some(e) => (
                 e["code"].as_str().unwrap_or("error").to_string(),
@@ -98,9 +111,32 @@ impl Client {
             ),
             None => ("error".to_string(), value.to_string()),
         };
-        Err(Failure {
+        Failure {
             message: format!("{} {code}: {message}", status.as_u16()),
             code: 1,
+        }
+    }
+
+    pub(super) async fn call(
+        &self,
+        method: reqwest::Method,
+        path: &str,
+        body: Option<Value>,
+    ) -> Result<Value, Failure> {
+        let mut req = self.request(method, path);
+        if let Some(b) = body {
+            req = req.json(&b);
+        }
+        let res = req.send().await.map_err(|e| self.unreachable(e))?;
+        let status = res.status();
+        if !(status.is_success() || (status.as_u16() == 503 && path == "/health")) {
+            return Err(Client::refusal(res).await);
+        }
+        let text = res.text().await.unwrap_or_default();
+        Ok(if text.is_empty() {
+            Value::Null
+        } else {
+            serde_json::from_str(&text).unwrap_or(Value::String(text))
         })
     }
 }
@@ -166,15 +202,13 @@ async fn change_topic(client: &Client, topic: &str, body: Value) -> Result<(Valu
 
 pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
     use reqwest::Method;
-    let client = Client {
-        http: reqwest::Client::new(),
-        base: cli.url.clone(),
-        token: cli.token.clone(),
-    };
+    let client = Client::of(&cli);
     let (value, view): (Value, View) = match cli.command {
         Command::Serve { .. }
         | Command::Journal(_)
         | Command::Webhooks(_)
+        | Command::Export { .. }
+        | Command::Import { .. }
         | Command::Bench { .. } => {
             unreachable!("not a client command")
         }

@@ -2,6 +2,7 @@
 //! (`client.rs`).
 
 mod client;
+mod transfer;
 
 use std::path::PathBuf;
 use std::process::ExitCode;
@@ -113,6 +114,32 @@ pub(crate) enum Command {
     /// The memory engine's journal, offline: check it, or salvage what reads of it.
     #[command(subcommand)]
     Journal(JournalCmd),
+    /// Back up a service, or move it to another engine: every topic's settings, flow
+    /// limits and jobs (dead letters too) as JSON Lines, from a running service (admin
+    /// token) or, with --journal, from a memory engine's journal offline.
+    Export {
+        /// Only these topics (every topic when none is given).
+        #[arg(long = "topic")]
+        topics: Vec<String>,
+        /// Where to write it, as a file only its owner may read (0600); standard output
+        /// when absent. It holds every payload whole, secrets included.
+        #[arg(long)]
+        out: Option<PathBuf>,
+        /// Read this journal (`memory.journal`) instead of a running service: a copy of it is
+        /// replayed, the file itself is not touched.
+        #[arg(long)]
+        journal: Option<PathBuf>,
+    },
+    /// Read an export into a running service, of either engine, in batches. Each job goes
+    /// to the slot it was exported from unless that slot holds its id; run again, the
+    /// import changes nothing.
+    Import {
+        /// The export (`toc export --out FILE`).
+        file: PathBuf,
+        /// Jobs a request (1 to 10,000).
+        #[arg(long, default_value_t = 5_000)]
+        batch: usize,
+    },
     /// Webhooks' signing keys, from the settings (never over HTTP).
     #[command(subcommand)]
     Webhooks(WebhooksCmd),
@@ -404,7 +431,11 @@ pub fn toc_main() -> ExitCode {
         .enable_all()
         .build()
         .expect("a runtime");
-    match runtime.block_on(client::run(cli)) {
+    let done = match cli.command {
+        Command::Export { .. } | Command::Import { .. } => runtime.block_on(transfer::run(cli)),
+        _ => runtime.block_on(client::run(cli)),
+    };
+    match done {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => client::exit(f),
     }

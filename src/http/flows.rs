@@ -128,12 +128,9 @@ pub(crate) async fn put_flow(
     crate::flow::check_key(&key)?;
     let limits = body.into_inner();
     limits.validate_own("flow")?;
-    let mut t = (*state.center.topic_settings(&topic).await?).clone();
-    let had = t.flows.insert(key.clone(), limits).is_some();
-    t.validate()?;
-    let t = state.center.put_topic(t).await?;
+    let (t, before) = state.center.put_flow(&topic, &key, Some(limits)).await?;
     let view = view(&state, &t, &key).await?;
-    Ok(if had {
+    Ok(if before.is_some() {
         HttpResponse::Ok().json(view)
     } else {
         HttpResponse::Created().json(view)
@@ -152,12 +149,11 @@ pub(crate) async fn delete_flow(
 ) -> ApiResult<HttpResponse> {
     let (topic, key) = path.into_inner();
     crate::flow::check_key(&key)?;
-    let mut t = (*state.center.topic_settings(&topic).await?).clone();
-    if t.flows.remove(&key).is_none() {
+    let (_, before) = state.center.put_flow(&topic, &key, None).await?;
+    if before.is_none() {
         return Err(ApiError::not_found(format!(
             "flow key {key:?} has no limits of its own"
         )));
     }
-    state.center.put_topic(t).await?;
     Ok(HttpResponse::NoContent().finish())
 }

@@ -13,6 +13,7 @@ pub(crate) mod meetings;
 pub(crate) mod openapi;
 pub(crate) mod ops;
 pub(crate) mod topics;
+pub(crate) mod transfer;
 pub(crate) mod ui;
 
 use actix_web::middleware::ErrorHandlers;
@@ -116,6 +117,16 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
         )
         .service(
             web::resource("/v1/topics/{topic}/dead").route(read(web::get().to(topics::list_dead))),
+        )
+        // An export holds every payload whole, and an import writes any job: admin only.
+        .service(
+            web::resource("/v1/topics/{topic}/export")
+                .route(admin(web::get().to(transfer::export_topic))),
+        )
+        .service(
+            web::resource("/v1/topics/{topic}/import")
+                .app_data(web::PayloadConfig::new(settings.http.max_batch_body_bytes))
+                .route(admin(web::post().to(transfer::import_topic))),
         )
         .service(
             web::resource("/v1/topics/{topic}/dead/requeue")

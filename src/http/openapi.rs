@@ -7,7 +7,7 @@ use utoipa::OpenApi;
 
 use super::AppState;
 
-use super::{claims, error, flows, jobs, meetings, ops, topics};
+use super::{claims, error, flows, jobs, meetings, ops, topics, transfer};
 
 #[derive(OpenApi)]
 #[openapi(
@@ -34,6 +34,8 @@ use super::{claims, error, flows, jobs, meetings, ops, topics};
         topics::requeue_dead_many,
         topics::delete_dead,
         topics::list_events,
+        transfer::export_topic,
+        transfer::import_topic,
         flows::list_flows,
         flows::get_flow,
         flows::put_flow,
@@ -155,6 +157,12 @@ fn describe_paths(doc: &mut serde_json::Value) {
                             // A page of slots: `topic/slot`.
                             Some("after") if path == "/v1/slots" => serde_json::json!({
                                 "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}/[0-9]{1,9}$",
+                            }),
+                            Some("digest") => {
+                                serde_json::json!({"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"})
+                            }
+                            Some("slots") => serde_json::json!({
+                                "type": "integer", "minimum": 1, "maximum": crate::topic::MAX_SLOTS,
                             }),
                             Some("cursor") => {
                                 serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})

@@ -19,6 +19,9 @@ use crate::wire::integer;
 pub(crate) struct TopicView {
     #[serde(flatten)]
     pub settings: TopicConfig,
+    /// How many flow keys have limits of their own: they are listed, with their counters,
+    /// at `GET /v1/topics/{topic}/flows`, not here (a topic may have a thousand).
+    pub own_flow_keys: u64,
     pub scheduled: u64,
     pub running: u64,
     pub dead: u64,
@@ -27,8 +30,11 @@ pub(crate) struct TopicView {
 
 async fn view(state: &AppState, topic: &TopicConfig) -> ApiResult<TopicView> {
     let stats = state.center.stats(&topic.name).await?;
+    let mut settings = topic.clone();
+    let own = std::mem::take(&mut settings.flows);
     Ok(TopicView {
-        settings: topic.clone(),
+        settings,
+        own_flow_keys: crate::num::usize_u64(own.len()),
         scheduled: stats.scheduled,
         running: stats.running,
         dead: stats.dead,

@@ -106,6 +106,16 @@ pub(crate) struct Stored {
     pub(crate) record: Record,
 }
 
+/// A job as an export holds it, to be written by `import` (`toc import`): scheduled at
+/// `score` (its fire time) or dead since `score`, with its whole record.
+#[derive(Debug, Clone, PartialEq)]
+pub(crate) struct Imported {
+    pub(crate) id: String,
+    pub(crate) state: JobState,
+    pub(crate) score: Millis,
+    pub(crate) record: Record,
+}
+
 /// A job `pump` handed out, with its run's token; its record holds attempts and fire time.
 #[derive(Debug, Clone, PartialEq)]
 pub(crate) struct Handed {
@@ -184,6 +194,17 @@ pub(crate) trait TopicSettings: Send + Sync + 'static {
     async fn mark_layout(&self, _topic: &TopicConfig, _slot: u32) -> Result<()> {
         Ok(())
     }
+
+    /// Sets (`Some`) or removes (`None`) flow key `key`'s own limits in topic `name`, stored
+    /// apart from the topic's settings: the change writes that key only. Answers the
+    /// topic's settings with the change, and the key's limits before it. A new key past
+    /// `flow::MAX_FLOW_KEYS` is refused naming `flows`.
+    async fn put_flow(
+        &self,
+        name: &str,
+        key: &str,
+        limits: Option<crate::flow::FlowLimits>,
+    ) -> Result<(Arc<TopicConfig>, Option<crate::flow::FlowLimits>)>;
 
     /// Every stored topic, in any order.
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>>;
@@ -328,6 +349,11 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
     async fn dead_delete(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<bool>;
 
     async fn slot_stats(&self, topic: &TopicConfig, slot: u32) -> Result<SlotStats>;
+
+    /// `import.lua`: writes jobs as an export holds them (scheduled or dead, each with its
+    /// whole record), each unless the slot holds a job of its id already (that one is left
+    /// as it is); answers how many it wrote.
+    async fn import(&self, topic: &TopicConfig, slot: u32, jobs: &[Imported]) -> Result<u64>;
 
     /// About how many bytes the slot's job records hold (`limits.max_bytes_per_topic`): on
     /// the memory engine what their strings weigh, kept as they change; on Redis the record

@@ -90,8 +90,21 @@ pub(super) fn flow_keys(topic: &str, slots: u32, key: &str) -> [String; 3] {
     ["h", "l", "w"].map(|k| format!("toc:{{{topic}:{slot}}}:flow:{key}:{k}"))
 }
 
-/// Hash of topic settings: field topic name, value JSON.
+/// Hash of topic settings: field topic name, value JSON (without its keys' own flow
+/// limits, which live apart in [`flows_key`]).
 pub(super) const TOPICS: &str = "toc:topics";
+
+/// Hash of a topic's flow keys with limits of their own: field key, value limits JSON. A
+/// change writes one field, however many keys the topic has.
+pub(super) fn flows_key(topic: &str) -> String {
+    format!("toc:{{{topic}}}:flows")
+}
+
+/// Hash of each topic's flow-limits revision: field topic name, a counter raised after each
+/// change of [`flows_key`], so a listing of every topic reads again only the keys of topics
+/// whose limits changed (the topic's notice tells the instances at once; this is for a
+/// notice lost).
+pub(super) const FLOW_REVS: &str = "toc:flow-revs";
 
 /// The sharded pub/sub channel of one slot on a Redis Cluster (`SPUBLISH`/`SSUBSCRIBE`): in
 /// the slot's hash tag, so it lives on the node holding the slot's keys, and only the

@@ -42,6 +42,7 @@ use std::sync::Arc;
 use crate::time::Millis;
 
 pub use self::flow::{FlowAsk, FlowGrant, FlowState};
+pub(crate) use self::front::transfer::{end_line, settings_line};
 pub use self::front::{JobFilter, ListQuery, Store};
 pub use self::memory::JournalLen;
 pub use self::memory::{JournalCheck, Salvaged, check_journal, salvage_journal};

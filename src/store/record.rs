@@ -111,6 +111,53 @@ impl Record {
         }
     }
 
+    /// A job as an export shows it (`Record::into_job`), back to its state, score and
+    /// record (`toc import`). A running job is written scheduled, so its run is made again
+    /// (at least once): at the reset that waited for the run when there was one, else at the
+    /// run's fire time.
+    pub(crate) fn from_job(
+        topic: &TopicConfig,
+        job: &crate::model::Job,
+    ) -> (JobState, Millis, Record) {
+        let mut rec = Record {
+            max_fire_at: job.max_fire_at,
+            attempts: (job.attempts > 0).then_some(job.attempts),
+            created_at: job.created_at,
+            updated_at: job.updated_at,
+            last_error: job.last_error.clone(),
+            fires: (job.fires > 0).then_some(job.fires),
+            schedule: job.repeat.clone(),
+            expire: job.expire_after_ms.map(|after_ms| crate::model::Expiry {
+                after_ms,
+                on_expire: job.on_expire.unwrap_or_default(),
+            }),
+            flow_key: job.flow_key.clone(),
+            labels: job.labels.clone(),
+            traceparent: job.traceparent.clone(),
+            ..Record::spec(
+                topic,
+                Some(&job.job_type),
+                &job.payload,
+                Some(job.max_attempts),
+            )
+        };
+        match job.state {
+            JobState::Scheduled => (JobState::Scheduled, job.fire_at, rec),
+            JobState::Running => (
+                JobState::Scheduled,
+                job.pending_fire_at.unwrap_or(job.fire_at),
+                rec,
+            ),
+            JobState::Dead => {
+                let at = job.dead_at.unwrap_or(job.fire_at);
+                if job.fire_at != at {
+                    rec.run_fire_at = Some(job.fire_at);
+                }
+                (JobState::Dead, at, rec)
+            }
+        }
+    }
+
     /// The record a batch of resets gives the jobs it creates.
     pub(crate) fn for_create(topic: &TopicConfig, spec: &crate::model::CreateSpec) -> Record {
         Record::spec(

@@ -25,6 +25,7 @@ mod scenarios;
 mod steal;
 mod topics;
 mod traces;
+mod transfer;
 mod webhooks;
 
 use std::path::PathBuf;
@@ -50,6 +51,7 @@ pub enum Scenario {
     Webhook,
     Topics,
     Traces,
+    Transfer,
     All,
 }
 
@@ -146,6 +148,8 @@ pub struct Sizes {
     pub webhook_burst: usize,
     pub burst_jobs: usize,
     pub memory_jobs: usize,
+    /// Jobs of the transfer scenario's export and import.
+    pub transfer_jobs: usize,
     pub zadd_requests: u64,
     /// Resident job counts of the scale scenario.
     pub scale: Vec<usize>,
@@ -179,6 +183,7 @@ impl Sizes {
                 .burst_jobs
                 .unwrap_or(if q { 20_000 } else { 1_000_000 }),
             memory_jobs: if q { 20_000 } else { 1_000_000 },
+            transfer_jobs: if q { 20_000 } else { 1_000_000 },
             zadd_requests: if q { 200_000 } else { 2_000_000 },
             scale: args.scale_sizes.clone().unwrap_or(if q {
                 vec![10_000, 50_000]
@@ -265,6 +270,14 @@ impl Ctx {
                 "/proc/stat steal over all CPU time: another guest had this share of the cores",
             );
         }
+    }
+
+    /// A figure of one scenario, where several scenarios measure a figure of that name.
+    pub fn find_in(&self, scenario: &str, system: &str, name: &str) -> Option<f64> {
+        self.figures
+            .iter()
+            .find(|f| f.scenario == scenario && f.system == system && f.name == name)
+            .map(|f| f.value)
     }
 
     pub fn find(&self, system: &str, name: &str) -> Option<f64> {
@@ -400,7 +413,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
             .to_string();
     }
     let all = scenario == Scenario::All;
-    let steps: [(Scenario, Step); 11] = [
+    let steps: [(Scenario, Step); 12] = [
         (Scenario::Schedule, |c| Box::pin(scenarios::schedule(c))),
         (Scenario::Reset, |c| Box::pin(scenarios::reset(c))),
         (Scenario::Latency, |c| Box::pin(scenarios::latency(c))),
@@ -412,6 +425,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
         (Scenario::Webhook, |c| Box::pin(webhooks::webhook(c))),
         (Scenario::Topics, |c| Box::pin(topics::topics(c))),
         (Scenario::Traces, |c| Box::pin(traces::traces(c))),
+        (Scenario::Transfer, |c| Box::pin(transfer::transfer(c))),
     ];
     for (s, step) in steps {
         if (all || s == scenario) && !ctx.stopped() {

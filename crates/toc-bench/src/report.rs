@@ -99,7 +99,9 @@ fn goals(ctx: &Ctx) -> Vec<(String, Option<f64>, String, Option<bool>)> {
         ),
         (
             "redis-server CPU per 100,000 fired in the burst (s)",
-            f("redis", "redis-server CPU per 100,000 fired"),
+            // The burst's: the latency scenario measures one of the same name at 10,000 a
+            // second, where batches are small.
+            ctx.find_in("burst", "redis", "redis-server CPU per 100,000 fired"),
             "<= 0.4",
             0.4,
             false,

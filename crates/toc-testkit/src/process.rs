@@ -43,7 +43,7 @@ pub fn toc_serve(bin: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
     let mut cmd = std::process::Command::new(bin);
     cmd.arg("serve");
     for (name, _) in std::env::vars_os() {
-        if name.to_string_lossy().starts_with("TOC_") && name != "TOC_BIN" {
+        if name.to_string_lossy().starts_with("TOC_") {
             cmd.env_remove(name);
         }
     }

@@ -17,6 +17,7 @@ pub use bulk::JobFilter;
 pub use reads::ListQuery;
 mod runs;
 mod topics;
+pub(crate) mod transfer;
 
 use std::collections::HashMap;
 use std::sync::Arc;

@@ -34,6 +34,24 @@ impl Store {
         Ok(now)
     }
 
+    /// Sets (`Some`) or removes (`None`) a flow key's own limits in an existing topic,
+    /// writing that key only; answers the topic's settings with the change and the key's
+    /// limits before it.
+    pub(crate) async fn put_flow(
+        &self,
+        topic: &str,
+        key: &str,
+        limits: Option<crate::flow::FlowLimits>,
+    ) -> Result<(Arc<TopicConfig>, Option<crate::flow::FlowLimits>)> {
+        validate::topic_name(topic)?;
+        crate::flow::check_key(key)?;
+        if let Some(limits) = &limits {
+            limits.validate_own("flow")?;
+        }
+        self.existing_topic(topic).await?;
+        self.engine.put_flow(topic, key, limits).await
+    }
+
     /// A topic's settings; a topic used but never configured is created with the defaults
     /// unless auto-creation is off.
     pub(crate) async fn topic(&self, name: &str) -> Result<Arc<TopicConfig>> {

@@ -13,7 +13,7 @@ use crate::model::{
     DeadCursor, Finished, JobState, Leased, ListCursor, ScheduleMode, Settlement, SlotStats,
 };
 use crate::store::engine::{
-    ClaimSettlement, DeadEntry, SlotJobs, SlotPumped, SlotReset, SlotScheduled, Stored,
+    ClaimSettlement, DeadEntry, Imported, SlotJobs, SlotPumped, SlotReset, SlotScheduled, Stored,
 };
 use crate::store::event_id::EventId;
 use crate::store::record::Record;
@@ -202,6 +202,10 @@ impl SlotJobs for MemoryEngine {
 
     async fn slot_stats(&self, topic: &TopicConfig, slot: u32) -> Result<SlotStats> {
         self.with_slot(topic, slot, false, |s| s.stats(slot)).await
+    }
+
+    async fn import(&self, topic: &TopicConfig, slot: u32, jobs: &[Imported]) -> Result<u64> {
+        self.with_slot(topic, slot, true, |s| s.import(jobs)).await
     }
 
     async fn slot_bytes(&self, topic: &TopicConfig, slot: u32) -> Result<u64> {

@@ -53,6 +53,13 @@ pub(super) enum Op {
         slot: u32,
         seq: u64,
     },
+    /// A flow key's own limits set (`Some`) or removed (`None`): one key, not the topic's
+    /// whole settings (a topic's settings record carries every key's).
+    Flow {
+        topic: String,
+        key: String,
+        limits: Option<crate::flow::FlowLimits>,
+    },
     /// A topic deleted whole: what the journal held of it before is gone with it.
     Drop {
         topic: String,

@@ -54,17 +54,49 @@ fn read(path: &Path) -> Result<Vec<u8>> {
         .map_err(|e| Error::Unavailable(format!("reading journal {}: {e}", path.display())))
 }
 
-/// Reads the journal at `path` and reports what it holds; changes nothing.
+/// Reads the journal at `path` and reports what it holds; changes nothing. Its verdict is
+/// the start's: the framing's rules, then each record applied in turn to an engine in
+/// memory, as the start applies them, so a record that reads but does not hold (settings
+/// the API would refuse) is damage at its offset here too.
 pub fn check_journal(path: &Path) -> Result<JournalCheck> {
     let buf = read(path)?;
     let scan = framing::scan(&buf, false, decodes);
+    let damaged = match scan.damaged.first() {
+        Some((at, _, why)) => Some((*at, why.clone())),
+        None => first_refused(&buf, &scan.records, scan.version.header()),
+    };
     Ok(JournalCheck {
         version: version_number(scan.version),
         records: scan.records.len(),
         bytes: buf.len(),
         torn: scan.torn.map(|(at, why)| (at, buf.len() - at, why)),
-        damaged: scan.damaged.first().map(|(at, _, why)| (*at, why.clone())),
+        damaged,
     })
+}
+
+/// The first record the start would refuse although it reads (its offset and why): each
+/// applied in turn to an engine in memory, with the start's checks.
+fn first_refused(
+    buf: &[u8],
+    records: &[framing::Found<'_>],
+    header: usize,
+) -> Option<(usize, String)> {
+    let cap = super::RingCap {
+        len: usize::MAX,
+        bytes: usize::MAX,
+        total: usize::MAX,
+    };
+    let mut scratch = super::MemoryEngine::open(cap, None).ok()?;
+    for r in records {
+        let at = (r.body.as_ptr() as usize - buf.as_ptr() as usize) - header;
+        let Ok(op) = journal::decode(r.body) else {
+            return Some((at, "the record's body does not decode".into()));
+        };
+        if let Err(e) = scratch.replay_op(op, false) {
+            return Some((at, format!("the record does not apply: {e}")));
+        }
+    }
+    None
 }
 
 /// Salvages the journal at `path`: copies it to `PATH.orig-SECONDS`, then rewrites it with

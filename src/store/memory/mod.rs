@@ -416,6 +416,16 @@ impl MemoryEngine {
                     .expect("events lock")
                     .add(&topic, events, self.events_cap);
             }
+            Op::Flow { topic, key, limits } => {
+                let t = topics.get(&topic).ok_or_else(|| {
+                    Error::Corrupt(format!(
+                        "flow limits of topic {topic:?}, which the journal does not hold"
+                    ))
+                })?;
+                let mut config = (*t.config()).clone();
+                topics::set_flow(&mut config, &key, limits)?;
+                *t.config.write().unwrap_or_else(PoisonError::into_inner) = Arc::new(config);
+            }
             Op::Drop { topic } => {
                 topics.remove(&topic);
                 self.events.get_mut().expect("events lock").remove(&topic);

@@ -15,7 +15,7 @@ use crate::model::{
     DeadCursor, Finished, JobState, ListCursor, RunOutcome, ScheduleOutcome, SlotStats,
 };
 use crate::store::engine::{
-    DeadEntry, Handed, Refired, SlotPumped, SlotReset, SlotScheduled, Stored,
+    DeadEntry, Handed, Imported, Refired, SlotPumped, SlotReset, SlotScheduled, Stored,
 };
 use crate::store::record::Record;
 use crate::store::{Ownership, owner_name};
@@ -842,6 +842,19 @@ impl SlotState {
             dead: self.dead.len() as u64,
             next_fire_at: self.head(),
         }
+    }
+
+    /// `import.lua`: writes each job as exported unless the slot holds its id already;
+    /// answers how many it wrote.
+    pub(super) fn import(&mut self, jobs: &[Imported]) -> u64 {
+        let mut n = 0;
+        for job in jobs {
+            if self.locate(&job.id).is_none() {
+                self.create(&job.id, job.record.clone(), job.state, job.score);
+                n += 1;
+            }
+        }
+        n
     }
 
     /// What the slot's records weigh in all ([`Record::weight`]).

@@ -7,6 +7,7 @@ use async_trait::async_trait;
 
 use super::journal::Op;
 use crate::error::{Error, Result};
+use crate::flow::FlowLimits;
 use crate::store::engine::TopicSettings;
 use crate::store::topic_policy::{check_update, fresh};
 use crate::topic::TopicConfig;
@@ -44,7 +45,11 @@ impl TopicSettings for MemoryEngine {
         let mut topics = self.topics.write().unwrap_or_else(PoisonError::into_inner);
         let existing = topics.get(&config.name).cloned();
         let config = match &existing {
-            Some(t) => check_update(&t.config(), config)?,
+            // Keys' own limits change by `put_flow` only: what the caller read may be older.
+            Some(t) => TopicConfig {
+                flows: t.config().flows.clone(),
+                ..check_update(&t.config(), config)?
+            },
             None => fresh(config),
         };
         self.journal(&[Op::Topic {
@@ -65,6 +70,34 @@ impl TopicSettings for MemoryEngine {
                 Ok(config)
             }
         }
+    }
+
+    async fn put_flow(
+        &self,
+        name: &str,
+        key: &str,
+        limits: Option<FlowLimits>,
+    ) -> Result<(Arc<TopicConfig>, Option<FlowLimits>)> {
+        self.check_writable()?;
+        // The topics' write lock: a topic change and a key's change are made one at a time.
+        let topics = self.topics.write().unwrap_or_else(PoisonError::into_inner);
+        let t = topics
+            .get(name)
+            .cloned()
+            .ok_or_else(|| Error::TopicNotFound(name.to_string()))?;
+        if limits.is_none() && !t.config().flows.contains_key(key) {
+            return Ok((t.config(), None));
+        }
+        let mut config = (*t.config()).clone();
+        let before = set_flow(&mut config, key, limits)?;
+        self.journal(&[Op::Flow {
+            topic: name.to_string(),
+            key: key.to_string(),
+            limits,
+        }])?;
+        let config = Arc::new(config);
+        *t.config.write().unwrap_or_else(PoisonError::into_inner) = config.clone();
+        Ok((config, before))
     }
 
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
@@ -88,5 +121,25 @@ impl TopicSettings for MemoryEngine {
             .unwrap_or_else(PoisonError::into_inner)
             .remove(&topic.name);
         Ok(())
+    }
+}
+
+/// Sets or removes a key's own limits in `config` (a change, or its replay), refusing a new
+/// key past `flow::MAX_FLOW_KEYS`; answers the key's limits before.
+pub(super) fn set_flow(
+    config: &mut TopicConfig,
+    key: &str,
+    limits: Option<FlowLimits>,
+) -> Result<Option<FlowLimits>> {
+    crate::flow::check_key(key)?;
+    match limits {
+        Some(limits) => {
+            limits.validate_own("flow")?;
+            if !config.flows.contains_key(key) && config.flows.len() >= crate::flow::MAX_FLOW_KEYS {
+                return Err(crate::flow::too_many_keys(&config.name));
+            }
+            Ok(config.flows.insert(key.to_string(), limits))
+        }
+        None => Ok(config.flows.remove(key)),
     }
 }

@@ -11,8 +11,8 @@ use redis::aio::ConnectionLike;
 use super::RedisEngine;
 use super::scripts::settle::Runs;
 use super::scripts::{
-    Adopt, Append, Cancel, DeadDelete, DeadPage, EventsPage, Get, List, Pump, Requeue, ResetMany,
-    Schedule, Settle, Touch,
+    Adopt, Append, Cancel, DeadDelete, DeadPage, EventsPage, Get, Import, List, Pump, Requeue,
+    ResetMany, Schedule, Settle, Touch,
 };
 use crate::error::{Error, Result};
 use crate::events::Event;
@@ -21,7 +21,8 @@ use crate::model::{
 };
 use crate::routing::slot_of;
 use crate::store::engine::{
-    ClaimSettlement, DeadEntry, Handed, SlotJobs, SlotPumped, SlotReset, SlotScheduled, Stored,
+    ClaimSettlement, DeadEntry, Handed, Imported, SlotJobs, SlotPumped, SlotReset, SlotScheduled,
+    Stored,
 };
 use crate::store::event_id::EventId;
 
@@ -356,6 +357,10 @@ where
             dead,
             next_fire_at: head.first().map(|(_, s)| crate::num::float_int(*s)),
         })
+    }
+
+    async fn import(&self, topic: &TopicConfig, slot: u32, jobs: &[Imported]) -> Result<u64> {
+        self.run(Import { topic, slot, jobs }).await
     }
 
     async fn slot_bytes(&self, topic: &TopicConfig, slot: u32) -> Result<u64> {

@@ -12,6 +12,7 @@ mod clock;
 pub(crate) mod connect;
 mod durable;
 mod eviction;
+mod flows;
 mod jobs;
 mod membership;
 mod per_thread;
@@ -68,6 +69,8 @@ pub(crate) struct RedisEngine<C> {
     /// due members were marked: `lua/lib.lua`'s `MARK`), only whose batch resets take the
     /// plain path (`jobs.rs`), with how many creating batches skip it there yet.
     plain: std::sync::Mutex<std::collections::HashMap<String, std::collections::HashMap<u32, u8>>>,
+    /// Each topic's keys with limits of their own, as last read, by revision (`flows.rs`).
+    flow_cache: flows::FlowCache,
 }
 
 pub use self::per_thread::own_connection;
@@ -91,6 +94,7 @@ where
             durability: None,
             warnings: Arc::default(),
             plain: Default::default(),
+            flow_cache: Default::default(),
         }
     }
 
@@ -153,9 +157,12 @@ where
     /// Reads a topic's settings from Redis into the cache.
     async fn load_topic(&self, name: &str) -> Result<Option<Arc<TopicConfig>>> {
         let stored: Option<String> = self.conn().hget(TOPICS, name).await?;
-        stored
-            .map(|json| parse_topic(&json).map(|c| self.topics.insert(c)))
-            .transpose()
+        let Some(json) = stored else {
+            return Ok(None);
+        };
+        let config = parse_topic(&json)?;
+        let rev = self.flow_rev(name).await?;
+        Ok(Some(self.with_flows(config, rev).await?))
     }
 
     /// Runs one script call: over the connection whose writes are confirmed when the call

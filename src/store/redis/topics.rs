@@ -9,9 +9,11 @@ use async_trait::async_trait;
 use redis::AsyncCommands;
 use redis::aio::ConnectionLike;
 
+use super::flows::stored_json;
 use super::scripts::{Layout, TopicPut};
 use super::{RedisEngine, parse_topic};
 use crate::error::{Error, Result};
+use crate::flow::FlowLimits;
 use crate::store::engine::TopicSettings;
 use crate::store::keys::{SlotKeys, TOPICS};
 use crate::store::topic_policy::{check_update, fresh};
@@ -34,14 +36,18 @@ where
 
     async fn create_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
         let config = fresh(config);
-        let json = serde_json::to_string(&config).expect("topic config serialises");
+        let json = stored_json(&config);
         // Another instance may create it at the same moment: the first one wins and both
         // read back the same settings.
         let mut hsetnx = redis::cmd("HSETNX");
         hsetnx.arg(TOPICS).arg(&config.name).arg(json);
-        let _: bool = self
+        let made: bool = self
             .write(&hsetnx, &format!("the settings of topic {:?}", config.name))
             .await?;
+        if made {
+            // Keys' own limits a library caller gave the new topic: into its hash.
+            self.move_old_flows(&config).await?;
+        }
         self.load_topic(&config.name).await?.ok_or_else(|| {
             Error::Corrupt(format!(
                 "topic {:?} vanished as it was created",
@@ -56,21 +62,76 @@ where
         for _ in 0..PUT_TRIES {
             let old: Option<String> = self.conn().hget(TOPICS, &config.name).await?;
             let next = match &old {
-                Some(old) => check_update(&parse_topic(old)?, config.clone())?,
+                Some(old) => {
+                    // Keys' own limits change by `put_flow` only, and live in their hash;
+                    // an earlier build's, kept in the JSON, move there first.
+                    let old = parse_topic(old)?;
+                    self.move_old_flows(&old).await?;
+                    check_update(&old, config.clone())?
+                }
                 None => fresh(config.clone()),
             };
-            let json = serde_json::to_string(&next).expect("topic config serialises");
+            let json = stored_json(&next);
             let put = TopicPut {
                 name: &config.name,
                 old: old.as_deref().unwrap_or(""),
                 new: &json,
             };
             if self.run(put).await? {
-                return Ok(self.topics.insert(next));
+                if old.is_none() {
+                    self.move_old_flows(&next).await?;
+                }
+                return self
+                    .load_topic(&config.name)
+                    .await?
+                    .ok_or_else(|| Error::TopicNotFound(config.name.clone()));
             }
         }
         Err(Error::TopicConflict {
             topic: config.name.clone(),
+            message: "the topic's settings kept changing while this change was applied; \
+                      try again"
+                .to_string(),
+        })
+    }
+
+    async fn put_flow(
+        &self,
+        name: &str,
+        key: &str,
+        limits: Option<FlowLimits>,
+    ) -> Result<(Arc<TopicConfig>, Option<FlowLimits>)> {
+        // An earlier build's keys, kept in the topic's JSON, move to the hash first, so a
+        // key removed from the hash is not read back from the JSON.
+        for _ in 0..PUT_TRIES {
+            let Some(old) = self
+                .conn()
+                .hget::<_, _, Option<String>>(TOPICS, name)
+                .await?
+            else {
+                return Err(Error::TopicNotFound(name.to_string()));
+            };
+            let parsed = parse_topic(&old)?;
+            if parsed.flows.is_empty() {
+                let before = self.set_flow(name, key, limits).await?;
+                let config = self
+                    .load_topic(name)
+                    .await?
+                    .ok_or_else(|| Error::TopicNotFound(name.to_string()))?;
+                return Ok((config, before));
+            }
+            self.move_old_flows(&parsed).await?;
+            let json = stored_json(&parsed);
+            let _: bool = self
+                .run(TopicPut {
+                    name,
+                    old: &old,
+                    new: &json,
+                })
+                .await?;
+        }
+        Err(Error::TopicConflict {
+            topic: name.to_string(),
             message: "the topic's settings kept changing while this change was applied; \
                       try again"
                 .to_string(),
@@ -106,7 +167,7 @@ where
         let mut del = redis::cmd("DEL");
         del.arg(crate::store::keys::rate_key(&topic.name));
         let _: i64 = self.write(&del, &place).await?;
-        Ok(())
+        self.drop_flows(&topic.name).await
     }
 
     fn forget_topic(&self, name: &str) {
@@ -115,8 +176,15 @@ where
 
     async fn topics(&self) -> Result<Vec<Arc<TopicConfig>>> {
         let all: BTreeMap<String, String> = self.conn().hgetall(TOPICS).await?;
-        all.values()
-            .map(|json| parse_topic(json).map(|c| self.topics.insert(c)))
+        let revs = self.flow_revs().await?;
+        // A topic's keys are read again only when their revision moved since the last read.
+        let each = all.iter().map(|(name, json)| {
+            let rev = revs.get(name).copied();
+            async move { self.with_flows(parse_topic(json)?, rev).await }
+        });
+        futures_util::future::join_all(each)
+            .await
+            .into_iter()
             .collect()
     }
 }

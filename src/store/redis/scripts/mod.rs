@@ -14,6 +14,7 @@ mod disown;
 mod events_page;
 mod flow;
 mod get;
+mod import;
 mod layout;
 mod library;
 mod list;
@@ -46,6 +47,7 @@ pub(super) use self::{
     events_page::EventsPage,
     flow::{Flow, FlowOp, FlowRead},
     get::Get,
+    import::Import,
     layout::Layout,
     list::List,
     own::Own,
@@ -142,4 +144,5 @@ scripts! {
     rate: "allow-oom";
     // Likewise a full store's waiting jobs must get their room.
     flow: "allow-oom";
+    import;
 }

@@ -1,0 +1,520 @@
+//! `toc export` and `toc import` (`crate::transfer`): a service's topics as JSON Lines, from
+//! a running service or a journal offline, and back into a running service of either engine.
+
+use std::borrow::Cow;
+use std::io::Write;
+use std::path::{Path, PathBuf};
+use std::time::Instant;
+
+use futures_util::StreamExt;
+use serde::Deserialize;
+
+use super::client::{Client, Failure, enc};
+use super::{Cli, Command};
+use crate::transfer::{ImportReport, Line, MEDIA_TYPE, digest};
+
+/// The most bytes of lines one import request carries.
+const BATCH_BYTES: usize = 8 << 20;
+
+/// Requests of one topic's import in flight at once (the first and the last go alone).
+const IN_FLIGHT: usize = 4;
+
+pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
+    let client = Client::of(&cli);
+    match cli.command {
+        Command::Export {
+            topics,
+            out,
+            journal,
+        } => {
+            let started = Instant::now();
+            let mut sink = Sink::open(out)?;
+            let (n_topics, jobs) = match journal {
+                Some(path) => export_journal(&path, &topics, &mut sink).await?,
+                None => export_service(&client, &topics, &mut sink).await?,
+            };
+            sink.finish()?;
+            let secs = started.elapsed().as_secs_f64();
+            eprintln!(
+                "toc export: {n_topics} topics, {jobs} jobs in {secs:.1} s ({:.0} jobs/s)",
+                crate::num::float(crate::num::signed(jobs)) / secs.max(1e-6)
+            );
+            Ok(())
+        }
+        Command::Import { file, batch } => import(&client, &file, batch).await,
+        _ => unreachable!("not a transfer command"),
+    }
+}
+
+/// Where an export goes: standard output, or a file only its owner may read, written under
+/// a name of its own and renamed into place once whole (a failed export leaves no file that
+/// could be taken for a backup).
+struct Sink {
+    out: Box<dyn Write>,
+    /// The partial file and the name it takes once whole.
+    file: Option<(PathBuf, PathBuf)>,
+}
+
+impl Sink {
+    fn open(path: Option<PathBuf>) -> Result<Sink, Failure> {
+        let Some(path) = path else {
+            return Ok(Sink {
+                out: Box::new(std::io::BufWriter::new(std::io::stdout())),
+                file: None,
+            });
+        };
+        let partial = path.with_extension("partial");
+        let f = private_file(&partial).map_err(|e| {
+            Failure::new(1, format!("--out: cannot write {}: {e}", partial.display()))
+        })?;
+        Ok(Sink {
+            out: Box::new(std::io::BufWriter::with_capacity(1 << 20, f)),
+            file: Some((partial, path)),
+        })
+    }
+
+    fn write(&mut self, bytes: &[u8]) -> Result<(), Failure> {
+        self.out
+            .write_all(bytes)
+            .map_err(|e| Failure::new(1, format!("cannot write the export: {e}")))
+    }
+
+    fn finish(mut self) -> Result<(), Failure> {
+        self.out
+            .flush()
+            .map_err(|e| Failure::new(1, format!("cannot write the export: {e}")))?;
+        if let Some((partial, path)) = self.file.take() {
+            std::fs::rename(&partial, &path).map_err(|e| {
+                Failure::new(
+                    1,
+                    format!("--out: cannot rename into {}: {e}", path.display()),
+                )
+            })?;
+        }
+        Ok(())
+    }
+}
+
+impl Drop for Sink {
+    fn drop(&mut self) {
+        if let Some((partial, _)) = &self.file {
+            let _ = std::fs::remove_file(partial);
+        }
+    }
+}
+
+#[cfg(unix)]
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    use std::os::unix::fs::OpenOptionsExt;
+    std::fs::OpenOptions::new()
+        .write(true)
+        .create(true)
+        .truncate(true)
+        .mode(0o600)
+        .open(path)
+}
+
+#[cfg(not(unix))]
+fn private_file(path: &Path) -> std::io::Result<std::fs::File> {
+    std::fs::File::create(path)
+}
+
+/// Every topic of a running service (or `only`), in name order, as it streams them.
+async fn export_service(
+    client: &Client,
+    only: &[String],
+    sink: &mut Sink,
+) -> Result<(usize, u64), Failure> {
+    let mut names: Vec<String> = if only.is_empty() {
+        let topics = client
+            .call(reqwest::Method::GET, "/v1/topics", None)
+            .await?;
+        topics["items"]
+            .as_array()
+            .into_iter()
+            .flatten()
+            .filter_map(|t| t["name"].as_str().map(str::to_string))
+            .collect()
+    } else {
+        only.to_vec()
+    };
+    names.sort();
+    names.dedup();
+    let mut jobs = 0;
+    for name in &names {
+        let path = format!("/v1/topics/{}/export", enc(name));
+        let mut res = client
+            .request(reqwest::Method::GET, &path)
+            .send()
+            .await
+            .map_err(|e| client.unreachable(e))?;
+        if !res.status().is_success() {
+            return Err(Client::refusal(res).await);
+        }
+        // The topic's last line says how many jobs it holds: without it the export was cut.
+        let mut tail: Vec<u8> = Vec::new();
+        loop {
+            let chunk = res.chunk().await.map_err(|e| {
+                Failure::new(
+                    1,
+                    format!(
+                        "the export of topic {name:?} was cut short: {}",
+                        e.without_url()
+                    ),
+                )
+            })?;
+            let Some(chunk) = chunk else { break };
+            sink.write(&chunk)?;
+            tail.extend_from_slice(&chunk);
+            let keep = tail.len().saturating_sub(4_096);
+            tail.drain(..keep);
+        }
+        jobs += ended(name, &tail)?;
+    }
+    Ok((names.len(), jobs))
+}
+
+/// The job count of a topic's `end` line, the last line of `tail`; a failure when there is
+/// none (the export was cut short).
+fn ended(topic: &str, tail: &[u8]) -> Result<u64, Failure> {
+    let text = String::from_utf8_lossy(tail);
+    let last = text
+        .lines()
+        .rev()
+        .find(|l| !l.trim().is_empty())
+        .unwrap_or("");
+    match serde_json::from_str::<Line>(last) {
+        Ok(Line::End { topic: t, jobs }) if t == topic => Ok(jobs),
+        _ => Err(Failure::new(
+            1,
+            format!("the export of topic {topic:?} was cut short: it has no end line"),
+        )),
+    }
+}
+
+/// Every topic of a memory engine's journal (or `only`), offline: a copy of the journal is
+/// replayed in a private directory, and the file named is only read.
+async fn export_journal(
+    journal: &Path,
+    only: &[String],
+    sink: &mut Sink,
+) -> Result<(usize, u64), Failure> {
+    let dir = std::env::temp_dir().join(format!("toc-export-{}", uuid::Uuid::new_v4()));
+    make_private_dir(&dir)
+        .map_err(|e| Failure::new(1, format!("cannot make {}: {e}", dir.display())))?;
+    let result = export_copy(journal, &dir, only, sink).await;
+    let _ = std::fs::remove_dir_all(&dir);
+    result
+}
+
+#[cfg(unix)]
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    use std::os::unix::fs::DirBuilderExt;
+    std::fs::DirBuilder::new().mode(0o700).create(dir)
+}
+
+#[cfg(not(unix))]
+fn make_private_dir(dir: &Path) -> std::io::Result<()> {
+    std::fs::create_dir(dir)
+}
+
+async fn export_copy(
+    journal: &Path,
+    dir: &Path,
+    only: &[String],
+    sink: &mut Sink,
+) -> Result<(usize, u64), Failure> {
+    let copy = dir.join("journal");
+    std::fs::copy(journal, &copy).map_err(|e| {
+        Failure::new(
+            1,
+            format!("--journal: cannot read {}: {e}", journal.display()),
+        )
+    })?;
+    let store = crate::store::Store::open_memory(
+        crate::store::StoreOptions::default(),
+        Some((&copy, crate::config::FsyncPolicy::EverySecond)),
+    )
+    .map_err(|e| Failure::new(1, format!("--journal {}: {e}", journal.display())))?;
+    let failed =
+        |e: crate::error::Error| Failure::new(1, format!("--journal {}: {e}", journal.display()));
+    let mut topics = store.topics().await.map_err(failed)?;
+    topics.retain(|t| only.is_empty() || only.contains(&t.name));
+    topics.sort_by(|a, b| a.name.cmp(&b.name));
+    let mut jobs = 0;
+    for t in &topics {
+        sink.write(crate::store::settings_line(t).as_bytes())?;
+        sink.write(b"\n")?;
+        let mut n = 0;
+        for slot in 0..t.slots {
+            for job in store.export_slot(t, slot).await.map_err(failed)? {
+                let line = Line::Job { slot, job };
+                sink.write(
+                    serde_json::to_string(&line)
+                        .expect("a line serialises")
+                        .as_bytes(),
+                )?;
+                sink.write(b"\n")?;
+                n += 1;
+            }
+        }
+        sink.write(crate::store::end_line(&t.name, n).as_bytes())?;
+        sink.write(b"\n")?;
+        jobs += n;
+    }
+    Ok((topics.len(), jobs))
+}
+
+/// What the import reads of a line to group it: its kind and topic (a job line is checked
+/// whole by the service).
+#[derive(Deserialize)]
+struct Head<'a> {
+    #[serde(borrow)]
+    kind: Cow<'a, str>,
+    #[serde(default, borrow)]
+    topic: Option<Cow<'a, str>>,
+    #[serde(default)]
+    jobs: Option<u64>,
+}
+
+/// One topic's lines in an export.
+struct Section<'a> {
+    topic: String,
+    slots: u32,
+    settings: &'a str,
+    jobs: Vec<&'a str>,
+    digest: String,
+}
+
+/// The export's topics, each whole (its settings line, its jobs, its end line with their
+/// count); a failure naming the line when one is not.
+fn sections<'a>(file: &Path, text: &'a str) -> Result<Vec<Section<'a>>, Failure> {
+    let bad = |n: usize, why: String| {
+        Failure::new(1, format!("{}: line {}: {why}", file.display(), n + 1))
+    };
+    let mut out = Vec::new();
+    let mut open: Option<(Section<'a>, Vec<&'a str>)> = None;
+    for (n, line) in text.lines().enumerate() {
+        if line.trim().is_empty() {
+            continue;
+        }
+        let head: Head<'_> = serde_json::from_str(line).map_err(|e| bad(n, e.to_string()))?;
+        match head.kind.as_ref() {
+            "topic" => {
+                if let Some((s, _)) = &open {
+                    return Err(bad(
+                        n,
+                        format!(
+                            "topic {:?} has no end line: the export was cut short",
+                            s.topic
+                        ),
+                    ));
+                }
+                let Ok(Line::Topic { settings }) = serde_json::from_str::<Line>(line) else {
+                    return Err(bad(n, "not a topic's settings".into()));
+                };
+                let section = Section {
+                    topic: settings.name.clone(),
+                    slots: settings.slots,
+                    settings: line,
+                    jobs: Vec::new(),
+                    digest: String::new(),
+                };
+                open = Some((section, vec![line]));
+            }
+            "job" | "end" => {
+                let Some((s, lines)) = open.as_mut() else {
+                    return Err(bad(n, "a line before its topic's settings".into()));
+                };
+                if head.topic.as_deref() != Some(s.topic.as_str()) {
+                    return Err(bad(
+                        n,
+                        format!("a line of another topic inside topic {:?}", s.topic),
+                    ));
+                }
+                lines.push(line);
+                if head.kind == "job" {
+                    s.jobs.push(line);
+                    continue;
+                }
+                let (mut s, lines) = open.take().expect("an open topic");
+                if head.jobs != Some(s.jobs.len() as u64) {
+                    return Err(bad(
+                        n,
+                        format!(
+                            "topic {:?} ends with {:?} jobs, but {} lines of its jobs were read",
+                            s.topic,
+                            head.jobs,
+                            s.jobs.len()
+                        ),
+                    ));
+                }
+                s.digest = digest(lines.iter().copied());
+                out.push(s);
+            }
+            other => return Err(bad(n, format!("unknown kind {other:?}"))),
+        }
+    }
+    if let Some((s, _)) = open {
+        return Err(Failure::new(
+            1,
+            format!(
+                "{}: topic {:?} has no end line: the export was cut short",
+                file.display(),
+                s.topic
+            ),
+        ));
+    }
+    Ok(out)
+}
+
+/// `toc import FILE`: each topic in turn; its first batch alone (it may make the topic),
+/// the middle ones a few at a time, the last alone (it records the import's digest).
+async fn import(client: &Client, file: &Path, batch: usize) -> Result<(), Failure> {
+    if !(1..=crate::http::transfer::MAX_IMPORT_JOBS).contains(&batch) {
+        return Err(Failure::new(2, "--batch: 1 to 10,000 jobs a request"));
+    }
+    let text = std::fs::read_to_string(file)
+        .map_err(|e| Failure::new(1, format!("cannot read {}: {e}", file.display())))?;
+    let sections = sections(file, &text)?;
+    let started = Instant::now();
+    let mut total = ImportReport::default();
+    for s in &sections {
+        let mut chunks = chunked(&s.jobs, batch);
+        if chunks.is_empty() {
+            chunks.push(Vec::new());
+        }
+        let send = |i: usize, chunk: &[&str]| {
+            let mut body = String::new();
+            if i == 0 {
+                body.push_str(s.settings);
+                body.push('\n');
+            }
+            for line in chunk {
+                body.push_str(line);
+                body.push('\n');
+            }
+            let last = i + 1 == chunks.len();
+            let path = format!(
+                "/v1/topics/{}/import?digest={}&slots={}&last={last}",
+                enc(&s.topic),
+                enc(&s.digest),
+                s.slots
+            );
+            let req = client
+                .request(reqwest::Method::POST, &path)
+                .header(reqwest::header::CONTENT_TYPE, MEDIA_TYPE)
+                .body(body);
+            async move {
+                let res = req.send().await.map_err(|e| client.unreachable(e))?;
+                if !res.status().is_success() {
+                    return Err(Client::refusal(res).await);
+                }
+                res.json::<ImportReport>().await.map_err(|e| {
+                    Failure::new(1, format!("an import's answer: {}", e.without_url()))
+                })
+            }
+        };
+        let first = send(0, &chunks[0]).await?;
+        let mut report = first.clone();
+        if !first.skipped && chunks.len() > 1 {
+            let middle: Vec<_> = (1..chunks.len() - 1).map(|i| send(i, &chunks[i])).collect();
+            let mut answers = futures_util::stream::iter(middle).buffer_unordered(IN_FLIGHT);
+            while let Some(r) = answers.next().await {
+                add(&mut report, &r?);
+            }
+            let i = chunks.len() - 1;
+            add(&mut report, &send(i, &chunks[i]).await?);
+        }
+        if report.skipped {
+            eprintln!(
+                "topic {:?}: imported before ({}), nothing changed",
+                s.topic, s.digest
+            );
+        } else {
+            eprintln!(
+                "topic {:?}: {} jobs written, {} there already{}",
+                s.topic,
+                report.written,
+                report.existing,
+                if report.topic_created {
+                    " (topic made)"
+                } else {
+                    ""
+                }
+            );
+        }
+        add(&mut total, &report);
+    }
+    let secs = started.elapsed().as_secs_f64();
+    eprintln!(
+        "toc import: {} topics, {} jobs written, {} there already in {secs:.1} s ({:.0} jobs/s)",
+        sections.len(),
+        total.written,
+        total.existing,
+        crate::num::float(crate::num::signed(total.written + total.existing)) / secs.max(1e-6)
+    );
+    Ok(())
+}
+
+fn add(total: &mut ImportReport, r: &ImportReport) {
+    total.written += r.written;
+    total.existing += r.existing;
+    total.topic_created |= r.topic_created;
+    total.skipped |= r.skipped;
+}
+
+/// The lines in batches of at most `n` lines and about `BATCH_BYTES`.
+fn chunked<'a>(lines: &[&'a str], n: usize) -> Vec<Vec<&'a str>> {
+    let mut out: Vec<Vec<&'a str>> = Vec::new();
+    let mut bytes = 0;
+    for line in lines {
+        match out.last_mut() {
+            Some(c) if c.len() < n && bytes + line.len() < BATCH_BYTES => {
+                bytes += line.len() + 1;
+                c.push(line);
+            }
+            _ => {
+                bytes = line.len() + 1;
+                out.push(vec![line]);
+            }
+        }
+    }
+    out
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn batches_keep_to_their_count_and_bytes() {
+        let lines: Vec<String> = (0..25).map(|i| format!("line {i}")).collect();
+        let refs: Vec<&str> = lines.iter().map(String::as_str).collect();
+        let chunks = chunked(&refs, 10);
+        assert_eq!(chunks.iter().map(Vec::len).collect::<Vec<_>>(), [10, 10, 5]);
+        let big = "x".repeat(BATCH_BYTES / 2);
+        let chunks = chunked(&[&big, &big, &big], 10);
+        assert_eq!(chunks.len(), 3, "each about half the bytes: one a batch");
+    }
+
+    #[test]
+    fn an_export_cut_short_is_refused_naming_its_topic() {
+        let file = Path::new("export.jsonl");
+        let topic = r#"{"kind":"topic","settings":{"name":"t"}}"#;
+        let job = r#"{"kind":"job","slot":0,"topic":"t","id":"a"}"#;
+        let end = |n: u64| format!(r#"{{"kind":"end","topic":"t","jobs":{n}}}"#);
+        let whole = format!("{topic}\n{job}\n{}\n", end(1));
+        let s = sections(file, &whole).ok().unwrap();
+        assert_eq!((s.len(), s[0].jobs.len(), s[0].slots), (1, 1, 16));
+        for (text, says) in [
+            (format!("{topic}\n{job}\n"), "no end line"),
+            (format!("{topic}\n{job}\n{}\n", end(2)), "ends with"),
+            (format!("{job}\n"), "before its topic"),
+            (format!("{topic}\n{topic}\n"), "no end line"),
+        ] {
+            let why = sections(file, &text).err().unwrap().message;
+            assert!(why.contains(says), "{why}");
+        }
+    }
+}

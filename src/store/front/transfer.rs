@@ -1,0 +1,185 @@
+//! Export and import (`crate::transfer`): a slot's jobs read whole in the export's order, and
+//! a batch of exported jobs written into the slots they name.
+
+use std::collections::BTreeMap;
+
+use super::Store;
+use crate::error::{Error, Result};
+use crate::model::{DeadCursor, Job, JobState, ListCursor, NewJob};
+use crate::store::engine::Imported;
+use crate::store::record::Record;
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+use crate::transfer::Line;
+
+/// Jobs read from a slot per call.
+const PAGE: usize = crate::store::MAX_PAGE;
+
+/// What a batch of an import wrote.
+pub(crate) struct Imports {
+    /// Jobs written.
+    pub written: u64,
+    /// Per slot written to, the earliest fire time among the scheduled jobs of the batch.
+    pub heads: Vec<(u32, Millis)>,
+}
+
+/// The settings line of a topic: its settings and its keys' own limits, without the digests
+/// of what was imported into it (they say where it came from, not what it holds).
+pub(crate) fn settings_line(t: &TopicConfig) -> String {
+    let mut settings = t.clone();
+    settings.imports.clear();
+    serde_json::to_string(&Line::Topic { settings }).expect("a line serialises")
+}
+
+/// The last line of a topic's export: how many jobs it holds, so a cut export is known.
+pub(crate) fn end_line(topic: &str, jobs: u64) -> String {
+    serde_json::to_string(&Line::End {
+        topic: topic.to_string(),
+        jobs,
+    })
+    .expect("a line serialises")
+}
+
+/// Refuses an exported job that does not belong in `t` or that the API would refuse.
+fn check(t: &TopicConfig, slot: u32, job: &Job) -> Result<()> {
+    if job.topic != t.name {
+        return Err(Error::invalid(
+            "topic",
+            format!(
+                "a line of topic {:?} in the import of {:?}",
+                job.topic, t.name
+            ),
+        ));
+    }
+    if slot >= t.slots {
+        return Err(Error::invalid(
+            "slot",
+            format!(
+                "must be below the topic's {} slots, got {slot} (job {:?})",
+                t.slots, job.id
+            ),
+        ));
+    }
+    let new = NewJob {
+        id: job.id.clone(),
+        job_type: Some(job.job_type.clone()),
+        payload: job.payload.clone(),
+        fire_at: job.fire_at,
+        max_fire_at: job.max_fire_at,
+        max_attempts: Some(job.max_attempts),
+        shard_key: None,
+        repeat: job.repeat.clone(),
+        expire: None,
+        flow_key: job.flow_key.clone(),
+        labels: job.labels.clone(),
+        traceparent: None,
+    };
+    crate::validate::new_job(t.max_payload_bytes, &new)?;
+    if let Some(tp) = &job.traceparent
+        && crate::otel::parse(tp).is_none()
+    {
+        return Err(Error::invalid(
+            "traceparent",
+            format!("job {:?}: not a W3C traceparent", job.id),
+        ));
+    }
+    for at in [job.dead_at, job.pending_fire_at].into_iter().flatten() {
+        crate::validate::fire_at("dead_at", at)?;
+    }
+    Ok(())
+}
+
+impl Store {
+    /// A slot's jobs as an export holds them: scheduled, running, then dead, each in score
+    /// order (then id), as `GET` shows them.
+    pub(crate) async fn export_slot(&self, t: &TopicConfig, slot: u32) -> Result<Vec<Job>> {
+        let mut out = Vec::new();
+        for state in [JobState::Scheduled, JobState::Running] {
+            let mut after: Option<ListCursor> = None;
+            loop {
+                let page = self
+                    .engine
+                    .list(
+                        t,
+                        slot,
+                        state,
+                        0,
+                        crate::time::MAX_MILLIS,
+                        after.as_ref(),
+                        PAGE,
+                    )
+                    .await?;
+                let full = page.len() == PAGE;
+                after = page.last().map(|(id, s)| ListCursor {
+                    score: s.score,
+                    id: id.clone(),
+                });
+                for (id, s) in page {
+                    out.push(s.record.into_job(t, id, s.state, s.score)?);
+                }
+                if !full {
+                    break;
+                }
+            }
+        }
+        let mut after: Option<DeadCursor> = None;
+        loop {
+            let page = self.engine.dead_page(t, slot, after.as_ref(), PAGE).await?;
+            let full = page.len() == PAGE;
+            after = page.last().map(|e| e.cursor.clone());
+            for e in page {
+                let (id, at) = (e.cursor.id, e.cursor.dead_at);
+                out.push(e.record.into_job(t, id, JobState::Dead, at)?);
+            }
+            if !full {
+                break;
+            }
+        }
+        Ok(out)
+    }
+
+    /// Writes a batch of exported jobs of topic `t` into the slots they name, each unless its
+    /// slot holds a job of its id already. Every job is checked first: a bad batch changes
+    /// nothing. The topic's quotas count what it would add.
+    pub(crate) async fn import_jobs(
+        &self,
+        t: &TopicConfig,
+        jobs: &[(u32, Job)],
+    ) -> Result<Imports> {
+        let mut by_slot: BTreeMap<u32, Vec<Imported>> = BTreeMap::new();
+        let mut bytes = 0u64;
+        for (slot, job) in jobs {
+            check(t, *slot, job)?;
+            let (state, score, record) = Record::from_job(t, job);
+            bytes = bytes.saturating_add(record.weight());
+            by_slot.entry(*slot).or_default().push(Imported {
+                id: job.id.clone(),
+                state,
+                score,
+                record,
+            });
+        }
+        let n = crate::num::usize_u64(jobs.len());
+        self.room_for_jobs(t, n, bytes, None).await?;
+        let calls = by_slot
+            .iter()
+            .map(|(slot, items)| self.engine.import(t, *slot, items));
+        let written = futures_util::future::join_all(calls)
+            .await
+            .into_iter()
+            .sum::<Result<u64>>()?;
+        self.created(t, written, bytes.saturating_mul(written) / n.max(1));
+        let heads = by_slot
+            .iter()
+            .filter_map(|(slot, items)| {
+                items
+                    .iter()
+                    .filter(|j| j.state == JobState::Scheduled)
+                    .map(|j| j.score)
+                    .min()
+                    .map(|at| (*slot, at))
+            })
+            .collect();
+        Ok(Imports { written, heads })
+    }
+}
