@@ -108,6 +108,7 @@ pub(super) async fn transfer(ctx: &mut Ctx) -> Result<(), String> {
         while let Some(r) = answers.next().await {
             written += r?.written;
         }
+        drop(answers);
         if chunks.len() > 1 {
             written += send(chunks.len() - 1).await?.written;
         }
