@@ -196,7 +196,7 @@ pub struct TopicConfig {
     pub flows: std::collections::BTreeMap<String, crate::flow::FlowLimits>,
     /// The imports applied to the topic (`toc import`), each the digest of the topic's lines
     /// in its export: the same lines imported again change nothing. The newest last, at most
-    /// [`MAX_IMPORTS`].
+    /// 16.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(read_only)]
     pub imports: Vec<String>,

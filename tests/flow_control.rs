@@ -159,9 +159,9 @@ mod processes {
     use common::process::{Receiver, wall_us};
     use common::{Fleet, Kind, busiest_second};
 
-    /// Held by the tests whose figures are times (arrivals a second, lateness): run one at
-    /// a time, none shares the two cores with another's burst, which delays a call's
-    /// arrival past the rate's guard (a twentieth of its period).
+    /// Held by each process test of this file: run one at a time, none shares the two cores
+    /// with another's burst or thousand writes, which delays a call's arrival past the
+    /// rate's guard (a twentieth of its period) or a calm job past its second.
     static ALONE: tokio::sync::Mutex<()> = tokio::sync::Mutex::const_new(());
 
     const JOBS: usize = 1_000;
@@ -271,6 +271,7 @@ mod processes {
 
     /// A key's own limits: set, listed, shown and taken away.
     async fn a_key_has_limits_of_its_own(kind: Kind) {
+        let _alone = ALONE.lock().await;
         let fleet = Fleet::start(kind, 1, false).await;
         let toc = &fleet.tocs[0];
         let http = reqwest::Client::new();
@@ -529,6 +530,7 @@ mod processes {
     /// was; the topic's view counts them and lists none (179 KB before); the 1,001st is
     /// refused naming `flows`; a change of the topic keeps them; a restart finds them.
     async fn a_keys_limits_are_written_apart_from_the_topic(kind: Kind) {
+        let _alone = ALONE.lock().await;
         const KEYS: usize = 1_000;
         let mut fleet = Fleet::start(kind, 1, true).await;
         let http = reqwest::Client::new();
@@ -630,6 +632,7 @@ mod processes {
     /// journal keeps reading its topic records as they were written.
     #[tokio::test]
     async fn keys_limits_an_earlier_build_kept_in_the_topic_move_apart() {
+        let _alone = ALONE.lock().await;
         let mut fleet = Fleet::start(Kind::Redis, 0, false).await;
         let client = redis::Client::open(fleet.redis.as_ref().unwrap().url()).unwrap();
         let mut c = client.get_multiplexed_async_connection().await.unwrap();
