@@ -61,7 +61,8 @@ for engine in memory redis; do
       "http://127.0.0.1:$port/openapi.json" "$OUT/openapi.json"
     log="$OUT/generate.log"
     (cd "$OUT" && PATH="$PWD/../../$VENV/bin:$PATH" openapi-python-client generate \
-      --path openapi.json --meta none --output-path timeout_center_client) >"$log" 2>&1 || {
+      --path openapi.json --meta none --output-path timeout_center_client \
+      --config ../../scripts/openapi_client.yml) >"$log" 2>&1 || {
       cat "$log"; echo "client: generation failed" >&2; exit 1; }
     if grep -qiE 'warning|unable to process|error' "$log"; then
       cat "$log"

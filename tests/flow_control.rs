@@ -292,14 +292,7 @@ mod processes {
             .await
             .unwrap();
         assert_eq!(again.status(), 200);
-        let list: Value = http
-            .get(toc.url("/v1/topics/hooks/flows"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let list: Value = toc.get_json(&http, "/v1/topics/hooks/flows").await;
         assert_eq!(list["items"][0]["key"], "api.example.com:443", "{list}");
         assert_eq!(list["items"][0]["limits"]["rate"], 6, "{list}");
         assert_eq!(list["items"][0]["own"], true, "{list}");
@@ -598,27 +591,15 @@ mod processes {
             Kind::Redis => false,
         };
         let toc = &fleet.tocs[0];
-        let list: Value = http
-            .get(toc.url("/v1/topics/hooks/flows"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let list: Value = toc.get_json(&http, "/v1/topics/hooks/flows").await;
         assert_eq!(
             list["items"].as_array().map(Vec::len),
             Some(KEYS),
             "every key's limits kept (restarted: {restarted})"
         );
-        let one: Value = http
-            .get(toc.url("/v1/topics/hooks/flows/host-500:443"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let one: Value = toc
+            .get_json(&http, "/v1/topics/hooks/flows/host-500:443")
+            .await;
         assert_eq!(
             (one["own"].clone(), one["limits"]["rate"].clone()),
             (json!(true), json!(5)),

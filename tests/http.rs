@@ -1181,6 +1181,8 @@ async fn the_batch_reset_endpoint_takes_ten_thousand_resets_with_create() {
 
 /// The routes of docs/design.md's v1 table, plus the meeting routes.
 const ROUTES: &[(&str, &str)] = &[
+    ("get", "/v1/topics/{topic}/export"),
+    ("post", "/v1/topics/{topic}/import"),
     ("put", "/v1/topics/{topic}/jobs/{id}"),
     ("post", "/v1/topics/{topic}/jobs"),
     ("get", "/v1/topics/{topic}/jobs"),

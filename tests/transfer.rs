@@ -218,14 +218,9 @@ async fn an_export_moves_between_engines_and_back_line_for_line() {
     cli(&on_redis, &["export", "--out", b.to_str().unwrap()]);
     assert_eq!(lines(&b), exported, "the second import changed nothing");
     // A job of a shard key is found by it where it went.
-    let sharded: Value = http
-        .get(on_redis.url("/v1/topics/orders/jobs/sharded?shard_key=device-9"))
-        .send()
-        .await
-        .unwrap()
-        .json()
-        .await
-        .unwrap();
+    let sharded: Value = on_redis
+        .get_json(&http, "/v1/topics/orders/jobs/sharded?shard_key=device-9")
+        .await;
     assert_eq!(sharded["id"], "sharded", "{sharded}");
 
     let dir2 = tempfile::tempdir().unwrap();
@@ -285,14 +280,9 @@ async fn a_job_past_due_fires_once_however_often_it_is_imported() {
     let target = Toc::start("target", &redis_env(redis.url()), Skew::None, dir.path()).await;
     cli(&target, &["import", file.to_str().unwrap()]);
     let fired = || async {
-        let page: Value = http
-            .get(target.url("/v1/topics/late/events?limit=100"))
-            .send()
-            .await
-            .unwrap()
-            .json()
-            .await
-            .unwrap();
+        let page: Value = target
+            .get_json(&http, "/v1/topics/late/events?limit=100")
+            .await;
         page["items"]
             .as_array()
             .unwrap()
@@ -357,6 +347,22 @@ async fn an_export_cut_short_is_refused_and_writes_nothing() {
     let err = String::from_utf8_lossy(&out.stderr);
     assert!(!out.status.success(), "{err}");
     assert!(err.contains("cut short") && err.contains("\"t\""), "{err}");
+    let topic = http.get(target.url("/v1/topics/t")).send().await.unwrap();
+    assert_eq!(topic.status(), 404, "nothing written");
+    // A line that is not an export's is refused by the service too, naming it.
+    let zeros = "0".repeat(64);
+    let bad = http
+        .post(target.url(&format!(
+            "/v1/topics/t/import?digest=sha256:{zeros}&slots=16"
+        )))
+        .body(format!("{}\nnot a line\n", whole.lines().next().unwrap()))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(bad.status(), 400);
+    let body: Value = bad.json().await.unwrap();
+    let says = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(says.contains("line 2"), "{body}");
     let topic = http.get(target.url("/v1/topics/t")).send().await.unwrap();
     assert_eq!(topic.status(), 404, "nothing written");
 }
