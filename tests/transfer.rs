@@ -39,6 +39,17 @@ async fn send(http: &reqwest::Client, method: reqwest::Method, url: String, body
     serde_json::from_str(&text).unwrap_or(Value::Null)
 }
 
+/// `toc serve` on the memory engine, without a journal.
+async fn on_memory(name: &str, dir: &Path) -> Toc {
+    Toc::start(
+        name,
+        &[("TOC_STORE", "memory".to_string())],
+        Skew::None,
+        dir,
+    )
+    .await
+}
+
 fn lines(path: &Path) -> Vec<String> {
     std::fs::read_to_string(path)
         .unwrap()
@@ -224,13 +235,7 @@ async fn an_export_moves_between_engines_and_back_line_for_line() {
     assert_eq!(sharded["id"], "sharded", "{sharded}");
 
     let dir2 = tempfile::tempdir().unwrap();
-    let back = Toc::start(
-        "back",
-        &[("TOC_STORE", "memory".to_string())],
-        Skew::None,
-        dir2.path(),
-    )
-    .await;
+    let back = on_memory("back", dir2.path()).await;
     cli(&back, &["import", b.to_str().unwrap()]);
     let c = dir.path().join("c.jsonl");
     cli(&back, &["export", "--out", c.to_str().unwrap()]);
@@ -246,13 +251,7 @@ async fn an_export_moves_between_engines_and_back_line_for_line() {
 #[tokio::test]
 async fn a_job_past_due_fires_once_however_often_it_is_imported() {
     let dir = tempfile::tempdir().unwrap();
-    let source = Toc::start(
-        "source",
-        &[("TOC_STORE", "memory".to_string())],
-        Skew::None,
-        dir.path(),
-    )
-    .await;
+    let source = on_memory("source", dir.path()).await;
     let http = reqwest::Client::new();
     // Paused where it is exported, so it is still there to export when it is due.
     send(
@@ -309,13 +308,7 @@ async fn a_job_past_due_fires_once_however_often_it_is_imported() {
 #[tokio::test]
 async fn an_export_cut_short_is_refused_and_writes_nothing() {
     let dir = tempfile::tempdir().unwrap();
-    let source = Toc::start(
-        "source",
-        &[("TOC_STORE", "memory".to_string())],
-        Skew::None,
-        dir.path(),
-    )
-    .await;
+    let source = on_memory("source", dir.path()).await;
     let http = reqwest::Client::new();
     for i in 0..10 {
         send(
@@ -332,13 +325,7 @@ async fn an_export_cut_short_is_refused_and_writes_nothing() {
     let cut: String = whole.lines().take(6).map(|l| format!("{l}\n")).collect();
     std::fs::write(&file, cut).unwrap();
     let dir2 = tempfile::tempdir().unwrap();
-    let target = Toc::start(
-        "target",
-        &[("TOC_STORE", "memory".to_string())],
-        Skew::None,
-        dir2.path(),
-    )
-    .await;
+    let target = on_memory("target", dir2.path()).await;
     let out = std::process::Command::new(env!("CARGO_BIN_EXE_toc"))
         .env("TOC_URL", target.url(""))
         .args(["import", file.to_str().unwrap()])

@@ -233,9 +233,14 @@ impl Store {
         mode: ScheduleMode,
         now: Millis,
     ) -> Result<Scheduled> {
+        // What the job weighs (`limits.max_bytes_per_topic`): reckoned once, for the check
+        // and for the count after, and not for a reset, which creates nothing.
+        let weight = match mode {
+            ScheduleMode::ResetOnly => 0,
+            _ => Record::for_job(&t, job).weight(),
+        };
         if mode != ScheduleMode::ResetOnly {
-            self.room_for_jobs(&t, 1, Record::for_job(&t, job).weight(), Some(job))
-                .await?;
+            self.room_for_jobs(&t, 1, weight, Some(job)).await?;
         }
         let mut r = self.schedule_once(&t, job, mode, now).await;
         // Settings read before a doubling route wrongly: a write is refused (STALE_LAYOUT)
@@ -255,7 +260,7 @@ impl Store {
         if let Ok(s) = &r
             && s.outcome == ScheduleOutcome::Created
         {
-            self.created(&t, 1, Record::for_job(&t, job).weight());
+            self.created(&t, 1, weight);
         }
         r
     }
