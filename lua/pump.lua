@@ -11,11 +11,25 @@
 --         out too, for the caller to hold until their fire time (the slot actor's
 --         runtime.fire_lead_ms, the pump's round trip paid before the fire, plus its
 --         runtime.batch_window_ms, several fires in one pump)
+-- ARGV[7] (optional) the flow keys whose runs are set aside, as JSON: {"keys": {key: at},
+--         "url": true when the topic keys its jobs by URL, "types": {name: true} for each
+--         type whose key is its payload URL's host and port, "default": the topic's type}.
+--         A due job whose flow key (src/flow.rs's job_key: its record's fk, or for a type
+--         of `types` the URL's host and port, `url` saying which comes first) is one of
+--         `keys` is not leased: it is due again at its key's instant, its attempt not
+--         counted, as a run the slot actor sends back (RunOutcome::Defer). So a key whose
+--         share of the slot's waiting room is full costs the slot a lookup a run, not a
+--         lease and a settle, and its backlog never stands before other keys' jobs. At most
+--         ASIDE_MAX a pump; a job with an expiry or a schedule is leased as before (the
+--         actor judges its misfire first); a URL this reading does not take as the url
+--         crate does is leased as before too (the actor sends it back).
 -- Returns {next_at, expired, id, record, id, record, ...}:
 --   next_at: the next instant to pump (the earliest due job's fire time less the lead, or
 --            the earliest lease deadline left), -1 when none; expired: leases taken back;
 --            per job handed out, its id and its run's record, which names the run's token
 --            (k), attempt (a) and fire time (f).
+--   With ARGV[7], {next_at, expired, {key, count, ...}, id, record, ...}: how many of each
+--   key's runs were set aside.
 -- Only scores <= now + lead are taken, where now is the caller's, but never later than this
 -- node's own clock (TIME): whatever the clock of the process that asks, the node holding
 -- the slot decides what is due (docs/design.md, invariant 3), and a job handed out ahead carries
@@ -83,12 +97,15 @@ end
 if #expired > 0 then lease_head = run_head() end
 
 local out = {-1, #expired}
+local aside = ARGV[7] and ARGV[7] ~= '' and cjson.decode(ARGV[7]) or nil
 -- The due set's first two members tell most pumps all they need: none due (the first's
 -- time is the next), or one (the second's is). Only a pump with more due reads them all,
 -- and the new head after they go.
 local due, due_next, read_next = {}, nil, false
-local first_two = redis.call('ZRANGE', DUE, '0', '1', 'WITHSCORES')
-if first_two[2] == nil or tonumber(first_two[2]) > upto or limit < 1 then
+local first_two = not aside and redis.call('ZRANGE', DUE, '0', '1', 'WITHSCORES')
+if aside then
+  read_next = true -- set aside below, or nothing when the limit is 0
+elseif first_two[2] == nil or tonumber(first_two[2]) > upto or limit < 1 then
   due_next = first_two[2]
 elseif first_two[4] == nil or tonumber(first_two[4]) > upto or limit == 1 then
   due = {first_two[1], first_two[2]}
@@ -96,6 +113,83 @@ elseif first_two[4] == nil or tonumber(first_two[4]) > upto or limit == 1 then
 else
   due = redis.call('ZRANGEBYSCORE', DUE, '-inf', string.format('%d', upto), 'WITHSCORES', 'LIMIT', '0', ARGV[2])
   read_next = true
+end
+-- Setting aside: the due members are read past the limit, a full key's are moved to their
+-- key's instant, and the others (up to the limit) are leased below, already taken out.
+local removed, set_aside = false, nil
+if aside and limit >= 1 then
+  local ASIDE_MAX = 2048
+  -- A URL's host and port, as the webhook type's flow_key names them: the scheme's port when
+  -- none is written, userinfo dropped, the host in lower case. nil for what it cannot read.
+  local function url_key(u)
+    local scheme, rest = string.match(u, '^(%a[%w+.%-]*)://(.*)$')
+    if not scheme then return nil end
+    local auth = (string.gsub(string.match(rest, '^[^/?#]*'), '^.*@', ''))
+    local host, port
+    if string.sub(auth, 1, 1) == '[' then
+      host, port = string.match(auth, '^(%[[^%]]*%])(.*)$')
+    else
+      host, port = string.match(auth, '^([^:]*)(.*)$')
+    end
+    if not host or host == '' then return nil end
+    if port == '' then
+      port = ({http = 80, https = 443})[string.lower(scheme)]
+    else
+      port = tonumber(string.match(port, '^:(%d+)$'))
+    end
+    if not port then return nil end
+    return string.lower(host) .. ':' .. string.format('%d', port)
+  end
+  -- The flow key a record's job waits on, when the actor may not need to judge it first.
+  local function aside_key(raw)
+    if not raw then return nil end
+    local rec = cjson.decode(raw)
+    if rec.xp or rec.s then return nil end
+    local own = rec.fk
+    if own and not aside.url then return own end
+    local url
+    if rec.p and aside.types[rec.t or aside.default] then
+      local ok, p = pcall(cjson.decode, rec.p)
+      if ok and type(p) == 'table' and type(p.url) == 'string' then url = url_key(p.url) end
+    end
+    return url or own
+  end
+  local scan = redis.call('ZRANGEBYSCORE', DUE, '-inf', string.format('%d', upto), 'WITHSCORES',
+    'LIMIT', '0', string.format('%d', limit + ASIDE_MAX))
+  local marked, at_of = {}, {}
+  for i = 1, #scan / 2 do
+    local m = scan[2 * i - 1]
+    if string.byte(m, -1) == 0 then
+      marked[#marked + 1] = string.sub(m, 1, -2)
+      at_of[i] = #marked
+    end
+  end
+  local recs = #marked > 0 and redis.call('HMGET', JOB, unpack(marked)) or {}
+  local kept, moved, counts, taken = {}, {}, {}, 0
+  for i = 1, #scan / 2 do
+    local key = at_of[i] and aside_key(recs[at_of[i]] or false)
+    local at = key and aside.keys[key]
+    if at then
+      moved[#moved + 1] = string.format('%d', at)
+      moved[#moved + 1] = scan[2 * i - 1]
+      counts[key] = (counts[key] or 0) + 1
+    else
+      kept[#kept + 1] = scan[2 * i - 1]
+      kept[#kept + 1] = scan[2 * i]
+    end
+    taken = i
+    if #kept / 2 >= limit or #moved / 2 >= ASIDE_MAX then break end
+  end
+  if taken > 0 then
+    redis.call('ZREMRANGEBYRANK', DUE, '0', string.format('%d', taken - 1))
+  end
+  if #moved > 0 then redis.call('ZADD', DUE, unpack(moved)) end
+  set_aside = {}
+  for key, n in pairs(counts) do
+    set_aside[#set_aside + 1] = key
+    set_aside[#set_aside + 1] = n
+  end
+  due, removed, read_next = kept, true, true
 end
 local count = #due / 2
 -- A run's record: the job's own (`raw`, marked members only; false when it has none) with
@@ -132,7 +226,7 @@ if count == 1 then
     id = string.sub(id, 1, -2)
     raw = redis.call('HGET', JOB, id)
   end
-  redis.call('ZREMRANGEBYRANK', DUE, '0', '0')
+  if not removed then redis.call('ZREMRANGEBYRANK', DUE, '0', '0') end
   if padded then
     redis.call('ZADD', RUN, deadline, id)
   else
@@ -161,7 +255,7 @@ elseif count > 1 then
   -- The jobs taken are the set's first `count` by rank (every score up to now + lead comes before
   -- the rest, ties in member order as ZRANGEBYSCORE gave them): removed by rank, without
   -- passing their ids back to Redis.
-  redis.call('ZREMRANGEBYRANK', DUE, '0', string.format('%d', count - 1))
+  if not removed then redis.call('ZREMRANGEBYRANK', DUE, '0', string.format('%d', count - 1)) end
   if not padded then
     run[#run + 1] = '+inf'
     run[#run + 1] = RUN_PAD
@@ -191,4 +285,5 @@ local next_at = -1
 if due_next then next_at = tonumber(due_next) - lead end
 if lease_head and (next_at < 0 or lease_head < next_at) then next_at = lease_head end
 out[1] = next_at
+if set_aside then table.insert(out, 3, set_aside) end
 return out

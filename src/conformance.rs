@@ -112,6 +112,17 @@ pub trait RuntimeOps {
         lead: Millis,
         limit: usize,
     ) -> impl Future<Output = Result<Pumped>> + Send;
+    #[allow(clippy::too_many_arguments)]
+    fn pump_setting_aside(
+        &self,
+        topic: &str,
+        slot: u32,
+        fence: u64,
+        now: Millis,
+        lead: Millis,
+        limit: usize,
+        aside: &crate::flow::SetAside,
+    ) -> impl Future<Output = Result<Pumped>> + Send;
     fn adopt(
         &self,
         topic: &str,
@@ -258,6 +269,18 @@ impl RuntimeOps for Store {
         limit: usize,
     ) -> Result<Pumped> {
         Store::pump_fenced(self, topic, slot, fence, now, lead, limit).await
+    }
+    async fn pump_setting_aside(
+        &self,
+        topic: &str,
+        slot: u32,
+        fence: u64,
+        now: Millis,
+        lead: Millis,
+        limit: usize,
+        aside: &crate::flow::SetAside,
+    ) -> Result<Pumped> {
+        Store::pump_setting_aside(self, topic, slot, fence, now, lead, limit, aside).await
     }
     async fn adopt(&self, topic: &str, slot: u32, fence: u64, above: u64) -> Result<Vec<Leased>> {
         Store::adopt(self, topic, slot, fence, above).await

@@ -73,6 +73,47 @@ impl KeyFrom {
     }
 }
 
+/// The flow keys whose due runs a slot's pump sets aside rather than leases (`pump.lua`'s
+/// ARGV[7]): each key whose share of the slot's waiting room is full, with the instant its
+/// runs are due again. A run set aside is as one the slot sent back (`RunOutcome::Defer`),
+/// without the lease and the settle, so a key's backlog of 50,000 due runs never stands
+/// before another key's job. An engine may lease them all the same (the memory engine
+/// does: it has no round trip to save), and the slot then sends them back itself.
+#[doc(hidden)]
+#[derive(Debug, Clone, Default, PartialEq)]
+pub struct SetAside {
+    /// Each full key, and when its runs are due again.
+    pub keys: Vec<(String, crate::time::Millis)>,
+    /// The topic keys its jobs by URL (`flow.key = "url"`).
+    pub by_url: bool,
+    /// The job types whose flow key is their payload URL's host and port.
+    pub url_types: Vec<&'static str>,
+}
+
+impl SetAside {
+    /// No key set aside.
+    pub(crate) fn is_empty(&self) -> bool {
+        self.keys.is_empty()
+    }
+
+    /// The script's argument: `{"keys": {key: at}, "url": .., "types": {name: true},
+    /// "default": type}`.
+    pub(crate) fn to_json(&self, default_type: &str) -> String {
+        let keys: serde_json::Map<String, serde_json::Value> = self
+            .keys
+            .iter()
+            .map(|(k, at)| (k.clone(), (*at).into()))
+            .collect();
+        let types: serde_json::Map<String, serde_json::Value> = self
+            .url_types
+            .iter()
+            .map(|t| ((*t).to_string(), true.into()))
+            .collect();
+        serde_json::json!({"keys": keys, "url": self.by_url, "types": types, "default": default_type})
+            .to_string()
+    }
+}
+
 /// The flow key a job goes by under the topic's `flow`: `own` (its `flow_key`) or, when it
 /// has none or the topic says `url`, `of_type()` (a webhook's URL host and port).
 pub fn job_key(

@@ -583,6 +583,8 @@ pub struct Pumped {
     pub expired: u32,
     /// The next instant this slot needs attention: its earliest due job or lease deadline.
     pub next_at: Option<Millis>,
+    /// How many due runs of each full flow key the pump set aside (see `flow::SetAside`).
+    pub set_aside: Vec<(String, u32)>,
 }
 
 /// How a run went, as its handler or its consumer reports it: the one vocabulary of

@@ -1412,3 +1412,131 @@ async fn heartbeats_an_hour_ahead_are_one_zadd_per_slot_and_nothing_else() {
         "a head due soon is told"
     );
 }
+
+/// A pump told that a flow key is full moves that key's due jobs to the key's instant
+/// without leasing them (their attempts uncounted), and leases every other job as before:
+/// a job of another key, a plain job, and a job of the full key that has an expiry (whose
+/// misfire the slot judges first). The keys are those `flow::job_key` gives: a job's own
+/// `fk`, or on a topic keyed by URL a webhook's URL host and port, read as the url crate
+/// reads them (the scheme's port when none is written, userinfo dropped, the host in lower
+/// case). What it cannot show is the slot actor choosing the keys: `tests/flow_control.rs`
+/// runs 50,000 due runs of one key through a `toc serve`.
+#[tokio::test]
+async fn a_pump_sets_a_full_keys_due_jobs_aside_without_leasing_them() {
+    use timeout_center::flow::SetAside;
+    let e = Engine::redis().await;
+    let s = &*e.store;
+    for name in ["own", "url"] {
+        s.put_topic(TopicConfig {
+            slots: 1,
+            ..TopicConfig::named(name)
+        })
+        .await
+        .unwrap();
+    }
+    let put = |topic: &'static str, job: NewJob| async move {
+        s.schedule(topic, job, ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    };
+    for k in 0..5 {
+        put(
+            "own",
+            NewJob::new(format!("hog-{k}"), T0 - 100 + k).flow_key("hog"),
+        )
+        .await;
+    }
+    put("own", NewJob::new("calm", T0 - 98).flow_key("calm")).await;
+    put("own", NewJob::new("plain", T0 - 97)).await;
+    put(
+        "own",
+        NewJob::new("hog-expiring", T0 - 96)
+            .flow_key("hog")
+            .expire_after(60_000, OnExpire::Dead),
+    )
+    .await;
+    let webhook = |id: &str, url: &str, at: Millis| {
+        NewJob::new(id, at)
+            .job_type("webhook")
+            .payload(json!({"url": url, "body": {"id": id}}))
+    };
+    for (id, url) in [
+        ("hog-a", "http://user:pw@Hog.Example/a?b=1"),
+        ("hog-b", "http://hog.example:80/b"),
+        ("tls", "https://hog.example/c"),
+        ("calm", "http://calm.example:8080/"),
+    ] {
+        put("url", webhook(id, url, T0 - 50)).await;
+    }
+    // Its own key, which a topic keyed by URL does not go by.
+    put(
+        "url",
+        webhook("own-key", "http://other.example/", T0 - 49).flow_key("hog"),
+    )
+    .await;
+
+    let back = T0 + 5_000;
+    let aside = |key: &str, by_url: bool| SetAside {
+        keys: vec![(key.to_string(), back)],
+        by_url,
+        url_types: vec!["webhook"],
+    };
+    let ids = |p: &Pumped| {
+        let mut ids: Vec<String> = p.jobs.iter().map(|l| l.job.id.clone()).collect();
+        ids.sort();
+        ids
+    };
+    let fence = |topic: &'static str| async move {
+        match s.own(topic, 0, "me", T0, 60_000).await.unwrap() {
+            Ownership::Owned { fence } => fence,
+            other => panic!("the slot is not mine: {other:?}"),
+        }
+    };
+
+    let f = fence("own").await;
+    let p = s
+        .pump_setting_aside("own", 0, f, T0, 0, 100, &aside("hog", false))
+        .await
+        .unwrap();
+    assert_eq!(ids(&p), ["calm", "hog-expiring", "plain"]);
+    assert_eq!(p.set_aside, [("hog".to_string(), 5)]);
+    for k in 0..5 {
+        let job = s
+            .get("own", &format!("hog-{k}").as_str().into())
+            .await
+            .unwrap()
+            .unwrap();
+        assert_eq!(
+            (job.state, job.fire_at, job.attempts),
+            (JobState::Scheduled, back, 0),
+            "hog-{k} is due again at its key's instant, its attempt not counted"
+        );
+    }
+
+    let f = fence("url").await;
+    let p = s
+        .pump_setting_aside("url", 0, f, T0, 0, 100, &aside("hog.example:80", true))
+        .await
+        .unwrap();
+    assert_eq!(ids(&p), ["calm", "own-key", "tls"]);
+    assert_eq!(p.set_aside, [("hog.example:80".to_string(), 2)]);
+    // Keyed by the job's own key first, the same topic sets aside the one naming `hog`.
+    s.schedule(
+        "url",
+        webhook("again", "http://hog.example/", T0 - 10).flow_key("hog"),
+        ScheduleMode::Upsert,
+        T0,
+    )
+    .await
+    .unwrap();
+    let p = s
+        .pump_setting_aside("url", 0, f, T0, 0, 100, &aside("hog", false))
+        .await
+        .unwrap();
+    assert!(p.jobs.is_empty(), "{:?}", ids(&p));
+    assert_eq!(p.set_aside, [("hog".to_string(), 1)]);
+    // With no key set aside the same jobs are leased, due or not yet: the plain pump.
+    let p = s.pump_fenced("url", 0, f, back, 0, 100).await.unwrap();
+    assert_eq!(ids(&p), ["again", "hog-a", "hog-b"]);
+    assert!(p.set_aside.is_empty());
+}

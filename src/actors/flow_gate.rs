@@ -119,6 +119,14 @@ impl FlowGate {
             .min()
     }
 
+    /// The keys whose line holds `share` runs or more: their next runs go back to the store.
+    pub(super) fn full(&self, share: usize) -> impl Iterator<Item = &str> {
+        self.keys
+            .iter()
+            .filter(move |(_, q)| q.runs.len() >= share)
+            .map(|(k, _)| k.as_str())
+    }
+
     /// Runs of `key` waiting here.
     pub(super) fn line(&self, key: &str) -> usize {
         self.keys.get(key).map_or(0, |q| q.runs.len())
@@ -130,10 +138,24 @@ impl FlowGate {
     /// [`DEFER_MIN_MS`] and [`DEFER_MAX_MS`]; [`DEFER_FIRST_MS`] before it has moved. Those
     /// sent back in turn are due back in turn.
     pub(super) fn defer_ms(&mut self, key: &str, now: Millis) -> u64 {
-        let Some(q) = self.keys.get_mut(key) else {
+        self.sent_back(key, 1);
+        self.back_in_ms(key, now)
+    }
+
+    /// Counts `n` runs of `key` sent back to the store (by the slot, or set aside by its
+    /// pump), for the time the next ones sent back are due again.
+    pub(super) fn sent_back(&mut self, key: &str, n: u64) {
+        if let Some(q) = self.keys.get_mut(key) {
+            q.deferred += n;
+        }
+    }
+
+    /// When, from `now`, a run of `key` sent back now is due again (see `defer_ms`),
+    /// counting those sent back before it but not itself.
+    pub(super) fn back_in_ms(&self, key: &str, now: Millis) -> u64 {
+        let Some(q) = self.keys.get(key) else {
             return DEFER_FIRST_MS;
         };
-        q.deferred += 1;
         let elapsed = u64::try_from(now - q.since).unwrap_or(0);
         if q.started == 0 || elapsed == 0 {
             return DEFER_FIRST_MS;

@@ -268,6 +268,7 @@ impl SlotActor {
         let (lead, window) = (self.lead(), self.window());
         let reach = lead.saturating_add(window);
         self.pump_lead.observe(crate::num::float(lead) / 1_000.0);
+        let aside = self.set_aside(now);
         let fut = async move {
             let adopted = match start.adopt_above {
                 Some(above) => store.adopt(&topic, slot, fence, above).await?,
@@ -286,7 +287,7 @@ impl SlotActor {
             }
             let limit = usize::try_from(grant.granted).unwrap_or(capacity);
             let pumped = store
-                .pump_fenced(&topic, slot, fence, now, reach, limit)
+                .pump_setting_aside(&topic, slot, fence, now, reach, limit, &aside)
                 .await?;
             let unused = grant.granted - crate::num::to_u32(pumped.jobs.len());
             if limited && unused > 0 {
@@ -308,6 +309,7 @@ impl SlotActor {
                     let held_back = granted < capacity && pumped.jobs.len() >= granted;
                     let full = pumped.jobs.len() >= capacity;
                     let next_at = pumped.next_at;
+                    act.count_set_aside(&pumped.set_aside);
                     act.take_runs(adopted, pumped, asked_us, now, ctx);
                     let end = if held_back {
                         PumpEnd::Limited { retry_in_ms: grant.retry_in_ms }
@@ -536,6 +538,51 @@ impl SlotActor {
             .push(Settlement::new(lease, RunOutcome::Defer { at }, now));
         self.track();
         self.settle_soon(ctx);
+    }
+
+    /// The keys whose share of this slot's waiting room is full, each with the instant its
+    /// runs sent back now are due again: the pump sets their due runs aside (`flow::SetAside`)
+    /// rather than lease them for `defer` to send back one by one.
+    fn set_aside(&self, now: Millis) -> crate::flow::SetAside {
+        let share = self.rt.settings.flow_max_waiting_per_key;
+        let keys: Vec<_> = self
+            .gate
+            .full(share)
+            .map(|key| {
+                let back = crate::num::millis(self.gate.back_in_ms(key, now));
+                (key.to_string(), now.saturating_add(back))
+            })
+            .collect();
+        if keys.is_empty() {
+            return crate::flow::SetAside::default();
+        }
+        crate::flow::SetAside {
+            keys,
+            by_url: self
+                .topic
+                .flow
+                .as_ref()
+                .is_some_and(|f| f.key == crate::flow::KeyFrom::Url),
+            url_types: self
+                .rt
+                .types
+                .iter()
+                .filter(|(_, t)| t.handler.flow_key_is_url_host())
+                .map(|(name, _)| *name)
+                .collect(),
+        }
+    }
+
+    /// Counts the runs a pump set aside as sent back, each under its key.
+    fn count_set_aside(&mut self, set_aside: &[(String, u32)]) {
+        for (key, n) in set_aside {
+            self.gate.sent_back(key, u64::from(*n));
+            self.rt
+                .metrics
+                .flow_deferred
+                .with_label_values(&[self.topic.name.as_str()])
+                .inc_by(u64::from(*n));
+        }
     }
 
     /// The flow key a due job waits on: its own or its type's, when that key has limits.

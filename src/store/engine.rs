@@ -134,6 +134,8 @@ pub(crate) struct SlotPumped {
     pub(crate) expired: u32,
     /// The slot's earliest due job or lease deadline afterwards.
     pub(crate) next_at: Option<Millis>,
+    /// How many due runs of each key of the pump's `SetAside` it moved on.
+    pub(crate) set_aside: Vec<(String, u32)>,
 }
 
 /// One dead letter: its place in the topic-wide order and its record.
@@ -259,7 +261,8 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
     /// fire time: the slot actor's lead). A `fence` other than 0 must be the slot's owner
     /// fence, or nothing changes and the answer is `Error::Fenced`. The answer's `next_at` is
     /// when to pump again: the next due job's fire time less `lead`, or the earliest lease
-    /// deadline, whichever comes first.
+    /// deadline, whichever comes first. Due runs of a key in `aside` may be moved to its
+    /// instant instead of leased (`flow::SetAside`; an engine may ignore it).
     #[allow(clippy::too_many_arguments)]
     async fn pump(
         &self,
@@ -270,6 +273,7 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
         limit: usize,
         lease_ms: u64,
         fence: u64,
+        aside: &crate::flow::SetAside,
     ) -> Result<SlotPumped>;
 
     /// `adopt.lua`: the slot's runs with a token above `above`, each with its lease

@@ -27,7 +27,8 @@ impl Store {
     ) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
         let lease_ms = t.visibility_timeout_ms;
-        pump_slot(&*self.engine, &t, slot, now, 0, limit, lease_ms, 0).await
+        let aside = crate::flow::SetAside::default();
+        pump_slot(&*self.engine, &t, slot, now, 0, limit, lease_ms, 0, &aside).await
     }
 
     /// `pump` by the slot's owner: refused with `Error::Fenced`, changing nothing, unless
@@ -47,11 +48,41 @@ impl Store {
         lead: Millis,
         limit: usize,
     ) -> Result<Pumped> {
+        let aside = crate::flow::SetAside::default();
+        self.pump_setting_aside(topic, slot, fence, now, lead, limit, &aside)
+            .await
+    }
+
+    /// `pump_fenced` that may move the due runs of the keys in `aside` to their instants
+    /// rather than lease them (`flow::SetAside`): the slot actor's pump while a key's share
+    /// of its waiting room is full. `Pumped::set_aside` counts them.
+    #[allow(clippy::too_many_arguments)]
+    pub(crate) async fn pump_setting_aside(
+        &self,
+        topic: &str,
+        slot: u32,
+        fence: u64,
+        now: Millis,
+        lead: Millis,
+        limit: usize,
+        aside: &crate::flow::SetAside,
+    ) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
         let lease_ms = t.visibility_timeout_ms;
         // Fence 0 is "no ownership": an owner's fence is never 0.
         let fence = fence.max(1);
-        pump_slot(&*self.engine, &t, slot, now, lead, limit, lease_ms, fence).await
+        pump_slot(
+            &*self.engine,
+            &t,
+            slot,
+            now,
+            lead,
+            limit,
+            lease_ms,
+            fence,
+            aside,
+        )
+        .await
     }
 
     /// For the slot's owner after a pump whose answer it never got: the runs handed out
@@ -85,7 +116,8 @@ impl Store {
         lease_ms: u64,
     ) -> Result<Pumped> {
         let t = self.existing_topic(topic).await?;
-        let pumped = pump_slot(&*self.engine, &t, slot, now, 0, limit, lease_ms, 0).await?;
+        let aside = crate::flow::SetAside::default();
+        let pumped = pump_slot(&*self.engine, &t, slot, now, 0, limit, lease_ms, 0, &aside).await?;
         self.handouts.keep(topic, &pumped.jobs, now);
         Ok(pumped)
     }
@@ -311,10 +343,20 @@ async fn pump_slot(
     limit: usize,
     lease_ms: u64,
     fence: u64,
+    aside: &crate::flow::SetAside,
 ) -> Result<Pumped> {
     Store::check_slot(t, slot)?;
     let p = engine
-        .pump(t, slot, now, lead.max(0), limit.max(1), lease_ms, fence)
+        .pump(
+            t,
+            slot,
+            now,
+            lead.max(0),
+            limit.max(1),
+            lease_ms,
+            fence,
+            aside,
+        )
         .await?;
     let lease_until =
         now.saturating_add(crate::num::millis(lease_ms).min(crate::time::MAX_DELAY_MS));
@@ -327,6 +369,7 @@ async fn pump_slot(
         jobs,
         expired: p.expired,
         next_at: p.next_at,
+        set_aside: p.set_aside,
     })
 }
 

@@ -79,6 +79,8 @@ impl SlotJobs for MemoryEngine {
         limit: usize,
         lease_ms: u64,
         fence: u64,
+        // In process a run sent back costs no round trip: the slot sends a full key's back.
+        _aside: &crate::flow::SetAside,
     ) -> Result<SlotPumped> {
         let lease = crate::num::millis(lease_ms);
         self.with_slot(topic, slot, true, |s| match s.fenced(fence) {

@@ -632,6 +632,7 @@ impl SlotState {
             handed: out,
             expired: crate::num::to_u32(expired.len()),
             next_at: next,
+            set_aside: Vec::new(),
         }
     }
 

@@ -207,6 +207,7 @@ where
         limit: usize,
         lease_ms: u64,
         fence: u64,
+        aside: &crate::flow::SetAside,
     ) -> Result<SlotPumped> {
         self.run(Pump {
             topic,
@@ -216,6 +217,7 @@ where
             limit,
             lease_ms,
             fence,
+            aside: (!aside.is_empty()).then(|| aside.to_json(&topic.default_type)),
         })
         .await
     }

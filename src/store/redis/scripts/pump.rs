@@ -21,6 +21,8 @@ pub(in crate::store::redis) struct Pump<'a> {
     pub(in crate::store::redis) limit: usize,
     pub(in crate::store::redis) lease_ms: u64,
     pub(in crate::store::redis) fence: u64,
+    /// `flow::SetAside` as the script's argument, when a key is set aside.
+    pub(in crate::store::redis) aside: Option<String>,
 }
 
 /// A run a script handed out, from its id and its record's text as the script wrote it
@@ -65,19 +67,42 @@ impl Call for Pump<'_> {
             .arg(self.topic.max_attempts)
             .arg(self.fence)
             .arg(self.lead);
+        if let Some(aside) = &self.aside {
+            call.arg(aside.as_str());
+        }
     }
 
     fn read(self, reply: Vec<Value>) -> Result<SlotPumped> {
         let reply = Reply::new("pump", &reply);
         let next_at = reply.int(0)?;
+        // With a key set aside, its counts come third: `{key, count, ...}`.
+        let (set_aside, from) = match self.aside {
+            None => (Vec::new(), 2),
+            Some(_) => {
+                let Value::Array(counts) = reply.get(2)? else {
+                    return Err(reply.corrupt("its third value is not the keys set aside"));
+                };
+                let counts = counts
+                    .chunks_exact(2)
+                    .map(|kv| {
+                        Ok((
+                            text(&kv[0])?,
+                            crate::num::count_u32(super::super::reply::int(&kv[1])?),
+                        ))
+                    })
+                    .collect::<Result<Vec<_>>>()?;
+                (counts, 3)
+            }
+        };
         let handed = reply
-            .records(2, 2)?
+            .records(from, 2)?
             .map(|entry| handed("pump", &entry[0], &entry[1]))
             .collect::<Result<_>>()?;
         Ok(SlotPumped {
             handed,
             expired: crate::num::count_u32(reply.int(1)?),
             next_at: (next_at >= 0).then_some(next_at),
+            set_aside,
         })
     }
 }
