@@ -1410,7 +1410,11 @@ async fn the_cli_drives_the_api() {
     assert_eq!(job["payload"], json!({"k": 1}));
     let at = now_ms() + 90_000;
     let (code, out, _) = toc(&["job", "reset", "t", "a", "--fire-at", &at.to_string()]).await;
-    assert!(code == 0 && out.contains(&at.to_string()), "{out}");
+    // Printed for people: RFC 3339 in UTC, to the second (`--json` keeps the ms).
+    let shown = chrono::DateTime::from_timestamp_millis(at)
+        .unwrap()
+        .to_rfc3339_opts(chrono::SecondsFormat::Secs, true);
+    assert!(code == 0 && out.contains(&shown), "{out}");
     let (code, out, _) = toc(&["topic", "ls"]).await;
     assert!(
         code == 0 && out.starts_with("NAME") && out.contains("\nt "),
@@ -1423,16 +1427,16 @@ async fn the_cli_drives_the_api() {
     assert_eq!(code, 0, "{err}");
     assert!(out.contains("32") && out.contains("draining_from"), "{out}");
     let (code, out, _) = toc(&["job", "get", "t", "a"]).await;
-    assert!(code == 0 && out.contains(&at.to_string()), "{out}");
+    assert!(code == 0 && out.contains(&shown), "{out}");
     // `topic limit` sets the fire rate limit; 0 removes it.
     let (code, out, err) = toc(&["topic", "limit", "t", "25", "--json"]).await;
     assert_eq!(code, 0, "{err}");
-    let shown: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(shown["max_fires_per_s"], 25, "{out}");
+    let view: Value = serde_json::from_str(&out).unwrap();
+    assert_eq!(view["max_fires_per_s"], 25, "{out}");
     let (code, out, _) = toc(&["topic", "limit", "t", "0", "--json"]).await;
-    let shown: Value = serde_json::from_str(&out).unwrap();
+    let view: Value = serde_json::from_str(&out).unwrap();
     assert_eq!(
-        (code, &shown["max_fires_per_s"]),
+        (code, &view["max_fires_per_s"]),
         (0, &Value::Null),
         "{out}"
     );

@@ -78,6 +78,7 @@ async fn labelled_jobs_are_listed_and_cancelled_together(e: Engine) {
         label: spring(),
         from: NOW,
         to: NOW + 14_000,
+        limit: None,
     };
     assert_eq!(s.cancel_where("t", &filter).await.unwrap(), 5);
     assert_eq!(
@@ -88,13 +89,28 @@ async fn labelled_jobs_are_listed_and_cancelled_together(e: Engine) {
     assert!(s.get("t", &JobRef::new("j12")).await.unwrap().is_none());
     assert!(s.get("t", &JobRef::new("j15")).await.unwrap().is_some());
     assert!(s.get("t", &JobRef::new("j01")).await.unwrap().is_some());
-    // A range alone takes every job in it.
+    // A range alone takes every job in it; a limit at most that many, the rest next time
+    // (how `toc job cancel-many` moves its progress bar).
     let late = JobFilter {
         label: None,
         from: NOW + 25_000,
         to: Millis::MAX,
+        limit: Some(2),
     };
-    assert_eq!(s.cancel_where("t", &late).await.unwrap(), 5, "j25 to j29");
+    assert_eq!(
+        s.cancel_where("t", &late).await.unwrap(),
+        2,
+        "two of j25 to j29"
+    );
+    let rest = JobFilter {
+        limit: None,
+        ..late
+    };
+    assert_eq!(
+        s.cancel_where("t", &rest).await.unwrap(),
+        3,
+        "the other three"
+    );
 }
 
 /// Labels out of bounds are refused, naming the field, and nothing is stored.

@@ -142,11 +142,13 @@ impl Client {
 }
 
 fn when_body(when: &When) -> Result<Value, Failure> {
-    match (when.fire_at, when.delay_ms) {
-        (Some(at), _) => Ok(json!({"fire_at": at})),
-        (None, Some(d)) => Ok(json!({"delay_ms": d})),
-        (None, None) => Err(Failure {
-            message: "give --fire-at MS or --delay-ms MS".into(),
+    match (when.at, when.after, when.delay_ms) {
+        (Some(at), _, _) => Ok(json!({"fire_at": at})),
+        (None, Some(ms), _) => Ok(json!({"delay_ms": ms})),
+        (None, None, Some(d)) => Ok(json!({"delay_ms": d})),
+        (None, None, None) => Err(Failure {
+            message: "give --in SPAN (90s, 30m) or --at INSTANT (RFC 3339 or ms since the epoch)"
+                .into(),
             code: 2,
         }),
     }
@@ -154,22 +156,79 @@ fn when_body(when: &When) -> Result<Value, Failure> {
 
 /// Runs a client command; prints its result.
 /// `toc topic pause|resume`: sets the topic's `paused` and answers the topic.
-/// A bulk change's query string: `?label=&from=&to=`, the ones given.
-fn bulk_query(filter: &BulkArgs) -> String {
-    let mut parts = Vec::new();
+/// A bulk change's query string: `?limit=&label=&from=&to=`, the ones given.
+fn bulk_query(filter: &BulkArgs, to: Option<i64>, limit: u64) -> String {
+    let mut parts = vec![format!("limit={limit}")];
     if let Some(l) = &filter.label {
         parts.push(format!("label={}", enc(l)));
     }
-    for (name, v) in [("from", filter.from), ("to", filter.to)] {
+    for (name, v) in [("from", filter.from), ("to", to)] {
         if let Some(v) = v {
             parts.push(format!("{name}={v}"));
         }
     }
-    if parts.is_empty() {
-        String::new()
-    } else {
-        format!("?{}", parts.join("&"))
+    format!("?{}", parts.join("&"))
+}
+
+/// A bulk change in batches of `--batch` (`path` answers `{field: n}` with `n` at most the
+/// batch), asked again until a batch comes back short; the bar's length is `most`, what
+/// the filter could take at most (the topic's count). A requeue takes only what was dead
+/// when it began, each letter once, although a letter requeued may die again while it
+/// runs: it asks only for letters whose last run fired by then (`to`; a letter requeued
+/// runs again after), and no more than the topic held then. Answers `{field: total}`.
+async fn in_batches(
+    client: &Client,
+    method: reqwest::Method,
+    path: &str,
+    filter: &BulkArgs,
+    field: &'static str,
+    most: Option<u64>,
+    what: &'static str,
+) -> Result<Value, Failure> {
+    if !(1..=100_000).contains(&filter.batch) {
+        return Err(Failure::new(2, "--batch: 1 to 100,000 jobs a request"));
     }
+    let requeue = field == "requeued";
+    let started = super::human::now_ms();
+    let to = match (requeue, filter.to) {
+        (true, Some(to)) => Some(to.min(started)),
+        (true, None) => Some(started),
+        (false, to) => to,
+    };
+    let mut bar = super::progress::Progress::new(most, what);
+    let mut total = 0;
+    loop {
+        let mut limit = filter.batch;
+        if let (true, Some(most)) = (requeue, most) {
+            if total >= most {
+                break;
+            }
+            limit = limit.min(most - total);
+        }
+        let path = format!("{path}{}", bulk_query(filter, to, limit));
+        let answer = client.call(method.clone(), &path, None).await;
+        let n = match answer {
+            Ok(v) => v[field].as_u64().unwrap_or(0),
+            Err(f) => {
+                bar.finish();
+                return Err(f);
+            }
+        };
+        total += n;
+        bar.inc(n);
+        if n < limit {
+            break;
+        }
+    }
+    bar.finish();
+    Ok(json!({ field: total }))
+}
+
+/// One of a topic's counts (`scheduled`, `dead`): how many a bulk change could take.
+async fn topic_count(client: &Client, topic: &str, field: &str) -> Option<u64> {
+    let path = format!("/v1/topics/{}", enc(topic));
+    let v = client.call(reqwest::Method::GET, &path, None).await.ok()?;
+    v[field].as_u64()
 }
 
 /// A flow key's limits as the API takes them: the fields given.
@@ -209,7 +268,8 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
         | Command::Webhooks(_)
         | Command::Export { .. }
         | Command::Import { .. }
-        | Command::Bench { .. } => {
+        | Command::Bench { .. }
+        | Command::Completions { .. } => {
             unreachable!("not a client command")
         }
         Command::Job(JobCmd::Put {
@@ -260,7 +320,7 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             let path = job_path(&topic, &id, mode, &None);
             (
                 client.call(Method::PUT, &path, Some(body)).await?,
-                View::Record,
+                View::Job,
             )
         }
         Command::Job(JobCmd::Trigger {
@@ -269,7 +329,7 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             shard_key,
         }) => {
             let path = job_path(&topic, &id, "/trigger", &shard_key);
-            (client.call(Method::POST, &path, None).await?, View::Record)
+            (client.call(Method::POST, &path, None).await?, View::Job)
         }
         Command::Job(JobCmd::Get {
             topic,
@@ -282,7 +342,7 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
                 path.push(if path.contains('?') { '&' } else { '?' });
                 path.push_str(&format!("next={n}"));
             }
-            (client.call(Method::GET, &path, None).await?, View::Record)
+            (client.call(Method::GET, &path, None).await?, View::Job)
         }
         Command::Job(JobCmd::Ls {
             topic,
@@ -335,7 +395,7 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
                 client
                     .call(Method::POST, &path, Some(when_body(&when)?))
                     .await?,
-                View::Record,
+                View::Job,
             )
         }
         Command::Dead(DeadCmd::Ls {
@@ -351,19 +411,34 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             )
         }
         Command::Job(JobCmd::CancelMany { topic, filter }) => {
-            let path = format!("/v1/topics/{}/jobs{}", enc(&topic), bulk_query(&filter));
-            (
-                client.call(Method::DELETE, &path, None).await?,
-                View::Record,
+            let path = format!("/v1/topics/{}/jobs", enc(&topic));
+            let most = topic_count(&client, &topic, "scheduled").await;
+            let v = in_batches(
+                &client,
+                Method::DELETE,
+                &path,
+                &filter,
+                "cancelled",
+                most,
+                "jobs cancelled",
             )
+            .await?;
+            (v, View::Record)
         }
         Command::Dead(DeadCmd::RequeueMany { topic, filter }) => {
-            let path = format!(
-                "/v1/topics/{}/dead/requeue{}",
-                enc(&topic),
-                bulk_query(&filter)
-            );
-            (client.call(Method::POST, &path, None).await?, View::Record)
+            let path = format!("/v1/topics/{}/dead/requeue", enc(&topic));
+            let most = topic_count(&client, &topic, "dead").await;
+            let v = in_batches(
+                &client,
+                Method::POST,
+                &path,
+                &filter,
+                "requeued",
+                most,
+                "dead letters requeued",
+            )
+            .await?;
+            (v, View::Record)
         }
         Command::Dead(DeadCmd::Requeue { topic, id }) => {
             let path = format!("/v1/topics/{}/dead/{}/requeue", enc(&topic), enc(&id));
@@ -514,6 +589,8 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
 enum View {
     Json,
     Record,
+    /// A job: every field of the API's `Job` schema, those it left out too (as `-`).
+    Job,
     Table(&'static [&'static str]),
     Health,
 }
@@ -527,11 +604,33 @@ fn cell(v: &Value) -> String {
 }
 
 fn print(value: &Value, view: View) {
+    let shown;
+    let value = match view {
+        View::Json => value,
+        _ => {
+            shown = super::human::humanize(value, super::human::now_ms());
+            &shown
+        }
+    };
     match view {
         View::Json => println!(
             "{}",
             serde_json::to_string_pretty(value).unwrap_or_default()
         ),
+        View::Job => {
+            let mut obj = value.as_object().cloned().unwrap_or_default();
+            for field in job_fields() {
+                obj.entry(field).or_insert(Value::Null);
+            }
+            // A job written plain (no payload, labels or other details) keeps no record,
+            // so its times are not known: the reason resets of plain jobs cost one ZADD.
+            for field in ["created_at", "updated_at"] {
+                if obj.get(field).is_some_and(Value::is_null) {
+                    obj.insert(field.into(), "- (not kept for a plain job)".into());
+                }
+            }
+            print(&Value::Object(obj), View::Record);
+        }
         View::Record => {
             if let Some(obj) = value.as_object() {
                 let width = obj.keys().map(|k| k.len()).max().unwrap_or(0);
@@ -599,6 +698,15 @@ fn print(value: &Value, view: View) {
                 );
             }
         }
+    }
+}
+
+/// The fields of the API's `Job` schema (`/openapi.json`), by name.
+pub(super) fn job_fields() -> Vec<String> {
+    use utoipa::openapi::{RefOr, schema::Schema};
+    match <crate::model::Job as utoipa::PartialSchema>::schema() {
+        RefOr::T(Schema::Object(o)) => o.properties.keys().cloned().collect(),
+        _ => Vec::new(),
     }
 }
 

@@ -2,6 +2,8 @@
 //! (`client.rs`).
 
 mod client;
+mod human;
+mod progress;
 mod transfer;
 
 use std::path::PathBuf;
@@ -56,6 +58,9 @@ pub(crate) struct Cli {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Run the service: store, runtime and HTTP API.
+    #[command(
+        after_long_help = "Examples:\n  toc serve                      (the memory engine, its journal in ./toc-data)\n  toc serve --config prod.toml\n  TOC_STORE=redis TOC_REDIS_URL=redis://127.0.0.1:6379/ toc serve"
+    )]
     Serve {
         /// A settings file layered over the built-in defaults.
         #[arg(long, env = "TOC_CONFIG")]
@@ -79,14 +84,21 @@ pub(crate) enum Command {
     Flow(FlowCmd),
     /// A topic's event stream.
     Events {
+        /// The topic.
         topic: String,
+        /// Events after this id (the `next` of a previous page).
         #[arg(long)]
         after: Option<String>,
+        /// Most events on the page.
         #[arg(long, default_value_t = 100)]
         limit: usize,
     },
     /// Claim due jobs of a pull topic with a lease (prints each job and its token).
+    #[command(
+        after_long_help = "Example:\n  toc claim reports --max 10 --wait-ms 5000\n  toc ack reports r1 --token 42"
+    )]
     Claim {
+        /// The topic.
         topic: String,
         /// Most jobs to take (1 to 1,000).
         #[arg(long, default_value_t = 1)]
@@ -100,7 +112,9 @@ pub(crate) enum Command {
     },
     /// Acknowledge a claimed job: it is done.
     Ack {
+        /// The topic.
         topic: String,
+        /// The job's id.
         id: String,
         /// The token its claim gave.
         #[arg(long)]
@@ -117,6 +131,9 @@ pub(crate) enum Command {
     /// Back up a service, or move it to another engine: every topic's settings, flow
     /// limits and jobs (dead letters too) as JSON Lines, from a running service (admin
     /// token) or, with --journal, from a memory engine's journal offline.
+    #[command(
+        after_long_help = "Examples:\n  toc export --out backup.jsonl\n  toc export --topic orders --out orders.jsonl\n  toc export --journal toc-data/journal --out backup.jsonl   (the service stopped)"
+    )]
     Export {
         /// Only these topics (every topic when none is given).
         #[arg(long = "topic")]
@@ -133,6 +150,7 @@ pub(crate) enum Command {
     /// Read an export into a running service, of either engine, in batches. Each job goes
     /// to the slot it was exported from unless that slot holds its id; run again, the
     /// import changes nothing.
+    #[command(after_long_help = "Example:\n  TOC_URL=http://new-host:8080 toc import backup.jsonl")]
     Import {
         /// The export (`toc export --out FILE`).
         file: PathBuf,
@@ -143,6 +161,14 @@ pub(crate) enum Command {
     /// Webhooks' signing keys, from the settings (never over HTTP).
     #[command(subcommand)]
     Webhooks(WebhooksCmd),
+    /// Print a shell's completion script for `toc`: `source <(toc completions bash)`.
+    #[command(
+        after_long_help = "Examples:\n  toc completions bash > ~/.local/share/bash-completion/completions/toc\n  toc completions zsh > \"${fpath[1]}/_toc\"\n  toc completions fish > ~/.config/fish/completions/toc.fish"
+    )]
+    Completions {
+        /// The shell.
+        shell: clap_complete::Shell,
+    },
     /// The load generator (`toc-bench`, a crate of its own: `cargo build --release -p
     /// toc-bench`): `toc bench all --quick` for a short check, `toc bench all` for the
     /// published figures (BENCHMARKS.md). `toc bench --help` for its options.
@@ -158,10 +184,16 @@ pub(crate) enum Command {
 pub(crate) enum JournalCmd {
     /// Reads a journal and reports its records, a torn tail and the first damage; changes
     /// nothing. Exits 1 when it is damaged (the service would refuse to start on it).
-    Check { file: PathBuf },
+    Check {
+        /// The journal file (`memory.journal`; toc-data/journal by default).
+        file: PathBuf,
+    },
     /// Copies a journal to FILE.orig-SECONDS, then rewrites it with every record that
     /// reads, going on past damage; says what was skipped. Refused while a service holds it.
-    Salvage { file: PathBuf },
+    Salvage {
+        /// The journal file (`memory.journal`; toc-data/journal by default).
+        file: PathBuf,
+    },
 }
 
 #[derive(Subcommand)]
@@ -181,29 +213,42 @@ pub(crate) enum WebhooksCmd {
 
 #[derive(Args)]
 pub(crate) struct When {
-    /// Fire time, ms since the Unix epoch.
-    #[arg(long, conflicts_with = "delay_ms")]
-    pub fire_at: Option<i64>,
-    /// Fire this many ms from now.
-    #[arg(long)]
+    /// When it fires: an RFC 3339 instant (2026-12-06T21:07:15Z) or ms since the epoch.
+    #[arg(long, visible_alias = "fire-at", value_name = "INSTANT",
+          value_parser = human::parse_at, conflicts_with_all = ["after", "delay_ms"])]
+    pub at: Option<i64>,
+    /// Fire this long from now: 90s, 30m, 2h, 1h30m, 500ms.
+    #[arg(long = "in", value_name = "SPAN", value_parser = human::parse_in,
+          conflicts_with = "delay_ms")]
+    pub after: Option<u64>,
+    /// Fire this many ms from now (--in, in ms).
+    #[arg(long, value_name = "MS")]
     pub delay_ms: Option<i64>,
 }
 
 #[derive(Subcommand)]
 pub(crate) enum JobCmd {
     /// Create or replace a job.
+    #[command(
+        after_long_help = "Examples:\n  toc job put orders o1 --in 30m\n  toc job put orders o2 --at 2026-12-24T18:00:00Z --payload '{\"order\":2}'\n  toc job put hooks h1 --in 90s --type webhook --payload '{\"url\":\"https://example.com/hook\"}'"
+    )]
     Put {
+        /// The topic.
         topic: String,
+        /// The job's id.
         id: String,
         #[command(flatten)]
         when: When,
+        /// Its job type (the topic's default type when absent): which handler runs it.
         #[arg(long = "type")]
         job_type: Option<String>,
-        /// JSON payload.
+        /// Its payload, as JSON.
         #[arg(long)]
         payload: Option<String>,
+        /// Runs it may take before it is dead (the topic's max_attempts when absent).
         #[arg(long)]
         max_attempts: Option<u32>,
+        /// Where the job lives: jobs of one shard key share a slot (its id when absent).
         #[arg(long)]
         shard_key: Option<String>,
         /// Its flow key: jobs of one key share the key's flow limits.
@@ -222,14 +267,24 @@ pub(crate) enum JobCmd {
     /// Fire a recurring job once, now, leaving its series as it is (a one-shot job of its
     /// own, `ID~NOW`).
     Trigger {
+        /// The topic.
         topic: String,
+        /// The job's id.
         id: String,
+        /// Its shard key, when it was scheduled with one.
         #[arg(long)]
         shard_key: Option<String>,
     },
+    /// Show a job: its state, times, attempts, payload and every other field the API gives.
+    #[command(
+        after_long_help = "Example:\n  toc job get orders o1\n  toc job get billing invoice-7 --next 5   (a recurring job's next five instants)"
+    )]
     Get {
+        /// The topic.
         topic: String,
+        /// The job's id.
         id: String,
+        /// Its shard key, when it was scheduled with one.
         #[arg(long)]
         shard_key: Option<String>,
         /// Also show a recurring job's next N instants (1 to 100), as `next_fire_ats`.
@@ -237,17 +292,22 @@ pub(crate) enum JobCmd {
         next: Option<u32>,
     },
     /// List a topic's scheduled jobs by fire time (or its running ones by lease deadline).
+    #[command(
+        after_long_help = "Examples:\n  toc job ls orders --to 2026-12-07T00:00:00Z\n  toc job ls orders --state running\n  toc job ls orders --label campaign:spring --limit 20"
+    )]
     Ls {
+        /// The topic.
         topic: String,
         /// `scheduled` or `running`.
         #[arg(long, default_value = "scheduled")]
         state: String,
-        /// The earliest fire time listed, ms since the epoch.
-        #[arg(long)]
+        /// The earliest fire time listed: RFC 3339 or ms since the epoch.
+        #[arg(long, value_name = "INSTANT", value_parser = human::parse_at)]
         from: Option<i64>,
-        /// The latest fire time listed, ms since the epoch.
-        #[arg(long)]
+        /// The latest fire time listed: RFC 3339 or ms since the epoch.
+        #[arg(long, value_name = "INSTANT", value_parser = human::parse_at)]
         to: Option<i64>,
+        /// Most jobs on the page (1 to 1,000).
         #[arg(long, default_value_t = 100)]
         limit: usize,
         /// The `next` of a previous page.
@@ -257,24 +317,39 @@ pub(crate) enum JobCmd {
         #[arg(long)]
         label: Option<String>,
     },
-    /// Cancel a topic's scheduled jobs by label and/or fire-time range (prints how many).
+    /// Cancel a topic's scheduled jobs by label and/or fire-time range (prints how many),
+    /// in batches, with a progress bar on a terminal.
+    #[command(
+        after_long_help = "Examples:\n  toc job cancel-many orders --label campaign:spring\n  toc job cancel-many orders --from 2026-12-06T00:00:00Z --to 2026-12-07T00:00:00Z"
+    )]
     CancelMany {
+        /// The topic.
         topic: String,
         #[command(flatten)]
         filter: BulkArgs,
     },
+    /// Cancel a scheduled job (a running one finishes its run).
     Cancel {
+        /// The topic.
         topic: String,
+        /// The job's id.
         id: String,
+        /// Its shard key, when it was scheduled with one.
         #[arg(long)]
         shard_key: Option<String>,
     },
     /// Move a job's fire time.
+    #[command(
+        after_long_help = "Examples:\n  toc job reset devices d42 --in 5m     (a heartbeat pushes the alarm back)\n  toc job reset orders o1 --at 2026-12-07T09:00:00Z"
+    )]
     Reset {
+        /// The topic.
         topic: String,
+        /// The job's id.
         id: String,
         #[command(flatten)]
         when: When,
+        /// Its shard key, when it was scheduled with one.
         #[arg(long)]
         shard_key: Option<String>,
     },
@@ -282,56 +357,81 @@ pub(crate) enum JobCmd {
 
 #[derive(Subcommand)]
 pub(crate) enum DeadCmd {
+    /// List a topic's dead letters, the latest death first.
     Ls {
+        /// The topic.
         topic: String,
+        /// Most dead letters on the page.
         #[arg(long, default_value_t = 100)]
         limit: usize,
+        /// The `next` of a previous page.
         #[arg(long)]
         after: Option<String>,
     },
-    /// Requeue a topic's dead letters by label and/or fire-time range (prints how many).
+    /// Requeue a topic's dead letters by label and/or fire-time range (prints how many), in
+    /// batches, with a progress bar on a terminal.
+    #[command(after_long_help = "Example:\n  toc dead requeue-many hooks --label tenant:acme")]
     RequeueMany {
+        /// The topic.
         topic: String,
         #[command(flatten)]
         filter: BulkArgs,
     },
+    /// Schedule a dead letter again, due now, its attempts counted from 0.
     Requeue {
+        /// The topic.
         topic: String,
+        /// The dead letter's job id.
         id: String,
     },
+    /// Delete a dead letter for good.
     Rm {
+        /// The topic.
         topic: String,
+        /// The dead letter's job id.
         id: String,
     },
 }
 
 #[derive(Subcommand)]
 pub(crate) enum TopicCmd {
+    /// List the topics with their figures: slots, jobs scheduled, running and dead, the next fire.
+    #[command(
+        after_long_help = "Example:\n  toc topic ls\n  toc topic ls --json   (the API's numbers, times in ms since the epoch)"
+    )]
     Ls,
+    /// A topic's settings and figures.
     Show {
+        /// The topic.
         topic: String,
     },
     /// Doubles a topic's slots. No job moves: jobs written before are found in their old
     /// slots until they leave, and `draining_from` shows the old layout until then.
     Grow {
+        /// The topic.
         topic: String,
     },
     /// Pauses a topic: no job fires and no claim is served, on every instance; jobs, resets
     /// and cancels are still accepted.
     Pause {
+        /// The topic.
         topic: String,
     },
     /// Resumes a paused topic: what came due fires, in fire-time order.
     Resume {
+        /// The topic.
         topic: String,
     },
     /// Limits a topic's fires per second over every instance (0 removes the limit).
     Limit {
+        /// The topic.
         topic: String,
+        /// Most fires a second over every instance; 0 removes the limit.
         max_fires_per_s: u32,
     },
     /// Gives every flow key of a topic its limits (`--off` removes them).
     Flow {
+        /// The topic.
         topic: String,
         #[command(flatten)]
         limits: FlowArgs,
@@ -341,6 +441,7 @@ pub(crate) enum TopicCmd {
     },
     /// Deletes a topic whole: its settings, jobs, dead letters and events.
     Rm {
+        /// The topic.
         topic: String,
         /// Delete it even while some of its jobs are running.
         #[arg(long)]
@@ -351,14 +452,17 @@ pub(crate) enum TopicCmd {
 /// Which jobs a bulk change takes: at least one of these.
 #[derive(Args)]
 pub(crate) struct BulkArgs {
+    /// Jobs a request changes at most (1 to 100,000): the bar moves once a batch.
+    #[arg(long, default_value_t = 10_000)]
+    pub batch: u64,
     /// Jobs with this label, `key:value`.
     #[arg(long)]
     pub label: Option<String>,
-    /// The earliest fire time, ms since the epoch.
-    #[arg(long)]
+    /// The earliest fire time: RFC 3339 or ms since the epoch.
+    #[arg(long, value_name = "INSTANT", value_parser = human::parse_at)]
     pub from: Option<i64>,
-    /// The latest fire time, ms since the epoch.
-    #[arg(long)]
+    /// The latest fire time: RFC 3339 or ms since the epoch.
+    #[arg(long, value_name = "INSTANT", value_parser = human::parse_at)]
     pub to: Option<i64>,
 }
 
@@ -379,18 +483,33 @@ pub(crate) struct FlowArgs {
 #[derive(Subcommand)]
 pub(crate) enum FlowCmd {
     /// The keys with limits of their own, and what waits for room on this instance.
-    Ls { topic: String },
+    Ls {
+        /// The topic.
+        topic: String,
+    },
     /// A key's limits and counters, over every instance.
-    Show { topic: String, key: String },
+    Show {
+        /// The topic.
+        topic: String,
+        /// The flow key.
+        key: String,
+    },
     /// Gives a key limits of its own, in place of the topic's.
     Set {
+        /// The topic.
         topic: String,
+        /// The flow key.
         key: String,
         #[command(flatten)]
         limits: FlowArgs,
     },
     /// Takes a key's own limits away: it goes by the topic's again.
-    Rm { topic: String, key: String },
+    Rm {
+        /// The topic.
+        topic: String,
+        /// The flow key.
+        key: String,
+    },
 }
 
 /// `toc bench ARGS`: runs `toc-bench ARGS`, found beside this binary (cargo builds both into
@@ -425,6 +544,11 @@ pub fn toc_main() -> ExitCode {
         Command::Journal(cmd) => return journal_main(cmd),
         Command::Webhooks(cmd) => return webhooks_main(cmd),
         Command::Bench { args } => return bench_main(&args),
+        Command::Completions { shell } => {
+            use clap::CommandFactory;
+            clap_complete::generate(shell, &mut Cli::command(), "toc", &mut std::io::stdout());
+            return ExitCode::SUCCESS;
+        }
         _ => {}
     }
     let runtime = tokio::runtime::Builder::new_current_thread()
@@ -626,5 +750,82 @@ fn serve_main(config: Option<PathBuf>, data_dir: Option<PathBuf>) -> ExitCode {
             eprintln!("toc serve: {e}");
             ExitCode::from(1)
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use clap::CommandFactory;
+
+    /// Every subcommand and every option or argument of `toc`, at every depth, with its
+    /// path (`toc job put --type`) and whether it has a line of help.
+    fn helps(cmd: &clap::Command, path: &str, out: &mut Vec<(String, bool)>) {
+        for arg in cmd.get_arguments() {
+            let name = arg.get_id().as_str();
+            if matches!(name, "help" | "version") {
+                continue;
+            }
+            let shown = arg
+                .get_long()
+                .map_or_else(|| format!("<{name}>"), |l| format!("--{l}"));
+            out.push((format!("{path} {shown}"), arg.get_help().is_some()));
+        }
+        for sub in cmd.get_subcommands() {
+            let here = format!("{path} {}", sub.get_name());
+            out.push((here.clone(), sub.get_about().is_some()));
+            helps(sub, &here, out);
+        }
+    }
+
+    #[test]
+    fn every_command_and_option_has_help() {
+        let mut all = Vec::new();
+        helps(&Cli::command(), "toc", &mut all);
+        let missing: Vec<&str> = all
+            .iter()
+            .filter(|(_, has)| !has)
+            .map(|(p, _)| p.as_str())
+            .collect();
+        assert!(
+            all.len() > 100,
+            "only {} commands and options seen",
+            all.len()
+        );
+        assert!(missing.is_empty(), "no help: {missing:#?}");
+    }
+
+    #[test]
+    fn the_main_commands_show_an_example_in_their_long_help() {
+        let cli = Cli::command();
+        for path in [
+            &["job", "put"][..],
+            &["job", "get"],
+            &["job", "ls"],
+            &["job", "reset"],
+            &["job", "cancel-many"],
+            &["topic", "ls"],
+            &["export"],
+            &["import"],
+            &["claim"],
+            &["serve"],
+            &["completions"],
+        ] {
+            let mut cmd = &cli;
+            for name in path {
+                cmd = cmd.find_subcommand(name).expect("a subcommand");
+            }
+            let long = cmd.get_after_long_help().map(|h| h.to_string());
+            assert!(
+                long.is_some_and(|h| h.contains("toc ")),
+                "toc {}: no example in --help",
+                path.join(" ")
+            );
+        }
+    }
+
+    #[test]
+    fn the_command_line_is_well_formed() {
+        Cli::command().debug_assert();
     }
 }

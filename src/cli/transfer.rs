@@ -8,6 +8,7 @@ use std::time::Instant;
 
 use futures_util::StreamExt;
 use serde::Deserialize;
+use serde_json::Value;
 
 use super::client::{Client, Failure, enc};
 use super::{Cli, Command};
@@ -125,14 +126,13 @@ async fn export_service(
     only: &[String],
     sink: &mut Sink,
 ) -> Result<(usize, u64), Failure> {
+    let topics = client
+        .call(reqwest::Method::GET, "/v1/topics", None)
+        .await?;
+    let listed: Vec<&Value> = topics["items"].as_array().into_iter().flatten().collect();
     let mut names: Vec<String> = if only.is_empty() {
-        let topics = client
-            .call(reqwest::Method::GET, "/v1/topics", None)
-            .await?;
-        topics["items"]
-            .as_array()
-            .into_iter()
-            .flatten()
+        listed
+            .iter()
             .filter_map(|t| t["name"].as_str().map(str::to_string))
             .collect()
     } else {
@@ -140,6 +140,22 @@ async fn export_service(
     };
     names.sort();
     names.dedup();
+    // The bar's length: the topics' counts as listed (jobs may come and go meanwhile).
+    let most: u64 = listed
+        .iter()
+        .filter(|t| {
+            t["name"]
+                .as_str()
+                .is_some_and(|n| names.iter().any(|m| m == n))
+        })
+        .map(|t| {
+            ["scheduled", "running", "dead"]
+                .iter()
+                .map(|f| t[*f].as_u64().unwrap_or(0))
+                .sum::<u64>()
+        })
+        .sum();
+    let mut bar = super::progress::Progress::new(Some(most), "jobs exported");
     let mut jobs = 0;
     for name in &names {
         let path = format!("/v1/topics/{}/export", enc(name));
@@ -165,13 +181,20 @@ async fn export_service(
             })?;
             let Some(chunk) = chunk else { break };
             sink.write(&chunk)?;
+            bar.inc(crate::num::usize_u64(bytecount_lines(&chunk)));
             tail.extend_from_slice(&chunk);
             let keep = tail.len().saturating_sub(4_096);
             tail.drain(..keep);
         }
         jobs += ended(name, &tail)?;
     }
+    bar.finish();
     Ok((names.len(), jobs))
+}
+
+/// The lines a chunk of an export ends (a job line each, but for a topic's first and last).
+fn bytecount_lines(chunk: &[u8]) -> usize {
+    chunk.iter().filter(|b| **b == b'\n').count()
 }
 
 /// The job count of a topic's `end` line, the last line of `tail`; a failure when there is
@@ -379,6 +402,9 @@ async fn import(client: &Client, file: &Path, batch: usize) -> Result<(), Failur
     let sections = sections(file, &text)?;
     let started = Instant::now();
     let mut total = ImportReport::default();
+    let jobs: usize = sections.iter().map(|s| s.jobs.len()).sum();
+    let mut bar =
+        super::progress::Progress::new(Some(crate::num::usize_u64(jobs)), "jobs imported");
     for s in &sections {
         let mut chunks = chunked(&s.jobs, batch);
         if chunks.is_empty() {
@@ -417,22 +443,31 @@ async fn import(client: &Client, file: &Path, batch: usize) -> Result<(), Failur
         };
         let first = send(0, &chunks[0]).await?;
         let mut report = first.clone();
+        if first.skipped {
+            bar.inc(crate::num::usize_u64(s.jobs.len()));
+        } else {
+            bar.inc(first.written + first.existing);
+        }
         if !first.skipped && chunks.len() > 1 {
             let middle: Vec<_> = (1..chunks.len() - 1).map(|i| send(i, &chunks[i])).collect();
             let mut answers = futures_util::stream::iter(middle).buffer_unordered(IN_FLIGHT);
             while let Some(r) = answers.next().await {
-                add(&mut report, &r?);
+                let r = r?;
+                bar.inc(r.written + r.existing);
+                add(&mut report, &r);
             }
             let i = chunks.len() - 1;
-            add(&mut report, &send(i, &chunks[i]).await?);
+            let r = send(i, &chunks[i]).await?;
+            bar.inc(r.written + r.existing);
+            add(&mut report, &r);
         }
         if report.skipped {
-            eprintln!(
+            bar.note(&format!(
                 "topic {:?}: imported before ({}), nothing changed",
                 s.topic, s.digest
-            );
+            ));
         } else {
-            eprintln!(
+            bar.note(&format!(
                 "topic {:?}: {} jobs written, {} there already{}",
                 s.topic,
                 report.written,
@@ -442,10 +477,11 @@ async fn import(client: &Client, file: &Path, batch: usize) -> Result<(), Failur
                 } else {
                     ""
                 }
-            );
+            ));
         }
         add(&mut total, &report);
     }
+    bar.finish();
     let secs = started.elapsed().as_secs_f64();
     eprintln!(
         "toc import: {} topics, {} jobs written, {} there already in {secs:.1} s ({:.0} jobs/s)",

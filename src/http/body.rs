@@ -411,6 +411,10 @@ pub(crate) struct BulkParams {
     /// The latest fire time taken, ms since the epoch.
     #[param(schema_with = crate::validate::schemas::instant)]
     pub to: Option<i64>,
+    /// At most this many jobs change (from 1; all when absent): a client that wants to show
+    /// progress asks again until fewer come back.
+    #[param(minimum = 1)]
+    pub limit: Option<u64>,
 }
 
 impl BulkParams {
@@ -428,8 +432,12 @@ impl BulkParams {
                 crate::validate::fire_at(field, v)?;
             }
         }
+        if self.limit == Some(0) {
+            return Err(crate::error::Error::invalid("limit", "must be at least 1").into());
+        }
         let all = crate::store::ListQuery::default();
         Ok(crate::store::JobFilter {
+            limit: self.limit,
             label: self
                 .label
                 .as_deref()

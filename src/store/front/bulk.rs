@@ -28,6 +28,8 @@ pub struct JobFilter {
     pub from: Millis,
     /// The latest fire time taken.
     pub to: Millis,
+    /// At most this many jobs change; all when `None`.
+    pub limit: Option<u64>,
 }
 
 impl JobFilter {
@@ -98,8 +100,8 @@ impl Store {
         }
     }
 
-    /// Cancels a topic's scheduled jobs that `filter` takes; how many it cancelled. Running
-    /// jobs finish their run; dead letters stay.
+    /// Cancels a topic's scheduled jobs that `filter` takes (at most its `limit`); how many
+    /// it cancelled. Running jobs finish their run; dead letters stay.
     pub async fn cancel_where(&self, topic: &str, filter: &JobFilter) -> Result<u64> {
         let t = self.existing_topic(topic).await?;
         let mut cancelled = 0;
@@ -125,6 +127,9 @@ impl Store {
                             && self.engine.cancel(&t, slot, id).await?.is_some()
                         {
                             this_walk += 1;
+                            if filter.limit == Some(cancelled + this_walk) {
+                                return Ok(cancelled + this_walk);
+                            }
                         }
                     }
                     if page.len() < WALK_PAGE {
@@ -145,7 +150,7 @@ impl Store {
     }
 
     /// Schedules again, due `now`, the topic's dead letters that `filter` takes (by the fire
-    /// time of their last run); how many, and the slots they are in.
+    /// time of their last run; at most its `limit`); how many, and the slots they are in.
     pub(crate) async fn requeue_where(
         &self,
         topic: &str,
@@ -154,7 +159,7 @@ impl Store {
     ) -> Result<(u64, Vec<u32>)> {
         let t = self.existing_topic(topic).await?;
         let (mut requeued, mut slots) = (0, Vec::new());
-        for slot in 0..t.slots {
+        'slots: for slot in 0..t.slots {
             let mut after = None;
             let before = requeued;
             loop {
@@ -168,6 +173,10 @@ impl Store {
                         && self.engine.requeue(&t, slot, &entry.cursor.id, now).await?
                     {
                         requeued += 1;
+                        if filter.limit == Some(requeued) {
+                            slots.push(slot);
+                            break 'slots;
+                        }
                     }
                 }
                 if page.len() < WALK_PAGE {

@@ -1,0 +1,296 @@
+//! The `toc` CLI as people use it, against a real `toc serve` on each engine: times print
+//! as RFC 3339 with an age or a countdown, `--in` and `--at` schedule at the instant they
+//! name (read back through the API), `job get` lists every field of the API's `Job` schema,
+//! bulk changes go in batches to the end, and the completion scripts are produced (bash's
+//! checked by `bash -n`).
+//!
+//! What it cannot show: the progress bar itself, which is drawn only on a terminal (these
+//! runs write to pipes, where a plain line stands for it every few seconds).
+
+#[macro_use]
+mod common;
+
+use serde_json::{Value, json};
+
+use common::{Fleet, Kind};
+
+/// Runs `toc ARGS` against `url`: its exit status, standard output and standard error.
+fn toc(url: &str, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toc"))
+        .env("TOC_URL", url)
+        .env_remove("TOC_TOKEN")
+        .args(args)
+        .output()
+        .expect("toc runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
+/// `toc ARGS`'s standard output, failing the test on a non-zero exit.
+fn ok(url: &str, args: &[&str]) -> String {
+    let (success, out, err) = toc(url, args);
+    assert!(success, "toc {args:?} failed: {err}");
+    out
+}
+
+fn now_ms() -> i64 {
+    std::time::SystemTime::now()
+        .duration_since(std::time::UNIX_EPOCH)
+        .unwrap()
+        .as_millis() as i64
+}
+
+/// An RFC 3339 instant in UTC to the second, followed by a countdown or an age:
+/// `2026-12-06T21:07:15Z (in 59s)`.
+fn is_human_instant(text: &str) -> bool {
+    text.split_whitespace().enumerate().any(|(i, word)| {
+        let rest: Vec<&str> = text.split_whitespace().skip(i + 1).collect();
+        let rest = rest.join(" ");
+        let span = |s: &str| {
+            !s.is_empty()
+                && s.split(' ').all(|p| {
+                    let digits = p.trim_end_matches(|c: char| c.is_ascii_alphabetic());
+                    digits.parse::<u64>().is_ok()
+                        && ["d", "h", "m", "s", "ms"].contains(&&p[digits.len()..])
+                })
+        };
+        let told = rest.strip_prefix('(').and_then(|r| r.split(')').next());
+        word.len() == 20
+            && word.ends_with('Z')
+            && chrono::DateTime::parse_from_rfc3339(word).is_ok()
+            && told.is_some_and(|t| {
+                t == "now"
+                    || t.strip_prefix("in ").is_some_and(span)
+                    || t.strip_suffix(" ago").is_some_and(span)
+            })
+    })
+}
+
+/// The value of `field` in a key/value view.
+fn field<'a>(view: &'a str, field: &str) -> Option<&'a str> {
+    view.lines().find_map(|l| {
+        let (k, v) = l.split_once(char::is_whitespace)?;
+        (k == field).then(|| v.trim())
+    })
+}
+
+async fn people_read_times_and_schedule_with_in_and_at(kind: Kind) {
+    let fleet = Fleet::start(kind, 1, false).await;
+    let svc = &fleet.tocs[0];
+    let url = svc.url("");
+    let http = reqwest::Client::new();
+
+    // --in 90s: due 90 s after the command, read back through the API.
+    let before = now_ms();
+    ok(&url, &["job", "put", "orders", "o1", "--in", "90s"]);
+    let after = now_ms();
+    let job = svc.get_json(&http, "/v1/topics/orders/jobs/o1").await;
+    let at = job["fire_at"].as_i64().unwrap();
+    assert!(
+        (before + 90_000..=after + 90_000).contains(&at),
+        "--in 90s scheduled {} ms from the command",
+        at - before
+    );
+    // --at an RFC 3339 instant (with an offset): exactly that instant.
+    ok(
+        &url,
+        &[
+            "job",
+            "put",
+            "orders",
+            "o2",
+            "--at",
+            "2030-01-02T04:05:06.789+01:00",
+        ],
+    );
+    let job = svc.get_json(&http, "/v1/topics/orders/jobs/o2").await;
+    assert_eq!(
+        job["fire_at"], 1_893_553_506_789_i64,
+        "2030-01-02T03:05:06.789Z"
+    );
+    // --fire-at and --delay-ms stay as they were.
+    ok(
+        &url,
+        &["job", "put", "orders", "o3", "--fire-at", "1893553506789"],
+    );
+    let job = svc.get_json(&http, "/v1/topics/orders/jobs/o3").await;
+    assert_eq!(job["fire_at"], 1_893_553_506_789_i64);
+    // A reset --in 2h.
+    let before = now_ms();
+    ok(&url, &["job", "reset", "orders", "o3", "--in", "2h"]);
+    let job = svc.get_json(&http, "/v1/topics/orders/jobs/o3").await;
+    let moved = job["fire_at"].as_i64().unwrap() - before;
+    assert!(
+        (7_200_000..7_200_000 + 10_000).contains(&moved),
+        "--in 2h moved it {moved} ms"
+    );
+
+    // `job get`: the fire time as a date with its countdown, and every field of the Job
+    // schema the service describes.
+    let view = ok(&url, &["job", "get", "orders", "o1"]);
+    let fire_at = field(&view, "fire_at").unwrap_or_default();
+    assert!(is_human_instant(fire_at), "fire_at {fire_at:?}");
+    assert!(fire_at.contains("(in 1m"), "fire_at {fire_at:?}");
+    let api = svc.get_json(&http, "/openapi.json").await;
+    let schema = &api["components"]["schemas"]["Job"]["properties"];
+    let names: Vec<&String> = schema.as_object().expect("the Job schema").keys().collect();
+    assert!(names.len() > 15, "{names:?}");
+    for name in names {
+        assert!(
+            field(&view, name).is_some(),
+            "`toc job get` leaves out {name}:\n{view}"
+        );
+    }
+    // A job written with details keeps its times, shown as dates with their age.
+    ok(
+        &url,
+        &[
+            "job", "put", "orders", "o4", "--in", "1h", "--label", "c=spring",
+        ],
+    );
+    let view = ok(&url, &["job", "get", "orders", "o4"]);
+    for name in ["created_at", "updated_at"] {
+        let v = field(&view, name).unwrap_or_default();
+        assert!(is_human_instant(v), "{name} {v:?}");
+    }
+    // --json keeps the API's numbers.
+    let raw: Value =
+        serde_json::from_str(&ok(&url, &["--json", "job", "get", "orders", "o4"])).expect("JSON");
+    assert!(raw["fire_at"].is_i64(), "{raw}");
+
+    // `topic ls`: the next fire as a date with its countdown.
+    let table = ok(&url, &["topic", "ls"]);
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("orders "))
+        .unwrap_or_default();
+    assert!(is_human_instant(row), "{table}");
+
+    // A span with no unit is refused, naming the option; nothing is written.
+    let (success, _, err) = toc(&url, &["job", "put", "orders", "o5", "--in", "30"]);
+    assert!(!success && err.contains("--in"), "{err}");
+    let r = http
+        .get(svc.url("/v1/topics/orders/jobs/o5"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404);
+}
+
+/// A bulk cancel and a bulk requeue go in batches until the filter takes no more: 25
+/// labelled jobs in batches of 10 (three requests), the others untouched; five dead
+/// letters requeued in batches of 2.
+async fn bulk_changes_go_in_batches_to_the_end(kind: Kind) {
+    let fleet = Fleet::start(kind, 1, false).await;
+    let svc = &fleet.tocs[0];
+    let url = svc.url("");
+    let http = reqwest::Client::new();
+    for k in 0..30 {
+        let mut body = json!({"delay_ms": 3_600_000});
+        if k < 25 {
+            body["labels"] = json!({"c": "spring"});
+        }
+        svc.put_job(&http, "orders", &format!("j{k}"), &body).await;
+    }
+    let out = ok(
+        &url,
+        &[
+            "job",
+            "cancel-many",
+            "orders",
+            "--label",
+            "c:spring",
+            "--batch",
+            "10",
+        ],
+    );
+    assert_eq!(field(&out, "cancelled"), Some("25"), "{out}");
+    let topic = svc.get_json(&http, "/v1/topics/orders").await;
+    assert_eq!(topic["scheduled"], 5, "{topic}");
+    // The API's own limit: at most that many.
+    let r: Value = http
+        .delete(svc.url("/v1/topics/orders/jobs?from=0&limit=2"))
+        .send()
+        .await
+        .unwrap()
+        .json()
+        .await
+        .unwrap();
+    assert_eq!(r["cancelled"], 2, "{r}");
+    let r = http
+        .delete(svc.url("/v1/topics/orders/jobs?from=0&limit=0"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 400);
+    assert!(r.text().await.unwrap().contains("limit"));
+
+    // Dead letters: webhooks to a closed port, one attempt each.
+    let hook = format!(
+        "http://127.0.0.1:{}/hook",
+        common::redis_server::free_port()
+    );
+    for k in 0..5 {
+        let body = json!({"type": "webhook", "delay_ms": 0, "max_attempts": 1,
+                          "labels": {"c": "acme"}, "payload": {"url": hook}});
+        svc.put_job(&http, "hooks", &format!("d{k}"), &body).await;
+    }
+    common::runtime::eventually(20, || async {
+        let t = svc.get_json(&http, "/v1/topics/hooks").await;
+        match t["dead"].as_u64() {
+            Some(5) => Ok(()),
+            n => Err(format!("{n:?} dead")),
+        }
+    })
+    .await;
+    let out = ok(
+        &url,
+        &[
+            "dead",
+            "requeue-many",
+            "hooks",
+            "--label",
+            "c:acme",
+            "--batch",
+            "2",
+        ],
+    );
+    assert_eq!(field(&out, "requeued"), Some("5"), "{out}");
+}
+
+engine_matrix!(
+    #[tokio::test] crate::common::kind;
+    people_read_times_and_schedule_with_in_and_at,
+    bulk_changes_go_in_batches_to_the_end,
+);
+
+/// `toc completions SHELL` prints a script for each shell; bash's is one `bash -n` accepts.
+#[test]
+fn completions_are_produced_for_each_shell() {
+    for shell in ["bash", "zsh", "fish"] {
+        let script = ok("http://127.0.0.1:1", &["completions", shell]);
+        assert!(
+            script.contains("cancel-many") && script.contains("requeue-many"),
+            "{shell}: {}",
+            &script[..script.len().min(200)]
+        );
+        if shell == "bash" {
+            let dir = tempfile::tempdir().unwrap();
+            let path = dir.path().join("toc.bash");
+            std::fs::write(&path, &script).unwrap();
+            let checked = std::process::Command::new("bash")
+                .arg("-n")
+                .arg(&path)
+                .output()
+                .expect("bash runs");
+            assert!(
+                checked.status.success(),
+                "bash -n: {}",
+                String::from_utf8_lossy(&checked.stderr)
+            );
+        }
+    }
+}
