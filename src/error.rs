@@ -99,6 +99,21 @@ pub enum Error {
     #[error("store unavailable: {0}")]
     Unavailable(String),
 
+    /// Redis could not be reached or answered with an error: that error is the source.
+    #[error("store unavailable: {0}")]
+    Redis(#[source] redis::RedisError),
+
+    /// A file of the store (the journal) could not be read or written: `what` was being
+    /// done, and the I/O error is the source.
+    #[error("store unavailable: {what}: {source}")]
+    Io {
+        /// What was being done, and to which file.
+        what: String,
+        /// The I/O error.
+        #[source]
+        source: std::io::Error,
+    },
+
     /// The store is full (Redis over its `maxmemory`, or the journal's disk): the write was
     /// refused before it changed anything.
     #[error("store full, nothing was changed: {0}")]
@@ -118,6 +133,23 @@ impl Error {
         }
     }
 
+    /// An `Io` error: `what` (with the file) failed with `source`.
+    pub fn io(what: impl Into<String>, source: std::io::Error) -> Self {
+        Error::Io {
+            what: what.into(),
+            source,
+        }
+    }
+
+    /// The store did not answer, or not well: the call may succeed later and changed
+    /// nothing it can name (503).
+    pub fn is_unavailable(&self) -> bool {
+        matches!(
+            self,
+            Error::Unavailable(_) | Error::Redis(_) | Error::Io { .. }
+        )
+    }
+
     /// An `Invalid` error about `field`.
     pub fn invalid(field: &'static str, message: impl Into<String>) -> Self {
         Error::Invalid {
@@ -133,9 +165,36 @@ impl From<redis::RedisError> for Error {
         if e.code() == Some("OOM") {
             return Error::StoreFull(e.to_string());
         }
-        Error::Unavailable(e.to_string())
+        Error::Redis(e)
     }
 }
 
 /// The crate's result.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use std::error::Error as _;
+
+    #[test]
+    fn a_wrapped_error_keeps_its_cause() {
+        let io = Error::io(
+            "journal /x: appending",
+            std::io::Error::new(std::io::ErrorKind::PermissionDenied, "denied"),
+        );
+        let cause = io.source().expect("the I/O error is the source");
+        assert_eq!(cause.to_string(), "denied");
+        assert_eq!(
+            io.to_string(),
+            "store unavailable: journal /x: appending: denied"
+        );
+        let refused = redis::RedisError::from(std::io::Error::new(
+            std::io::ErrorKind::ConnectionRefused,
+            "connection refused",
+        ));
+        let e = Error::from(refused);
+        assert!(e.source().is_some(), "{e:?}");
+        assert!(e.is_unavailable() && io.is_unavailable());
+    }
+}

@@ -129,7 +129,7 @@ impl Running {
     pub async fn run(self) -> Result<usize> {
         self.server
             .await
-            .map_err(|e| Error::Unavailable(format!("HTTP server: {e}")))?;
+            .map_err(|e| Error::io("HTTP server", e))?;
         tracing::info!(
             grace_ms = crate::num::duration_ms(self.grace),
             "HTTP stopped; draining running jobs"

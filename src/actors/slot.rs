@@ -957,7 +957,7 @@ impl SlotActor {
                     }
                     SettleEnd::Applied { rescheduled }
                 }
-                Err(e @ (crate::error::Error::Unavailable(_) | crate::error::Error::StoreFull(_))) => {
+                Err(e) if e.is_unavailable() || matches!(e, crate::error::Error::StoreFull(_)) => {
                     // Nothing of the batch was applied (one atomic step), and the store may
                     // be back in a moment: the outcomes are kept, ahead of those gathered
                     // since, and sent again. Each run's token still decides in the store

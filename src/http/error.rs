@@ -126,7 +126,7 @@ impl From<Error> for ApiError {
             Error::WrongTopicKind { .. } => {
                 ApiError::new(StatusCode::CONFLICT, "wrong_topic_kind", message)
             }
-            Error::Unavailable(_) => ApiError::new(
+            Error::Unavailable(_) | Error::Redis(_) | Error::Io { .. } => ApiError::new(
                 StatusCode::SERVICE_UNAVAILABLE,
                 "store_unavailable",
                 message,

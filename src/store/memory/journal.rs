@@ -380,16 +380,15 @@ pub(super) fn read_each(
     path: &Path,
     mut apply: impl FnMut(Op) -> Result<()>,
 ) -> Result<(usize, Version)> {
-    let reading =
-        |e: std::io::Error| Error::Unavailable(format!("reading journal {}: {e}", path.display()));
+    let reading = |e: std::io::Error| Error::io(format!("reading journal {}", path.display()), e);
     let file = match File::open(path) {
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, Version::V2)),
         Err(e) => {
-            return Err(Error::Unavailable(format!(
-                "opening journal {}: {e}",
-                path.display()
-            )));
+            return Err(Error::io(
+                format!("opening journal {}", path.display()),
+                e,
+            ));
         }
     };
     let size = usize::try_from(file.metadata().map_err(reading)?.len())
@@ -462,11 +461,14 @@ fn cut_torn(path: &Path, at: usize, size: usize, why: &str) -> Result<()> {
         to.sync_all()
     };
     keep().map_err(|e| {
-        Error::Unavailable(format!(
-            "keeping the torn tail of journal {} in {}: {e}; nothing was cut",
-            path.display(),
-            kept.display()
-        ))
+        Error::io(
+            format!(
+                "keeping the torn tail of journal {} in {} (nothing was cut)",
+                path.display(),
+                kept.display()
+            ),
+            e,
+        )
     })?;
     tracing::warn!(journal = %path.display(), offset = at, bytes = size - at, kept = %kept.display(), "dropping a torn last record ({why}): {} bytes at offset {at}, kept in {}", size - at, kept.display());
     let f = OpenOptions::new()
@@ -474,7 +476,7 @@ fn cut_torn(path: &Path, at: usize, size: usize, why: &str) -> Result<()> {
         .open(path)
         .and_then(|f| f.set_len(at as u64).map(|_| f))
         .and_then(|f| f.sync_all());
-    f.map_err(|e| Error::Unavailable(format!("cutting journal {}: {e}", path.display())))
+    f.map_err(|e| Error::io(format!("cutting journal {}", path.display()), e))
 }
 
 /// Opening options that create a file private to its user (0600): journals hold payloads,
@@ -618,7 +620,7 @@ fn refused(path: &Path, e: &std::io::Error) -> Error {
 fn io(path: &Path, what: &str) -> impl Fn(std::io::Error) -> Error {
     let path = path.display().to_string();
     let what = what.to_string();
-    move |e| Error::Unavailable(format!("journal {path}: {what}: {e}"))
+    move |e| Error::io(format!("journal {path}: {what}"), e)
 }
 
 impl Journal {

@@ -51,7 +51,7 @@ fn decodes(body: &[u8]) -> bool {
 
 fn read(path: &Path) -> Result<Vec<u8>> {
     std::fs::read(path)
-        .map_err(|e| Error::Unavailable(format!("reading journal {}: {e}", path.display())))
+        .map_err(|e| Error::io(format!("reading journal {}", path.display()), e))
 }
 
 /// Reads the journal at `path` and reports what it holds; changes nothing. Its verdict is
@@ -114,7 +114,7 @@ pub fn salvage_journal(path: &Path) -> Result<Salvaged> {
     let failed = |what: &str, p: &Path| {
         let what = what.to_string();
         let p = p.display().to_string();
-        move |e: std::io::Error| Error::Unavailable(format!("salvage: {what} {p}: {e}"))
+        move |e: std::io::Error| Error::io(format!("salvage: {what} {p}"), e)
     };
     write_private(&original, &buf).map_err(failed("copying the original to", &original))?;
     let mut out = MAGIC.to_vec();
