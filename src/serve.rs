@@ -127,9 +127,7 @@ impl Running {
     /// Serves until the HTTP server stops (SIGINT, SIGTERM, or `handle().stop()`), then stops
     /// pumping and drains the runtime. Returns the leases given back.
     pub async fn run(self) -> Result<usize> {
-        self.server
-            .await
-            .map_err(|e| Error::io("HTTP server", e))?;
+        self.server.await.map_err(|e| Error::io("HTTP server", e))?;
         tracing::info!(
             grace_ms = crate::num::duration_ms(self.grace),
             "HTTP stopped; draining running jobs"

@@ -1435,11 +1435,7 @@ async fn the_cli_drives_the_api() {
     assert_eq!(view["max_fires_per_s"], 25, "{out}");
     let (code, out, _) = toc(&["topic", "limit", "t", "0", "--json"]).await;
     let view: Value = serde_json::from_str(&out).unwrap();
-    assert_eq!(
-        (code, &view["max_fires_per_s"]),
-        (0, &Value::Null),
-        "{out}"
-    );
+    assert_eq!((code, &view["max_fires_per_s"]), (0, &Value::Null), "{out}");
     let (code, _, _) = toc(&["job", "cancel", "t", "a"]).await;
     assert_eq!(code, 0);
     let (code, _, err) = toc(&["job", "get", "t", "a"]).await;

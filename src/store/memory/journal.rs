@@ -385,10 +385,7 @@ pub(super) fn read_each(
         Ok(f) => f,
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok((0, Version::V2)),
         Err(e) => {
-            return Err(Error::io(
-                format!("opening journal {}", path.display()),
-                e,
-            ));
+            return Err(Error::io(format!("opening journal {}", path.display()), e));
         }
     };
     let size = usize::try_from(file.metadata().map_err(reading)?.len())

@@ -50,8 +50,7 @@ fn decodes(body: &[u8]) -> bool {
 }
 
 fn read(path: &Path) -> Result<Vec<u8>> {
-    std::fs::read(path)
-        .map_err(|e| Error::io(format!("reading journal {}", path.display()), e))
+    std::fs::read(path).map_err(|e| Error::io(format!("reading journal {}", path.display()), e))
 }
 
 /// Reads the journal at `path` and reports what it holds; changes nothing. Its verdict is
