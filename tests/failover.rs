@@ -18,6 +18,7 @@ use serde_json::{Value, json};
 
 use common::process::{Skew, Toc, signal};
 use common::redis_cluster::replication_info;
+use common::runtime::{eventually, quiet, until};
 use common::{RedisCluster, RedisServer};
 
 const TOPIC: &str = "fleet";
@@ -63,18 +64,15 @@ fn batch(prefix: &str, n: usize, size: usize) -> Vec<String> {
 /// acknowledged; what this cannot tell apart is a slow replica and a broken one within
 /// those 20 s.
 async fn confirmed(http: &reqwest::Client, toc: &Toc, ids: &[String], pad: usize) -> Vec<String> {
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        if let Some(ids) = create(http, toc, ids, pad).await {
-            return ids;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "writes are confirmed within 20 s while every replica keeps up: {}",
-            toc.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    eventually(20, || async {
+        create(http, toc, ids, pad).await.ok_or_else(|| {
+            format!(
+                "writes are confirmed while every replica keeps up: {}",
+                toc.log_text()
+            )
+        })
+    })
+    .await
 }
 
 /// Writes batches until one is acknowledged, within `limit` (the service carrying on).
@@ -84,19 +82,19 @@ async fn until_acknowledged(
     prefix: &str,
     limit: Duration,
 ) -> Vec<String> {
-    let deadline = Instant::now() + limit;
-    for n in 0.. {
-        if let Some(ids) = create(http, toc, &batch(prefix, n, 100), 16).await {
-            return ids;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "no write was acknowledged within {limit:?} of the failover: {}",
-            toc.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
-    unreachable!()
+    let n = std::cell::Cell::new(0);
+    eventually(limit.as_secs(), || async {
+        n.set(n.get() + 1);
+        create(http, toc, &batch(prefix, n.get(), 100), 16)
+            .await
+            .ok_or_else(|| {
+                format!(
+                    "no write was acknowledged since the failover: {}",
+                    toc.log_text()
+                )
+            })
+    })
+    .await
 }
 
 /// Every id in `acked` is still in the store (a batch reset to fire now finds each one),
@@ -108,18 +106,19 @@ async fn all_there_and_fire(http: &reqwest::Client, toc: &Toc, acked: &[String])
             .iter()
             .map(|id| json!({"id": id, "delay_ms": 0}))
             .collect();
-        let body: Value = loop {
+        let body: Value = eventually(20, || async {
             let r = http
                 .post(toc.url(&format!("/v1/topics/{TOPIC}/resets")))
                 .json(&json!({"resets": resets}))
                 .send()
                 .await
                 .unwrap();
-            if r.status().as_u16() == 200 {
-                break r.json().await.unwrap();
+            match r.status().as_u16() {
+                200 => Ok(r.json().await.unwrap()),
+                other => Err(format!("the resets were answered {other}")),
             }
-            tokio::time::sleep(Duration::from_millis(200)).await;
-        };
+        })
+        .await;
         missing.extend(
             body["missing"]
                 .as_array()
@@ -136,19 +135,14 @@ async fn all_there_and_fire(http: &reqwest::Client, toc: &Toc, acked: &[String])
         &missing[..missing.len().min(5)]
     );
     let want: HashSet<&str> = acked.iter().map(String::as_str).collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    eventually(60, || async {
         let fired = fired_ids(http, toc).await;
-        let left = want.iter().filter(|id| !fired.contains(**id)).count();
-        if left == 0 {
-            return;
+        match want.iter().filter(|id| !fired.contains(**id)).count() {
+            0 => Ok(()),
+            left => Err(format!("{left} acknowledged jobs did not fire")),
         }
-        assert!(
-            Instant::now() < deadline,
-            "{left} acknowledged jobs did not fire within 60 s"
-        );
-        tokio::time::sleep(Duration::from_millis(250)).await;
-    }
+    })
+    .await
 }
 
 /// The ids of every `job.fired` event of the topic.
@@ -225,14 +219,10 @@ async fn a_lagging_replica_promoted_in_a_cluster_loses_no_acknowledged_job() {
     // The primary dies; the replica, let go, is promoted with what reached it.
     cluster.nodes[primary].stop();
     signal(cluster.nodes[replica].pid(), "CONT");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !replication_info(&cluster.nodes[replica]).contains("role:master") {
-        assert!(
-            Instant::now() < deadline,
-            "the replica was not promoted within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until(30, "the replica's promotion", || async {
+        replication_info(&cluster.nodes[replica]).contains("role:master")
+    })
+    .await;
     // The old primary comes back as the new one's replica, so writes can be confirmed again.
     cluster.nodes[primary].start_again();
     acked.extend(until_acknowledged(&http, &toc, "after", Duration::from_secs(60)).await);
@@ -303,8 +293,7 @@ async fn behind_sentinel_a_killed_primary_loses_no_acknowledged_job() {
         })
         .collect();
     // Start-up: the replica in sync, and every sentinel knowing the replica and the others.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    until(30, "the sentinels settling", || async {
         let synced = replication_info(&replica).contains("master_link_status:up");
         let known = sentinels.iter().all(|s| {
             redis::Client::open(format!("redis://127.0.0.1:{}/", s.port))
@@ -326,15 +315,9 @@ async fn behind_sentinel_a_killed_primary_loses_no_acknowledged_job() {
                         && get("num-other-sentinels").as_deref() == Some("2")
                 })
         });
-        if synced && known {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the sentinels did not settle within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        synced && known
+    })
+    .await;
     let env = [
         ("TOC_STORE", "redis".to_string()),
         ("TOC_REDIS_URL", "redis://127.0.0.1:1/".to_string()),
@@ -358,14 +341,10 @@ async fn behind_sentinel_a_killed_primary_loses_no_acknowledged_job() {
     }
     primary.stop();
     // The sentinels promote the replica; the old primary, back, becomes its replica.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while !replication_info(&replica).contains("role:master") {
-        assert!(
-            Instant::now() < deadline,
-            "the sentinels did not promote the replica within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until(30, "the sentinels' promotion of the replica", || async {
+        replication_info(&replica).contains("role:master")
+    })
+    .await;
     primary.start_again();
     acked.extend(until_acknowledged(&http, &toc, "after", Duration::from_secs(60)).await);
     // Which node is the primary now is not asserted: with a one-second down-after on a
@@ -418,25 +397,19 @@ async fn after_a_redis_outage_mid_drain_every_job_fires_within_seconds_not_a_lea
     // Redis dies 150 ms into the drain and is back a second later, with its data.
     tokio::time::sleep_until((due + Duration::from_millis(150)).into()).await;
     redis.stop();
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    quiet(1_000).await; // Redis stays down for a second of real time
     redis.start_again();
     let back = Instant::now();
     // The visibility timeout is 30 s: a run whose settle was dropped would wait for it.
-    let limit = Duration::from_secs(8);
-    loop {
-        if let Some((s, r)) = counts(&http, &toc).await
-            && s == 0
-            && r == 0
-        {
-            break;
+    eventually(8, || async {
+        match counts(&http, &toc).await {
+            Some((0, 0)) => Ok(()),
+            other => Err(format!(
+                "jobs still scheduled or running after Redis came back: {other:?}"
+            )),
         }
-        assert!(
-            back.elapsed() < limit,
-            "jobs still scheduled or running {limit:?} after Redis came back: {:?}",
-            counts(&http, &toc).await
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     eprintln!(
         "every job fired {:.1} s after Redis was back",
         back.elapsed().as_secs_f64()
@@ -489,25 +462,17 @@ async fn a_primary_without_a_replica_refuses_only_its_own_slots() {
     let replica = (0..6).find(|&i| cluster.primary_of(i).is_some()).unwrap();
     let primary = cluster.primary_of(replica).unwrap();
     cluster.nodes[primary].stop();
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    until(30, "the replica's promotion, the cluster ok", || async {
         let promoted = replication_info(&cluster.nodes[replica]).contains("role:master");
-        let ok = promoted && {
+        promoted && {
             let info: String = redis::cmd("CLUSTER")
                 .arg("INFO")
                 .query(&mut cluster.nodes[replica].conn())
                 .unwrap_or_default();
             info.contains("cluster_state:ok")
-        };
-        if ok {
-            break;
         }
-        assert!(
-            Instant::now() < deadline,
-            "the replica was not promoted within 30 s"
-        );
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    })
+    .await;
     let promoted_at = Instant::now();
     let lone: HashSet<u32> = (0..SLOTS)
         .filter(|s| serves(&cluster.nodes[replica], &format!("toc:{{spread:{s}}}")))
@@ -564,22 +529,17 @@ async fn a_primary_without_a_replica_refuses_only_its_own_slots() {
     );
     // The old primary back, as the lone one's replica: its slots' writes are confirmed again.
     cluster.nodes[primary].start_again();
-    let deadline = Instant::now() + Duration::from_secs(60);
     let id = (0..)
         .map(|k| format!("again-{k}"))
         .find(|id| on_lone(id))
         .unwrap();
-    loop {
-        // 200: the job is there already (an earlier try reached the primary, unconfirmed).
-        if matches!(put(id.clone()).await.0, 200 | 201) {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "writes to its slots not confirmed within 60 s of a replica's return"
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    }
+    // 200: the job is there already (an earlier try reached the primary, unconfirmed).
+    until(
+        60,
+        "a confirmed write to its slots after a replica's return",
+        || async { matches!(put(id.clone()).await.0, 200 | 201) },
+    )
+    .await;
 }
 
 /// A write whose connection is cut while its `WAIT` is pending is answered 503, unconfirmed,
@@ -610,25 +570,29 @@ async fn a_write_whose_connection_is_cut_before_its_wait_answers_is_not_confirme
     });
     // The service's connection blocked in the write's WAIT: cut it.
     let mut admin = redis.conn();
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let id = loop {
-        let clients: String = redis::cmd("CLIENT").arg("LIST").query(&mut admin).unwrap();
-        if let Some(line) = clients.lines().find(|l| l.contains("cmd=wait")) {
-            break line
+    let admin = std::cell::RefCell::new(&mut admin);
+    let id = eventually(10, || async {
+        let clients: String = redis::cmd("CLIENT")
+            .arg("LIST")
+            .query(*admin.borrow_mut())
+            .unwrap();
+        match clients.lines().find(|l| l.contains("cmd=wait")) {
+            Some(line) => Ok(line
                 .split_whitespace()
                 .next()
                 .unwrap()
                 .trim_start_matches("id=")
-                .to_string();
+                .to_string()),
+            None => Err(format!("no WAIT pending: {clients}")),
         }
-        assert!(Instant::now() < deadline, "no WAIT pending: {clients}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    };
+    })
+    .await;
+    let admin = admin.into_inner();
     let _: () = redis::cmd("CLIENT")
         .arg("KILL")
         .arg("ID")
         .arg(&id)
-        .query(&mut admin)
+        .query(admin)
         .unwrap();
     let (status, body) = answer.await.unwrap();
     assert_eq!(status, 503, "never a success: {body}");
@@ -649,11 +613,10 @@ async fn a_write_whose_connection_is_cut_before_its_wait_answers_is_not_confirme
 async fn a_frozen_replica_never_confirms_a_write_even_after_a_reconnection() {
     let primary = RedisServer::start();
     let replica = RedisServer::start_with(&["--replicaof", "127.0.0.1", &primary.port.to_string()]);
-    let deadline = Instant::now() + Duration::from_secs(20);
-    while !replication_info(&replica).contains("master_link_status:up") {
-        assert!(Instant::now() < deadline, "the replica did not link");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    until(20, "the replica's link", || async {
+        replication_info(&replica).contains("master_link_status:up")
+    })
+    .await;
     let dir = tempfile::tempdir().unwrap();
     let env = [
         ("TOC_STORE", "redis".to_string()),
@@ -669,13 +632,12 @@ async fn a_frozen_replica_never_confirms_a_write_even_after_a_reconnection() {
             .json(&json!({"delay_ms": 3_600_000}));
         async move { req.send().await.unwrap().status().as_u16() }
     };
-    let until = Instant::now() + Duration::from_secs(20);
-    while put("warm").await != 201 && put("warm").await != 200 {
-        assert!(
-            Instant::now() < until,
-            "a write confirmed while the replica keeps up"
-        );
-    }
+    until(
+        20,
+        "a confirmed write while the replica keeps up",
+        || async { matches!(put("warm").await, 200 | 201) },
+    )
+    .await;
     signal(replica.pid(), "STOP");
     let mut admin = primary.conn();
     for k in 0..5 {
@@ -691,12 +653,8 @@ async fn a_frozen_replica_never_confirms_a_write_even_after_a_reconnection() {
         assert_eq!(status, 503);
     }
     signal(replica.pid(), "CONT");
-    let until = Instant::now() + Duration::from_secs(20);
-    while !matches!(put("thawed").await, 200 | 201) {
-        assert!(
-            Instant::now() < until,
-            "writes confirmed again once the replica is back"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    until(20, "a confirmed write once the replica is back", || async {
+        matches!(put("thawed").await, 200 | 201)
+    })
+    .await;
 }

@@ -18,6 +18,7 @@ use timeout_center::*;
 
 use common::Engine;
 use common::redis_server::free_port;
+use common::runtime::{eventually, quiet, until};
 
 const T0: Millis = 1_700_000_000_000;
 
@@ -240,22 +241,23 @@ async fn served(http: &reqwest::Client, i: &Instance) -> Option<Vec<(u64, u64)>>
 /// no two instances ever pump a slot under one fence (and the store takes only the newest).
 #[derive(Default)]
 struct FenceWatch {
-    holder: HashMap<(u64, u64), String>,
+    holder: std::cell::RefCell<HashMap<(u64, u64), String>>,
 }
 
 impl FenceWatch {
     /// Looks once; answers which instance serves each slot.
-    async fn look(
-        &mut self,
-        http: &reqwest::Client,
-        all: &[&Instance],
-    ) -> BTreeMap<u64, Vec<String>> {
+    async fn look(&self, http: &reqwest::Client, all: &[&Instance]) -> BTreeMap<u64, Vec<String>> {
         let mut by_slot: BTreeMap<u64, Vec<String>> = BTreeMap::new();
         for i in all {
             for (slot, fence) in served(http, i).await.unwrap_or_default() {
-                let first = self.holder.entry((slot, fence)).or_insert(i.name.clone());
+                let first = self
+                    .holder
+                    .borrow_mut()
+                    .entry((slot, fence))
+                    .or_insert(i.name.clone())
+                    .clone();
                 assert_eq!(
-                    first, &i.name,
+                    first, i.name,
                     "slot {slot} fence {fence} held by two instances"
                 );
                 by_slot.entry(slot).or_default().push(i.name.clone());
@@ -267,28 +269,26 @@ impl FenceWatch {
     /// Waits until the instances serve every slot of the topic, each slot exactly once and
     /// every instance some; answers how long it took.
     async fn settled(
-        &mut self,
+        &self,
         http: &reqwest::Client,
         all: &[&Instance],
         slots: u64,
         within: Duration,
     ) -> Duration {
         let start = Instant::now();
-        loop {
+        eventually(within.as_secs(), || async {
             let by_slot = self.look(http, all).await;
             let owners: HashSet<&String> = by_slot.values().flatten().collect();
             if by_slot.len() as u64 == slots
                 && by_slot.values().all(|o| o.len() == 1)
                 && owners.len() == all.len()
             {
-                return start.elapsed();
+                Ok(start.elapsed())
+            } else {
+                Err(format!("the slots did not settle: {by_slot:?}"))
             }
-            assert!(
-                start.elapsed() < within,
-                "the slots did not settle within {within:?}: {by_slot:?}"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        })
+        .await
     }
 }
 
@@ -368,17 +368,18 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
         .collect();
     let http = reqwest::Client::new();
     for i in &instances {
-        let deadline = Instant::now() + Duration::from_secs(30);
-        while served(&http, i).await.is_none() {
-            assert!(
-                Instant::now() < deadline,
-                "{} did not come up: {}",
-                i.name,
-                std::fs::read_to_string(dir.path().join(format!("{}.log", i.name)))
-                    .unwrap_or_default()
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+        eventually(30, || async {
+            match served(&http, i).await {
+                Some(_) => Ok(()),
+                None => Err(format!(
+                    "{} did not come up: {}",
+                    i.name,
+                    std::fs::read_to_string(dir.path().join(format!("{}.log", i.name)))
+                        .unwrap_or_default()
+                )),
+            }
+        })
+        .await;
     }
     // The topic is created through one instance; the others hear of it.
     let put = http
@@ -388,7 +389,7 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
         .await
         .unwrap();
     assert!(put.status().is_success());
-    let mut watch = FenceWatch::default();
+    let watch = FenceWatch::default();
     let mut slots = SLOTS;
     {
         let all: Vec<&Instance> = instances.iter().collect();
@@ -401,7 +402,7 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
     // Far enough out that every job is scheduled before it is due.
     let due = common::now_ms_u64() + 2_000 + jobs as u64 / 2;
     schedule(&http, &instances, "p1", jobs, |k| due + (k % 1_000) as u64).await;
-    let seen = wait_fired(&http, &instances, &mut watch, "p1-", jobs).await;
+    let seen = wait_fired(&http, &instances, &watch, "p1-", jobs).await;
     let mut late: Vec<u64> = seen
         .iter()
         .map(|(_, at, fired)| fired.saturating_sub(*at))
@@ -430,7 +431,7 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
     );
 
     // Phase 2: a doubling through one instance while heartbeats flow through all three.
-    slots = grow_under_heartbeats(&http, &instances, &mut watch, 2_000).await;
+    slots = grow_under_heartbeats(&http, &instances, &watch, 2_000).await;
 
     // Phase 3: one instance killed with SIGKILL, then jobs scheduled through the others.
     let victim = instances.remove(2);
@@ -456,7 +457,7 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
     );
     let due = common::now_ms_u64() + 2_000 + jobs as u64 / 2;
     schedule(&http, &instances, "p2", jobs, |_| due).await;
-    wait_fired(&http, &instances, &mut watch, "p2-", jobs).await;
+    wait_fired(&http, &instances, &watch, "p2-", jobs).await;
     let stats = get_json(&http, &instances[0].url(&format!("/v1/topics/{TOPIC}"))).await;
     assert_eq!(
         (stats["scheduled"].as_u64(), stats["running"].as_u64()),
@@ -473,7 +474,7 @@ async fn three_instances(store_env: Vec<(&'static str, String)>, jobs: usize) {
 async fn grow_under_heartbeats(
     http: &reqwest::Client,
     instances: &[Instance],
-    watch: &mut FenceWatch,
+    watch: &FenceWatch,
     devices: usize,
 ) -> u64 {
     let ids: Vec<String> = (0..devices).map(|k| format!("dev-{k}")).collect();
@@ -528,7 +529,7 @@ async fn grow_under_heartbeats(
             last.insert(id.clone(), at);
         }
         previous_at = Some(at);
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        quiet(100).await; // heartbeats come a tenth of a second apart
     }
     let slots = grown.unwrap();
     let all: Vec<&Instance> = instances.iter().collect();
@@ -551,13 +552,12 @@ async fn grow_under_heartbeats(
 async fn wait_fired(
     http: &reqwest::Client,
     instances: &[Instance],
-    watch: &mut FenceWatch,
+    watch: &FenceWatch,
     prefix: &str,
     jobs: usize,
 ) -> Vec<(String, u64, u64)> {
     let all: Vec<&Instance> = instances.iter().collect();
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    eventually(60, || async {
         let seen: Vec<_> = fired(http, &instances[0])
             .await
             .into_iter()
@@ -566,16 +566,12 @@ async fn wait_fired(
         let ids: HashSet<&String> = seen.iter().map(|(id, _, _)| id).collect();
         assert_eq!(ids.len(), seen.len(), "a job fired twice");
         if seen.len() == jobs {
-            return seen;
+            return Ok(seen);
         }
-        assert!(
-            Instant::now() < deadline,
-            "only {} of {jobs} {prefix}* fired",
-            seen.len()
-        );
         watch.look(http, &all).await;
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        Err(format!("only {} of {jobs} {prefix}* fired", seen.len()))
+    })
+    .await
 }
 
 #[tokio::test]
@@ -633,24 +629,25 @@ async fn a_process_restarted_under_its_default_name_takes_its_slots_back_at_once
                       "payload": {"url": hook.url(), "body": {"id": "tick"}}});
     first.put_job(&http, "hooks", "tick", &body).await;
     let fired = |hook: &common::process::Receiver| hook.seen().get("tick").map_or(0, Vec::len);
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while fired(&hook) < 2 {
-        assert!(Instant::now() < deadline, "the series never fired");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    until(10, "the series' first two fires", || async {
+        fired(&hook) >= 2
+    })
+    .await;
     common::process::signal(first.pid(), "KILL");
     drop(first);
     let before = fired(&hook);
     let second = Instance::start_unnamed("restarted", port, &env, dir.path()).await;
-    let answered = Instant::now();
-    while fired(&hook) <= before + 1 {
-        assert!(
-            answered.elapsed() < Duration::from_secs(10),
-            "no fire within 10 s of the restart under the same name (the old leases last 60 s): {}",
-            second.log_text()
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    eventually(10, || async {
+        if fired(&hook) > before + 1 {
+            Ok(())
+        } else {
+            Err(format!(
+                "no fire since the restart under the same name (the old leases last 60 s): {}",
+                second.log_text()
+            ))
+        }
+    })
+    .await;
 }
 
 // ---- Figures (not a check) ----
@@ -702,16 +699,17 @@ async fn cluster_figures() {
         }
         let url = |port: u16, path: &str| format!("http://127.0.0.1:{port}{path}");
         for (k, &port) in ports.iter().enumerate() {
-            let deadline = Instant::now() + Duration::from_secs(30);
-            while http.get(url(port, "/health")).send().await.is_err() {
-                let log = dir.path().join(format!("{k}.log"));
-                assert!(
-                    Instant::now() < deadline,
-                    "toc serve did not come up: {}",
-                    std::fs::read_to_string(log).unwrap_or_default()
-                );
-                tokio::time::sleep(Duration::from_millis(50)).await;
-            }
+            eventually(30, || async {
+                match http.get(url(port, "/health")).send().await {
+                    Ok(_) => Ok(()),
+                    Err(_) => Err(format!(
+                        "toc serve did not come up: {}",
+                        std::fs::read_to_string(dir.path().join(format!("{k}.log")))
+                            .unwrap_or_default()
+                    )),
+                }
+            })
+            .await;
             // Every instance serves the topic.
             let r = http
                 .put(url(port, &format!("/v1/topics/{TOPIC}")))
@@ -721,8 +719,8 @@ async fn cluster_figures() {
                 .unwrap();
             assert!(r.status().is_success());
         }
-        // Let ownership settle, then count idle pumps.
-        tokio::time::sleep(Duration::from_secs(6)).await;
+        // Let ownership settle (a few rounds of ownership), then count idle pumps.
+        quiet(6_000).await;
         let pumps = || async {
             let mut total = 0.0;
             for &port in &ports {
@@ -743,7 +741,7 @@ async fn cluster_figures() {
             total
         };
         let before = pumps().await;
-        tokio::time::sleep(Duration::from_secs(5)).await;
+        quiet(5_000).await; // five seconds of an idle fleet
         let idle = (pumps().await - before) / 5.0;
         let mut owned = Vec::new();
         for (k, &port) in ports.iter().enumerate() {
@@ -779,21 +777,19 @@ async fn cluster_figures() {
                 .unwrap();
             assert_eq!(r.status().as_u16(), 200);
         }
-        let wait = due.saturating_sub(common::now_ms_u64());
-        tokio::time::sleep(Duration::from_millis(wait)).await;
+        // Until the burst is due: the real time its jobs were scheduled for.
+        quiet(due.saturating_sub(common::now_ms_u64())).await;
         let start = Instant::now();
         let before = pumps().await;
-        loop {
+        eventually(300, || async {
             let t = get_json(&http, &url(ports[0], &format!("/v1/topics/{TOPIC}"))).await;
             if t["scheduled"] == 0 && t["running"] == 0 {
-                break;
+                Ok(())
+            } else {
+                Err(format!("the burst did not drain: {t}"))
             }
-            assert!(
-                start.elapsed() < Duration::from_secs(300),
-                "the burst did not drain: {t}"
-            );
-            tokio::time::sleep(Duration::from_millis(25)).await;
-        }
+        })
+        .await;
         let took = start.elapsed().as_secs_f64();
         let during = pumps().await - before;
         println!(

@@ -127,37 +127,12 @@ pub async fn events_until(
     .await
 }
 
-/// Checks `probe` every 5 ms until it answers `Ok`, and answers that; fails with its last
-/// `Err` after `secs` seconds. This is the runtime tests' one wait on the wall clock for a
-/// state: a state seen only from outside the runtime (its health, the store, a metric, the
-/// event stream) has no notice to await, and the runtime reaches it in its own time (a
-/// pump's round trip, an ownership round). Fire times are not waited for this way: the
-/// tests that check them drive a `ManualClock`.
-pub async fn eventually<T, F, Fut>(secs: u64, mut probe: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = Result<T, String>>,
-{
-    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
-    loop {
-        match probe().await {
-            Ok(found) => return found,
-            Err(why) => assert!(
-                std::time::Instant::now() < deadline,
-                "not within {secs} s: {why}"
-            ),
-        }
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
-}
-
-/// Lets `ms` of wall time pass, for a test about to show that something did not happen (no
-/// run before its time, no second run): an absence is shown only by a span in which the
-/// runtime, left alone, would have done it. Every caller gives a span many times what the
-/// runtime takes to act on its own.
-pub async fn quiet(ms: u64) {
-    tokio::time::sleep(Duration::from_millis(ms)).await;
-}
+/// The runtime tests wait as every test does (`toc_testkit::wait`): a state seen only from
+/// outside the runtime (its health, the store, a metric, the event stream) has no notice to
+/// await, and the runtime reaches it in its own time (a pump's round trip, an ownership
+/// round). Fire times are not waited for this way: the tests that check them drive a
+/// `ManualClock`.
+pub use toc_testkit::wait::{eventually, quiet, until};
 
 pub fn names(events: &[Event]) -> Vec<String> {
     events.iter().map(|e| e.event.clone()).collect()

@@ -9,11 +9,14 @@
 //! - [`delay_proxy`]: a slow Redis on loopback (a TCP proxy that delays each read).
 //! - [`process`]: `toc serve` as a real process (under libfaketime when a test skews its
 //!   clock), a webhook receiver, signals.
+//! - [`wait`]: the one way tests wait: `eventually` a state holds, `quiet` while nothing
+//!   should happen.
 
 pub mod delay_proxy;
 pub mod process;
 pub mod redis_cluster;
 pub mod redis_server;
+pub mod wait;
 
 pub use redis_cluster::RedisCluster;
 pub use redis_server::{RedisServer, free_port};
