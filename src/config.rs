@@ -93,16 +93,8 @@ pub struct Settings {
     pub otel: OtelSettings,
 }
 
-/// OpenTelemetry traces (`crate::otel`): off while `endpoint` is empty and no `OTEL_*`
-/// variable names a collector.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct OtelSettings {
-    /// The OTLP/HTTP collector's base URL; spans go to its `/v1/traces`.
-    pub endpoint: String,
-    /// The share of traces started here that are recorded (0 to 1).
-    pub sample_ratio: f64,
-}
+/// `[otel]`: kept with the traces it sets (`crate::otel`).
+pub use crate::otel::OtelSettings;
 
 /// Limits the operator sets on what callers may ask; every refusal is a 4xx naming the
 /// limit and its setting, and changes nothing.

@@ -17,10 +17,20 @@ use opentelemetry::trace::{
 use opentelemetry_sdk::trace::{Sampler, SdkTracerProvider, Tracer};
 use tracing_opentelemetry::OpenTelemetrySpanExt;
 
-use crate::config::OtelSettings;
 use crate::error::{Error, Result};
 use crate::model::Job;
 use crate::time::Millis;
+
+/// `[otel]`, the traces this module sends: off while `endpoint` is empty and no `OTEL_*`
+/// variable names a collector.
+#[derive(Debug, Clone, serde::Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct OtelSettings {
+    /// The OTLP/HTTP collector's base URL; spans go to its `/v1/traces`.
+    pub endpoint: String,
+    /// The share of traces started here that are recorded (0 to 1).
+    pub sample_ratio: f64,
+}
 
 /// The exporter's provider, flushed and stopped when dropped (at the end of `toc serve`).
 pub(crate) struct Traces(Option<SdkTracerProvider>);

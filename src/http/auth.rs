@@ -21,7 +21,6 @@ use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forwar
 use futures_util::future::LocalBoxFuture;
 
 use super::error::ApiError;
-use super::guard::ProtectOps;
 use crate::access::{self, Grant, Scope};
 use crate::config::Settings;
 
@@ -211,3 +210,8 @@ where
         Box::pin(async move { service.call(req).await.map(|r| r.map_into_left_body()) })
     }
 }
+
+/// Set on a request by the outer middleware when `auth_health_and_metrics` is on: the
+/// guard then asks a token of `/health` and `/metrics` too.
+#[derive(Clone, Copy)]
+pub(crate) struct ProtectOps;

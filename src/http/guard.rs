@@ -170,7 +170,7 @@ where
             let ext = req.extensions();
             // The outer middleware always says who the caller is; without it, nobody.
             let caller = ext.get::<Caller>().unwrap_or(&Caller::Anonymous);
-            let protect_ops = ext.get::<ProtectOps>().is_some();
+            let protect_ops = ext.get::<super::auth::ProtectOps>().is_some();
             let topic = matched_topic(&req);
             self.need
                 .judge(caller, req.method().as_str(), topic.as_deref(), protect_ops)
@@ -183,10 +183,6 @@ where
         Box::pin(async move { service.call(req).await.map(|r| r.map_into_left_body()) })
     }
 }
-
-/// Set on a request by the outer middleware when `auth_health_and_metrics` is on.
-#[derive(Clone, Copy)]
-pub(crate) struct ProtectOps;
 
 /// A token's grant as the handlers see it.
 pub(crate) fn granted(req: &HttpRequest) -> Option<Granted> {

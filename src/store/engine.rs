@@ -12,7 +12,6 @@ use std::sync::Arc;
 use async_trait::async_trait;
 use tokio::sync::mpsc;
 
-use super::WakeNotice;
 use super::event_id::EventId;
 use super::record::Record;
 use crate::error::Result;
@@ -491,4 +490,80 @@ pub(crate) trait FlowControl: Send + Sync + 'static {
         limits: &crate::flow::FlowLimits,
         now: Millis,
     ) -> Result<super::flow::FlowState>;
+}
+
+/// What `own` found: the slot is this instance's, under a fence, or another's.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub enum Ownership {
+    /// The instance owns the slot until its lease runs out; its pumps carry `fence`.
+    Owned {
+        /// The lease's fence: it only grows, and a pump with any other is refused.
+        fence: u64,
+    },
+    /// Another instance holds a lease that has not run out.
+    Held {
+        /// The instance holding it.
+        by: String,
+        /// When its lease runs out, unless renewed.
+        until: Millis,
+    },
+}
+
+/// The id an owner lease carries: an instance's name and one process's incarnation,
+/// `name:incarnation`. A lease whose id has the same name but another incarnation belongs to
+/// an earlier process under that name (one restarted): `own` takes it over at once, under a
+/// new fence, rather than wait for it to run out. A plain name (no incarnation) is an id too.
+pub(crate) fn owner_id(instance: &str, incarnation: u64) -> String {
+    format!("{instance}:{incarnation:016x}")
+}
+
+/// The instance name of an owner id (`owner_id`), or the id itself when it is a plain name.
+pub(crate) fn owner_name(id: &str) -> &str {
+    id.split_once(':').map_or(id, |(name, _)| name)
+}
+
+/// A notice that a slot has a job due at `at`, earlier than the slot may be sleeping.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct WakeNotice {
+    /// The topic.
+    pub topic: String,
+    /// The slot.
+    pub slot: u32,
+    /// When its earliest job is due.
+    pub at: Millis,
+}
+
+impl WakeNotice {
+    /// The slot number of a notice that names no slot: the topic's settings changed (a
+    /// doubling) or an instance began serving it, and the others read them anew.
+    pub const TOPIC: u32 = u32::MAX;
+
+    /// The slot number of a notice the listener makes itself, naming no topic: notices may
+    /// have been lost (its connection was remade, or it hears none at all), so the slots'
+    /// heads are read anew.
+    pub const RESYNC: u32 = u32::MAX - 1;
+
+    /// The listener's own notice that notices may have been lost.
+    pub fn resync() -> Self {
+        WakeNotice {
+            topic: String::new(),
+            slot: Self::RESYNC,
+            at: 0,
+        }
+    }
+
+    /// The pub/sub message form: `slot:at`.
+    pub fn encode(&self) -> String {
+        format!("{}:{}", self.slot, self.at)
+    }
+
+    /// Reads a pub/sub message of `topic`; `None` when it is not a notice.
+    pub fn decode(topic: &str, text: &str) -> Option<Self> {
+        let (slot, at) = text.split_once(':')?;
+        Some(WakeNotice {
+            topic: topic.to_string(),
+            slot: slot.parse().ok()?,
+            at: at.parse().ok()?,
+        })
+    }
 }

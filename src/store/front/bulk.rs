@@ -16,7 +16,7 @@ const WALK_PAGE: usize = 1_000;
 const MAX_WALKS: usize = 5;
 /// How many jobs a filtered listing reads at most for one page: a page of a rare label may
 /// come back short (even empty) with a `next` to go on from.
-const LIST_READ_MAX: usize = 10 * crate::store::MAX_PAGE;
+const LIST_READ_MAX: usize = 10 * super::MAX_PAGE;
 
 /// Which jobs a bulk operation takes: those with `label` (any when `None`) whose fire time is
 /// within `from..=to`.
@@ -51,7 +51,7 @@ impl Store {
         q: &super::ListQuery,
         label: &LabelFilter,
     ) -> Result<JobPage> {
-        let limit = q.limit.clamp(1, crate::store::MAX_PAGE);
+        let limit = q.limit.clamp(1, super::MAX_PAGE);
         let mut items = Vec::new();
         let mut cursor = q.cursor.clone();
         let mut read = 0;
@@ -61,7 +61,7 @@ impl Store {
                     topic,
                     &super::ListQuery {
                         cursor: cursor.clone(),
-                        limit: crate::store::MAX_PAGE,
+                        limit: super::MAX_PAGE,
                         label: None,
                         ..q.clone()
                     },

@@ -1,7 +1,7 @@
 //! The store's membership: the registry of instances and each slot's owner lease.
 
 use crate::error::Result;
-use crate::store::Ownership;
+use crate::store::engine::Ownership;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 use crate::validate;

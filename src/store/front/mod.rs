@@ -32,6 +32,9 @@ use crate::time::{SharedClock, SteadyClock};
 use crate::topic::TopicConfig;
 use crate::validate;
 
+/// Largest page of dead letters or events one call returns.
+pub const MAX_PAGE: usize = 1_000;
+
 /// A store of jobs: topics, their slots' jobs, dead letters and events, on the engine it was
 /// made with (`Store::memory`, `Store::open_memory`, `Store::redis`,
 /// `Store::redis_cluster`, `Store::open_redis`). Every method that changes a job is atomic

@@ -1,9 +1,9 @@
 //! The store's listings, dead letters, counts and events.
 
+use super::MAX_PAGE;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::model::{DeadCursor, DeadPage, JobPage, JobRef, JobState, ListCursor, TopicStats};
-use crate::store::MAX_PAGE;
 use crate::store::engine::{DeadEntry, Stored};
 use crate::store::event_id::EventId;
 use crate::time::Millis;

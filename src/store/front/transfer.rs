@@ -13,7 +13,7 @@ use crate::topic::TopicConfig;
 use crate::transfer::Line;
 
 /// Jobs read from a slot per call.
-const PAGE: usize = crate::store::MAX_PAGE;
+const PAGE: usize = super::MAX_PAGE;
 
 /// What a batch of an import wrote.
 pub(crate) struct Imports {

@@ -3,8 +3,8 @@
 use async_trait::async_trait;
 
 use crate::error::Result;
-use crate::store::Ownership;
 use crate::store::engine::Membership;
+use crate::store::engine::Ownership;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 

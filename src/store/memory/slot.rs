@@ -17,8 +17,8 @@ use crate::model::{
 use crate::store::engine::{
     DeadEntry, Handed, Imported, Refired, SlotPumped, SlotReset, SlotScheduled, Stored,
 };
+use crate::store::engine::{Ownership, owner_name};
 use crate::store::record::Record;
-use crate::store::{Ownership, owner_name};
 use crate::time::Millis;
 
 /// A job id, held in its entry: up to 24 bytes inline (a device id, a numbered job), longer

@@ -15,8 +15,8 @@ use tokio::sync::mpsc;
 use super::reply::text;
 use super::{RedisEngine, SentinelConnection};
 use crate::error::{Error, Result};
-use crate::store::WakeNotice;
 use crate::store::engine::WakeBus;
+use crate::store::engine::WakeNotice;
 use crate::store::keys::{parse_slot_wake_channel, slot_wake_channel, wake_channel};
 use crate::topic::TopicConfig;
 

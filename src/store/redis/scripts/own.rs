@@ -5,7 +5,7 @@ use redis::Value;
 use super::super::reply::Reply;
 use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
-use crate::store::Ownership;
+use crate::store::engine::Ownership;
 use crate::store::keys::SlotKeys;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
