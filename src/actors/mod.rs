@@ -2,15 +2,12 @@
 //! [`slot::SlotActor`] per (topic, slot); slot actors hand jobs to one
 //! [`handler::HandlerActor`] per job type.
 
-mod flow_gate;
 pub(crate) mod handler;
 pub(crate) mod keeper;
-pub(crate) mod lead;
 pub(crate) mod messages;
 pub(crate) mod owners;
 pub(crate) mod runtime;
 pub(crate) mod slot;
-mod slot_core;
 
 pub use messages::SlotHealth;
 pub(crate) use runtime::Runtime;

@@ -85,7 +85,7 @@ pub(crate) struct Runtime {
     /// slot again only when this moved (or the membership changed, or a backstop round).
     pub slot_changes: std::sync::atomic::AtomicU64,
     /// Rung when a run here ends its room on a flow key, for the slots waiting on it.
-    pub flow_bells: super::flow_gate::FlowBells,
+    pub flow_bells: super::slot::flow_gate::FlowBells,
 }
 
 /// This instance's name: `runtime.instance`, or one made from host, process and a random

@@ -1,5 +1,5 @@
 //! Sleeping slots. A slot actor at rest (nothing in flight or owed, rule 7 of
-//! `slot_core.rs`) whose next time is further ahead than `runtime.dormant_after_ms` says
+//! `slot/core.rs`) whose next time is further ahead than `runtime.dormant_after_ms` says
 //! so (`SlotIdle`); the keeper asks it to sleep (`Sleep`), forwarding it nothing until it
 //! answers, and, if it agrees, drops its address: the actor stops, and the slot is held
 //! here as its fence, its status and its next time, which one keeper timer serves for every

@@ -1,0 +1,478 @@
+//! The slot actor: a Reactor dispatcher for one (topic, slot). It sleeps until its slot next
+//! needs attention (the earliest due job or lease deadline, as `pump` reports it; with
+//! none, it holds no timer), or until told of an earlier job (a wake notice, or the
+//! instance's safety net); pumps a bounded batch; hands each job
+//! to its type's handler actor; and turns outcomes into ack, retry, repeat or dead letter.
+//! It never runs business code itself.
+//!
+//! Outcomes are settled in batches: every outcome that arrived while the previous settle
+//! was in flight goes to the store in one call, which applies them and appends their events
+//! in one atomic step (`Store::settle`). Under load that is one script per slot per batch.
+//!
+//! The batch window (`runtime.batch_window_ms`) makes batches of fires spread in time: a
+//! pump also leases what falls due within the window past its next fire time (each job
+//! held until its own), and an outcome waits up to the window for those of the slot's
+//! other runs, so that at 10,000 fires/s a pump and a settle carry several fires each.
+//!
+//! The wing's files: `core.rs` the slot's states and numbered rules (no actix, tested
+//! alone); this file the actor, its helpers and its message handlers; `pump.rs` what a pump
+//! asks the store and the runs it takes in; `runs.rs` each run to its handler, now or at its
+//! fire time; `flow.rs` a limited key's line (`flow_gate.rs`), a key past its share sent
+//! back or set aside; `leases.rs` the lease sweep; `settle.rs` outcomes in batches;
+//! `lead.rs` how far ahead of a fire its pump goes.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures_util::future::Either;
+use tokio::sync::watch;
+
+pub(crate) mod core;
+mod flow;
+pub(crate) mod flow_gate;
+pub(crate) mod lead;
+mod leases;
+mod pump;
+mod runs;
+mod settle;
+
+use self::core::{AfterPump, PumpEnd, SettleEnd, SettleWhen, SlotCore};
+use self::flow_gate::{FlowGate, POLL_MS, member};
+use self::lead::Lead;
+use super::handler::LocalHandlers;
+use super::messages::{
+    Drain, Halt, Pump, Refence, Retune, RunJob, RunReport, Sleep, SlotHealth, SlotIdle, Wake,
+};
+use super::runtime::Runtime;
+use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
+use crate::model::{Finished, Leased, Pumped, RunOutcome, Settlement};
+use crate::time::Millis;
+use crate::topic::TopicConfig;
+
+pub(crate) struct SlotActor {
+    topic: Arc<TopicConfig>,
+    slot: u32,
+    /// The owner lease's fence this actor pumps under (see `Store::own`).
+    fence: u64,
+    /// What the slot is doing (pumping, settling, its batch window): `core.rs`, whose
+    /// answers this actor carries out.
+    core: SlotCore,
+    rt: Arc<Runtime>,
+    /// Shared with the slot keeper, which reads it for `/health`.
+    status: Arc<Mutex<SlotHealth>>,
+    /// Runs handed to their handler whose report has not come back, by job id, each with
+    /// the lease deadline it holds now (`sweep_leases` moves it). Hashed with foldhash: a
+    /// burst inserts and removes an id per run.
+    running: HashMap<String, Arc<Leased>, foldhash::fast::RandomState>,
+    /// Reported outcomes waiting for the next settle.
+    outcomes: Vec<Settlement>,
+    /// Runs not yet settled in the store (running, waiting, settling), for `Drain` to wait on.
+    in_flight: watch::Sender<usize>,
+    /// A pump is in flight (the core's state, published). Its answer holds the runs the
+    /// store leased to this actor, which `Drain` waits for: stopped before it, they would
+    /// stay leased to no one until their lease ran out.
+    pumping: watch::Sender<bool>,
+    /// The pending wake-up and its instant.
+    timer: Option<(SpawnHandle, Millis)>,
+    /// The batch window's timer, while it is open.
+    flush: Option<SpawnHandle>,
+    /// The lease sweep's timer, set only while runs are out (an idle slot holds no timer,
+    /// issue 48).
+    lease_sweep: Option<SpawnHandle>,
+    /// Where this actor tells the slot keeper it is at rest (`offer_sleep`).
+    keeper: Recipient<SlotIdle>,
+    /// It told the keeper it is at rest and has not been answered busy since.
+    offered: bool,
+    /// It agreed to sleep: it stops when the keeper drops its address, which is no change
+    /// of ownership (the keeper holds the slot).
+    asleep: bool,
+    /// How long before their fire time this slot's pumps lease jobs: `runtime.fire_lead_ms`,
+    /// longer while the store answers slowly (see `super::lead`).
+    lead: Lead,
+    /// This topic's metric handles, looked up once rather than per job.
+    fired: prometheus::IntCounter,
+    fired_after_pump: prometheus::IntCounter,
+    lateness: prometheus::Histogram,
+    pump_batch: prometheus::Histogram,
+    pump_seconds: prometheus::Histogram,
+    pump_lead: prometheus::Histogram,
+    retried: prometheus::IntCounter,
+    dead: prometheus::IntCounter,
+    /// Handler durations by job type, each looked up once.
+    handler_durations: HashMap<String, prometheus::Histogram>,
+    /// The job types' actors on this actor's thread.
+    handlers: LocalHandlers,
+    /// Due runs waiting for room on their flow key (`flow_gate.rs`).
+    gate: FlowGate,
+    /// The topic's flow metrics (waiting jobs, wait), looked up at the first wait: a topic
+    /// without flow limits has no series of them.
+    flow_metrics: Option<(prometheus::IntGauge, prometheus::Histogram)>,
+}
+
+impl SlotActor {
+    pub(crate) fn new(
+        topic: Arc<TopicConfig>,
+        slot: u32,
+        fence: u64,
+        rt: Arc<Runtime>,
+        status: Arc<Mutex<SlotHealth>>,
+        handlers: LocalHandlers,
+        keeper: Recipient<SlotIdle>,
+    ) -> Self {
+        let m = &rt.metrics;
+        let name = [topic.name.as_str()];
+        let lead = Lead::new(rt.settings.fire_lead_ms, rt.settings.fire_lead_max_ms);
+        SlotActor {
+            fence,
+            core: SlotCore::default(),
+            lead,
+            fired: m.fired.with_label_values(&name),
+            fired_after_pump: m.fired_after_pump.with_label_values(&name),
+            lateness: m.lateness.with_label_values(&name),
+            pump_batch: m.pump_batch.with_label_values(&name),
+            pump_seconds: m.pump_seconds.with_label_values(&name),
+            pump_lead: m.pump_lead.with_label_values(&name),
+            retried: m.retried.with_label_values(&name),
+            dead: m.dead.with_label_values(&name),
+            handler_durations: HashMap::new(),
+            handlers,
+            gate: FlowGate::default(),
+            flow_metrics: None,
+            topic,
+            slot,
+            rt,
+            status,
+            running: HashMap::default(),
+            outcomes: Vec::new(),
+            in_flight: watch::channel(0).0,
+            pumping: watch::channel(false).0,
+            timer: None,
+            flush: None,
+            lease_sweep: None,
+            keeper,
+            offered: false,
+            asleep: false,
+        }
+    }
+
+    /// Tells the keeper's next ownership round to look at every slot (this one was fenced
+    /// or stopped).
+    fn slot_changed(&self) {
+        self.rt
+            .slot_changes
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    fn set_status(&self, f: impl FnOnce(&mut SlotHealth)) {
+        f(&mut self.status.lock().expect("slot status lock"));
+    }
+
+    fn cancel_timer(&mut self, ctx: &mut Context<Self>) {
+        if let Some((handle, _)) = self.timer.take() {
+            ctx.cancel_future(handle);
+        }
+        self.set_status(|s| s.armed_at = None);
+    }
+
+    /// Sleeps until `next_at`; with none, holds no timer at all. A job written after the
+    /// pump that told `next_at` wakes the slot by its notice, and one whose notice was lost
+    /// is found by the instance's safety net (the keeper's `safety_net`), not by a poll of
+    /// each slot's own.
+    fn arm(&mut self, next_at: Option<Millis>, ctx: &mut Context<Self>) {
+        self.cancel_timer(ctx);
+        let Some(at) = next_at else {
+            return;
+        };
+        // To the microsecond: the job is due at the start of its millisecond.
+        let wake = self
+            .rt
+            .clock
+            .until(at * 1_000)
+            .into_actor(self)
+            .map(|_, act, ctx| {
+                act.timer = None;
+                act.set_status(|s| s.armed_at = None);
+                act.pump(ctx);
+            });
+        let handle = ctx.spawn(wake);
+        self.timer = Some((handle, at));
+        self.set_status(|s| s.armed_at = Some(at));
+    }
+
+    /// Nothing of the slot's is in flight or owed, and its next time is further ahead than
+    /// `runtime.dormant_after_ms` (or there is none): it may sleep, its keeper holding that
+    /// time (rule 7 of `core.rs`).
+    fn may_sleep(&self) -> bool {
+        let horizon = self
+            .rt
+            .clock
+            .now()
+            .saturating_add(crate::num::millis(self.rt.settings.dormant_after_ms));
+        self.core.at_rest()
+            && self.unsettled() == 0
+            && self.flush.is_none()
+            && self.timer.is_none_or(|(_, at)| at > horizon)
+    }
+
+    /// Tells the keeper, once, that the slot may sleep; it answers with `Sleep`.
+    fn offer_sleep(&mut self) {
+        if self.offered || !self.may_sleep() {
+            return;
+        }
+        self.offered = true;
+        self.keeper.do_send(SlotIdle {
+            topic: self.topic.name.clone(),
+            slot: self.slot,
+        });
+    }
+
+    /// Publishes whether a pump is in flight (for `Drain`).
+    fn publish_pumping(&self) {
+        self.pumping.send_replace(self.core.pump_in_flight());
+    }
+
+    fn unsettled(&self) -> usize {
+        self.running.len() + self.outcomes.len() + self.core.settling_runs()
+    }
+
+    /// Runs a pump may lease now: runs waiting for room on their flow key do not count
+    /// (other keys' jobs are not held behind them) until they reach
+    /// `runtime.flow_max_waiting`. One key holds at most `runtime.flow_max_waiting_per_key`
+    /// of them (`defer`), so it takes many keys without room to reach it.
+    fn capacity(&self) -> usize {
+        let waiting = self.gate.len();
+        if waiting >= self.rt.settings.flow_max_waiting {
+            return 0;
+        }
+        self.rt
+            .settings
+            .pump_batch
+            .saturating_sub(self.unsettled().saturating_sub(waiting))
+    }
+
+    fn track(&mut self) {
+        let n = self.unsettled();
+        self.in_flight.send_replace(n);
+        let (waiting, oldest) = (self.gate.len(), self.gate.oldest());
+        self.set_status(|s| {
+            s.in_flight = n;
+            s.flow_waiting = waiting;
+            s.flow_oldest_wait = oldest;
+        });
+    }
+
+    /// How long before their fire time this slot's pumps lease jobs now (`runtime.fire_lead_ms`,
+    /// up to `runtime.fire_lead_max_ms` while the store answers slowly). A run's lease counts
+    /// from its pump, so what the lead grows by is kept within a tenth of the topic's
+    /// visibility timeout: a handler keeps nine tenths of it, at least, after its fire time.
+    fn lead(&self) -> Millis {
+        let floor = crate::num::millis(self.rt.settings.fire_lead_ms);
+        let tenth = crate::num::millis(self.topic.visibility_timeout_ms / 10);
+        self.lead
+            .ms(std::time::Instant::now())
+            .min(tenth.max(floor))
+    }
+
+    /// How far past its next fire time a pump also leases jobs, and how long an outcome may
+    /// wait for the slot's other runs (`runtime.batch_window_ms`).
+    fn window(&self) -> Millis {
+        crate::num::millis(self.rt.settings.batch_window_ms)
+    }
+}
+
+impl Actor for SlotActor {
+    type Context = Context<Self>;
+
+    fn started(&mut self, ctx: &mut Context<Self>) {
+        self.set_status(|s| s.alive = true);
+        self.pump(ctx);
+    }
+
+    fn stopped(&mut self, _: &mut Context<Self>) {
+        self.set_status(|s| s.alive = false);
+        if !self.asleep {
+            self.slot_changed();
+        }
+    }
+}
+
+impl Supervised for SlotActor {
+    fn restarting(&mut self, _: &mut Context<Self>) {
+        // Runs in flight were dropped with the old context; their leases expire and the jobs
+        // run again (at least once).
+        self.running.clear();
+        self.outcomes.clear();
+        // The old context's timers are gone with it.
+        self.lease_sweep = None;
+        self.offered = false;
+        self.core.restarted();
+        self.track();
+        self.publish_pumping();
+        self.timer = None;
+        self.flush = None;
+        self.set_status(|s| {
+            s.restarts += 1;
+            s.armed_at = None;
+        });
+    }
+}
+
+impl Handler<Pump> for SlotActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Pump, ctx: &mut Context<Self>) {
+        self.pump(ctx);
+    }
+}
+
+impl Handler<Retune> for SlotActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Retune, ctx: &mut Context<Self>) {
+        let resumed = self.topic.paused && !msg.0.paused;
+        self.topic = msg.0;
+        if self.topic.paused && self.gate.len() > 0 {
+            // Paused: nothing fires, so what waits for room goes back to the store.
+            self.give_back_waiting(ctx);
+            self.settle_soon(ctx);
+        }
+        if resumed {
+            // What came due while paused fires now, in fire-time order (the pump's order).
+            self.pump(ctx);
+        }
+    }
+}
+
+impl Handler<Wake> for SlotActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Wake, ctx: &mut Context<Self>) {
+        // Pumped a lead before its fire time, as the pump's own next time is.
+        let pump_at = msg.at.saturating_sub(self.lead());
+        if !self.core.woken(pump_at) {
+            return;
+        }
+        match self.timer {
+            Some((_, at)) if at <= pump_at => {}
+            _ => self.arm(Some(pump_at), ctx),
+        }
+    }
+}
+
+impl Handler<Sleep> for SlotActor {
+    type Result = Option<Option<Millis>>;
+
+    /// The keeper forwards nothing to a slot it asked to sleep until it answers, so every
+    /// wake it was told is in the timer by now.
+    fn handle(&mut self, _: Sleep, ctx: &mut Context<Self>) -> Option<Option<Millis>> {
+        self.offered = false;
+        if !self.may_sleep() {
+            return None;
+        }
+        let next = self.timer.map(|(_, at)| at);
+        self.cancel_timer(ctx);
+        if let Some(sweep) = self.lease_sweep.take() {
+            ctx.cancel_future(sweep);
+        }
+        self.asleep = true;
+        Some(next)
+    }
+}
+
+impl Handler<Refence> for SlotActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: Refence, ctx: &mut Context<Self>) {
+        self.fence = msg.0;
+        self.core.refenced();
+        self.set_status(|s| {
+            s.fence = msg.0;
+            s.fenced = false;
+        });
+        self.pump(ctx);
+    }
+}
+
+impl Handler<Halt> for SlotActor {
+    type Result = ();
+
+    fn handle(&mut self, _: Halt, ctx: &mut Context<Self>) {
+        // Outcomes waiting for the batch window are settled all the same, outside the
+        // actor (its futures stop with it), so that their jobs are not run again.
+        if !self.outcomes.is_empty() && !self.core.settle_backing_off() {
+            let batch = std::mem::take(&mut self.outcomes);
+            let (store, topic, slot, now) = (
+                self.rt.store.clone(),
+                self.topic.name.clone(),
+                self.slot,
+                self.rt.clock.now(),
+            );
+            actix::spawn(async move {
+                if let Err(e) = store.settle(&topic, slot, &batch, now).await {
+                    tracing::warn!(topic, slot, error = %e, "could not settle runs at a halt; their leases expire and they run again");
+                }
+            });
+        }
+        ctx.stop();
+    }
+}
+
+impl Handler<Drain> for SlotActor {
+    type Result = ResponseActFuture<Self, usize>;
+
+    fn handle(&mut self, msg: Drain, ctx: &mut Context<Self>) -> Self::Result {
+        self.core.drain();
+        self.cancel_timer(ctx);
+        // Runs waiting for room on their flow key go back to the store rather than wait.
+        self.give_back_waiting(ctx);
+        // Outcomes waiting for the batch window go now.
+        self.settle(ctx);
+        let until = tokio::time::Instant::now() + msg.grace;
+        let (mut pump, mut idle) = (self.pumping.subscribe(), self.in_flight.subscribe());
+        let wait = async move {
+            // A pump in flight is waited for whatever the grace (the store's response timeout
+            // bounds it): the runs it leased are run, or given back below.
+            let _ = pump.wait_for(|pumping| !*pumping).await;
+            let _ = tokio::time::timeout_at(until, idle.wait_for(|n| *n == 0)).await;
+        };
+        Box::pin(wait.into_actor(self).then(|_, act, _| {
+            let left: Vec<Leased> = act.running.values().map(|lease| (**lease).clone()).collect();
+            let (store, topic, slot, now) = (act.rt.store.clone(), act.topic.name.clone(), act.slot, act.rt.clock.now());
+            async move {
+                let batch: Vec<Settlement> = left
+                    .into_iter()
+                    .map(|lease| Settlement::new(lease, RunOutcome::Release, now))
+                    .collect();
+                match store.settle(&topic, slot, &batch, now).await {
+                    Ok(done) => {
+                        let given_back: Vec<(String, u64)> = batch
+                            .iter()
+                            .zip(&done)
+                            .filter(|(_, f)| **f == Finished::Released)
+                            .map(|(s, _)| (s.run.job.id.clone(), s.run.token))
+                            .collect();
+                        given_back
+                    }
+                    Err(e) => {
+                        tracing::warn!(topic, slot, error = %e, "could not give back leases; they expire instead");
+                        Vec::new()
+                    }
+                }
+            }
+            .into_actor(act)
+            .map(|given_back, act, _| {
+                // Runs given back are the store's again: a job held for its fire time (the
+                // lead) must not start here when that time comes.
+                for (id, token) in &given_back {
+                    if act.running.get(id).is_some_and(|run| run.token == *token) {
+                        act.running.remove(id);
+                    }
+                }
+                act.track();
+                given_back.len()
+            })
+        }))
+    }
+}
