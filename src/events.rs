@@ -106,7 +106,7 @@ impl Event {
     /// `settle.lua`, which finishes it once it knows the run's result. Written from the
     /// run's fields by reference, in `Event`'s order: a burst's settle builds one per run,
     /// and building an `Event` and a JSON tree to cut fields from cost the runtime's thread a
-    /// sixth of its time (BENCHMARKS.md).
+    /// sixth of its time (docs/bench/history.md, burst).
     pub fn head_json(s: &Settlement) -> String {
         let job = &s.run.job;
         Head {

@@ -338,6 +338,28 @@ pub(super) fn commands(command: &str, s: &super::Sizes) -> String {
 /// Where BENCHMARKS.md's hand-written part begins: `all` keeps what follows it.
 pub(super) const HAND_WRITTEN: &str = "<!-- Hand-written below this line";
 
+/// BENCHMARKS.md's headline (the median of several runs), hand-written between these two
+/// lines at the top: `all` keeps it there, above the tables of its own run.
+pub(super) const HEADLINE: (&str, &str) = (
+    "<!-- Headline: hand-written",
+    "<!-- End of the headline. -->",
+);
+
+/// The kept parts of the BENCHMARKS.md a run replaces: its headline block, and its
+/// hand-written part (each empty when the file has none).
+fn kept(old: &str) -> (&str, &str) {
+    let headline = old
+        .find(HEADLINE.0)
+        .and_then(|a| {
+            old[a..]
+                .find(HEADLINE.1)
+                .map(|b| &old[a..a + b + HEADLINE.1.len()])
+        })
+        .unwrap_or("");
+    let hand = old.find(HAND_WRITTEN).map_or("", |at| &old[at..]);
+    (headline, hand)
+}
+
 /// Where `all` publishes the figures' data and plot, beside BENCHMARKS.md (which links it).
 pub(super) const DATA_DIR: &str = "docs/bench";
 
@@ -378,8 +400,13 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
     std::fs::write(&js, serde_json::to_string_pretty(&json).expect("json"))
         .map_err(|e| e.to_string())?;
 
+    let old = std::fs::read_to_string(&md).unwrap_or_default();
+    let (headline, hand) = kept(&old);
     let mut m = String::new();
     let _ = writeln!(m, "# Benchmarks\n");
+    if !headline.is_empty() {
+        let _ = writeln!(m, "{headline}\n\n## This run\n");
+    }
     let _ = writeln!(
         m,
         "Written by `{}`{}.\n",
@@ -412,7 +439,7 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
     );
     let _ = writeln!(
         m,
-        "## Headline ratios\n\n| comparison | measured | target | |\n|---|---|---|---|"
+        "## This run's ratios\n\n| comparison | measured | target | |\n|---|---|---|---|"
     );
     for (name, v, target, met) in goals(ctx) {
         let v = v.map_or("not measured".to_string(), |v| format!("{v:.2}"));
@@ -484,10 +511,8 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
     );
     // Figures measured by other commands (focused benchmarks, fault tests) are kept below
     // the marker of the file this run replaces.
-    if let Ok(old) = std::fs::read_to_string(&md)
-        && let Some(at) = old.find(HAND_WRITTEN)
-    {
-        let _ = write!(m, "\n{}", &old[at..]);
+    if !hand.is_empty() {
+        let _ = write!(m, "\n{hand}");
     }
     std::fs::write(&md, m).map_err(|e| e.to_string())?;
     Ok(format!(
@@ -496,4 +521,21 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
         js.display(),
         svg.display()
     ))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_run_keeps_the_headline_on_top_and_the_hand_written_part_below() {
+        let old = "# Benchmarks\n\n<!-- Headline: hand-written. -->\nmedian\n<!-- End of the headline. -->\n\n## This run\n\nold figures\n\n<!-- Hand-written below this line -->\nnotes\n";
+        let (headline, hand) = kept(old);
+        assert_eq!(
+            headline,
+            "<!-- Headline: hand-written. -->\nmedian\n<!-- End of the headline. -->"
+        );
+        assert_eq!(hand, "<!-- Hand-written below this line -->\nnotes\n");
+        assert_eq!(kept("# Benchmarks\n\nfigures\n"), ("", ""));
+    }
 }

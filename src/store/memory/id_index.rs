@@ -2,7 +2,7 @@
 //! linear probing. A bucket holds the entry number and 32 bits of the id's hash, which both
 //! place it and tell most other ids apart without reading their entries, so a lookup of a
 //! large slot waits for one line of memory where a SwissTable (hashbrown) waited for two (its
-//! control bytes, then its bucket: three fifths of a 10M-job reset's time, see BENCHMARKS.md,
+//! control bytes, then its bucket: three fifths of a 10M-job reset's time, see docs/bench/history.md,
 //! Scale). And the bucket of an id is known from its hash alone, so a batch of resets fetches
 //! all its buckets at once (`prefetch`) before it looks any up.
 //!

@@ -460,7 +460,7 @@ impl SlotState {
         // Every id is looked up first, in passes that each only ask for memory: a large
         // slot's lookups miss the cache, and a batch's misses are waited for together where,
         // one per reset, each waited alone (library resets of 10M resident jobs: see
-        // BENCHMARKS.md, Scale). Its index buckets first (known from the hashes alone), then
+        // docs/bench/history.md, scale). Its index buckets first (known from the hashes alone), then
         // the entries and wheel places they name, then the wheel slots those name. A hint is
         // checked before use: it may name another id of the same hash bits, or an earlier
         // item of the batch may have created, replaced or removed its job.
