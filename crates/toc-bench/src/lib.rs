@@ -14,6 +14,7 @@
     clippy::cast_lossless
 )]
 
+mod bare_fire;
 mod bare_zset;
 mod child;
 mod cluster;

@@ -178,6 +178,18 @@ pub(super) async fn pull(ctx: &mut Ctx) -> Result<(), String> {
             "jobs/s",
             &note,
         );
+        if engine == "redis" && !ctx.stopped() {
+            let floor = "redis-server CPU per 100,000 claimed + acked, bare Lua floor";
+            let bare = super::bare_fire::bare_drain(ctx, "pull", floor, jobs, BATCH).await?;
+            ctx.add(
+                "pull",
+                engine,
+                "claim + ack throughput, bare Lua floor",
+                bare,
+                "jobs/s",
+                &format!("the floor: {jobs} members of 16 plain sorted sets due at once, a worker a set claiming {BATCH} into a lease set by a minimal script and acking them by another"),
+            );
+        }
 
         // Delivery lateness at the latency rate.
         let name = topic("pull-late", engine);
