@@ -43,16 +43,6 @@ pub enum LogFormat {
     Json,
 }
 
-/// When the memory engine's journal reaches the disk.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum FsyncPolicy {
-    /// Before every answer (group commit: one fsync covers every change waiting).
-    Always,
-    /// Within a second: a crash may lose the last second.
-    EverySecond,
-}
-
 /// `memory.journal`'s word for no journal at all.
 pub const MEMORY_ONLY: &str = "none";
 
@@ -95,6 +85,10 @@ pub struct Settings {
 
 /// `[otel]`: kept with the traces it sets (`crate::otel`).
 pub use crate::otel::OtelSettings;
+/// `[memory]`: kept with the memory engine (`store/memory/settings.rs`).
+pub use crate::store::memory::settings::{FsyncPolicy, MemorySettings};
+/// `[redis]`: kept with the Redis engine (`store/redis/settings.rs`).
+pub use crate::store::redis::settings::{Durability, RedisSettings};
 
 /// Limits the operator sets on what callers may ask; every refusal is a 4xx naming the
 /// limit and its setting, and changes nothing.
@@ -138,54 +132,6 @@ pub struct HttpSettings {
     /// With auth off, host names a request's `Host` may carry besides IP addresses and
     /// `localhost`.
     pub allowed_hosts: Vec<String>,
-}
-
-/// Where the Redis store connects.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct RedisSettings {
-    /// A single node's URL.
-    pub url: String,
-    /// A Redis Cluster's nodes (any of them); when set, `url` is not used.
-    pub cluster_nodes: Vec<String>,
-    /// Redis Sentinel: the sentinels' addresses (`host:port`); when set, the primary is the
-    /// one they name `sentinel_master`, and `url` gives only the database and credentials.
-    pub sentinels: Vec<String>,
-    /// The name the sentinels monitor the primary under.
-    pub sentinel_master: String,
-    /// What an acknowledged write waits for.
-    pub durability: Durability,
-    /// How long a write waits for its replicas before it is answered 503, in ms.
-    pub durability_timeout_ms: u64,
-    /// Run on a Redis whose `maxmemory-policy` evicts keys (it deletes jobs when full).
-    pub allow_eviction: bool,
-    /// For `rediss://`: a PEM file of the CA to trust instead of the system's roots.
-    pub tls_ca: String,
-    /// For `rediss://` with mutual TLS: the client's certificate (PEM).
-    pub tls_cert: String,
-    /// For `rediss://` with mutual TLS: the client's key (PEM).
-    pub tls_key: String,
-}
-
-/// What an acknowledgement of a write means on Redis (docs/design.md, invariant 9).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Deserialize)]
-#[serde(rename_all = "snake_case")]
-pub enum Durability {
-    /// The primary has the write (and its AOF, as Redis is configured).
-    None,
-    /// At least one replica has it too (`WAIT 1`), or the caller gets a 503.
-    Replica,
-}
-
-/// The memory store's durability.
-#[derive(Debug, Clone, Deserialize)]
-#[serde(deny_unknown_fields)]
-pub struct MemorySettings {
-    /// The journal file. Empty (the default): `toc serve` keeps it at `DATA_DIR/journal`
-    /// (a library's center: memory only); `none`: memory only, nothing survives a restart.
-    pub journal: PathBuf,
-    /// When journal writes reach the disk.
-    pub fsync: FsyncPolicy,
 }
 
 /// The actor runtime's settings.

@@ -7,6 +7,9 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 use crate::time::Millis;
 
+/// Most fires per second a topic may be limited to.
+pub(crate) const MAX_FIRES_PER_S: u32 = 1_000_000;
+
 /// Most slots a topic may have.
 pub(crate) const MAX_SLOTS: u32 = 4096;
 
@@ -58,7 +61,7 @@ pub(crate) mod schemas {
 
     /// `max_fires_per_s` in a change of settings: 0 (no limit) to `MAX_FIRES_PER_S`.
     pub(crate) fn max_fires_per_s() -> Object {
-        integer(0, i64::from(crate::store::rate::MAX_FIRES_PER_S), true).build()
+        integer(0, i64::from(super::MAX_FIRES_PER_S), true).build()
     }
 
     /// A backoff's `base_ms` and `max_ms`: a delay up to `MAX_DELAY_MS`.
@@ -271,14 +274,11 @@ impl TopicConfig {
             ));
         }
         if let Some(rate) = self.max_fires_per_s
-            && !(1..=crate::store::rate::MAX_FIRES_PER_S).contains(&rate)
+            && !(1..=MAX_FIRES_PER_S).contains(&rate)
         {
             return Err(Error::invalid(
                 "max_fires_per_s",
-                format!(
-                    "must be 1 to {}, got {rate}",
-                    crate::store::rate::MAX_FIRES_PER_S
-                ),
+                format!("must be 1 to {}, got {rate}", MAX_FIRES_PER_S),
             ));
         }
         if let Some(flow) = &self.flow {

@@ -328,7 +328,7 @@ async fn a_read_token_sees_no_secret_of_a_payload(engine: &str) {
         assert_eq!(st, 201);
     }
     // `localhost` is refused by the egress policy when the job fires: a dead letter at once.
-    let dead = common::runtime::eventually(10, || async {
+    let dead = crate::common::runtime::eventually(10, || async {
         let (_, page) = call(&s, "v1ew", Method::GET, "/v1/topics/hooks/dead", None).await;
         match page["items"].as_array().map(Vec::len) {
             Some(1) => Ok(page),
@@ -484,7 +484,7 @@ async fn health_stays_small_with_16384_slots() {
             .await;
         assert_eq!(st, 201, "{body}");
     }
-    let served = common::runtime::eventually(60, || async {
+    let served = crate::common::runtime::eventually(60, || async {
         let (_, h) = s.send(Method::GET, "/health", None).await;
         match h["slots"].as_u64() {
             Some(16_384) => Ok(h),

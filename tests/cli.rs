@@ -238,7 +238,7 @@ async fn bulk_changes_go_in_batches_to_the_end(kind: Kind) {
                           "labels": {"c": "acme"}, "payload": {"url": hook}});
         svc.put_job(&http, "hooks", &format!("d{k}"), &body).await;
     }
-    common::runtime::eventually(20, || async {
+    crate::common::runtime::eventually(20, || async {
         let t = svc.get_json(&http, "/v1/topics/hooks").await;
         match t["dead"].as_u64() {
             Some(5) => Ok(()),

@@ -15,6 +15,7 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::common::runtime::until;
 use common::RedisServer;
 use common::process::{Receiver, Skew, Toc, wall_us};
 
@@ -81,8 +82,7 @@ async fn early_fires(receiver: &Receiver, asked: &[Asked]) -> Vec<(String, f64)>
 /// Waits until both instances serve some of the topic's slots (the registry balances them),
 /// so each one's own clock would decide some fires.
 async fn both_serve(http: &reqwest::Client, instances: &[&Toc]) {
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    loop {
+    until(20, "the slots spread over both instances", || async {
         let mut all = true;
         for toc in instances {
             let slots = common::process::served_slots(http, &toc.url("")).await;
@@ -92,15 +92,9 @@ async fn both_serve(http: &reqwest::Client, instances: &[&Toc]) {
             });
             all &= serves;
         }
-        if all {
-            return;
-        }
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the slots never spread over both instances"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+        all
+    })
+    .await;
 }
 
 async fn two_instances_one_skewed(offset: &'static str) {

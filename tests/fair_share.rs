@@ -18,9 +18,9 @@ use std::time::Duration;
 
 use serde_json::json;
 
+use crate::common::runtime::eventually;
 use common::RedisServer;
 use common::process::{Receiver, Skew, Toc, redis_env, wall_us};
-use common::runtime::eventually;
 
 /// An endpoint that accepts every connection and never answers; counts what it holds.
 struct Tarpit {
@@ -41,7 +41,7 @@ impl Tarpit {
             while !s.load(Ordering::SeqCst) {
                 match listener.accept() {
                     Ok((stream, _)) => h.lock().unwrap().push(stream),
-                    // A poll of the listener, every 5 ms, until the test drops it.
+                    // A poll of the listener, every 5 ms of real time, until the test drops it.
                     Err(_) => std::thread::sleep(Duration::from_millis(5)),
                 }
             }

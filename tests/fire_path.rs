@@ -12,12 +12,12 @@ mod common;
 use std::collections::HashMap;
 use std::path::PathBuf;
 use std::process::{Child, Stdio};
-use std::time::{Duration, Instant};
 
 use serde_json::{Value, json};
 
 use common::RedisServer;
 use common::redis_server::free_port;
+use common::runtime::{eventually, quiet, until};
 
 const JOBS: usize = 20_000;
 const TOPIC: &str = "burst";
@@ -53,15 +53,11 @@ impl Serve {
 }
 
 async fn wait_ready(http: &reqwest::Client, base: &str) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    loop {
+    until(30, "toc serve's health", || async {
         let ok = http.get(format!("{base}/health")).send().await;
-        if ok.map(|r| r.status().is_success()).unwrap_or(false) {
-            return;
-        }
-        assert!(Instant::now() < deadline, "toc serve did not come up");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+        ok.map(|r| r.status().is_success()).unwrap_or(false)
+    })
+    .await;
 }
 
 async fn topic(http: &reqwest::Client, base: &str) -> Value {
@@ -136,8 +132,7 @@ async fn kill_mid_drain(serve: Serve, spread_ms: u64) {
     );
 
     // Kill it once the drain is under way, well before it ends.
-    let deadline = Instant::now() + Duration::from_secs(60);
-    loop {
+    eventually(60, || async {
         let t = topic(&http, &base).await;
         let left = count(&t, "scheduled") + count(&t, "running");
         if left < (JOBS as u64) * 9 / 10 {
@@ -145,11 +140,11 @@ async fn kill_mid_drain(serve: Serve, spread_ms: u64) {
                 left > 0,
                 "the drain ended before the kill: make the burst bigger"
             );
-            break;
+            return Ok(());
         }
-        assert!(Instant::now() < deadline, "the drain never started: {t}");
-        tokio::time::sleep(Duration::from_millis(2)).await;
-    }
+        Err(format!("the drain never started: {t}"))
+    })
+    .await;
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
 
@@ -157,17 +152,15 @@ async fn kill_mid_drain(serve: Serve, spread_ms: u64) {
     wait_ready(&http, &base).await;
     // Runs in flight at the kill are still running in the store until their lease runs out.
     let in_flight = count(&topic(&http, &base).await, "running");
-    let deadline = Instant::now() + Duration::from_secs(120);
-    loop {
+    eventually(120, || async {
         let t = topic(&http, &base).await;
         if count(&t, "scheduled") + count(&t, "running") + count(&t, "dead") == 0 {
-            break;
+            return Ok(());
         }
-        assert!(Instant::now() < deadline, "the burst did not drain: {t}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
-    // An event page holds back the current millisecond; let it pass.
-    tokio::time::sleep(Duration::from_millis(50)).await;
+        Err(format!("the burst did not drain: {t}"))
+    })
+    .await;
+    quiet(50).await; // an event page holds back the current millisecond: let it pass
     let by_job = fired(&http, &base).await;
     child.kill().unwrap();
     child.wait().unwrap();

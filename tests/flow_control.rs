@@ -184,8 +184,9 @@ mod processes {
             .put_topic(&http, "hooks", json!({"flow": flow}))
             .await;
         assert_eq!(topic["flow"]["parallelism"], PARALLELISM, "{topic}");
-        // Every instance hears of the setting (and serves some of the topic's slots).
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Every instance hears of the setting (and serves some of the topic's slots): a
+        // second of real time, many ownership rounds.
+        crate::common::runtime::quiet(1_000).await;
         // Every job is written due in an hour, then the burst and the calm jobs are moved to
         // their times in one batch of resets: the writes take seconds in a debug build over
         // two instances (3 to 4 s here, more under a loaded test run), which would otherwise
@@ -223,10 +224,9 @@ mod processes {
             .unwrap();
         assert_eq!(moved["reset"], JOBS + 20, "{moved}");
         // The busy key's view, while it waits: over every instance.
-        tokio::time::sleep(Duration::from_millis(
-            u64::try_from(calm_due - wall_us() / 1_000).unwrap_or(0),
-        ))
-        .await;
+        // Until the calm jobs are due: the real instant they were scheduled for.
+        crate::common::runtime::quiet(u64::try_from(calm_due - wall_us() / 1_000).unwrap_or(0))
+            .await;
         let key = format!("127.0.0.1:{}", busy.port);
         let view: Value = http
             .get(all[count - 1].url(&format!("/v1/topics/hooks/flows/{key}")))
@@ -383,7 +383,8 @@ mod processes {
         let busy = Receiver::slow(Duration::from_millis(20));
         let flow = json!({"flow": {"parallelism": AT_ONCE}, "visibility_timeout_ms": 2_000});
         fleet.tocs[0].put_topic(&http, "hooks", flow).await;
-        tokio::time::sleep(Duration::from_secs(1)).await;
+        // Every instance hears of the topic: a second of real time, many ownership rounds.
+        crate::common::runtime::quiet(1_000).await;
         let due = wall_us() / 1_000 + 500;
         for k in 0..BURST {
             let body = json!({"type": "webhook", "fire_at": due,
@@ -460,7 +461,7 @@ mod processes {
             let list: Value = toc.get_json(&http, "/v1/topics/hooks/flows").await;
             list["waiting_here"].as_u64().unwrap_or(0)
         };
-        common::runtime::eventually(30, || async {
+        crate::common::runtime::eventually(30, || async {
             match waiting_here().await {
                 n if n >= SHARE => Ok(()),
                 n => Err(format!("{n} runs of the hog wait")),

@@ -4,30 +4,14 @@
 
 mod common;
 
-use std::time::Duration;
-
 use reqwest::Method;
 use serde_json::{Value, json};
 use timeout_center::conformance::{RuntimeOps, store_of};
 use timeout_center::time::now_ms;
 
+use crate::common::runtime::until as eventually;
 use common::RedisServer;
 use common::service::Service;
-
-async fn eventually<F, Fut>(secs: u64, what: &str, mut f: F)
-where
-    F: FnMut() -> Fut,
-    Fut: std::future::Future<Output = bool>,
-{
-    let deadline = std::time::Instant::now() + Duration::from_secs(secs);
-    while !f().await {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "{what} did not happen within {secs} s"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
-}
 
 #[actix_rt::test]
 async fn every_job_endpoint_works() {

@@ -6,7 +6,6 @@ mod common;
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
-use std::time::Duration;
 
 use actix_web::{App, HttpResponse, HttpServer, web};
 use serde_json::json;
@@ -145,7 +144,7 @@ async fn device_offline_alarms_repeat_and_recovery_is_reported(e: Engine) {
     assert_eq!(alarms[1].data["alarm"], 2);
     assert_eq!(alarms[0].data["device_id"], "dev-1");
     assert!(alarms[1].data["silent_ms"].as_u64().unwrap() >= 200);
-    tokio::time::sleep(Duration::from_millis(250)).await; // no third alarm comes
+    crate::common::runtime::quiet(250).await; // 250 ms of real time: no third alarm comes
     let count = c
         .events("devices", None, 100)
         .await
@@ -257,7 +256,7 @@ async fn meeting_state_plans_start_end_reminders_and_approval(e: Engine) {
             && ev.iter().any(|e| e.event == "meeting.approval_expired")
     })
     .await;
-    tokio::time::sleep(Duration::from_millis(300)).await; // anything cancelled would fire by now
+    crate::common::runtime::quiet(300).await; // 300 ms of real time: anything cancelled would fire by now
     let events = c.events("rooms", None, 1_000).await.unwrap().items;
     let of = |id: &str| -> Vec<(String, i64)> {
         events

@@ -6,7 +6,6 @@ mod common;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use serde_json::json;
 use timeout_center::Store;
@@ -92,6 +91,7 @@ async fn a_journal_this_process_is_closing_is_waited_for_not_refused() {
     let first = open(&path).unwrap();
     fill(&first, 3).await;
     let closer = std::thread::spawn(move || {
+        // The other store closes 200 ms (real time) after the second open began to wait.
         std::thread::sleep(std::time::Duration::from_millis(200));
         drop(first);
     });
@@ -277,22 +277,15 @@ async fn a_killed_server_loses_no_accepted_job() {
     };
     let http = reqwest::Client::new();
     let base = format!("http://127.0.0.1:{port}");
-    let wait_ready = || async {
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        while http
-            .get(format!("{base}/health"))
-            .send()
-            .await
-            .map(|r| r.status().as_u16())
-            .ok()
-            != Some(200)
-        {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "toc serve did not come up"
-            );
-            tokio::time::sleep(Duration::from_millis(20)).await;
-        }
+    let wait_ready = || {
+        crate::common::runtime::until(20, "toc serve's health", || async {
+            http.get(format!("{base}/health"))
+                .send()
+                .await
+                .map(|r| r.status().as_u16())
+                .ok()
+                == Some(200)
+        })
     };
     let mut child = spawn();
     wait_ready().await;
@@ -317,14 +310,10 @@ async fn a_killed_server_loses_no_accepted_job() {
         }));
     }
     // Kill it in the middle of the burst.
-    let deadline = std::time::Instant::now() + Duration::from_secs(20);
-    while accepted.lock().unwrap().len() < 300 {
-        assert!(
-            std::time::Instant::now() < deadline,
-            "the burst did not get going"
-        );
-        tokio::time::sleep(Duration::from_millis(5)).await;
-    }
+    crate::common::runtime::until(20, "the burst getting going", || async {
+        accepted.lock().unwrap().len() >= 300
+    })
+    .await;
     child.kill().unwrap(); // SIGKILL
     child.wait().unwrap();
     for w in writers {

@@ -12,8 +12,6 @@
 #[macro_use]
 mod common;
 
-use std::time::Duration;
-
 use futures_util::StreamExt;
 use serde_json::{Value, json};
 use timeout_center::conformance::*;
@@ -254,18 +252,15 @@ mod processes {
             }
             toc.put_job(&http, "d", &format!("d{k}"), &body).await;
         }
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
+        crate::common::runtime::eventually(20, || async {
             let dead = toc.get_json(&http, "/v1/topics/d/dead").await;
             if dead["items"].as_array().unwrap().len() == 6 {
-                break;
+                Ok(())
+            } else {
+                Err(format!("the jobs never died: {dead}"))
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the jobs never died: {dead}"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        })
+        .await;
         let r: Value = http
             .post(toc.url("/v1/topics/d/dead/requeue?label=customer:acme"))
             .send()

@@ -205,15 +205,11 @@ async fn long_polls_past_the_limit_are_told_to_come_back() {
     };
     let (a, b) = (actix_rt::spawn(poll()), actix_rt::spawn(poll()));
     // Once both wait (the instance's gauge says so), a third is refused at once.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    loop {
+    crate::common::runtime::until(10, "the two long polls waiting", || async {
         let text = s.text("/metrics").await;
-        if text.lines().any(|l| l == "toc_long_polls_waiting 2") {
-            break;
-        }
-        assert!(Instant::now() < deadline, "the two long polls never waited");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+        text.lines().any(|l| l == "toc_long_polls_waiting 2")
+    })
+    .await;
     let started = Instant::now();
     let third = poll().await;
     assert_eq!(third.status().as_u16(), 429);
@@ -259,7 +255,7 @@ async fn a_body_trickled_past_its_deadline_is_answered_408() {
         if conn.write_all(&[*b]).await.is_err() {
             break;
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        crate::common::runtime::quiet(100).await; // the slow client's pace: a byte every 100 ms
         let mut buf = [0u8; 4096];
         if let Ok(Ok(n)) = tokio::time::timeout(Duration::from_millis(1), conn.read(&mut buf)).await
             && n > 0
@@ -291,15 +287,12 @@ async fn a_deleted_topic_leaves_no_metric_series() {
         Some(json!({"delay_ms": 0})),
     )
     .await;
-    let deadline = Instant::now() + Duration::from_secs(10);
-    while !s
-        .text("/metrics")
-        .await
-        .contains("toc_jobs_fired_total{topic=\"gone\"}")
-    {
-        assert!(Instant::now() < deadline, "the job fired");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    crate::common::runtime::until(10, "the job's fire", || async {
+        s.text("/metrics")
+            .await
+            .contains("toc_jobs_fired_total{topic=\"gone\"}")
+    })
+    .await;
     assert_eq!(s.send(Method::DELETE, "/v1/topics/gone", None).await.0, 204);
     let text = s.text("/metrics").await;
     let left: Vec<&str> = text

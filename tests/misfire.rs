@@ -30,11 +30,10 @@ fn hook(url: &str, id: &str) -> Value {
     json!({"url": url, "body": {"id": id}})
 }
 
+/// Lets real time pass until the wall clock reads `at_ms`.
 async fn sleep_until(at_ms: i64) {
     let now = wall_us() / 1_000;
-    if at_ms > now {
-        tokio::time::sleep(Duration::from_millis((at_ms - now).unsigned_abs())).await;
-    }
+    crate::common::runtime::quiet((at_ms - now).max(0).unsigned_abs()).await;
 }
 
 async fn expiry_and_catch_up_hold_across_a_stop_of_every_instance(kind: Kind) {
@@ -69,7 +68,7 @@ async fn expiry_and_catch_up_hold_across_a_stop_of_every_instance(kind: Kind) {
     sleep_until(t0 - 1_000).await;
     fleet.tocs.clear();
     let stopped = wall_us() / 1_000;
-    tokio::time::sleep(Duration::from_millis(STOP_MS)).await;
+    crate::common::runtime::quiet(STOP_MS).await; // every instance stays stopped this long, in real time
     fleet.restart(count).await;
     let all = &fleet.tocs;
     let back = wall_us() / 1_000;
@@ -214,8 +213,7 @@ mod schedule_controls {
 
         // Until both bounded series are gone (no fire can come after that) and the jittered
         // series fired a few times; bounded by 20 s.
-        let deadline = std::time::Instant::now() + Duration::from_secs(20);
-        loop {
+        crate::common::runtime::eventually(20, || async {
             let mut gone = 0;
             for id in ["limited", "until"] {
                 let r = http
@@ -227,15 +225,12 @@ mod schedule_controls {
             }
             let jittered = receiver.seen().get("jittered").map_or(0, Vec::len);
             if gone == 2 && jittered >= 3 {
-                break;
+                Ok(())
+            } else {
+                Err(format!("the series never ended: {:?}", receiver.seen()))
             }
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the series never ended: {:?}",
-                receiver.seen()
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
+        })
+        .await;
         let seen = receiver.seen();
         let fires = |id: &str| seen.get(id).map_or(0, Vec::len);
         assert_eq!(fires("limited"), 3, "{seen:?}");

@@ -39,8 +39,8 @@ async fn a_paused_topic_fires_nothing_until_resumed(kind: Kind) {
         .put_topic(&http, "hooks", json!({"slots": 1, "paused": true}))
         .await;
     assert_eq!(topic["paused"], true, "{topic}");
-    // Every instance hears of the pause within a second.
-    tokio::time::sleep(Duration::from_secs(1)).await;
+    // Every instance hears of the pause within a second (of real time).
+    crate::common::runtime::quiet(1_000).await;
     let now_ms = wall_us() / 1_000;
     for k in 0..20 {
         let body = json!({"type": "webhook", "fire_at": now_ms + 100 + k * 10,
@@ -61,8 +61,8 @@ async fn a_paused_topic_fires_nothing_until_resumed(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(r.status().as_u16(), 200, "{}", r.text().await.unwrap());
-    // Well past every fire time: nothing has fired.
-    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    // Well past every fire time (1.5 s of real time): nothing has fired.
+    crate::common::runtime::quiet(1_500).await;
     assert!(
         hook.seen().is_empty(),
         "a paused topic fired: {:?}",
@@ -116,7 +116,7 @@ async fn a_paused_pull_topic_serves_no_claim(kind: Kind) {
         let body = json!({"fire_at": now_ms + 10 * k});
         toc.put_job(&http, "work", &format!("w-{k}"), &body).await;
     }
-    tokio::time::sleep(Duration::from_millis(100)).await;
+    crate::common::runtime::quiet(100).await; // the jobs' fire times, 10 to 40 ms out, pass
     let claim = |wait_ms: u64| {
         http.post(toc.url("/v1/topics/work/claim"))
             .json(&json!({"max": 10, "wait_ms": wait_ms}))
@@ -151,7 +151,7 @@ async fn a_long_poll_waiting_out_a_pause_is_served_on_resume(kind: Kind) {
         .json(&json!({"max": 10, "wait_ms": 20_000}))
         .send();
     let resume = async {
-        tokio::time::sleep(Duration::from_millis(300)).await;
+        crate::common::runtime::quiet(300).await; // the claim waits 300 ms (real time) before the resume
         toc.put_topic(&http, "work", json!({"paused": false})).await
     };
     let (answer, _) = tokio::join!(poll, resume);

@@ -388,7 +388,7 @@ async fn a_long_poll_is_answered_when_a_job_comes_due_not_at_its_end(engine: Eng
     };
     // The claim is waiting on an empty topic (no due job, no lease: nothing to sleep until
     // but its end). A job scheduled now wakes it through the slot's wake notice.
-    tokio::time::sleep(Duration::from_millis(300)).await;
+    crate::common::runtime::quiet(300).await; // the claim has waited 300 ms (real time)
     assert_eq!(put(&s, "q", "now", json!({"delay_ms": 0})).await, 201);
     let (jobs, waited) = waiter.await.unwrap();
     assert_eq!(jobs.len(), 1);

@@ -131,14 +131,14 @@ async fn a_fire_that_fails_for_good_keeps_its_error_and_the_series_goes_on(e: En
     );
     // The retry's event and the repeat's; an engine may hold back the events of the current
     // millisecond until it has passed (up to 5 s).
-    let deadline = std::time::Instant::now() + Duration::from_secs(5);
-    let events = loop {
+    let events = crate::common::runtime::eventually(5, || async {
         let events = s.read_events("t", None, 100).await.unwrap().items;
-        if events.len() >= 2 || std::time::Instant::now() > deadline {
-            break events;
+        match events.len() {
+            n if n >= 2 => Ok(events),
+            n => Err(format!("{n} events: {events:?}")),
         }
-        tokio::time::sleep(Duration::from_millis(1)).await;
-    };
+    })
+    .await;
     assert_eq!(events.len(), 2, "{events:?}");
     let last = events.last().unwrap();
     assert_eq!(
@@ -355,7 +355,6 @@ engine_matrix!(
 );
 
 mod processes {
-    use std::time::Duration;
 
     use serde_json::json;
 
@@ -382,7 +381,7 @@ mod processes {
         a.put_job(&http, "hooks", "tick", &body).await;
         let view = b.get_json(&http, "/v1/topics/hooks/jobs/tick").await;
         assert_eq!(view["repeat"], json!({"every_ms": 300}), "{view}");
-        tokio::time::sleep(Duration::from_millis(1_400)).await;
+        crate::common::runtime::quiet(1_400).await; // the series fires every 300 ms: 1.4 s of real time
         let before = hook.seen().get("tick").cloned().unwrap_or_default();
         assert!(before.len() >= 3, "fired {} times in 1.2 s", before.len());
         for (k, at_us) in before.iter().enumerate() {
@@ -404,14 +403,10 @@ mod processes {
         );
         signal(owner.pid(), "KILL");
         let killed_at = hook.seen()["tick"].len();
-        let deadline = std::time::Instant::now() + Duration::from_secs(10);
-        while hook.seen()["tick"].len() < killed_at + 3 {
-            assert!(
-                std::time::Instant::now() < deadline,
-                "the series did not go on within 10 s of the SIGKILL"
-            );
-            tokio::time::sleep(Duration::from_millis(50)).await;
-        }
+        crate::common::runtime::until(10, "the series going on after the SIGKILL", || async {
+            hook.seen()["tick"].len() >= killed_at + 3
+        })
+        .await;
         let r = http
             .delete(survivor.url("/v1/topics/hooks/jobs/tick"))
             .send()
@@ -419,7 +414,7 @@ mod processes {
             .unwrap();
         assert_eq!(r.status().as_u16(), 204);
         let cancelled = hook.seen()["tick"].len();
-        tokio::time::sleep(Duration::from_millis(900)).await;
+        crate::common::runtime::quiet(900).await; // three periods of the series, in real time
         // At most a fire already under way when the cancel came.
         assert!(
             hook.seen()["tick"].len() <= cancelled + 1,

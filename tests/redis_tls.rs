@@ -12,7 +12,7 @@ mod common;
 
 use std::path::Path;
 use std::process::Command;
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use serde_json::json;
 
@@ -192,17 +192,21 @@ async fn a_failed_connection_never_shows_the_password() {
     let toc = Toc::spawn("bad", &env(dir.path(), port, wrong), Skew::None, dir.path());
     // It may refuse to start or serve an unhealthy /health: either way, no password.
     let http = reqwest::Client::new();
-    let deadline = Instant::now() + Duration::from_secs(20);
-    let mut health = String::new();
-    while Instant::now() < deadline {
-        if let Ok(r) = http.get(toc.url("/health")).send().await {
-            health = r.text().await.unwrap_or_default();
-            if health.contains("\"reachable\":false") {
-                break;
-            }
+    let health = crate::common::runtime::eventually(20, || async {
+        let health = match http.get(toc.url("/health")).send().await {
+            Ok(r) => r.text().await.unwrap_or_default(),
+            Err(e) => e.to_string(),
+        };
+        if health.contains("\"reachable\":false") {
+            Ok(health)
+        } else {
+            Err(format!(
+                "the failure is not reported: {health} {}",
+                toc.log_text()
+            ))
         }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+    })
+    .await;
     let log = toc.log_text();
     assert!(
         health.contains("\"reachable\":false"),
@@ -314,9 +318,8 @@ async fn a_service_reaches_a_primary_behind_sentinel_over_tls() {
             .unwrap(),
     );
     // Start-up: the sentinel answers on its plain port and knows the primary.
-    let deadline = Instant::now() + Duration::from_secs(20);
-    loop {
-        let known = redis::Client::open(format!("redis://127.0.0.1:{sentinel_port}/"))
+    crate::common::runtime::until(20, "the sentinel up, knowing the primary", || async {
+        redis::Client::open(format!("redis://127.0.0.1:{sentinel_port}/"))
             .and_then(|c| c.get_connection_with_timeout(Duration::from_millis(300)))
             .and_then(|mut c| {
                 redis::cmd("SENTINEL")
@@ -324,16 +327,9 @@ async fn a_service_reaches_a_primary_behind_sentinel_over_tls() {
                     .arg("mymaster")
                     .query::<Vec<String>>(&mut c)
             })
-            .is_ok_and(|a| a.get(1).map(String::as_str) == Some(primary_tls.to_string().as_str()));
-        if known {
-            break;
-        }
-        assert!(
-            Instant::now() < deadline,
-            "the sentinel did not come up within 20 s"
-        );
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
+            .is_ok_and(|a| a.get(1).map(String::as_str) == Some(primary_tls.to_string().as_str()))
+    })
+    .await;
     let env = vec![
         ("TOC_STORE", "redis".to_string()),
         (

@@ -57,6 +57,7 @@ fn one_shell_runs_the_server_and_the_client() {
             "the client never reached the server: {}",
             String::from_utf8_lossy(&out.stderr)
         );
+        // A poll (the client runs synchronously), every 50 ms of real time.
         std::thread::sleep(Duration::from_millis(50));
     }
     // The client's calls, each asserted to succeed: its standard output.
@@ -222,7 +223,7 @@ async fn with_no_settings_a_job_survives_a_kill_and_fires() {
     };
     let http = reqwest::Client::new();
     let up = || async {
-        common::runtime::eventually(30, || async {
+        crate::common::runtime::eventually(30, || async {
             match http.get(format!("{base}/health")).send().await {
                 Ok(r) if r.status().is_success() => Ok(()),
                 other => Err(format!("not up: {other:?}")),
@@ -265,7 +266,7 @@ async fn with_no_settings_a_job_survives_a_kill_and_fires() {
         .await
         .unwrap();
     assert_eq!(job["fire_at"], due, "the job survived the kill: {job}");
-    let claimed = common::runtime::eventually(15, || async {
+    let claimed = crate::common::runtime::eventually(15, || async {
         let r: serde_json::Value = http
             .post(format!("{base}/v1/topics/q/claim"))
             .json(&serde_json::json!({"max": 1}))
@@ -302,7 +303,7 @@ async fn memory_only_is_said_at_start() {
             .spawn()
             .unwrap(),
     );
-    let said = common::runtime::eventually(30, || async {
+    let said = crate::common::runtime::eventually(30, || async {
         let text = std::fs::read_to_string(&log).unwrap_or_default();
         match text
             .lines()

@@ -134,7 +134,7 @@ async fn fill(http: &reqwest::Client, toc: &Toc) {
         json!({"delay_ms": 0, "payload": {"x": 1}}),
     )
     .await;
-    let claimed = common::runtime::eventually(10, || async {
+    let claimed = crate::common::runtime::eventually(10, || async {
         let c = send(
             http,
             Method::POST,
@@ -289,7 +289,7 @@ async fn a_job_past_due_fires_once_however_often_it_is_imported() {
             .filter(|e| e["job_id"] == "j1" && e["event"] == "job.fired")
             .count()
     };
-    common::runtime::eventually(10, || async {
+    crate::common::runtime::eventually(10, || async {
         let n = fired().await;
         (n == 1)
             .then_some(())
@@ -299,7 +299,7 @@ async fn a_job_past_due_fires_once_however_often_it_is_imported() {
     let again = cli(&target, &["import", file.to_str().unwrap()]);
     assert!(again.contains("imported before"), "{again}");
     // Many times what a due job takes to fire: it would have fired again.
-    common::runtime::quiet(1_500).await;
+    crate::common::runtime::quiet(1_500).await;
     assert_eq!(fired().await, 1, "fired once");
 }
 

@@ -181,20 +181,15 @@ async fn schedule(c: &TimeoutCenter, id: &str, payload: serde_json::Value) -> Re
 
 /// Waits until job `id` is gone (done) or dead; its last state (`None`: done).
 async fn settled(c: &TimeoutCenter, id: &str, secs: u64) -> Option<Job> {
-    let deadline = Instant::now() + Duration::from_secs(secs);
-    loop {
+    crate::common::runtime::eventually(secs, || async {
         let job = c.get("hooks", &id.into()).await.unwrap();
         match &job {
-            None => return None,
-            Some(j) if j.state == JobState::Dead => return job,
-            _ => {}
+            None => Ok(None),
+            Some(j) if j.state == JobState::Dead => Ok(job),
+            _ => Err(format!("{id} not settled: {job:?}")),
         }
-        assert!(
-            Instant::now() < deadline,
-            "{id} not settled within {secs} s: {job:?}"
-        );
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    })
+    .await
 }
 
 /// The literal spellings of loopback a caller might try, and the receiver's URL in each.

@@ -12,9 +12,6 @@
 
 use crate::time::Millis;
 
-/// Most fires per second a topic may be limited to.
-pub(crate) const MAX_FIRES_PER_S: u32 = 1_000_000;
-
 /// What a take of fires answered.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Grant {

@@ -78,7 +78,7 @@ class Service:
             if self.proc.poll() is not None or time.time() > deadline:
                 self.stop()
                 raise SystemExit("toc serve did not start: see " + self.log.name)
-            time.sleep(0.05)
+            time.sleep(0.05)  # a poll of /health, every 50 ms of real time, up to 20 s
 
     def stop(self):
         self.proc.terminate()

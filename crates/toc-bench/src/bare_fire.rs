@@ -48,6 +48,31 @@ fn keys(slot: u32) -> [String; 3] {
     ]
 }
 
+/// The burst scenario with its floor: the service's burst (`scenarios::burst`), then the
+/// same number of jobs drained by the bare scripts, a slot's pump batch at a time.
+pub(super) async fn burst(ctx: &mut Ctx) -> Result<(), String> {
+    super::scenarios::burst(ctx).await?;
+    if ctx.stopped() {
+        return Ok(());
+    }
+    super::scenarios::clear_bench_topics(ctx).await?;
+    let n = ctx.sizes.burst_jobs;
+    let batch = timeout_center::config::Settings::defaults()
+        .runtime
+        .pump_batch;
+    let floor = "redis-server CPU per 100,000 fired, bare Lua floor";
+    let rate = bare_drain(ctx, "burst", floor, n, batch).await?;
+    ctx.add(
+        "burst",
+        "redis",
+        "burst drain rate, bare Lua floor",
+        rate,
+        "jobs/s",
+        &format!("the floor: {n} members of 16 plain sorted sets due at once, a worker a set taking {batch} into a lease set by a minimal script and acking them by another"),
+    );
+    Ok(())
+}
+
 /// The floor of draining `n` jobs due at one instant, taken `batch` at a time by one
 /// worker per slot, each batch acked in one call: jobs a second, with redis-server's CPU per
 /// 100,000 added as `figure` of `scenario`.

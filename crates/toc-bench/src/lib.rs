@@ -418,7 +418,7 @@ async fn run_scenarios(ctx: &mut Ctx, scenario: Scenario, peers: bool) -> Result
         (Scenario::Schedule, |c| Box::pin(scenarios::schedule(c))),
         (Scenario::Reset, |c| Box::pin(scenarios::reset(c))),
         (Scenario::Latency, |c| Box::pin(scenarios::latency(c))),
-        (Scenario::Burst, |c| Box::pin(scenarios::burst(c))),
+        (Scenario::Burst, |c| Box::pin(bare_fire::burst(c))),
         (Scenario::Memory, |c| Box::pin(scenarios::memory(c))),
         (Scenario::Pull, |c| Box::pin(pull::pull(c))),
         (Scenario::Scale, |c| Box::pin(scale::scale(c))),

@@ -852,20 +852,6 @@ pub(super) async fn burst(ctx: &mut Ctx) -> Result<(), String> {
         if ctx.stopped() {
             break;
         }
-        if engine == "redis" {
-            clear_bench_topics(ctx).await?;
-            let batch = Settings::defaults().runtime.pump_batch;
-            let floor = "redis-server CPU per 100,000 fired, bare Lua floor";
-            let rate = super::bare_fire::bare_drain(ctx, "burst", floor, n, batch).await?;
-            ctx.add(
-                "burst",
-                engine,
-                "burst drain rate, bare Lua floor",
-                rate,
-                "jobs/s",
-                &format!("the floor: {n} members of 16 plain sorted sets due at once, a worker a set taking {batch} into a lease set by a minimal script and acking them by another"),
-            );
-        }
     }
     Ok(())
 }

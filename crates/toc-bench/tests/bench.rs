@@ -61,6 +61,8 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
         "bytes per job, 50k resident",
         "restart to healthy, 50k resident",
         "burst drain rate, 3 primaries, 3 instance(s)",
+        "burst drain rate, bare Lua floor",
+        "claim + ack throughput, bare Lua floor",
         "webhook calls/s, unsigned",
         "webhook calls/s, signed",
         "webhook calls/s, flow control, 1 key, parallelism 64",
@@ -81,7 +83,7 @@ fn toc_bench_all_quick_produces_every_scenario_and_the_report() {
     for part in [
         "Machine:",
         "Redis:",
-        "## Headline ratios",
+        "## This run's ratios",
         "## reset",
         "## burst",
         "## scale",

@@ -70,37 +70,23 @@ pub(crate) struct SlotKeeper {
     slots: BTreeMap<(String, u32), SlotEntry>,
     /// The topics whose slots slot actors serve (pull topics have none), by name.
     topics: BTreeMap<String, Arc<TopicConfig>>,
-    /// This instance's name, and the live instances as the registry last answered.
+    /// This instance's name.
     instance: String,
     /// The id this process's owner leases carry: the name and this process's incarnation
     /// (`store::owner_id`), so that a process restarted under the same name takes its
     /// predecessor's slots over at once, under new fences.
     owner: String,
-    live: Vec<String>,
     stopping: bool,
+    /// The ownership rounds' state (`ownership.rs`).
+    rounds: ownership::Rounds,
     /// The safety net's round and sweep (`safety_net.rs`).
     net: safety_net::Net,
     /// The threads slot actors run on.
     workers: Workers,
-    /// What the last ownership round that looked at every slot saw: the live instances and
-    /// `Runtime::slot_changes`; `None` when a slot it asked for was not obtained. While both
-    /// stand, a round looks at no slot (see `ownership.rs`).
-    checked: Option<(Vec<String>, u64)>,
-    /// Rounds since the last that looked at every slot.
-    quiet_rounds: u32,
     /// The sleeping slots' next times and their one timer (`dormancy.rs`).
     dormant: dormancy::Dormant,
     /// Where slot actors say they are at rest: this keeper, once started.
     me: Option<Recipient<crate::actors::messages::SlotIdle>>,
-    /// Owner-lease calls (`own`, `disown`) in flight at once, bounded (`ownership.rs`).
-    lease_calls: Arc<tokio::sync::Semaphore>,
-    /// A batch of `own` calls is not yet answered: a round asks for no slot meanwhile.
-    owning: bool,
-    /// Slots whose owner lease is to be asked for (`ownership.rs`).
-    asks: Vec<(String, u32)>,
-    /// Sleeping slots whose lease is to be given up, and whether a batch is being given up.
-    disowns: Vec<(String, u32)>,
-    disowning: bool,
 }
 
 /// How often the supervisor looks for topics created elsewhere (another instance, the
@@ -112,7 +98,7 @@ impl SlotKeeper {
         let workers = Workers::new(rt.settings.worker_threads(), &rt.types);
         let instance = rt.instance.clone();
         SlotKeeper {
-            live: vec![instance.clone()],
+            rounds: ownership::Rounds::new(&instance),
             owner: crate::store::owner_id(&instance, rand::random()),
             instance,
             rt,
@@ -121,15 +107,8 @@ impl SlotKeeper {
             stopping: false,
             net: safety_net::Net::default(),
             workers,
-            checked: None,
-            quiet_rounds: 0,
             dormant: dormancy::Dormant::default(),
             me: None,
-            lease_calls: Arc::new(tokio::sync::Semaphore::new(ownership::LEASE_CALLS)),
-            owning: false,
-            asks: Vec::new(),
-            disowns: Vec::new(),
-            disowning: false,
         }
     }
 

@@ -17,6 +17,44 @@ use actix::prelude::*;
 use futures_util::StreamExt;
 
 use super::SlotKeeper;
+
+/// What the ownership rounds keep between them.
+pub(super) struct Rounds {
+    /// The live instances as the registry last answered.
+    pub(super) live: Vec<String>,
+    /// What the last round that looked at every slot saw: the live instances and
+    /// `Runtime::slot_changes`; `None` when a slot it asked for was not obtained. While both
+    /// stand, a round looks at no slot.
+    pub(super) checked: Option<(Vec<String>, u64)>,
+    /// Rounds since the last that looked at every slot.
+    pub(super) quiet_rounds: u32,
+    /// Owner-lease calls (`own`, `disown`) in flight at once, bounded by [`LEASE_CALLS`].
+    pub(super) lease_calls: std::sync::Arc<tokio::sync::Semaphore>,
+    /// A batch of `own` calls is not yet answered: a round asks for no slot meanwhile.
+    pub(super) owning: bool,
+    /// Slots whose owner lease is to be asked for.
+    pub(super) asks: Vec<(String, u32)>,
+    /// Sleeping slots whose lease is to be given up.
+    pub(super) disowns: Vec<(String, u32)>,
+    /// A batch of them is being given up.
+    pub(super) disowning: bool,
+}
+
+impl Rounds {
+    /// Before the first round: only this instance is known to be live.
+    pub(super) fn new(instance: &str) -> Self {
+        Rounds {
+            live: vec![instance.to_string()],
+            checked: None,
+            quiet_rounds: 0,
+            lease_calls: std::sync::Arc::new(tokio::sync::Semaphore::new(LEASE_CALLS)),
+            owning: false,
+            asks: Vec::new(),
+            disowns: Vec::new(),
+            disowning: false,
+        }
+    }
+}
 use crate::actors::messages::{Drain, Halt};
 use crate::actors::owners;
 use crate::store::Ownership;
@@ -28,7 +66,9 @@ impl SlotKeeper {
     pub(super) fn own_slots(&mut self, ctx: &mut Context<Self>, topic: &TopicConfig) {
         let name = topic.name.clone();
         let mine: Vec<u32> = (0..topic.slots)
-            .filter(|&slot| owners::owner_of(&self.live, &name, slot) == Some(&self.instance))
+            .filter(|&slot| {
+                owners::owner_of(&self.rounds.live, &name, slot) == Some(&self.instance)
+            })
             .collect();
         // This topic's actors, each with whether it pumps (running, not fenced): one range of
         // the keeper's map, not a search of it per slot (every round reads every topic).
@@ -56,7 +96,8 @@ impl SlotKeeper {
         if mine.is_empty() {
             return;
         }
-        self.asks
+        self.rounds
+            .asks
             .extend(mine.into_iter().map(|slot| (name.clone(), slot)));
         self.ask(ctx);
     }
@@ -66,13 +107,13 @@ impl SlotKeeper {
     /// actor wakes, so a future per topic (10,000 topics taken over at once) made each
     /// wake cost every pending one, and a take-over of 80,000 slots took 15 s.
     fn ask(&mut self, ctx: &mut Context<Self>) {
-        if self.stopping || self.owning || self.asks.is_empty() {
+        if self.stopping || self.rounds.owning || self.rounds.asks.is_empty() {
             return;
         }
-        let asks = std::mem::take(&mut self.asks);
+        let asks = std::mem::take(&mut self.rounds.asks);
         let (store, owner) = (self.rt.store.clone(), self.owner.clone());
         let (clock, lease) = (self.rt.clock.clone(), self.lease_ms());
-        let calls = self.lease_calls.clone();
+        let calls = self.rounds.lease_calls.clone();
         let answers = futures_util::stream::iter(asks)
             .map(move |(topic, slot)| {
                 let (store, owner, calls, clock) =
@@ -87,14 +128,14 @@ impl SlotKeeper {
             })
             .buffer_unordered(LEASE_CALLS)
             .collect::<Vec<_>>();
-        self.owning = true;
+        self.rounds.owning = true;
         ctx.spawn(answers.into_actor(self).map(|answers, act, ctx| {
-            act.owning = false;
+            act.rounds.owning = false;
             for (topic, slot, answer) in answers {
                 match answer {
                     Ok(Ownership::Owned { fence }) => act.start(ctx, &topic, slot, fence),
                     Ok(Ownership::Held { by, until }) => {
-                        act.checked = None;
+                        act.rounds.checked = None;
                         // Not ours (yet): its holder's lease has to run out or be handed off
                         // first. An actor this instance still runs for it (it was fenced:
                         // stalled past its registration, the holder took the slot over) is
@@ -104,7 +145,7 @@ impl SlotKeeper {
                         act.give_up(ctx, &topic, slot, false);
                     }
                     Err(e) => {
-                        act.checked = None;
+                        act.rounds.checked = None;
                         tracing::warn!(%topic, slot, error = %e, "could not take the slot's owner lease");
                     }
                 }
@@ -133,14 +174,14 @@ impl SlotKeeper {
             // A sleeping slot has nothing in flight to drain: its lease is given up with the
             // others queued (one future for all, as for `ask`).
             if disown {
-                self.disowns.push((topic.to_string(), slot));
+                self.rounds.disowns.push((topic.to_string(), slot));
                 self.disown_queued(ctx);
             }
             return;
         };
         let (store, owner, topic) = (self.rt.store.clone(), self.owner.clone(), topic.to_string());
         let grace = Duration::from_millis(self.lease_ms() / 3);
-        let calls = self.lease_calls.clone();
+        let calls = self.rounds.lease_calls.clone();
         ctx.spawn(
             async move {
                 let _ = addr.send(Drain { grace }).await;
@@ -160,15 +201,15 @@ impl SlotKeeper {
     /// Gives up the leases of the sleeping slots queued by `give_up`, `LEASE_CALLS` at a
     /// time, in one future.
     fn disown_queued(&mut self, ctx: &mut Context<Self>) {
-        if self.disowning || self.disowns.is_empty() {
+        if self.rounds.disowning || self.rounds.disowns.is_empty() {
             return;
         }
-        self.disowning = true;
-        let slots = std::mem::take(&mut self.disowns);
+        self.rounds.disowning = true;
+        let slots = std::mem::take(&mut self.rounds.disowns);
         let (store, owner, calls) = (
             self.rt.store.clone(),
             self.owner.clone(),
-            self.lease_calls.clone(),
+            self.rounds.lease_calls.clone(),
         );
         let gone = futures_util::stream::iter(slots).for_each_concurrent(LEASE_CALLS, move |(topic, slot)| {
             let (store, owner, calls) = (store.clone(), owner.clone(), calls.clone());
@@ -180,7 +221,7 @@ impl SlotKeeper {
             }
         });
         ctx.spawn(gone.into_actor(self).map(|(), act, ctx| {
-            act.disowning = false;
+            act.rounds.disowning = false;
             act.disown_queued(ctx);
         }));
     }
@@ -195,29 +236,29 @@ impl SlotKeeper {
                 .map(|live, act, ctx| {
                     match live {
                         Ok(live) if !live.is_empty() => {
-                            if live != act.live {
+                            if live != act.rounds.live {
                                 tracing::info!(instances = ?live, "the live instances changed");
                             }
-                            act.live = live;
+                            act.rounds.live = live;
                         }
                         Ok(_) => {}
                         Err(e) => tracing::warn!(error = %e, "could not renew this instance's registration"),
                     }
                     // Slots asked for are not yet answered: the next round looks again.
-                    if act.stopping || act.owning || !act.asks.is_empty() {
+                    if act.stopping || act.rounds.owning || !act.rounds.asks.is_empty() {
                         return;
                     }
                     // Every slot is looked at only when something may have moved: the
                     // membership, a slot fenced or stopped, a slot asked for and not
                     // obtained; and every `FULL_ROUND_EVERY` rounds all the same. A stable
                     // instance's round costs nothing per slot (issue 48).
-                    let seen = (act.live.clone(), act.rt.slot_changes.load(Ordering::Relaxed));
-                    if act.checked.as_ref() == Some(&seen) && act.quiet_rounds < FULL_ROUND_EVERY {
-                        act.quiet_rounds += 1;
+                    let seen = (act.rounds.live.clone(), act.rt.slot_changes.load(Ordering::Relaxed));
+                    if act.rounds.checked.as_ref() == Some(&seen) && act.rounds.quiet_rounds < FULL_ROUND_EVERY {
+                        act.rounds.quiet_rounds += 1;
                         return;
                     }
-                    act.checked = Some(seen);
-                    act.quiet_rounds = 0;
+                    act.rounds.checked = Some(seen);
+                    act.rounds.quiet_rounds = 0;
                     let topics: Vec<_> = act.topics.values().cloned().collect();
                     for t in topics {
                         act.own_slots(ctx, &t);

@@ -25,6 +25,10 @@
 //!    only at rest: no pump in flight or wanted, no settle in flight or backing off, no
 //!    outcome waiting for the window, no lost pump to adopt from, no wake kept. What it
 //!    would lose otherwise (a lost answer's runs, outcomes) is not in the store's next time.
+//! 8. A slot rests in one of three ways: awake, offered (it told its keeper, once, that it
+//!    may sleep, and waits for the answer), asleep (the keeper holds its next time). It
+//!    offers at most once until answered; the answer puts it to sleep only if it may still
+//!    sleep then (rule 7), else it is awake again and may offer again; a restart wakes it.
 
 use std::time::Duration;
 
@@ -128,6 +132,8 @@ pub(crate) enum SettleWhen {
 #[derive(Debug)]
 pub(crate) struct SlotCore {
     pumping: Pumping,
+    /// How the slot rests (rule 8).
+    rest: Rest,
     settling: Settling,
     window: Window,
     /// Settles that failed in a row because the store was unavailable (the backoff).
@@ -140,10 +146,22 @@ pub(crate) struct SlotCore {
     woken_at: Option<i64>,
 }
 
+/// How a slot rests (rule 8).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Rest {
+    /// Working, or at rest without having told its keeper.
+    Awake,
+    /// It told its keeper it may sleep and waits for the answer.
+    Offered,
+    /// The keeper holds its next time; its actor stops.
+    Asleep,
+}
+
 impl Default for SlotCore {
     fn default() -> Self {
         SlotCore {
             pumping: Pumping::Idle { again: false },
+            rest: Rest::Awake,
             settling: Settling::Idle,
             window: Window::Closed,
             settle_failures: 0,
@@ -312,6 +330,27 @@ impl SlotCore {
         self.settling = Settling::Idle;
         self.settle_failures = 0;
         self.window = Window::Closed;
+        self.rest = Rest::Awake;
+    }
+
+    /// The slot may sleep (rule 7 holds): whether to offer it to the keeper now, once until
+    /// answered (rule 8).
+    pub(crate) fn offer_rest(&mut self) -> bool {
+        if self.rest != Rest::Awake {
+            return false;
+        }
+        self.rest = Rest::Offered;
+        true
+    }
+
+    /// The keeper answered an offer: asleep when the slot `may_sleep` still, else awake.
+    pub(crate) fn rest_answered(&mut self, may_sleep: bool) {
+        self.rest = if may_sleep { Rest::Asleep } else { Rest::Awake };
+    }
+
+    /// Whether the slot was put to sleep (its actor stops as asleep, not fenced or halted).
+    pub(crate) fn asleep(&self) -> bool {
+        self.rest == Rest::Asleep
     }
 
     /// An outcome joined those waiting. `window_ms`: the batch window; `others_running`:
@@ -656,5 +695,20 @@ mod tests {
         assert!(!core.pump_in_flight());
         assert_eq!(core.settling(), Settling::Idle);
         assert!(core.want_pump(10, false).is_some());
+    }
+
+    #[test]
+    fn rule_8_a_slot_offers_its_rest_once_and_sleeps_only_if_it_still_may() {
+        let mut core = SlotCore::default();
+        assert!(core.offer_rest(), "an awake slot offers");
+        assert!(!core.offer_rest(), "once until answered");
+        core.rest_answered(false);
+        assert!(!core.asleep(), "it may not sleep any more: awake");
+        assert!(core.offer_rest(), "awake again, it may offer again");
+        core.rest_answered(true);
+        assert!(core.asleep());
+        assert!(!core.offer_rest(), "asleep: nothing to offer");
+        core.restarted();
+        assert!(!core.asleep() && core.offer_rest(), "a restart wakes it");
     }
 }

@@ -6,13 +6,7 @@ use super::*;
 impl SlotActor {
     /// The topic's flow metrics: jobs waiting on this instance, and how long they waited.
     pub(super) fn flow_metrics(&mut self) -> &(prometheus::IntGauge, prometheus::Histogram) {
-        let (m, name) = (&self.rt.metrics, [self.topic.name.as_str()]);
-        self.flow_metrics.get_or_insert_with(|| {
-            (
-                m.flow_waiting.with_label_values(&name),
-                m.flow_wait.with_label_values(&name),
-            )
-        })
+        self.metrics.flow(&self.rt.metrics, &self.topic.name)
     }
 
     /// Counts `n` more (or fewer) runs waiting for room on their flow key.
@@ -84,10 +78,19 @@ impl SlotActor {
         }
     }
 
-    /// Counts the runs a pump set aside as sent back, each under its key.
-    pub(super) fn count_set_aside(&mut self, set_aside: &[(String, u32)]) {
+    /// Counts the runs a pump set aside as sent back, each under its key and due again at
+    /// the instant the pump was given for it (`aside`).
+    pub(super) fn count_set_aside(
+        &mut self,
+        aside: &[(String, Millis)],
+        set_aside: &[(String, u32)],
+    ) {
         for (key, n) in set_aside {
-            self.gate.sent_back(key, u64::from(*n));
+            let at = aside
+                .iter()
+                .find(|(k, _)| k == key)
+                .map_or(0, |(_, at)| *at);
+            self.gate.sent_back(key, u64::from(*n), at);
             self.rt
                 .metrics
                 .flow_deferred
@@ -125,7 +128,7 @@ impl SlotActor {
         };
         let Some(limits) = self.topic.flow_limits(&key) else {
             // The key's limits are gone: its line fires now.
-            let (runs, _) = self.gate.answered(&key, usize::MAX);
+            let (runs, _) = self.gate.answered(&key, usize::MAX, self.rt.clock.now());
             self.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
             let now = self.rt.clock.now();
             for lease in runs {
@@ -159,7 +162,7 @@ impl SlotActor {
                     (0, 4 * POLL_MS)
                 }
             };
-            let (runs, again) = act.gate.answered(&key, granted);
+            let (runs, again) = act.gate.answered(&key, granted, act.rt.clock.now());
             act.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
             let now = act.rt.clock.now();
             let holds = limits.parallelism.is_some();

@@ -6,7 +6,7 @@
 //! the key's bell, [`FlowBells`]). Waiting runs stay leased to the slot, in
 //! its running map, so their leases are kept and a crash hands them to the next owner.
 
-use std::collections::{HashMap, VecDeque};
+use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tokio::sync::Notify;
@@ -28,6 +28,12 @@ pub(super) const POLL_MS: u64 = 50;
 pub(super) const DEFER_FIRST_MS: u64 = 1_000;
 pub(super) const DEFER_MIN_MS: u64 = 100;
 pub(super) const DEFER_MAX_MS: u64 = 60_000;
+
+/// Runs of a key that must have had room before its line's pace is trusted to say how long
+/// a run sent back waits: the first asks' round trips make an early pace far too slow (a
+/// hot key's runs were sent back for the whole 60 s, and its calls ran at a tenth of their
+/// rate); until then a run sent back waits [`DEFER_FIRST_MS`] and is looked at again.
+pub(super) const PACE_SAMPLE: u64 = 1_000;
 
 /// A run's name in a key's counters: `id:token`.
 pub(super) fn member(lease: &Leased) -> String {
@@ -80,13 +86,41 @@ struct KeyQueue {
     again: bool,
     /// The timer of the next ask.
     retry: Option<SpawnHandle>,
-    /// When the line began (the slot's clock), and how many of its runs have had room
-    /// since: the pace it moves at.
-    since: Millis,
+    /// How long the line has held runs (the slot's clock: `busy_ms`, and since
+    /// `busy_since` while it holds some now), and how many of its runs had room in that
+    /// time: the pace it moves at, not slowed by the time it stood empty.
+    busy_ms: u64,
+    busy_since: Option<Millis>,
     started: u64,
-    /// Runs past the key's share sent back to the store since the line began: they queue
-    /// behind its runs.
-    deferred: u64,
+    /// Runs past the key's share sent back to the store (by the slot, or set aside by its
+    /// pump), by the instant they are due again: until then they queue behind the line's
+    /// runs. The key's queue is kept while any are out, so its pace is known when they
+    /// come back.
+    sent_back: BTreeMap<Millis, u64>,
+}
+
+impl KeyQueue {
+    /// The time the line has held runs, up to `now`.
+    fn busy(&self, now: Millis) -> u64 {
+        let open = self
+            .busy_since
+            .map_or(0, |since| u64::try_from(now - since).unwrap_or(0));
+        self.busy_ms + open
+    }
+
+    /// Runs sent back that are not due again by `now`.
+    fn out(&self, now: Millis) -> u64 {
+        self.sent_back
+            .range(now.saturating_add(1)..)
+            .map(|(_, n)| n)
+            .sum()
+    }
+
+    /// Nothing waits, nothing is asked for, nothing sent back is still out at `now`.
+    fn idle(&mut self, now: Millis) -> bool {
+        self.sent_back = self.sent_back.split_off(&now.saturating_add(1));
+        self.runs.is_empty() && self.retry.is_none() && self.sent_back.is_empty()
+    }
 }
 
 /// What one ask for room names.
@@ -138,41 +172,45 @@ impl FlowGate {
     /// [`DEFER_MIN_MS`] and [`DEFER_MAX_MS`]; [`DEFER_FIRST_MS`] before it has moved. Those
     /// sent back in turn are due back in turn.
     pub(super) fn defer_ms(&mut self, key: &str, now: Millis) -> u64 {
-        self.sent_back(key, 1);
-        self.back_in_ms(key, now)
+        let ms = self.wait_ms(key, now, 1);
+        self.sent_back(key, 1, now.saturating_add(crate::num::millis(ms)));
+        ms
     }
 
     /// Counts `n` runs of `key` sent back to the store (by the slot, or set aside by its
-    /// pump), for the time the next ones sent back are due again.
-    pub(super) fn sent_back(&mut self, key: &str, n: u64) {
+    /// pump), due again `at`: they queue behind the line until then.
+    pub(super) fn sent_back(&mut self, key: &str, n: u64, at: Millis) {
         if let Some(q) = self.keys.get_mut(key) {
-            q.deferred += n;
+            *q.sent_back.entry(at).or_default() += n;
         }
     }
 
-    /// When, from `now`, a run of `key` sent back now is due again (see `defer_ms`),
-    /// counting those sent back before it but not itself.
+    /// When, from `now`, runs of `key` sent back now are due again (see `defer_ms`): after
+    /// the line's runs and those sent back before them.
     pub(super) fn back_in_ms(&self, key: &str, now: Millis) -> u64 {
+        self.wait_ms(key, now, 0)
+    }
+
+    /// The time the line's runs, the runs sent back and still out, and `more` take at the
+    /// line's pace, within the bounds; [`DEFER_FIRST_MS`] before the line has moved.
+    fn wait_ms(&self, key: &str, now: Millis, more: u64) -> u64 {
         let Some(q) = self.keys.get(key) else {
             return DEFER_FIRST_MS;
         };
-        let elapsed = u64::try_from(now - q.since).unwrap_or(0);
-        if q.started == 0 || elapsed == 0 {
+        let busy = q.busy(now);
+        if q.started < PACE_SAMPLE || busy == 0 {
             return DEFER_FIRST_MS;
         }
-        let ahead = crate::num::usize_u64(q.runs.len()) + q.deferred;
-        (ahead.saturating_mul(elapsed) / q.started).clamp(DEFER_MIN_MS, DEFER_MAX_MS)
+        let ahead = crate::num::usize_u64(q.runs.len()) + q.out(now) + more;
+        (ahead.saturating_mul(busy) / q.started).clamp(DEFER_MIN_MS, DEFER_MAX_MS)
     }
 
     /// Puts a run in its key's line, by fire time; `now` on the slot's clock.
     pub(super) fn wait(&mut self, key: &str, lease: Arc<Leased>, now: Millis) {
-        let q = self
-            .keys
-            .entry(key.to_string())
-            .or_insert_with(|| KeyQueue {
-                since: now,
-                ..KeyQueue::default()
-            });
+        let q = self.keys.entry(key.to_string()).or_default();
+        if q.runs.is_empty() {
+            q.busy_since = Some(now);
+        }
         let at = q
             .runs
             .partition_point(|r| r.job.fire_at <= lease.job.fire_at);
@@ -205,9 +243,14 @@ impl FlowGate {
         (Some(ask), retry)
     }
 
-    /// An ask was answered: its first `n` runs leave the line (to start). Answers them, and
-    /// whether to ask again at once (room freed meanwhile).
-    pub(super) fn answered(&mut self, key: &str, n: usize) -> (Vec<Arc<Leased>>, bool) {
+    /// An ask was answered at `now`: its first `n` runs leave the line (to start). Answers
+    /// them, and whether to ask again at once (room freed meanwhile).
+    pub(super) fn answered(
+        &mut self,
+        key: &str,
+        n: usize,
+        now: Millis,
+    ) -> (Vec<Arc<Leased>>, bool) {
         let Some(q) = self.keys.get_mut(key) else {
             return (Vec::new(), false);
         };
@@ -217,7 +260,12 @@ impl FlowGate {
         q.started += crate::num::usize_u64(out.len());
         self.waiting -= out.len();
         let again = std::mem::take(&mut q.again) && !q.runs.is_empty();
-        if q.runs.is_empty() && q.retry.is_none() {
+        if q.runs.is_empty()
+            && let Some(since) = q.busy_since.take()
+        {
+            q.busy_ms += u64::try_from(now - since).unwrap_or(0);
+        }
+        if q.idle(now) {
             self.keys.remove(key);
         }
         (out, again)
@@ -274,7 +322,7 @@ mod tests {
         assert_eq!((ask.waiting, ask.oldest), (3, 10));
         // In flight: a second ask waits for the answer, and is made then.
         assert!(g.ask("k").0.is_none());
-        let (started, again) = g.answered("k", 2);
+        let (started, again) = g.answered("k", 2, 0);
         let ids: Vec<_> = started.iter().map(|r| r.job.id.as_str()).collect();
         assert_eq!((ids, again), (vec!["a", "b"], true));
         assert_eq!((g.len(), g.oldest()), (1, Some(30)));
@@ -282,42 +330,93 @@ mod tests {
         assert_eq!((rest.len(), g.len()), (1, 0));
     }
 
-    /// A run sent back waits about as long as the runs ahead of it take at the line's pace,
-    /// later for each sent after it, within the bounds; a line that has not moved sends
-    /// back for the first wait.
+    /// A run sent back waits about as long as the runs ahead of it take at the line's pace
+    /// (the line's runs, and those sent back before it that are not due again yet), within
+    /// the bounds; before the line has moved, or while too few of its runs had room for the
+    /// pace to be trusted, the first wait.
     #[test]
     fn a_run_past_its_share_waits_as_long_as_the_runs_ahead_take() {
         let mut g = FlowGate::default();
-        for i in 0..10 {
+        for i in 0..1_010 {
             g.wait("k", lease(&format!("j{i}"), i), 1_000);
         }
-        assert_eq!(g.line("k"), 10);
+        assert_eq!(g.line("k"), 1_010);
         assert_eq!(
             g.defer_ms("k", 1_000),
             DEFER_FIRST_MS,
             "the line has not moved"
         );
         assert_eq!(g.defer_ms("other", 1_000), DEFER_FIRST_MS, "no line");
-        // Five runs had room in 1 s: 200 ms a run.
+        // A thousand runs had room in 200 s: 200 ms a run.
         let _ = g.ask("k");
-        let _ = g.answered("k", 5);
-        // Ahead: the 5 still in line, the one sent back before, and this one: 7 × 200 ms.
-        assert_eq!(g.defer_ms("k", 2_000), 1_400);
+        let _ = g.answered("k", 1_000, 201_000);
+        // Ahead: the 10 still in line and this one (the first sent back is due at 2,000,
+        // no longer out): 11 × 200 ms.
+        assert_eq!(g.defer_ms("k", 201_000), 2_200);
         assert_eq!(
-            g.defer_ms("k", 2_000),
-            1_600,
+            g.defer_ms("k", 201_000),
+            2_400,
             "each sent back later than the last"
         );
+        // Set aside by the pump: 100 more, due at once at the instant the line gives.
+        let at = 201_000 + i64::try_from(g.back_in_ms("k", 201_000)).unwrap();
+        assert_eq!(at, 203_400);
+        g.sent_back("k", 100, at);
+        assert_eq!(g.back_in_ms("k", 201_000), (10 + 2 + 100) * 200);
+        // Once they are due again they are no longer ahead (the pace moves with the time
+        // the line stays busy).
+        assert_eq!(g.back_in_ms("k", 203_399), (10 + 101) * 202_399 / 1_000);
+        assert_eq!(g.back_in_ms("k", 203_400), 10 * 202_400 / 1_000);
         for _ in 0..1_000 {
-            g.defer_ms("k", 2_000);
+            g.defer_ms("k", 201_000);
         }
-        assert_eq!(g.defer_ms("k", 2_000), DEFER_MAX_MS);
+        assert_eq!(g.defer_ms("k", 201_000), DEFER_MAX_MS);
         // A fast line: the least wait.
         let mut fast = FlowGate::default();
-        fast.wait("f", lease("a", 0), 0);
-        fast.wait("f", lease("b", 0), 0);
+        for i in 0..1_001 {
+            fast.wait("f", lease(&format!("f{i}"), 0), 0);
+        }
         let _ = fast.ask("f");
-        let _ = fast.answered("f", 1);
+        let _ = fast.answered("f", 1_000, 1);
         assert_eq!(fast.defer_ms("f", 1), DEFER_MIN_MS);
+        // Too few runs had room to trust the pace (the first asks' round trips in it).
+        let mut young = FlowGate::default();
+        for i in 0..10 {
+            young.wait("y", lease(&format!("y{i}"), i), 0);
+        }
+        let _ = young.ask("y");
+        let _ = young.answered("y", 5, 1_000);
+        assert_eq!(young.defer_ms("y", 1_000), DEFER_FIRST_MS);
+    }
+
+    /// A line that empties while runs it sent back are out keeps its pace: when they come
+    /// back, the next sent back wait what the line's pace says, not the first wait again;
+    /// the time it stood empty does not slow the pace. Once nothing is out, it is forgotten.
+    #[test]
+    fn a_line_keeps_its_pace_while_what_it_sent_back_is_out() {
+        let mut g = FlowGate::default();
+        for i in 0..1_004 {
+            g.wait("k", lease(&format!("j{i}"), i), 0);
+        }
+        assert_eq!(g.defer_ms("k", 100_000), DEFER_FIRST_MS); // due again at 101,000
+        let _ = g.ask("k");
+        let (ran, _) = g.answered("k", 1_004, 100_400); // about 100 ms a run
+        assert_eq!(ran.len(), 1_004);
+        assert_eq!(g.line("k"), 0);
+        // Empty from 100,400 to 101,000; the one sent back comes in, with 9 more.
+        for i in 0..10 {
+            g.wait("k", lease(&format!("r{i}"), i), 101_000);
+        }
+        assert_eq!(
+            g.defer_ms("k", 101_000),
+            11 * 100_400 / 1_004,
+            "11 runs ahead at the busy line's pace, the empty 600 ms not counted"
+        );
+        let _ = g.ask("k");
+        let _ = g.answered("k", 10, 102_000);
+        assert_eq!(g.keys.len(), 1, "one run is still out");
+        let _ = g.ask("k");
+        let _ = g.answered("k", 0, 102_200);
+        assert!(g.keys.is_empty(), "nothing out, nothing waits: forgotten");
     }
 }

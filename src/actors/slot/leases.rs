@@ -7,12 +7,12 @@ impl SlotActor {
     /// Checks the runs' leases every sixth of a lease, from the first run out for as long as
     /// runs are out.
     pub(super) fn arm_lease_sweep(&mut self, ctx: &mut Context<Self>) {
-        if self.lease_sweep.is_some() {
+        if self.timers.lease_sweep.is_some() {
             return;
         }
         let every = Duration::from_millis((self.topic.visibility_timeout_ms / 6).max(1));
-        self.lease_sweep = Some(ctx.run_later(every, |act, ctx| {
-            act.lease_sweep = None;
+        self.timers.lease_sweep = Some(ctx.run_later(every, |act, ctx| {
+            act.timers.lease_sweep = None;
             act.sweep_leases(ctx);
             if !act.running.is_empty() {
                 act.arm_lease_sweep(ctx);

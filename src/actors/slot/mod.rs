@@ -34,6 +34,7 @@ mod flow;
 pub(crate) mod flow_gate;
 pub(crate) mod lead;
 mod leases;
+mod metrics;
 mod pump;
 mod runs;
 mod settle;
@@ -41,6 +42,7 @@ mod settle;
 use self::core::{AfterPump, PumpEnd, SettleEnd, SettleWhen, SlotCore};
 use self::flow_gate::{FlowGate, POLL_MS, member};
 use self::lead::Lead;
+use self::metrics::SlotMetrics;
 use super::handler::LocalHandlers;
 use super::messages::{
     Drain, Halt, Pump, Refence, Retune, RunJob, RunReport, Sleep, SlotHealth, SlotIdle, Wake,
@@ -74,41 +76,30 @@ pub(crate) struct SlotActor {
     /// store leased to this actor, which `Drain` waits for: stopped before it, they would
     /// stay leased to no one until their lease ran out.
     pumping: watch::Sender<bool>,
-    /// The pending wake-up and its instant.
-    timer: Option<(SpawnHandle, Millis)>,
-    /// The batch window's timer, while it is open.
-    flush: Option<SpawnHandle>,
-    /// The lease sweep's timer, set only while runs are out (an idle slot holds no timer,
-    /// issue 48).
-    lease_sweep: Option<SpawnHandle>,
     /// Where this actor tells the slot keeper it is at rest (`offer_sleep`).
     keeper: Recipient<SlotIdle>,
-    /// It told the keeper it is at rest and has not been answered busy since.
-    offered: bool,
-    /// It agreed to sleep: it stops when the keeper drops its address, which is no change
-    /// of ownership (the keeper holds the slot).
-    asleep: bool,
     /// How long before their fire time this slot's pumps lease jobs: `runtime.fire_lead_ms`,
     /// longer while the store answers slowly (see `super::lead`).
     lead: Lead,
-    /// This topic's metric handles, looked up once rather than per job.
-    fired: prometheus::IntCounter,
-    fired_after_pump: prometheus::IntCounter,
-    lateness: prometheus::Histogram,
-    pump_batch: prometheus::Histogram,
-    pump_seconds: prometheus::Histogram,
-    pump_lead: prometheus::Histogram,
-    retried: prometheus::IntCounter,
-    dead: prometheus::IntCounter,
-    /// Handler durations by job type, each looked up once.
-    handler_durations: HashMap<String, prometheus::Histogram>,
+    /// The topic's series (`metrics.rs`).
+    metrics: SlotMetrics,
+    /// The actor's own timers.
+    timers: Timers,
     /// The job types' actors on this actor's thread.
     handlers: LocalHandlers,
     /// Due runs waiting for room on their flow key (`flow_gate.rs`).
     gate: FlowGate,
-    /// The topic's flow metrics (waiting jobs, wait), looked up at the first wait: a topic
-    /// without flow limits has no series of them.
-    flow_metrics: Option<(prometheus::IntGauge, prometheus::Histogram)>,
+}
+
+/// The slot actor's timers, each its handle in the actor's context while armed.
+#[derive(Default)]
+struct Timers {
+    /// The next pump, and when it is armed for.
+    next: Option<(SpawnHandle, Millis)>,
+    /// A settle held for the batch window.
+    flush: Option<SpawnHandle>,
+    /// The lease sweep, while runs are out (`leases.rs`).
+    lease_sweep: Option<SpawnHandle>,
 }
 
 impl SlotActor {
@@ -121,25 +112,14 @@ impl SlotActor {
         handlers: LocalHandlers,
         keeper: Recipient<SlotIdle>,
     ) -> Self {
-        let m = &rt.metrics;
-        let name = [topic.name.as_str()];
         let lead = Lead::new(rt.settings.fire_lead_ms, rt.settings.fire_lead_max_ms);
         SlotActor {
             fence,
             core: SlotCore::default(),
             lead,
-            fired: m.fired.with_label_values(&name),
-            fired_after_pump: m.fired_after_pump.with_label_values(&name),
-            lateness: m.lateness.with_label_values(&name),
-            pump_batch: m.pump_batch.with_label_values(&name),
-            pump_seconds: m.pump_seconds.with_label_values(&name),
-            pump_lead: m.pump_lead.with_label_values(&name),
-            retried: m.retried.with_label_values(&name),
-            dead: m.dead.with_label_values(&name),
-            handler_durations: HashMap::new(),
+            metrics: SlotMetrics::new(&rt.metrics, &topic.name),
             handlers,
             gate: FlowGate::default(),
-            flow_metrics: None,
             topic,
             slot,
             rt,
@@ -148,12 +128,8 @@ impl SlotActor {
             outcomes: Vec::new(),
             in_flight: watch::channel(0).0,
             pumping: watch::channel(false).0,
-            timer: None,
-            flush: None,
-            lease_sweep: None,
+            timers: Timers::default(),
             keeper,
-            offered: false,
-            asleep: false,
         }
     }
 
@@ -170,7 +146,7 @@ impl SlotActor {
     }
 
     fn cancel_timer(&mut self, ctx: &mut Context<Self>) {
-        if let Some((handle, _)) = self.timer.take() {
+        if let Some((handle, _)) = self.timers.next.take() {
             ctx.cancel_future(handle);
         }
         self.set_status(|s| s.armed_at = None);
@@ -192,12 +168,12 @@ impl SlotActor {
             .until(at * 1_000)
             .into_actor(self)
             .map(|_, act, ctx| {
-                act.timer = None;
+                act.timers.next = None;
                 act.set_status(|s| s.armed_at = None);
                 act.pump(ctx);
             });
         let handle = ctx.spawn(wake);
-        self.timer = Some((handle, at));
+        self.timers.next = Some((handle, at));
         self.set_status(|s| s.armed_at = Some(at));
     }
 
@@ -212,16 +188,15 @@ impl SlotActor {
             .saturating_add(crate::num::millis(self.rt.settings.dormant_after_ms));
         self.core.at_rest()
             && self.unsettled() == 0
-            && self.flush.is_none()
-            && self.timer.is_none_or(|(_, at)| at > horizon)
+            && self.timers.flush.is_none()
+            && self.timers.next.is_none_or(|(_, at)| at > horizon)
     }
 
     /// Tells the keeper, once, that the slot may sleep; it answers with `Sleep`.
     fn offer_sleep(&mut self) {
-        if self.offered || !self.may_sleep() {
+        if !self.may_sleep() || !self.core.offer_rest() {
             return;
         }
-        self.offered = true;
         self.keeper.do_send(SlotIdle {
             topic: self.topic.name.clone(),
             slot: self.slot,
@@ -292,7 +267,7 @@ impl Actor for SlotActor {
 
     fn stopped(&mut self, _: &mut Context<Self>) {
         self.set_status(|s| s.alive = false);
-        if !self.asleep {
+        if !self.core.asleep() {
             self.slot_changed();
         }
     }
@@ -305,13 +280,12 @@ impl Supervised for SlotActor {
         self.running.clear();
         self.outcomes.clear();
         // The old context's timers are gone with it.
-        self.lease_sweep = None;
-        self.offered = false;
+        self.timers.lease_sweep = None;
         self.core.restarted();
         self.track();
         self.publish_pumping();
-        self.timer = None;
-        self.flush = None;
+        self.timers.next = None;
+        self.timers.flush = None;
         self.set_status(|s| {
             s.restarts += 1;
             s.armed_at = None;
@@ -354,7 +328,7 @@ impl Handler<Wake> for SlotActor {
         if !self.core.woken(pump_at) {
             return;
         }
-        match self.timer {
+        match self.timers.next {
             Some((_, at)) if at <= pump_at => {}
             _ => self.arm(Some(pump_at), ctx),
         }
@@ -367,16 +341,16 @@ impl Handler<Sleep> for SlotActor {
     /// The keeper forwards nothing to a slot it asked to sleep until it answers, so every
     /// wake it was told is in the timer by now.
     fn handle(&mut self, _: Sleep, ctx: &mut Context<Self>) -> Option<Option<Millis>> {
-        self.offered = false;
-        if !self.may_sleep() {
+        let may = self.may_sleep();
+        self.core.rest_answered(may);
+        if !may {
             return None;
         }
-        let next = self.timer.map(|(_, at)| at);
+        let next = self.timers.next.map(|(_, at)| at);
         self.cancel_timer(ctx);
-        if let Some(sweep) = self.lease_sweep.take() {
+        if let Some(sweep) = self.timers.lease_sweep.take() {
             ctx.cancel_future(sweep);
         }
-        self.asleep = true;
         Some(next)
     }
 }

@@ -19,8 +19,11 @@ impl SlotActor {
         // Past the lead, the window: jobs due in it go out in this pump too.
         let (lead, window) = (self.lead(), self.window());
         let reach = lead.saturating_add(window);
-        self.pump_lead.observe(crate::num::float(lead) / 1_000.0);
+        self.metrics
+            .pump_lead
+            .observe(crate::num::float(lead) / 1_000.0);
         let aside = self.set_aside(now);
+        let aside_at = aside.keys.clone();
         let fut = async move {
             let adopted = match start.adopt_above {
                 Some(above) => store.adopt(&topic, slot, fence, above).await?,
@@ -53,7 +56,7 @@ impl SlotActor {
         ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
             let answered = std::time::Instant::now();
             let round_trip = answered.saturating_duration_since(asked);
-            act.pump_seconds.observe(round_trip.as_secs_f64());
+            act.metrics.pump_seconds.observe(round_trip.as_secs_f64());
             let (end, next_at) = match result {
                 Ok((adopted, pumped, grant)) => {
                     act.lead.observe(round_trip, answered);
@@ -61,7 +64,7 @@ impl SlotActor {
                     let held_back = granted < capacity && pumped.jobs.len() >= granted;
                     let full = pumped.jobs.len() >= capacity;
                     let next_at = pumped.next_at;
-                    act.count_set_aside(&pumped.set_aside);
+                    act.count_set_aside(&aside_at, &pumped.set_aside);
                     act.take_runs(adopted, pumped, asked_us, now, ctx);
                     let end = if held_back {
                         PumpEnd::Limited { retry_in_ms: grant.retry_in_ms }
@@ -142,7 +145,8 @@ impl SlotActor {
             s.last_pump = Some(now);
             s.last_error = None;
         });
-        self.pump_batch
+        self.metrics
+            .pump_batch
             .observe(crate::num::float(crate::num::signed(
                 crate::num::usize_u64(n),
             )));
@@ -154,7 +158,9 @@ impl SlotActor {
                 (asked_us + 1..=now_us).contains(&lease.job.fire_at.saturating_mul(1_000))
             })
             .count();
-        self.fired_after_pump.inc_by(crate::num::usize_u64(after));
+        self.metrics
+            .fired_after_pump
+            .inc_by(crate::num::usize_u64(after));
         for lease in pumped.jobs {
             self.core.saw_token(lease.token);
             self.dispatch(lease, now_us, &mut held, ctx);

@@ -88,9 +88,9 @@ impl SlotActor {
         flow: Option<String>,
         ctx: &mut Context<Self>,
     ) {
-        self.fired.inc();
+        self.metrics.fired.inc();
         let lateness = crate::num::float((fired_at - lease.job.fire_at).max(0)) / 1_000.0;
-        self.lateness.observe(lateness);
+        self.metrics.lateness.observe(lateness);
         // The handler's context holds its own copy of the job; a traced job's fire is a span
         // of its trace, ended with the run (`crate::otel`).
         let span = crate::otel::process_span(&self.topic.name, &lease.job, fired_at)

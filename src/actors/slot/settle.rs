@@ -6,15 +6,8 @@ use super::*;
 impl SlotActor {
     /// The handler duration histogram of this topic's `job_type`.
     pub(super) fn handler_duration(&mut self, job_type: &str) -> &prometheus::Histogram {
-        if !self.handler_durations.contains_key(job_type) {
-            let h = self
-                .rt
-                .metrics
-                .handler_duration
-                .with_label_values(&[self.topic.name.as_str(), job_type]);
-            self.handler_durations.insert(job_type.to_string(), h);
-        }
-        &self.handler_durations[job_type]
+        self.metrics
+            .handler_duration(&self.rt.metrics, &self.topic.name, job_type)
     }
 
     /// Turns a handler's report into the outcome the store applies.
@@ -57,8 +50,8 @@ impl SlotActor {
             SettleWhen::Now => self.settle(ctx),
             SettleWhen::OpenWindow => {
                 let wait = Duration::from_millis(crate::num::unsigned(window));
-                self.flush = Some(ctx.run_later(wait, |act, ctx| {
-                    act.flush = None;
+                self.timers.flush = Some(ctx.run_later(wait, |act, ctx| {
+                    act.timers.flush = None;
                     act.core.window_closed();
                     act.settle(ctx);
                 }));
@@ -73,7 +66,7 @@ impl SlotActor {
         if !self.core.begin_settle(self.outcomes.len()) {
             return;
         }
-        if let Some(flush) = self.flush.take() {
+        if let Some(flush) = self.timers.flush.take() {
             ctx.cancel_future(flush);
         }
         let batch = std::mem::take(&mut self.outcomes);
@@ -104,8 +97,8 @@ impl SlotActor {
                     let mut rescheduled = false;
                     for (item, finished) in batch.iter().zip(done) {
                         match finished {
-                            Finished::Retrying => act.retried.inc(),
-                            Finished::Dead => act.dead.inc(),
+                            Finished::Retrying => act.metrics.retried.inc(),
+                            Finished::Dead => act.metrics.dead.inc(),
                             Finished::Stale => tracing::warn!(job = %item.run.job.id, "a run's outcome was stale: another run holds the job"),
                             _ => {}
                         }

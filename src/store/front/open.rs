@@ -7,10 +7,11 @@ use std::path::Path;
 use std::sync::Arc;
 
 use super::Store;
-use crate::config::{FsyncPolicy, RedisSettings};
 use crate::error::Result;
+use crate::store::memory::settings::FsyncPolicy;
 use crate::store::memory::{JournalLen, MemoryEngine};
 use crate::store::redis::connect;
+use crate::store::redis::settings::RedisSettings;
 use crate::store::topic_policy::StoreOptions;
 
 impl Store {

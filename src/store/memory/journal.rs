@@ -18,7 +18,7 @@ use tokio::sync::watch;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::FsyncPolicy;
+use super::settings::FsyncPolicy;
 use crate::error::{Error, Result};
 use crate::model::JobState;
 use crate::store::record::Record;

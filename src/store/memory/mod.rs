@@ -19,6 +19,7 @@ pub use self::journal_tool::{JournalCheck, Salvaged, check_journal, salvage_jour
 mod membership;
 mod prefetch;
 mod rate;
+pub(crate) mod settings;
 mod slot;
 mod topics;
 // Reached from outside only through the `conformance` door (the wheel's focused benchmark).
@@ -34,11 +35,11 @@ use async_trait::async_trait;
 
 use self::journal::{Journal, Live, Op};
 
+use self::settings::FsyncPolicy;
 use self::slot::SlotState;
 use super::engine::{Engine, WakeBus};
 use super::event_id::EventId;
 use super::topic_policy::StoreOptions;
-use crate::config::FsyncPolicy;
 use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::time::now_ms;

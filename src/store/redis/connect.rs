@@ -29,10 +29,10 @@ fn manager_config() -> ConnectionManagerConfig {
 /// `durability = "replica"`, writes answered to callers are confirmed on a connection of their
 /// own (`durable.rs`); refused on an evicting Redis unless allowed.
 pub(crate) async fn open(
-    settings: &crate::config::RedisSettings,
+    settings: &super::settings::RedisSettings,
     options: &StoreOptions,
 ) -> Result<Arc<dyn Engine>> {
-    use crate::config::Durability;
+    use super::settings::Durability;
     let wait = match settings.durability {
         Durability::None => None,
         Durability::Replica => Some(Duration::from_millis(settings.durability_timeout_ms.max(1))),

@@ -20,6 +20,7 @@ mod rate;
 mod reply;
 mod scripts;
 mod sentinel;
+pub(crate) mod settings;
 mod tls;
 mod topics;
 mod wake;

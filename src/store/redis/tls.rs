@@ -5,7 +5,7 @@
 
 use redis::{ClientTlsConfig, TlsCertificates};
 
-use crate::config::RedisSettings;
+use super::settings::RedisSettings;
 use crate::error::{Error, Result};
 
 /// The certificates the settings name, read from their files; `None` when none is set (a
