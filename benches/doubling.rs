@@ -95,7 +95,13 @@ async fn pump_all(s: &SharedStore, topic: &str, jobs: usize) {
     let mut pumped = 0;
     for slot in 0..slots {
         loop {
-            let p = s.pump(topic, slot, T0 + 10, BATCH).await.unwrap();
+            let p = s
+                .door(topic, slot, 0)
+                .await
+                .unwrap()
+                .pump(T0 + 10, BATCH)
+                .await
+                .unwrap();
             pumped += p.jobs.len();
             if p.jobs.len() < BATCH {
                 break;

@@ -195,7 +195,13 @@ async fn main() {
     let mut taken = 0;
     for slot in 0..16 {
         loop {
-            let p = s.pump("d", slot, now + 101_000, 1_000).await.unwrap();
+            let p = s
+                .door("d", slot, 0)
+                .await
+                .unwrap()
+                .pump(now + 101_000, 1_000)
+                .await
+                .unwrap();
             if p.jobs.is_empty() {
                 break;
             }

@@ -794,7 +794,11 @@ impl TimeoutCenter {
     /// recurring fire past its `repeat.catchup_window_ms`) are settled here as the slot
     /// actor settles them (dead as expired, dropped, or skipped to the next instant) and
     /// left out of the answer; the rest are answered.
-    async fn settle_misfires(&self, t: &TopicConfig, jobs: Vec<Leased>) -> Result<Vec<Leased>> {
+    async fn settle_misfires(
+        &self,
+        t: &Arc<TopicConfig>,
+        jobs: Vec<Leased>,
+    ) -> Result<Vec<Leased>> {
         let now = self.now();
         let (mut late, mut keep) = (std::collections::BTreeMap::<u32, Vec<_>>::new(), Vec::new());
         for lease in jobs {
@@ -816,7 +820,8 @@ impl TimeoutCenter {
         }
         for (slot, batch) in late {
             let n = batch.len() as u64;
-            self.rt.store.settle(&t.name, slot, &batch, now).await?;
+            let door = self.rt.store.door(Arc::clone(t), slot, 0)?;
+            door.settle(&batch, now).await?;
             self.rt
                 .metrics
                 .misfired

@@ -17,7 +17,7 @@ use tokio::sync::Notify;
 
 use crate::error::{Error, Result};
 use crate::model::Leased;
-use crate::store::SharedStore;
+use crate::store::{FireBudget, SharedStore, SlotDoor};
 use crate::time::{Millis, SharedClock};
 use crate::topic::TopicConfig;
 
@@ -141,6 +141,20 @@ struct TopicView {
     /// Wakes claims waiting out a pause when the topic's settings change.
     changed: Notify,
     slots: Mutex<SlotsView>,
+}
+
+impl TopicView {
+    /// A claim of `slot` answered `claimed`: the slot is free again, its next time known
+    /// (unknown after an error); wakes the sleeping claims that must look again.
+    fn claimed(&self, slot: u32, claimed: &Result<crate::model::Pumped>, now: Millis) {
+        let next_at = match claimed {
+            Ok(p) => p.next_at,
+            Err(_) => Some(0),
+        };
+        if lock(&self.slots).release(slot, next_at, now) {
+            self.woken.notify_waiters();
+        }
+    }
 }
 
 /// What the claims of one process know of a topic's slots.
@@ -298,7 +312,7 @@ impl Claims {
         &self,
         store: &SharedStore,
         clock: &SharedClock,
-        topic: &TopicConfig,
+        topic: &Arc<TopicConfig>,
         req: ClaimRequest,
     ) -> Result<Vec<Leased>> {
         let lease_ms = req.lease_ms.unwrap_or(topic.visibility_timeout_ms);
@@ -323,37 +337,22 @@ impl Claims {
                 match look {
                     Look::Wait(next_at) => break next_at,
                     Look::Take(slot) => {
-                        let mut want = req.max - jobs.len();
-                        if topic.max_fires_per_s.is_some() {
-                            if budget.left == 0 {
-                                let asked = crate::num::to_u32(want);
-                                let grant = store.take_fires(&topic.name, asked, now).await;
-                                match grant {
-                                    Ok(g) if g.granted > 0 => budget.left = g.granted,
-                                    Ok(g) => {
-                                        // Dry: the slot stays due, and no other claim
-                                        // is woken for it (the bucket is dry for all).
-                                        lock(&view.slots).release(slot, Some(0), now);
-                                        let wait = crate::num::millis(g.retry_in_ms.max(1));
-                                        budget.dry_until = Some(now.saturating_add(wait));
-                                        break None;
-                                    }
-                                    Err(e) => {
-                                        lock(&view.slots).release(slot, Some(0), now);
-                                        return Err(e);
-                                    }
-                                }
+                        let want = req.max - jobs.len();
+                        let (door, want) = match budget.open(store, topic, slot, want, now).await {
+                            Ok(Some(open)) => open,
+                            Err(e) => {
+                                lock(&view.slots).release(slot, Some(0), now);
+                                return Err(e);
                             }
-                            want = want.min(usize::try_from(budget.left).unwrap_or(want));
-                        }
-                        let claimed = store.claim(&topic.name, slot, now, want, lease_ms).await;
-                        let next_at = match &claimed {
-                            Ok(p) => p.next_at,
-                            Err(_) => Some(0),
+                            // Dry: the slot stays due, and no other claim is woken for it
+                            // (the bucket is dry for all).
+                            Ok(None) => {
+                                lock(&view.slots).release(slot, Some(0), now);
+                                break None;
+                            }
                         };
-                        if lock(&view.slots).release(slot, next_at, clock.now()) {
-                            view.woken.notify_waiters();
-                        }
+                        let claimed = door.claim(now, want, lease_ms).await;
+                        view.claimed(slot, &claimed, clock.now());
                         let claimed = match claimed {
                             Ok(p) => p.jobs,
                             Err(e) if jobs.is_empty() => return Err(e),
@@ -361,49 +360,74 @@ impl Claims {
                                 // What the pass leased from the slots before goes out all
                                 // the same: dropped, it would wait out its lease.
                                 tracing::warn!(topic = %topic.name, slot, error = %e, "a slot's claim failed; the claim answers with what it took before");
-                                budget.give_back(store, &topic.name, now).await;
+                                budget.give_back(now).await;
                                 return Ok(jobs);
                             }
                         };
-                        budget.left = budget
-                            .left
-                            .saturating_sub(crate::num::to_u32(claimed.len()));
+                        budget.spend(claimed.len());
                         jobs.extend(claimed);
                         if jobs.len() >= req.max {
-                            budget.give_back(store, &topic.name, now).await;
+                            budget.give_back(now).await;
                             return Ok(jobs);
                         }
                     }
                 }
             };
-            budget.give_back(store, &topic.name, now).await;
+            budget.give_back(now).await;
             if !jobs.is_empty() || now >= deadline {
                 return Ok(jobs);
             }
-            // With the bucket dry, nothing is claimed before it holds more.
-            let wake_at = match (next_at, budget.dry_until) {
-                (Some((at, _)), Some(dry)) => Some(at.max(dry)),
-                (None, Some(dry)) => Some(dry),
-                (next, None) => next.map(|(at, _)| at),
+            let wake = Wake {
+                next_at,
+                dry_until: budget.dry_until,
+                deadline,
             };
-            // The slot this sleeper wakes for is reserved while it sleeps (and released
-            // however the sleep ends, a dropped request too).
-            let _reserved = {
-                let mut slots = lock(&view.slots);
-                slots.watch_busy();
-                next_at.map(|(_, slot)| {
-                    slots.reserve(slot, true);
-                    Reservation { view: &view, slot }
-                })
-            };
-            let until = wake_at.map_or(deadline, |at| at.min(deadline));
-            // To the microsecond: `now` is truncated to the ms, and sleeping whole ms from it
-            // would wake up to a ms after the job came due.
-            let at_us = until.saturating_mul(1_000).max(clock.now_us() + 1);
-            tokio::select! {
-                _ = &mut woken => {}
-                _ = clock.until(at_us) => {}
-            }
+            wake.sleep(&view, clock, woken.as_mut()).await;
+        }
+    }
+}
+
+/// When a claim that found nothing looks again.
+struct Wake {
+    /// The earliest next time of a slot no one else waits for, and that slot.
+    next_at: Option<(Millis, u32)>,
+    /// The rate limit's bucket ran dry: when it holds more.
+    dry_until: Option<Millis>,
+    /// The end of the claim's wait.
+    deadline: Millis,
+}
+
+impl Wake {
+    /// Sleeps until the slot's next time (not before the bucket holds more), a wake notice
+    /// (`woken`), or the deadline, whichever comes first. The slot it wakes for is reserved
+    /// while it sleeps (and released however the sleep ends, a dropped request too).
+    async fn sleep(
+        &self,
+        view: &TopicView,
+        clock: &SharedClock,
+        woken: std::pin::Pin<&mut tokio::sync::futures::Notified<'_>>,
+    ) {
+        // With the bucket dry, nothing is claimed before it holds more.
+        let wake_at = match (self.next_at, self.dry_until) {
+            (Some((at, _)), Some(dry)) => Some(at.max(dry)),
+            (None, Some(dry)) => Some(dry),
+            (next, None) => next.map(|(at, _)| at),
+        };
+        let _reserved = {
+            let mut slots = lock(&view.slots);
+            slots.watch_busy();
+            self.next_at.map(|(_, slot)| {
+                slots.reserve(slot, true);
+                Reservation { view, slot }
+            })
+        };
+        let until = wake_at.map_or(self.deadline, |at| at.min(self.deadline));
+        // To the microsecond: `now` is truncated to the ms, and sleeping whole ms from it
+        // would wake up to a ms after the job came due.
+        let at_us = until.saturating_mul(1_000).max(clock.now_us() + 1);
+        tokio::select! {
+            _ = woken => {}
+            _ = clock.until(at_us) => {}
         }
     }
 }
@@ -411,19 +435,70 @@ impl Claims {
 /// The fires of a rate-limited pull topic one claim pass holds.
 #[derive(Default)]
 struct Budget {
-    /// Granted and not yet handed out.
-    left: u32,
+    /// The last take's fires and the door they were taken through (any of the topic's:
+    /// they share its bucket).
+    fires: Option<(FireBudget, SlotDoor)>,
     /// The bucket ran dry: when it holds more.
     dry_until: Option<Millis>,
 }
 
 impl Budget {
+    /// Fires granted and not yet handed out.
+    fn room(&self) -> u32 {
+        self.fires.as_ref().map_or(0, |(f, _)| f.room())
+    }
+
+    /// The door of `slot` and how many of `want` runs its claim may take (`fit`); `None`
+    /// when the bucket is dry.
+    async fn open(
+        &mut self,
+        store: &SharedStore,
+        topic: &Arc<TopicConfig>,
+        slot: u32,
+        want: usize,
+        now: Millis,
+    ) -> Result<Option<(SlotDoor, usize)>> {
+        let door = store.door(Arc::clone(topic), slot, 0)?;
+        Ok(self.fit(&door, want, now).await?.map(|want| (door, want)))
+    }
+
+    /// How many of `want` runs a slot's claim may take: all of them on a topic with no
+    /// limit; else what this pass holds, taking more from the bucket when it holds none.
+    /// `None` when the bucket is dry (`dry_until` then says when it holds more).
+    async fn fit(&mut self, door: &SlotDoor, want: usize, now: Millis) -> Result<Option<usize>> {
+        if door.topic().max_fires_per_s.is_none() {
+            return Ok(Some(want));
+        }
+        if self.room() == 0 {
+            let asked = crate::num::to_u32(want);
+            let fires = FireBudget::new(asked, door.take_fires(asked, now).await?);
+            if fires.dry() {
+                let wait = crate::num::millis(fires.retry_in_ms().max(1));
+                self.dry_until = Some(now.saturating_add(wait));
+                return Ok(None);
+            }
+            self.took(fires, door);
+        }
+        Ok(Some(want.min(usize::try_from(self.room()).unwrap_or(want))))
+    }
+
+    fn took(&mut self, fires: FireBudget, door: &SlotDoor) {
+        self.fires = Some((fires, door.clone()));
+    }
+
+    fn spend(&mut self, n: usize) {
+        if let Some((f, _)) = &mut self.fires {
+            f.spend(n);
+        }
+    }
+
     /// Gives back what the pass did not hand out (lost, it would only hold fires back for a
     /// tenth of a second).
-    async fn give_back(&mut self, store: &SharedStore, topic: &str, now: Millis) {
-        if self.left > 0 {
-            let _ = store.give_back_fires(topic, self.left, now).await;
-            self.left = 0;
+    async fn give_back(&mut self, now: Millis) {
+        if let Some((fires, door)) = self.fires.take()
+            && fires.unused() > 0
+        {
+            let _ = door.give_back_fires(fires.unused(), now).await;
         }
     }
 }

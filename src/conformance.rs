@@ -15,14 +15,15 @@ use crate::TimeoutCenter;
 use crate::error::Result;
 use crate::events::Event;
 use crate::model::{
-    ClaimOutcome, CreateSpec, Finished, JobRef, Leased, NewJob, Reset, ResetReport, RunOutcome,
-    ScheduleMode, Scheduled, TopicStats,
+    ClaimOutcome, CreateSpec, Finished, JobRef, NewJob, Reset, ResetReport, ScheduleMode,
+    Scheduled, TopicStats,
 };
-use crate::store::{Grant, Ownership, SharedStore, Store};
+use crate::store::{Ownership, SharedStore, Store};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 pub use crate::model::{HandedRecord, Pumped, Settlement};
+pub use crate::store::front::door::{PumpAnswer, PumpAsk, SlotDoor};
 pub use crate::store::memory::wheel::Wheel;
 pub use crate::store::state_machine;
 
@@ -95,49 +96,6 @@ pub trait RuntimeOps {
         topic: &str,
         events: &[Event],
     ) -> impl Future<Output = Result<()>> + Send;
-    fn pump(
-        &self,
-        topic: &str,
-        slot: u32,
-        now: Millis,
-        limit: usize,
-    ) -> impl Future<Output = Result<Pumped>> + Send;
-    #[allow(clippy::too_many_arguments)]
-    fn pump_fenced(
-        &self,
-        topic: &str,
-        slot: u32,
-        fence: u64,
-        now: Millis,
-        lead: Millis,
-        limit: usize,
-    ) -> impl Future<Output = Result<Pumped>> + Send;
-    #[allow(clippy::too_many_arguments)]
-    fn pump_setting_aside(
-        &self,
-        topic: &str,
-        slot: u32,
-        fence: u64,
-        now: Millis,
-        lead: Millis,
-        limit: usize,
-        aside: &crate::flow::SetAside,
-    ) -> impl Future<Output = Result<Pumped>> + Send;
-    fn adopt(
-        &self,
-        topic: &str,
-        slot: u32,
-        fence: u64,
-        above: u64,
-    ) -> impl Future<Output = Result<Vec<Leased>>> + Send;
-    fn claim(
-        &self,
-        topic: &str,
-        slot: u32,
-        now: Millis,
-        limit: usize,
-        lease_ms: u64,
-    ) -> impl Future<Output = Result<Pumped>> + Send;
     fn settle_claims(
         &self,
         topic: &str,
@@ -151,51 +109,15 @@ pub trait RuntimeOps {
         token: u64,
         until: Millis,
     ) -> impl Future<Output = Result<bool>> + Send;
-    fn settle(
+    /// The door of slot `slot` of the existing topic `topic` under owner fence `fence` (0:
+    /// owns nothing): a slot's own calls (pumps, claims, settles, lease extensions, fires,
+    /// flow room) go through it, as the slot actors' and claims' do.
+    fn door(
         &self,
         topic: &str,
         slot: u32,
-        batch: &[Settlement],
-        now: Millis,
-    ) -> impl Future<Output = Result<Vec<Finished>>> + Send;
-    fn finish(
-        &self,
-        topic: &str,
-        run: &Leased,
-        outcome: RunOutcome,
-        now: Millis,
-    ) -> impl Future<Output = Result<Finished>> + Send;
-    fn take_fires(
-        &self,
-        topic: &str,
-        want: u32,
-        now: Millis,
-    ) -> impl Future<Output = Result<Grant>> + Send;
-    fn give_back_fires(
-        &self,
-        topic: &str,
-        n: u32,
-        now: Millis,
-    ) -> impl Future<Output = Result<()>> + Send;
-    fn flow_take(
-        &self,
-        topic: &TopicConfig,
-        limits: &crate::flow::FlowLimits,
-        ask: &crate::store::FlowAsk<'_>,
-        now: Millis,
-    ) -> impl Future<Output = Result<crate::store::FlowGrant>> + Send;
-    fn flow_release(
-        &self,
-        topic: &TopicConfig,
-        key: &str,
-        runs: &[String],
-    ) -> impl Future<Output = Result<()>> + Send;
-    fn extend(
-        &self,
-        topic: &str,
-        run: &Leased,
-        until: Millis,
-    ) -> impl Future<Output = Result<bool>> + Send;
+        fence: u64,
+    ) -> impl Future<Output = Result<SlotDoor>> + Send;
     /// The memory engine's slot `slot` of `topic` panics at its next call (a test hook).
     fn panic_in_slot(&self, topic: &str, slot: u32);
 }
@@ -256,45 +178,6 @@ impl RuntimeOps for Store {
     async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()> {
         Store::append_events(self, topic, events).await
     }
-    async fn pump(&self, topic: &str, slot: u32, now: Millis, limit: usize) -> Result<Pumped> {
-        Store::pump(self, topic, slot, now, limit).await
-    }
-    async fn pump_fenced(
-        &self,
-        topic: &str,
-        slot: u32,
-        fence: u64,
-        now: Millis,
-        lead: Millis,
-        limit: usize,
-    ) -> Result<Pumped> {
-        Store::pump_fenced(self, topic, slot, fence, now, lead, limit).await
-    }
-    async fn pump_setting_aside(
-        &self,
-        topic: &str,
-        slot: u32,
-        fence: u64,
-        now: Millis,
-        lead: Millis,
-        limit: usize,
-        aside: &crate::flow::SetAside,
-    ) -> Result<Pumped> {
-        Store::pump_setting_aside(self, topic, slot, fence, now, lead, limit, aside).await
-    }
-    async fn adopt(&self, topic: &str, slot: u32, fence: u64, above: u64) -> Result<Vec<Leased>> {
-        Store::adopt(self, topic, slot, fence, above).await
-    }
-    async fn claim(
-        &self,
-        topic: &str,
-        slot: u32,
-        now: Millis,
-        limit: usize,
-        lease_ms: u64,
-    ) -> Result<Pumped> {
-        Store::claim(self, topic, slot, now, limit, lease_ms).await
-    }
     async fn settle_claims(
         &self,
         topic: &str,
@@ -306,44 +189,8 @@ impl RuntimeOps for Store {
     async fn touch(&self, topic: &str, job: &JobRef, token: u64, until: Millis) -> Result<bool> {
         Store::touch(self, topic, job, token, until).await
     }
-    async fn settle(
-        &self,
-        topic: &str,
-        slot: u32,
-        batch: &[Settlement],
-        now: Millis,
-    ) -> Result<Vec<Finished>> {
-        Store::settle(self, topic, slot, batch, now).await
-    }
-    async fn finish(
-        &self,
-        topic: &str,
-        run: &Leased,
-        outcome: RunOutcome,
-        now: Millis,
-    ) -> Result<Finished> {
-        Store::finish(self, topic, run, outcome, now).await
-    }
-    async fn take_fires(&self, topic: &str, want: u32, now: Millis) -> Result<Grant> {
-        Store::take_fires(self, topic, want, now).await
-    }
-    async fn give_back_fires(&self, topic: &str, n: u32, now: Millis) -> Result<()> {
-        Store::give_back_fires(self, topic, n, now).await
-    }
-    async fn flow_take(
-        &self,
-        topic: &TopicConfig,
-        limits: &crate::flow::FlowLimits,
-        ask: &crate::store::FlowAsk<'_>,
-        now: Millis,
-    ) -> Result<crate::store::FlowGrant> {
-        Store::flow_take(self, topic, limits, ask, now).await
-    }
-    async fn flow_release(&self, topic: &TopicConfig, key: &str, runs: &[String]) -> Result<()> {
-        Store::flow_release(self, topic, key, runs).await
-    }
-    async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
-        Store::extend(self, topic, run, until).await
+    async fn door(&self, topic: &str, slot: u32, fence: u64) -> Result<SlotDoor> {
+        Store::door_of(self, topic, slot, fence).await
     }
     fn panic_in_slot(&self, topic: &str, slot: u32) {
         Store::panic_in_slot(self, topic, slot);

@@ -286,7 +286,10 @@ impl Pair {
                 Op::Cancel(id) => {
                     format!("{:?}", s.cancel(&topic, &JobRef::new(job_id(*id))).await)
                 }
-                Op::Pump(slot) => took(s.pump(&topic, *slot, now, 100).await, &mut side.runs),
+                Op::Pump(slot) => took(
+                    s.door(&topic, *slot, 0).await.unwrap().pump(now, 100).await,
+                    &mut side.runs,
+                ),
                 Op::Settle { slot, picks } => {
                     let batch: Vec<Settlement> = picks
                         .iter()
@@ -310,14 +313,25 @@ impl Pair {
                             Some(Settlement::new(run, outcome, now))
                         })
                         .collect();
-                    format!("{:?}", s.settle(&topic, *slot, &batch, now).await)
+                    format!(
+                        "{:?}",
+                        s.door(&topic, *slot, 0)
+                            .await
+                            .unwrap()
+                            .settle(&batch, now)
+                            .await
+                    )
                 }
                 Op::Claim {
                     slot,
                     limit,
                     lease_ms,
                 } => took(
-                    s.claim(&topic, *slot, now, *limit, *lease_ms).await,
+                    s.door(&topic, *slot, 0)
+                        .await
+                        .unwrap()
+                        .claim(now, *limit, *lease_ms)
+                        .await,
                     &mut side.runs,
                 ),
                 Op::SettleClaims { slot, picks } => {
@@ -358,7 +372,14 @@ impl Pair {
                     None => "no run".to_string(),
                 },
                 Op::Extend { pick, by } => match side.runs.get(pick % side.runs.len().max(1)) {
-                    Some(run) => format!("{:?}", s.extend(&topic, run, now + by).await),
+                    Some(run) => format!(
+                        "{:?}",
+                        s.door(&topic, run.slot, 0)
+                            .await
+                            .unwrap()
+                            .extend(run, now + by)
+                            .await
+                    ),
                     None => "no run".to_string(),
                 },
                 Op::Requeue(id) => {

@@ -51,7 +51,13 @@ async fn fire_due(
 ) {
     let t = s.existing_topic(name).await.unwrap();
     for slot in 0..t.slots {
-        let p = s.pump(name, slot, now, 100_000).await.unwrap();
+        let p = s
+            .door(name, slot, 0)
+            .await
+            .unwrap()
+            .pump(now, 100_000)
+            .await
+            .unwrap();
         for run in p.jobs {
             let id = run.job.id.clone();
             let Some(expected) = model.remove(&id) else {
@@ -68,7 +74,13 @@ async fn fire_due(
                 "{id} fired early: due {expected}, now {now}"
             );
             assert!(fired.insert(id.clone()), "{id} fired twice");
-            let done = s.finish(name, &run, RunOutcome::Done, now).await.unwrap();
+            let done = s
+                .door(name, run.slot, 0)
+                .await
+                .unwrap()
+                .finish(&run, RunOutcome::Done, now)
+                .await
+                .unwrap();
             assert_eq!(done, Finished::Done, "{id}");
         }
     }
@@ -270,7 +282,10 @@ async fn a_reset_of_an_old_copy_that_is_running_applies_after_its_run(e: Engine)
     .await
     .unwrap();
     let run = s
-        .pump("r", 0, T0 + 10, 10)
+        .door("r", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 10, 10)
         .await
         .unwrap()
         .jobs
@@ -291,7 +306,10 @@ async fn a_reset_of_an_old_copy_that_is_running_applies_after_its_run(e: Engine)
         (ScheduleOutcome::Reset, Some(JobState::Running), 0)
     );
     let done = s
-        .finish("r", &run, RunOutcome::Done, T0 + 30)
+        .door("r", run.slot, 0)
+        .await
+        .unwrap()
+        .finish(&run, RunOutcome::Done, T0 + 30)
         .await
         .unwrap();
     assert_eq!(done, Finished::Rescheduled);
@@ -300,7 +318,10 @@ async fn a_reset_of_an_old_copy_that_is_running_applies_after_its_run(e: Engine)
     // It fires once, at the reset's time, from wherever it is.
     for slot in 0..2 {
         assert!(
-            s.pump("r", slot, T0 + 4_999, 10)
+            s.door("r", slot, 0)
+                .await
+                .unwrap()
+                .pump(T0 + 4_999, 10)
                 .await
                 .unwrap()
                 .jobs
@@ -309,7 +330,15 @@ async fn a_reset_of_an_old_copy_that_is_running_applies_after_its_run(e: Engine)
     }
     let mut runs = Vec::new();
     for slot in 0..2 {
-        runs.extend(s.pump("r", slot, T0 + 5_000, 10).await.unwrap().jobs);
+        runs.extend(
+            s.door("r", slot, 0)
+                .await
+                .unwrap()
+                .pump(T0 + 5_000, 10)
+                .await
+                .unwrap()
+                .jobs,
+        );
     }
     assert_eq!(runs.len(), 1);
     assert_eq!(runs[0].job.id, id);
@@ -327,7 +356,10 @@ async fn a_reset_that_moves_a_fired_job_home_reports_its_rearm(e: Engine) {
         .await
         .unwrap();
     let run = s
-        .pump("a", 0, T0 + 10, 10)
+        .door("a", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 10, 10)
         .await
         .unwrap()
         .jobs
@@ -338,7 +370,12 @@ async fn a_reset_that_moves_a_fired_job_home_reports_its_rearm(e: Engine) {
         error: None,
     };
     assert_eq!(
-        s.finish("a", &run, out, T0 + 11).await.unwrap(),
+        s.door("a", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, out, T0 + 11)
+            .await
+            .unwrap(),
         Finished::Repeating
     );
     double(s, "a").await;
@@ -372,7 +409,14 @@ async fn a_consumer_settles_a_job_claimed_from_an_old_copy(e: Engine) {
             .await
             .unwrap();
     }
-    let claimed = s.claim("p", 0, T0, 100, 10_000).await.unwrap().jobs;
+    let claimed = s
+        .door("p", 0, 0)
+        .await
+        .unwrap()
+        .claim(T0, 100, 10_000)
+        .await
+        .unwrap()
+        .jobs;
     assert_eq!(claimed.len(), 40);
     double(s, "p").await;
     let (first, rest) = claimed.split_at(1);

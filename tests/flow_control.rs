@@ -54,7 +54,10 @@ async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
     let now = common::now_ms_u64() as i64;
     let asked = runs(5);
     let g = s
-        .flow_take(&t, &limits, &ask(&asked, 5), now)
+        .door(&t.name, 0, 0)
+        .await
+        .unwrap()
+        .flow_take(&limits, &ask(&asked, 5), now)
         .await
         .unwrap();
     assert_eq!((g.granted, g.retry_in_ms), (3, 0), "room for three");
@@ -64,24 +67,46 @@ async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
         (3, 2, Some(5))
     );
     let g = s
-        .flow_take(&t, &limits, &ask(&asked[3..], 2), now)
+        .door(&t.name, 0, 0)
+        .await
+        .unwrap()
+        .flow_take(&limits, &ask(&asked[3..], 2), now)
         .await
         .unwrap();
     assert_eq!(g.granted, 0, "the parallelism is full");
-    s.flow_release(&t, "host:443", &asked[..1]).await.unwrap();
+    s.door(&t.name, 0, 0)
+        .await
+        .unwrap()
+        .flow_release("host:443", &asked[..1])
+        .await
+        .unwrap();
     let g = s
-        .flow_take(&t, &limits, &ask(&asked[3..], 2), now)
+        .door(&t.name, 0, 0)
+        .await
+        .unwrap()
+        .flow_take(&limits, &ask(&asked[3..], 2), now)
         .await
         .unwrap();
     assert_eq!(g.granted, 1, "one room freed");
     let g = s
-        .flow_take(&t, &limits, &ask(&asked[4..], 1), now)
+        .door(&t.name, 0, 0)
+        .await
+        .unwrap()
+        .flow_take(&limits, &ask(&asked[4..], 1), now)
         .await
         .unwrap();
     assert_eq!(g.granted, 0);
-    s.flow_release(&t, "host:443", &asked[1..3]).await.unwrap();
+    s.door(&t.name, 0, 0)
+        .await
+        .unwrap()
+        .flow_release("host:443", &asked[1..3])
+        .await
+        .unwrap();
     let g = s
-        .flow_take(&t, &limits, &ask(&asked[4..], 1), now)
+        .door(&t.name, 0, 0)
+        .await
+        .unwrap()
+        .flow_take(&limits, &ask(&asked[4..], 1), now)
         .await
         .unwrap();
     assert_eq!(g.granted, 1);
@@ -100,11 +125,19 @@ async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
         key: "other:80",
         ..ask(&asked, 4)
     };
-    let g = s.flow_take(&t, &rated, &other, now).await.unwrap();
+    let g = s
+        .door(&t.name, 0, 0)
+        .await
+        .unwrap()
+        .flow_take(&rated, &other, now)
+        .await
+        .unwrap();
     assert_eq!(g.granted, 2);
     let g = s
+        .door(&t.name, 0, 0)
+        .await
+        .unwrap()
         .flow_take(
-            &t,
             &rated,
             &FlowAsk {
                 runs: &asked[2..],

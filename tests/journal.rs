@@ -54,7 +54,10 @@ async fn the_journal_replays_every_accepted_change() {
         fill(&s, 10).await;
         s.cancel("t", &"j3".into()).await.unwrap();
         let run = s
-            .pump("t", timeout_center::slot_of("j0", 16), T0 + 1_000, 10)
+            .door("t", timeout_center::slot_of("j0", 16), 0)
+            .await
+            .unwrap()
+            .pump(T0 + 1_000, 10)
             .await
             .unwrap();
         assert_eq!(run.jobs[0].job.id, "j0");
@@ -134,10 +137,24 @@ async fn the_journal_keeps_settled_events_with_their_outcomes() {
         fill(&s, 3).await;
         let mut batch = Vec::new();
         for slot in 0..16 {
-            for run in s.pump("t", slot, T0 + 5_000, 10).await.unwrap().jobs {
+            for run in s
+                .door("t", slot, 0)
+                .await
+                .unwrap()
+                .pump(T0 + 5_000, 10)
+                .await
+                .unwrap()
+                .jobs
+            {
                 let mut st = Settlement::new(run, RunOutcome::Done, T0 + 5_000);
                 st.emitted = vec![Emitted::new("job.fired", json!({"slot": slot}))];
-                let done = s.settle("t", slot, &[st], T0 + 5_001).await.unwrap();
+                let done = s
+                    .door("t", slot, 0)
+                    .await
+                    .unwrap()
+                    .settle(&[st], T0 + 5_001)
+                    .await
+                    .unwrap();
                 batch.extend(done);
             }
         }
@@ -354,10 +371,19 @@ async fn a_panic_inside_a_slot_lock_does_not_poison_the_slot() {
     s.panic_in_slot("t", slot);
     let got = s.get("t", &"j0".into()).await.unwrap().unwrap();
     assert_eq!(got.state, JobState::Scheduled);
-    let run = s.pump("t", slot, T0 + 1_000, 10).await.unwrap();
+    let run = s
+        .door("t", slot, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 1_000, 10)
+        .await
+        .unwrap();
     assert_eq!(run.jobs.len(), 1);
     assert_eq!(
-        s.finish("t", &run.jobs[0], RunOutcome::Done, T0 + 1_001)
+        s.door("t", run.jobs[0].slot, 0)
+            .await
+            .unwrap()
+            .finish(&run.jobs[0], RunOutcome::Done, T0 + 1_001)
             .await
             .unwrap(),
         Finished::Done
@@ -417,12 +443,24 @@ async fn a_settle_torn_at_any_byte_never_keeps_an_ack_without_its_events() {
     let before_settle = {
         let s = open(&path).unwrap();
         fill(&s, 1).await;
-        let run = s.pump("t", slot, T0 + 1_000, 10).await.unwrap().jobs;
+        let run = s
+            .door("t", slot, 0)
+            .await
+            .unwrap()
+            .pump(T0 + 1_000, 10)
+            .await
+            .unwrap()
+            .jobs;
         assert_eq!(run.len(), 1);
         let before = std::fs::metadata(&path).unwrap().len();
         let mut settled = Settlement::new(run[0].clone(), RunOutcome::Done, T0 + 1_000);
         settled.emitted = vec![Emitted::new("job.fired", json!({"n": 0}))];
-        s.settle("t", slot, &[settled], T0 + 1_001).await.unwrap();
+        s.door("t", slot, 0)
+            .await
+            .unwrap()
+            .settle(&[settled], T0 + 1_001)
+            .await
+            .unwrap();
         before
     };
     let whole = std::fs::read(&path).unwrap();

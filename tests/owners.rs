@@ -86,7 +86,10 @@ async fn a_former_owner_never_pumps_and_changes_nothing(e: Engine) {
     let slot = slot_of("j", 2);
     if slot == 0 {
         let refused = s
-            .pump_fenced("o", 0, old, T0 + 101, 0, 10)
+            .door("o", 0, old)
+            .await
+            .unwrap()
+            .pump_fenced(T0 + 101, 0, 10)
             .await
             .unwrap_err();
         assert!(
@@ -99,18 +102,32 @@ async fn a_former_owner_never_pumps_and_changes_nothing(e: Engine) {
             (JobState::Scheduled, 0),
             "nothing changed"
         );
-        let p = s.pump_fenced("o", 0, new, T0 + 101, 0, 10).await.unwrap();
+        let p = s
+            .door("o", 0, new)
+            .await
+            .unwrap()
+            .pump_fenced(T0 + 101, 0, 10)
+            .await
+            .unwrap();
         assert_eq!(p.jobs.len(), 1);
     } else {
         // The job's slot has no owner yet: the fence of slot 0 is still checked.
         let refused = s
-            .pump_fenced("o", 0, old, T0 + 101, 0, 10)
+            .door("o", 0, old)
+            .await
+            .unwrap()
+            .pump_fenced(T0 + 101, 0, 10)
             .await
             .unwrap_err();
         assert!(matches!(refused, Error::Fenced { .. }), "{refused}");
     }
     // Unowned pumps (consumers' claims, operations) need no fence.
-    s.pump("o", 1, T0 + 101, 10).await.unwrap();
+    s.door("o", 1, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 101, 10)
+        .await
+        .unwrap();
 }
 
 async fn a_handoff_lets_the_next_owner_in_at_once(e: Engine) {
@@ -148,11 +165,19 @@ async fn a_restarted_process_takes_its_names_lease_over_at_once_under_a_new_fenc
     };
     assert!(second > first, "fence {second} after {first}");
     let refused = s
-        .pump_fenced("o", 0, first, T0 + 3, 0, 10)
+        .door("o", 0, first)
+        .await
+        .unwrap()
+        .pump_fenced(T0 + 3, 0, 10)
         .await
         .unwrap_err();
     assert!(matches!(refused, Error::Fenced { .. }), "{refused}");
-    s.pump_fenced("o", 0, second, T0 + 3, 0, 10).await.unwrap();
+    s.door("o", 0, second)
+        .await
+        .unwrap()
+        .pump_fenced(T0 + 3, 0, 10)
+        .await
+        .unwrap();
     assert!(
         !s.disown("o", 0, "a:01").await.unwrap(),
         "the old incarnation gave up a lease it no longer holds"

@@ -29,22 +29,61 @@ async fn a_topics_bucket_grants_its_fill_then_says_when_to_ask_again(e: Engine) 
     s.put_topic(limited).await.unwrap();
     let now = 1_700_000_000_000;
     // A twentieth of a second's fires, at least one: one fire at 10 fires/s.
-    let g = s.take_fires("slow", 5, now).await.unwrap();
+    let g = s
+        .door("slow", 0, 0)
+        .await
+        .unwrap()
+        .take_fires(5, now)
+        .await
+        .unwrap();
     assert_eq!(g.granted, 1);
-    let g = s.take_fires("slow", 5, now).await.unwrap();
+    let g = s
+        .door("slow", 0, 0)
+        .await
+        .unwrap()
+        .take_fires(5, now)
+        .await
+        .unwrap();
     assert_eq!(g.granted, 0);
     assert!(
         (1..=100).contains(&g.retry_in_ms),
         "the next fire comes within 100 ms at 10/s: {g:?}"
     );
     // Given back, a fire is there to take again.
-    s.give_back_fires("slow", 1, now).await.unwrap();
-    assert_eq!(s.take_fires("slow", 5, now).await.unwrap().granted, 1);
+    s.door("slow", 0, 0)
+        .await
+        .unwrap()
+        .give_back_fires(1, now)
+        .await
+        .unwrap();
+    assert_eq!(
+        s.door("slow", 0, 0)
+            .await
+            .unwrap()
+            .take_fires(5, now)
+            .await
+            .unwrap()
+            .granted,
+        1
+    );
     // A topic with no limit grants all, and a deleted topic's bucket goes with it.
     s.put_topic(TopicConfig::named("free")).await.unwrap();
-    assert_eq!(s.take_fires("free", 500, now).await.unwrap().granted, 500);
+    assert_eq!(
+        s.door("free", 0, 0)
+            .await
+            .unwrap()
+            .take_fires(500, now)
+            .await
+            .unwrap()
+            .granted,
+        500
+    );
     s.delete_topic("slow", false).await.unwrap();
-    assert!(s.take_fires("slow", 1, now).await.is_err());
+    // A deleted topic has no door: its slots' calls are refused before any reach the store.
+    assert!(matches!(
+        s.door("slow", 0, 0).await,
+        Err(Error::TopicNotFound(_))
+    ));
 }
 
 async fn a_limit_out_of_bounds_is_refused_naming_it(e: Engine) {

@@ -35,7 +35,15 @@ async fn pump_one(s: &Store, topic: &str, now: Millis) -> Leased {
     let t = s.topic(topic).await.unwrap();
     let mut jobs = Vec::new();
     for slot in 0..t.slots {
-        jobs.extend(s.pump(topic, slot, now, 10).await.unwrap().jobs);
+        jobs.extend(
+            s.door(topic, slot, 0)
+                .await
+                .unwrap()
+                .pump(now, 10)
+                .await
+                .unwrap()
+                .jobs,
+        );
     }
     assert_eq!(jobs.len(), 1, "one job due by {now}: {jobs:?}");
     jobs.pop().unwrap()
@@ -66,7 +74,10 @@ async fn a_cron_series_keeps_berlin_time_across_the_spring_change(e: Engine) {
         let t = s.topic("cron").await.unwrap();
         for slot in 0..t.slots {
             assert!(
-                s.pump("cron", slot, at - 1, 10)
+                s.door("cron", slot, 0)
+                    .await
+                    .unwrap()
+                    .pump(at - 1, 10)
                     .await
                     .unwrap()
                     .jobs
@@ -79,7 +90,10 @@ async fn a_cron_series_keeps_berlin_time_across_the_spring_change(e: Engine) {
         assert_eq!(running.next_fire_at, r.next_after(at));
         fires.push(at);
         let f = s
-            .finish("cron", &run, RunOutcome::Done, at + 5)
+            .door("cron", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, RunOutcome::Done, at + 5)
             .await
             .unwrap();
         assert_eq!(f, Finished::Repeating);
@@ -106,7 +120,12 @@ async fn a_fire_that_fails_for_good_keeps_its_error_and_the_series_goes_on(e: En
         at: SPRING + 1_000,
     };
     assert_eq!(
-        s.finish("t", &run, retry, SPRING).await.unwrap(),
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, retry, SPRING)
+            .await
+            .unwrap(),
         Finished::Retrying
     );
     let run = pump_one(s, "t", SPRING + 1_000).await;
@@ -116,7 +135,12 @@ async fn a_fire_that_fails_for_good_keeps_its_error_and_the_series_goes_on(e: En
     };
     // Out of attempts: not dead, but the next instant, counted from this run's fire time.
     assert_eq!(
-        s.finish("t", &run, retry, SPRING + 1_200).await.unwrap(),
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, retry, SPRING + 1_200)
+            .await
+            .unwrap(),
         Finished::Repeating
     );
     let got = job(s, "t", "tick").await.unwrap();
@@ -152,7 +176,12 @@ async fn a_fire_that_fails_for_good_keeps_its_error_and_the_series_goes_on(e: En
     let run = pump_one(s, "t", SPRING + 61_000).await;
     let dead = RunOutcome::Dead { error: "no".into() };
     assert_eq!(
-        s.finish("t", &run, dead, SPRING + 61_000).await.unwrap(),
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, dead, SPRING + 61_000)
+            .await
+            .unwrap(),
         Finished::Repeating
     );
     assert!(s.dead_list("t", None, 10).await.unwrap().items.is_empty());
@@ -172,7 +201,12 @@ async fn a_late_fire_is_not_replayed_a_reset_moves_the_next_and_cancel_ends_it(e
     // Nothing ran for ten minutes and a half: one late fire, then the grid goes on.
     let late = SPRING + 630_000;
     let run = pump_one(s, "t", late).await;
-    s.finish("t", &run, RunOutcome::Done, late).await.unwrap();
+    s.door("t", run.slot, 0)
+        .await
+        .unwrap()
+        .finish(&run, RunOutcome::Done, late)
+        .await
+        .unwrap();
     assert_eq!(job(s, "t", "tick").await.unwrap().fire_at, SPRING + 660_000);
     // A reset moves the next fire; the series counts on from there.
     s.schedule(
@@ -184,7 +218,10 @@ async fn a_late_fire_is_not_replayed_a_reset_moves_the_next_and_cancel_ends_it(e
     .await
     .unwrap();
     let run = pump_one(s, "t", SPRING + 700_000).await;
-    s.finish("t", &run, RunOutcome::Done, SPRING + 700_001)
+    s.door("t", run.slot, 0)
+        .await
+        .unwrap()
+        .finish(&run, RunOutcome::Done, SPRING + 700_001)
         .await
         .unwrap();
     let got = job(s, "t", "tick").await.unwrap();
@@ -203,7 +240,10 @@ async fn a_late_fire_is_not_replayed_a_reset_moves_the_next_and_cancel_ends_it(e
     .await
     .unwrap();
     assert_eq!(
-        s.finish("t", &run, RunOutcome::Done, SPRING + 760_001)
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, RunOutcome::Done, SPRING + 760_001)
             .await
             .unwrap(),
         Finished::Rescheduled
@@ -232,7 +272,14 @@ async fn a_consumers_ack_of_a_recurring_job_schedules_its_next_instant(e: Engine
     )
     .await
     .unwrap();
-    let claimed = s.claim("work", 0, first, 10, 30_000).await.unwrap().jobs;
+    let claimed = s
+        .door("work", 0, 0)
+        .await
+        .unwrap()
+        .claim(first, 10, 30_000)
+        .await
+        .unwrap()
+        .jobs;
     assert_eq!(claimed.len(), 1);
     let ack = ClaimOutcome {
         job: "report".into(),
@@ -280,14 +327,20 @@ async fn a_series_ends_at_its_limit_or_until_and_a_failed_last_fire_is_dead(e: E
     .unwrap();
     let run = pump_one(s, "t", SPRING).await;
     let first = s
-        .finish("t", &run, RunOutcome::Done, SPRING + 1)
+        .door("t", run.slot, 0)
+        .await
+        .unwrap()
+        .finish(&run, RunOutcome::Done, SPRING + 1)
         .await
         .unwrap();
     assert_eq!(first, Finished::Repeating);
     assert_eq!(job(s, "t", "twice").await.unwrap().fire_at, SPRING + 60_000);
     let run = pump_one(s, "t", SPRING + 60_000).await;
     let last = s
-        .finish("t", &run, RunOutcome::Done, SPRING + 60_001)
+        .door("t", run.slot, 0)
+        .await
+        .unwrap()
+        .finish(&run, RunOutcome::Done, SPRING + 60_001)
         .await
         .unwrap();
     assert_eq!(
@@ -310,7 +363,12 @@ async fn a_series_ends_at_its_limit_or_until_and_a_failed_last_fire_is_dead(e: E
         error: "receiver gone".into(),
     };
     assert_eq!(
-        s.finish("d", &run, failed, SPRING + 1).await.unwrap(),
+        s.door("d", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, failed, SPRING + 1)
+            .await
+            .unwrap(),
         Finished::Dead
     );
     let dead = job(s, "d", "once").await.unwrap();
@@ -328,7 +386,10 @@ async fn a_series_ends_at_its_limit_or_until_and_a_failed_last_fire_is_dead(e: E
         .await
         .unwrap();
     let run = pump_one(s, "u", SPRING).await;
-    s.finish("u", &run, RunOutcome::Done, SPRING + 1)
+    s.door("u", run.slot, 0)
+        .await
+        .unwrap()
+        .finish(&run, RunOutcome::Done, SPRING + 1)
         .await
         .unwrap();
     assert_eq!(
@@ -338,7 +399,10 @@ async fn a_series_ends_at_its_limit_or_until_and_a_failed_last_fire_is_dead(e: E
     );
     let run = pump_one(s, "u", SPRING + 60_000).await;
     let last = s
-        .finish("u", &run, RunOutcome::Done, SPRING + 60_001)
+        .door("u", run.slot, 0)
+        .await
+        .unwrap()
+        .finish(&run, RunOutcome::Done, SPRING + 60_001)
         .await
         .unwrap();
     assert_eq!(last, Finished::Done, "the next instant is past until");

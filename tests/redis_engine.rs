@@ -146,13 +146,25 @@ async fn without_fcall_the_scripts_run_by_sha_and_are_reloaded_after_a_script_fl
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
     assert_eq!(got.fire_at, T0 + 5);
     assert_eq!(s.stats("t").await.unwrap().scheduled, 2);
-    let runs = s.pump("t", 0, T0 + 10, 10).await.unwrap().jobs;
+    let runs = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 10, 10)
+        .await
+        .unwrap()
+        .jobs;
     assert_eq!(runs.len(), 2);
     let done: Vec<Settlement> = runs
         .into_iter()
         .map(|run| Settlement::new(run, RunOutcome::Done, T0 + 11))
         .collect();
-    s.settle("t", 0, &done, T0 + 11).await.unwrap();
+    s.door("t", 0, 0)
+        .await
+        .unwrap()
+        .settle(&done, T0 + 11)
+        .await
+        .unwrap();
     assert_eq!(s.stats("t").await.unwrap().running, 0);
     assert!(s.get("t", &"a".into()).await.unwrap().is_none());
     assert!(command_calls(&mut conn, "evalsha") >= 5);
@@ -180,7 +192,15 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
     )
     .await
     .unwrap();
-    let run = s.pump("t", 0, T0, 10).await.unwrap().jobs.remove(0);
+    let run = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0, 10)
+        .await
+        .unwrap()
+        .jobs
+        .remove(0);
     // The slot's stream key holds a string: every XADD to it fails with WRONGTYPE.
     let mut conn = e.redis.as_ref().unwrap().conn();
     // The key layout of `store/keys.rs`: slot 0 of topic `t`.
@@ -192,13 +212,34 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
         .unwrap();
     let mut settlement = Settlement::new(run, RunOutcome::Done, T0);
     settlement.emitted = vec![Emitted::new("job.fired", json!({"n": 1}))];
-    let err = s.settle("t", 0, &[settlement], T0 + 1).await;
+    let err = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .settle(&[settlement], T0 + 1)
+        .await;
     assert!(err.is_err(), "a failed append is an error: {err:?}");
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
     assert_eq!(got.state, JobState::Running, "never acknowledged");
-    assert!(s.pump("t", 0, T0 + 999, 10).await.unwrap().jobs.is_empty());
+    assert!(
+        s.door("t", 0, 0)
+            .await
+            .unwrap()
+            .pump(T0 + 999, 10)
+            .await
+            .unwrap()
+            .jobs
+            .is_empty()
+    );
     let _: () = redis::cmd("DEL").arg(events).query(&mut conn).unwrap();
-    let again = s.pump("t", 0, T0 + 1_000, 10).await.unwrap().jobs;
+    let again = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 1_000, 10)
+        .await
+        .unwrap()
+        .jobs;
     assert_eq!(again.len(), 1, "the job comes back after its lease");
     assert_eq!((again[0].job.id.as_str(), again[0].job.attempts), ("a", 2));
 }
@@ -229,7 +270,13 @@ async fn a_pumps_lead_counts_from_the_nodes_clock_not_the_callers() {
         panic!("the slot has no owner yet");
     };
     let ahead = node_now + 60_000;
-    let p = s.pump_fenced("t", 0, fence, ahead, 100, 10).await.unwrap();
+    let p = s
+        .door("t", 0, fence)
+        .await
+        .unwrap()
+        .pump_fenced(ahead, 100, 10)
+        .await
+        .unwrap();
     let ids: Vec<_> = p.jobs.iter().map(|l| l.job.id.as_str()).collect();
     assert_eq!(
         ids,
@@ -256,13 +303,25 @@ async fn capped_slot_of_plain_jobs(n: usize) -> Engine {
 async fn settle_in_sevens(s: &Store, n: usize) {
     let mut settled = 0;
     while settled < n {
-        let runs = s.pump("t", 0, T0, 7).await.unwrap().jobs;
+        let runs = s
+            .door("t", 0, 0)
+            .await
+            .unwrap()
+            .pump(T0, 7)
+            .await
+            .unwrap()
+            .jobs;
         let batch: Vec<Settlement> = runs
             .into_iter()
             .map(|r| Settlement::new(r, RunOutcome::Done, T0))
             .collect();
         settled += batch.len();
-        s.settle("t", 0, &batch, T0 + 1).await.unwrap();
+        s.door("t", 0, 0)
+            .await
+            .unwrap()
+            .settle(&batch, T0 + 1)
+            .await
+            .unwrap();
     }
 }
 
@@ -364,12 +423,24 @@ async fn event_pages_of_any_size_go_through_settles_of_many_events_each_once() {
         .await
         .unwrap();
     for slot in 0..4 {
-        let runs = s.pump("t", slot, T0, 1_000).await.unwrap().jobs;
+        let runs = s
+            .door("t", slot, 0)
+            .await
+            .unwrap()
+            .pump(T0, 1_000)
+            .await
+            .unwrap()
+            .jobs;
         let batch: Vec<Settlement> = runs
             .into_iter()
             .map(|r| Settlement::new(r, RunOutcome::Done, T0))
             .collect();
-        s.settle("t", slot, &batch, T0 + 1).await.unwrap();
+        s.door("t", slot, 0)
+            .await
+            .unwrap()
+            .settle(&batch, T0 + 1)
+            .await
+            .unwrap();
     }
     // A page holds back the events of the millisecond its slots' clocks are in (more may
     // still come in it): wait until Redis' clock has passed the settles.
@@ -461,14 +532,22 @@ async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
     assert_eq!((got.job_type.as_str(), got.max_attempts), ("emit", 16));
     // A record made for a run is dropped again once the job is plain and scheduled.
     let run = s
-        .pump("t", 0, T0, 1_000)
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0, 1_000)
         .await
         .unwrap()
         .jobs
         .into_iter()
         .find(|l| l.job.id == "dev-7")
         .unwrap();
-    s.finish("t", &run, RunOutcome::Release, T0).await.unwrap();
+    s.door("t", run.slot, 0)
+        .await
+        .unwrap()
+        .finish(&run, RunOutcome::Release, T0)
+        .await
+        .unwrap();
     let has: bool = redis::cmd("HEXISTS")
         .arg("toc:{t:0}:job")
         .arg("dev-7")
@@ -588,7 +667,13 @@ async fn a_pump_of_one_plain_job_reads_no_record_and_the_due_set_once() {
     s.reset_many("t", &later, None, T0).await.unwrap();
     let mut conn = e.redis.as_ref().unwrap().conn();
     log_every_command(&mut conn);
-    let pumped = s.pump("t", 0, T0, 100).await.unwrap();
+    let pumped = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0, 100)
+        .await
+        .unwrap();
     let ids: Vec<&str> = pumped.jobs.iter().map(|l| l.job.id.as_str()).collect();
     assert_eq!((ids, pumped.next_at), (vec!["dev-0"], Some(T0 + 10)));
     let commands: Vec<String> = slow_log(&mut conn)
@@ -602,7 +687,13 @@ async fn a_pump_of_one_plain_job_reads_no_record_and_the_due_set_once() {
         "one look at each set, and the owner hash's HMGET only: {commands:?}"
     );
     log_every_command(&mut conn);
-    let both = s.pump("t", 0, T0 + 20, 100).await.unwrap();
+    let both = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 20, 100)
+        .await
+        .unwrap();
     assert_eq!(both.jobs.len(), 2);
     assert_eq!(
         both.next_at,
@@ -652,7 +743,17 @@ async fn a_slots_padding_goes_with_its_first_runs_only() {
     };
     assert_eq!(padded(&mut conn), None);
     log_every_command(&mut conn);
-    assert_eq!(s.pump("t", 0, T0, 10).await.unwrap().jobs.len(), 1);
+    assert_eq!(
+        s.door("t", 0, 0)
+            .await
+            .unwrap()
+            .pump(T0, 10)
+            .await
+            .unwrap()
+            .jobs
+            .len(),
+        1
+    );
     assert_eq!(
         padding_sent(&mut conn),
         (true, true),
@@ -660,7 +761,17 @@ async fn a_slots_padding_goes_with_its_first_runs_only() {
     );
     assert_eq!(padded(&mut conn).as_deref(), Some("1"));
     log_every_command(&mut conn);
-    assert_eq!(s.pump("t", 0, T0 + 10, 10).await.unwrap().jobs.len(), 1);
+    assert_eq!(
+        s.door("t", 0, 0)
+            .await
+            .unwrap()
+            .pump(T0 + 10, 10)
+            .await
+            .unwrap()
+            .jobs
+            .len(),
+        1
+    );
     assert_eq!(padding_sent(&mut conn), (false, false), "one job, later");
     let _: () = redis::cmd("HDEL")
         .arg("toc:{t:0}:owner")
@@ -668,7 +779,17 @@ async fn a_slots_padding_goes_with_its_first_runs_only() {
         .query(&mut conn)
         .unwrap();
     log_every_command(&mut conn);
-    assert_eq!(s.pump("t", 0, T0 + 20, 10).await.unwrap().jobs.len(), 1);
+    assert_eq!(
+        s.door("t", 0, 0)
+            .await
+            .unwrap()
+            .pump(T0 + 20, 10)
+            .await
+            .unwrap()
+            .jobs
+            .len(),
+        1
+    );
     assert_eq!(
         padding_sent(&mut conn),
         (true, true),
@@ -677,7 +798,17 @@ async fn a_slots_padding_goes_with_its_first_runs_only() {
     assert_eq!(padded(&mut conn).as_deref(), Some("1"));
     // A batch of two takes the general path, which sends none either.
     log_every_command(&mut conn);
-    assert_eq!(s.pump("t", 0, T0 + 30, 10).await.unwrap().jobs.len(), 2);
+    assert_eq!(
+        s.door("t", 0, 0)
+            .await
+            .unwrap()
+            .pump(T0 + 30, 10)
+            .await
+            .unwrap()
+            .jobs
+            .len(),
+        2
+    );
     assert_eq!(padding_sent(&mut conn), (false, false), "two jobs, later");
     // Still one padding member each.
     let run_pads: usize = redis::cmd("ZCOUNT")
@@ -713,7 +844,13 @@ async fn a_slot_from_before_the_marks_is_marked_by_its_first_pump() {
         .arg("marked")
         .query(&mut conn)
         .unwrap();
-    let pumped = s.pump("t", 0, T0, 100).await.unwrap();
+    let pumped = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0, 100)
+        .await
+        .unwrap();
     let rich = pumped.jobs.iter().find(|l| l.job.id == "rich").unwrap();
     assert_eq!(rich.job.payload, json!({"x": 1}));
     assert_eq!(pumped.jobs.len(), 3);
@@ -819,7 +956,14 @@ async fn an_ack_of_a_run_claimed_here_settles_in_the_short_form() {
             .await
             .unwrap();
     }
-    let runs = a.claim("q", 0, T0, 10, 30_000).await.unwrap().jobs;
+    let runs = a
+        .door("q", 0, 0)
+        .await
+        .unwrap()
+        .claim(T0, 10, 30_000)
+        .await
+        .unwrap()
+        .jobs;
     let token = |id: &str| runs.iter().find(|r| r.job.id == id).unwrap().token;
     let mut conn = server.conn();
     log_every_command(&mut conn);
@@ -895,11 +1039,20 @@ async fn one_topic_spreads_over_the_nodes_of_a_redis_cluster() {
     // Every operation works across the cluster, and every job fires exactly once.
     let mut seen = HashSet::new();
     for slot in 0..16 {
-        let p = s.pump("orders", slot, T0 + 2_000, 10_000).await.unwrap();
+        let p = s
+            .door("orders", slot, 0)
+            .await
+            .unwrap()
+            .pump(T0 + 2_000, 10_000)
+            .await
+            .unwrap();
         for run in p.jobs {
             assert!(seen.insert(run.job.id.clone()));
             assert_eq!(
-                s.finish("orders", &run, RunOutcome::Done, T0)
+                s.door("orders", run.slot, 0)
+                    .await
+                    .unwrap()
+                    .finish(&run, RunOutcome::Done, T0)
                     .await
                     .unwrap(),
                 Finished::Done
@@ -934,12 +1087,24 @@ async fn a_slots_job_hash_and_run_set_are_a_hash_table_and_a_skiplist_from_the_f
         (of(conn, "toc:{t:0}:job"), of(conn, "toc:{t:0}:run"))
     };
     let tables = ("hashtable".to_string(), "skiplist".to_string());
-    let runs = s.pump("t", 0, T0, 10).await.unwrap().jobs;
+    let runs = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0, 10)
+        .await
+        .unwrap()
+        .jobs;
     assert_eq!(runs.len(), 3);
     assert_eq!(encodings(&mut conn), tables);
     assert_eq!(s.stats("t").await.unwrap().running, 3);
     for run in &runs {
-        s.finish("t", run, RunOutcome::Done, T0).await.unwrap();
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(run, RunOutcome::Done, T0)
+            .await
+            .unwrap();
     }
     assert_eq!(encodings(&mut conn), tables, "kept with no run left");
     // The members that do it are the ones earlier versions wrote (RUN_PAD_LEN and
@@ -961,7 +1126,13 @@ async fn a_slots_job_hash_and_run_set_are_a_hash_table_and_a_skiplist_from_the_f
     assert_eq!(s.stats("t").await.unwrap().running, 0);
     assert!(s.get("t", &"dev-0".into()).await.unwrap().is_none());
     // Long after every lease would have run out: nothing comes back, nothing is next.
-    let later = s.pump("t", 0, T0 + 86_400_000, 10).await.unwrap();
+    let later = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 86_400_000, 10)
+        .await
+        .unwrap();
     assert!(later.jobs.is_empty());
     assert_eq!(later.next_at, None);
 }
@@ -1014,7 +1185,15 @@ async fn records_name_run_tokens_exactly_while_running_and_mark_due_members() {
             3 => {
                 s.cancel("t", &id(&mut rng).as_str().into()).await.unwrap();
             }
-            4 | 5 => runs.extend(s.pump("t", 0, now, 4).await.unwrap().jobs),
+            4 | 5 => runs.extend(
+                s.door("t", 0, 0)
+                    .await
+                    .unwrap()
+                    .pump(now, 4)
+                    .await
+                    .unwrap()
+                    .jobs,
+            ),
             6 if !runs.is_empty() => {
                 // One to three runs, maybe one twice, each with any outcome.
                 let mut batch = Vec::new();
@@ -1035,7 +1214,14 @@ async fn records_name_run_tokens_exactly_while_running_and_mark_due_members() {
                     };
                     batch.push(Settlement::new(run, outcome, now));
                 }
-                settled += s.settle("t", 0, &batch, now).await.unwrap().len();
+                settled += s
+                    .door("t", 0, 0)
+                    .await
+                    .unwrap()
+                    .settle(&batch, now)
+                    .await
+                    .unwrap()
+                    .len();
             }
             7 => {
                 s.dead_requeue("t", &id(&mut rng).as_str().into(), now)
@@ -1272,7 +1458,14 @@ async fn settled_through(form: SettleForm) -> (Vec<Option<Job>>, Vec<String>, Ve
     let now = T0 + 7;
     let done = match form {
         SettleForm::Runtime => {
-            let runs = a.pump("q", 0, T0, 10).await.unwrap().jobs;
+            let runs = a
+                .door("q", 0, 0)
+                .await
+                .unwrap()
+                .pump(T0, 10)
+                .await
+                .unwrap()
+                .jobs;
             let batch: Vec<Settlement> = runs
                 .into_iter()
                 .map(|run| {
@@ -1290,10 +1483,22 @@ async fn settled_through(form: SettleForm) -> (Vec<Option<Job>>, Vec<String>, Ve
                     Settlement::new(run, o, now)
                 })
                 .collect();
-            a.settle("q", 0, &batch, now).await.unwrap()
+            a.door("q", 0, 0)
+                .await
+                .unwrap()
+                .settle(&batch, now)
+                .await
+                .unwrap()
         }
         SettleForm::ConsumerHere | SettleForm::ConsumerElsewhere => {
-            let runs = a.claim("q", 0, T0, 10, 30_000).await.unwrap().jobs;
+            let runs = a
+                .door("q", 0, 0)
+                .await
+                .unwrap()
+                .claim(T0, 10, 30_000)
+                .await
+                .unwrap()
+                .jobs;
             let acks: Vec<ClaimOutcome> = runs
                 .iter()
                 .map(|run| ClaimOutcome {
@@ -1497,7 +1702,10 @@ async fn a_pump_sets_a_full_keys_due_jobs_aside_without_leasing_them() {
 
     let f = fence("own").await;
     let p = s
-        .pump_setting_aside("own", 0, f, T0, 0, 100, &aside("hog", false))
+        .door("own", 0, f)
+        .await
+        .unwrap()
+        .pump_setting_aside(T0, 0, 100, &aside("hog", false))
         .await
         .unwrap();
     assert_eq!(ids(&p), ["calm", "hog-expiring", "plain"]);
@@ -1517,7 +1725,10 @@ async fn a_pump_sets_a_full_keys_due_jobs_aside_without_leasing_them() {
 
     let f = fence("url").await;
     let p = s
-        .pump_setting_aside("url", 0, f, T0, 0, 100, &aside("hog.example:80", true))
+        .door("url", 0, f)
+        .await
+        .unwrap()
+        .pump_setting_aside(T0, 0, 100, &aside("hog.example:80", true))
         .await
         .unwrap();
     assert_eq!(ids(&p), ["calm", "own-key", "tls"]);
@@ -1532,13 +1743,22 @@ async fn a_pump_sets_a_full_keys_due_jobs_aside_without_leasing_them() {
     .await
     .unwrap();
     let p = s
-        .pump_setting_aside("url", 0, f, T0, 0, 100, &aside("hog", false))
+        .door("url", 0, f)
+        .await
+        .unwrap()
+        .pump_setting_aside(T0, 0, 100, &aside("hog", false))
         .await
         .unwrap();
     assert!(p.jobs.is_empty(), "{:?}", ids(&p));
     assert_eq!(p.set_aside, [("hog".to_string(), 1)]);
     // With no key set aside the same jobs are leased, due or not yet: the plain pump.
-    let p = s.pump_fenced("url", 0, f, back, 0, 100).await.unwrap();
+    let p = s
+        .door("url", 0, f)
+        .await
+        .unwrap()
+        .pump_fenced(back, 0, 100)
+        .await
+        .unwrap();
     assert_eq!(ids(&p), ["again", "hog-a", "hog-b"]);
     assert!(p.set_aside.is_empty());
 }

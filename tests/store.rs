@@ -30,7 +30,15 @@ async fn pump_all(s: &Store, topic: &str, now: Millis) -> Vec<Leased> {
     let t = s.topic(topic).await.unwrap();
     let mut out = Vec::new();
     for slot in 0..t.slots {
-        out.extend(s.pump(topic, slot, now, 10_000).await.unwrap().jobs);
+        out.extend(
+            s.door(topic, slot, 0)
+                .await
+                .unwrap()
+                .pump(now, 10_000)
+                .await
+                .unwrap()
+                .jobs,
+        );
     }
     out
 }
@@ -247,7 +255,10 @@ async fn cancel_removes_a_job_in_any_state(e: Engine) {
         .unwrap();
     let runs = pump_all(s, "t", T0).await;
     let d = runs.iter().find(|l| l.job.id == "d").unwrap();
-    s.finish("t", d, RunOutcome::Dead { error: "x".into() }, T0)
+    s.door("t", d.slot, 0)
+        .await
+        .unwrap()
+        .finish(d, RunOutcome::Dead { error: "x".into() }, T0)
         .await
         .unwrap();
 
@@ -269,7 +280,12 @@ async fn cancel_removes_a_job_in_any_state(e: Engine) {
     // The cancelled run's outcome is stale and brings nothing back.
     let r = runs.iter().find(|l| l.job.id == "r").unwrap();
     assert_eq!(
-        s.finish("t", r, RunOutcome::Done, T0).await.unwrap(),
+        s.door("t", r.slot, 0)
+            .await
+            .unwrap()
+            .finish(r, RunOutcome::Done, T0)
+            .await
+            .unwrap(),
         Finished::Stale
     );
     assert_eq!(state(s, "t", "r").await, None);
@@ -295,7 +311,12 @@ async fn get_reports_state_attempts_and_last_error(e: Engine) {
         at: T0 + 50,
     };
     assert_eq!(
-        s.finish("t", &run, retry, T0 + 1).await.unwrap(),
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, retry, T0 + 1)
+            .await
+            .unwrap(),
         Finished::Retrying
     );
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
@@ -315,10 +336,22 @@ async fn pump_never_returns_a_job_before_its_fire_at(e: Engine) {
             .await
             .unwrap();
     }
-    let p = s.pump("t", 0, T0 + 9, 100).await.unwrap();
+    let p = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 9, 100)
+        .await
+        .unwrap();
     assert!(p.jobs.is_empty());
     assert_eq!(p.next_at, Some(T0 + 10));
-    let p = s.pump("t", 0, T0 + 20, 100).await.unwrap();
+    let p = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 20, 100)
+        .await
+        .unwrap();
     let ids: Vec<_> = p.jobs.iter().map(|l| l.job.id.as_str()).collect();
     assert_eq!(ids, ["a", "b"]);
     assert!(p.jobs.iter().all(|l| l.job.fire_at <= T0 + 20));
@@ -334,10 +367,22 @@ async fn pump_never_returns_a_job_before_its_fire_at(e: Engine) {
         .await
         .unwrap();
     }
-    let p = s.pump("t", 0, T0 + 40, 3).await.unwrap();
+    let p = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 40, 3)
+        .await
+        .unwrap();
     assert_eq!(p.jobs.len(), 3);
     assert_eq!(p.next_at, Some(T0 + 40), "a job left due is next");
-    let p = s.pump("t", 0, T0 + 40, 10).await.unwrap();
+    let p = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 40, 10)
+        .await
+        .unwrap();
     assert_eq!(p.jobs.len(), 3); // c and the last two of n*
     assert_eq!(
         p.next_at,
@@ -361,7 +406,13 @@ async fn a_pump_with_a_lead_hands_out_what_falls_due_within_it(e: Engine) {
     let Ownership::Owned { fence } = s.own("t", 0, "me", T0, 60_000).await.unwrap() else {
         panic!("the slot has no owner yet");
     };
-    let p = s.pump_fenced("t", 0, fence, T0 + 8, 2, 100).await.unwrap();
+    let p = s
+        .door("t", 0, fence)
+        .await
+        .unwrap()
+        .pump_fenced(T0 + 8, 2, 100)
+        .await
+        .unwrap();
     let got: Vec<_> = p
         .jobs
         .iter()
@@ -372,10 +423,22 @@ async fn a_pump_with_a_lead_hands_out_what_falls_due_within_it(e: Engine) {
     assert_eq!(state(s, "t", "a").await, Some(JobState::Running));
     assert_eq!(state(s, "t", "b").await, Some(JobState::Scheduled));
     // Without a lead, b (due at T0 + 12) is not handed out at T0 + 11.
-    let p = s.pump_fenced("t", 0, fence, T0 + 11, 0, 100).await.unwrap();
+    let p = s
+        .door("t", 0, fence)
+        .await
+        .unwrap()
+        .pump_fenced(T0 + 11, 0, 100)
+        .await
+        .unwrap();
     assert!(p.jobs.is_empty());
     assert_eq!(p.next_at, Some(T0 + 12));
-    let p = s.pump_fenced("t", 0, fence, T0 + 11, 5, 100).await.unwrap();
+    let p = s
+        .door("t", 0, fence)
+        .await
+        .unwrap()
+        .pump_fenced(T0 + 11, 5, 100)
+        .await
+        .unwrap();
     let got: Vec<_> = p
         .jobs
         .iter()
@@ -385,7 +448,10 @@ async fn a_pump_with_a_lead_hands_out_what_falls_due_within_it(e: Engine) {
     assert_eq!(p.next_at, Some(T0 + 25), "c's fire time less the lead");
     // A lease deadline before that comes first: a's, leased at T0 + 8 for 1 s.
     let p = s
-        .pump_fenced("t", 0, fence, T0 + 11, 995, 100)
+        .door("t", 0, fence)
+        .await
+        .unwrap()
+        .pump_fenced(T0 + 11, 995, 100)
         .await
         .unwrap();
     assert_eq!(p.jobs.len(), 1, "c, due within 995 ms");
@@ -401,16 +467,37 @@ async fn expired_leases_go_back_to_scheduled_or_dead(e: Engine) {
     let first = pump_one(s, "t", "a", T0).await;
     assert_eq!(first.lease_until, T0 + 1_000);
     // Before its deadline the lease holds.
-    assert!(s.pump("t", 0, T0 + 999, 10).await.unwrap().jobs.is_empty());
+    assert!(
+        s.door("t", 0, 0)
+            .await
+            .unwrap()
+            .pump(T0 + 999, 10)
+            .await
+            .unwrap()
+            .jobs
+            .is_empty()
+    );
     assert_eq!(state(s, "t", "a").await, Some(JobState::Running));
     // At the deadline the job is taken back and, being due, handed out again.
-    let p = s.pump("t", 0, T0 + 1_000, 10).await.unwrap();
+    let p = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 1_000, 10)
+        .await
+        .unwrap();
     assert_eq!(p.expired, 1);
     let second = &p.jobs[0];
     assert_eq!((second.job.attempts, second.job.id.as_str()), (2, "a"));
     assert_ne!(second.token, first.token);
     // Its attempts are used up when the second lease expires: dead, with the reason.
-    let p = s.pump("t", 0, T0 + 2_000, 10).await.unwrap();
+    let p = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 2_000, 10)
+        .await
+        .unwrap();
     assert_eq!((p.expired, p.jobs.len()), (1, 0));
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
     assert_eq!(got.state, JobState::Dead);
@@ -424,7 +511,12 @@ async fn ack_removes_the_job(e: Engine) {
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
     assert_eq!(
-        s.finish("t", &run, RunOutcome::Done, T0).await.unwrap(),
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, RunOutcome::Done, T0)
+            .await
+            .unwrap(),
         Finished::Done
     );
     assert_eq!(state(s, "t", "a").await, None);
@@ -443,7 +535,12 @@ async fn retry_reschedules_until_attempts_are_used_up(e: Engine) {
         at: T0 + 100,
     };
     assert_eq!(
-        s.finish("t", &run, retry, T0).await.unwrap(),
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, retry, T0)
+            .await
+            .unwrap(),
         Finished::Retrying
     );
     assert!(
@@ -456,7 +553,12 @@ async fn retry_reschedules_until_attempts_are_used_up(e: Engine) {
         at: T0 + 200,
     };
     assert_eq!(
-        s.finish("t", &run, retry, T0 + 100).await.unwrap(),
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, retry, T0 + 100)
+            .await
+            .unwrap(),
         Finished::Dead
     );
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
@@ -475,7 +577,12 @@ async fn repeat_runs_again_with_attempts_starting_again(e: Engine) {
         error: None,
     };
     assert_eq!(
-        s.finish("t", &run, repeat, T0).await.unwrap(),
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, repeat, T0)
+            .await
+            .unwrap(),
         Finished::Repeating
     );
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
@@ -504,7 +611,12 @@ async fn a_reset_rearms_a_job_that_had_fired_and_reports_it(e: Engine) {
             at: now + 100,
             error: None,
         };
-        s.finish("t", &run, repeat, now).await.unwrap();
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, repeat, now)
+            .await
+            .unwrap();
     }
     assert_eq!(s.get("t", &"dev".into()).await.unwrap().unwrap().fires, 2);
     let resets = [
@@ -543,7 +655,12 @@ async fn bury_sends_the_job_to_the_dead_letters(e: Engine) {
         error: "bad payload".into(),
     };
     assert_eq!(
-        s.finish("t", &run, bury, T0 + 5).await.unwrap(),
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, bury, T0 + 5)
+            .await
+            .unwrap(),
         Finished::Dead
     );
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
@@ -565,7 +682,10 @@ async fn release_gives_the_job_back_without_counting_the_attempt(e: Engine) {
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
     assert_eq!(
-        s.finish("t", &run, RunOutcome::Release, T0 + 7)
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, RunOutcome::Release, T0 + 7)
             .await
             .unwrap(),
         Finished::Released
@@ -586,7 +706,10 @@ async fn defer_gives_the_job_back_due_later_without_counting_the_attempt(e: Engi
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
     assert_eq!(
-        s.finish("t", &run, RunOutcome::Defer { at: T0 + 1_000 }, T0 + 7)
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(&run, RunOutcome::Defer { at: T0 + 1_000 }, T0 + 7)
             .await
             .unwrap(),
         Finished::Released
@@ -610,15 +733,35 @@ async fn extend_keeps_a_long_run_from_being_taken_over(e: Engine) {
         .await
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
-    assert!(s.extend("t", &run, T0 + 5_000).await.unwrap());
-    let p = s.pump("t", 0, T0 + 4_999, 10).await.unwrap();
+    assert!(
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .extend(&run, T0 + 5_000)
+            .await
+            .unwrap()
+    );
+    let p = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .pump(T0 + 4_999, 10)
+        .await
+        .unwrap();
     assert_eq!((p.expired, p.jobs.len()), (0, 0));
     assert_eq!(p.next_at, Some(T0 + 5_000));
     let stale = Leased {
         token: run.token + 1000,
         ..run.clone()
     };
-    assert!(!s.extend("t", &stale, T0 + 9_000).await.unwrap());
+    assert!(
+        !s.door("t", stale.slot, 0)
+            .await
+            .unwrap()
+            .extend(&stale, T0 + 9_000)
+            .await
+            .unwrap()
+    );
 }
 
 async fn a_reset_during_a_run_fires_the_job_again_after_the_run(e: Engine) {
@@ -662,11 +805,21 @@ async fn a_reset_during_a_run_fires_the_job_again_after_the_run(e: Engine) {
     );
     // The ack does not delete them: they fire again at the reset times.
     assert_eq!(
-        s.finish("t", ra, RunOutcome::Done, T0 + 2).await.unwrap(),
+        s.door("t", ra.slot, 0)
+            .await
+            .unwrap()
+            .finish(ra, RunOutcome::Done, T0 + 2)
+            .await
+            .unwrap(),
         Finished::Rescheduled
     );
     assert_eq!(
-        s.finish("t", rb, RunOutcome::Done, T0 + 2).await.unwrap(),
+        s.door("t", rb.slot, 0)
+            .await
+            .unwrap()
+            .finish(rb, RunOutcome::Done, T0 + 2)
+            .await
+            .unwrap(),
         Finished::Rescheduled
     );
     let a = s.get("t", &"a".into()).await.unwrap().unwrap();
@@ -698,7 +851,13 @@ async fn plain_acks_append_their_done_or_rescheduled_events(e: Engine) {
         .into_iter()
         .map(|run| Settlement::new(run, RunOutcome::Done, T0 + 4))
         .collect();
-    let done = s.settle("t", 0, &batch, T0 + 5).await.unwrap();
+    let done = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .settle(&batch, T0 + 5)
+        .await
+        .unwrap();
     let finished = |id: &str| {
         let k = batch.iter().position(|st| st.run.job.id == id).unwrap();
         done[k]
@@ -766,7 +925,13 @@ async fn a_run_settled_twice_in_one_batch_is_settled_once(e: Engine) {
         Settlement::new(run.clone(), RunOutcome::Done, T0),
         Settlement::new(run, RunOutcome::Done, T0),
     ];
-    let done = s.settle("t", 0, &batch, T0 + 1).await.unwrap();
+    let done = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .settle(&batch, T0 + 1)
+        .await
+        .unwrap();
     assert_eq!(done, [Finished::Done, Finished::Stale]);
     let events = events_of(s, "t", 1).await;
     let dones = events.iter().filter(|e| e.event == "job.done").count();
@@ -800,7 +965,12 @@ async fn a_far_reset_batch_of_every_kind_of_job_resets_each_as_alone(e: Engine) 
         at: T0 + 100,
         error: None,
     };
-    s.finish("t", &run, again, T0).await.unwrap();
+    s.door("t", run.slot, 0)
+        .await
+        .unwrap()
+        .finish(&run, again, T0)
+        .await
+        .unwrap();
     s.schedule("t", NewJob::new("busy", T0), ScheduleMode::Upsert, T0)
         .await
         .unwrap();
@@ -829,7 +999,10 @@ async fn a_far_reset_batch_of_every_kind_of_job_resets_each_as_alone(e: Engine) 
     assert_eq!(fire_at("p3").await, (JobState::Scheduled, far, 0));
     assert_eq!(fire_at("cap").await, (JobState::Scheduled, T0 + 1_000, 0));
     assert_eq!(fire_at("dev").await, (JobState::Scheduled, far, 0));
-    s.finish("t", &busy, RunOutcome::Done, T0 + 20)
+    s.door("t", busy.slot, 0)
+        .await
+        .unwrap()
+        .finish(&busy, RunOutcome::Done, T0 + 20)
         .await
         .unwrap();
     assert_eq!(fire_at("busy").await, (JobState::Scheduled, far, 0));
@@ -869,17 +1042,19 @@ async fn a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order(e: Engine) {
         .await
         .unwrap();
     let run = pump_one(s, "t", "dev", T0).await;
-    s.finish(
-        "t",
-        &run,
-        RunOutcome::Repeat {
-            at: T0 + 100,
-            error: None,
-        },
-        T0,
-    )
-    .await
-    .unwrap();
+    s.door("t", run.slot, 0)
+        .await
+        .unwrap()
+        .finish(
+            &run,
+            RunOutcome::Repeat {
+                at: T0 + 100,
+                error: None,
+            },
+            T0,
+        )
+        .await
+        .unwrap();
     let twice = [Reset::new("dev", T0 + 500), Reset::new("dev", T0 + 700)];
     let report = s.reset_many("t", &twice, None, T0 + 1).await.unwrap();
     assert_eq!((report.reset, report.rearmed.len()), (2, 1), "{report:?}");
@@ -901,7 +1076,12 @@ async fn a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order(e: Engine) {
     let bury = RunOutcome::Dead {
         error: "gone".into(),
     };
-    s.finish("t", &run, bury, T0 + 800).await.unwrap();
+    s.door("t", run.slot, 0)
+        .await
+        .unwrap()
+        .finish(&run, bury, T0 + 800)
+        .await
+        .unwrap();
     let twice = [Reset::new("d", T0 + 900), Reset::new("d", T0 + 950)];
     let create = CreateSpec::default();
     let report = s
@@ -935,14 +1115,22 @@ async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
         RunOutcome::Release,
     ] {
         assert_eq!(
-            s.finish("t", &old, outcome, T0 + 1_001).await.unwrap(),
+            s.door("t", old.slot, 0)
+                .await
+                .unwrap()
+                .finish(&old, outcome, T0 + 1_001)
+                .await
+                .unwrap(),
             Finished::Stale
         );
     }
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
     assert_eq!((got.state, got.attempts), (JobState::Running, 2));
     assert_eq!(
-        s.finish("t", &new, RunOutcome::Done, T0 + 1_002)
+        s.door("t", new.slot, 0)
+            .await
+            .unwrap()
+            .finish(&new, RunOutcome::Done, T0 + 1_002)
             .await
             .unwrap(),
         Finished::Done
@@ -982,7 +1170,10 @@ async fn settled_claims_append_the_events_their_records_describe(e: Engine) {
         .unwrap();
     }
     let runs: HashMap<String, Leased> = s
-        .claim("q", 0, T0, 10, 30_000)
+        .door("q", 0, 0)
+        .await
+        .unwrap()
+        .claim(T0, 10, 30_000)
         .await
         .unwrap()
         .jobs
@@ -1161,7 +1352,13 @@ async fn settle_applies_a_batch_with_its_events_in_one_step(e: Engine) {
             },
         ),
     ];
-    let done = s.settle("t", 0, &batch, T0 + 5).await.unwrap();
+    let done = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .settle(&batch, T0 + 5)
+        .await
+        .unwrap();
     assert_eq!(
         done,
         vec![
@@ -1225,7 +1422,13 @@ async fn a_stale_settlement_appends_no_event(e: Engine) {
     let mut fresh = Settlement::new(new, RunOutcome::Done, T0 + 1_000);
     fresh.emitted = vec![Emitted::new("job.fired", json!(null))];
     // Both runs of the job in one batch: only the one holding the lease counts.
-    let done = s.settle("t", 0, &[late, fresh], T0 + 1_001).await.unwrap();
+    let done = s
+        .door("t", 0, 0)
+        .await
+        .unwrap()
+        .settle(&[late, fresh], T0 + 1_001)
+        .await
+        .unwrap();
     assert_eq!(done, vec![Finished::Stale, Finished::Done]);
     assert_eq!(state(s, "t", "a").await, None);
     let got = events_of(s, "t", 2).await;
@@ -1258,7 +1461,7 @@ async fn reads_cancels_and_resets_never_create_a_topic(e: Engine) {
     not_found(s.dead_delete("nope", &job).await.map(drop));
     not_found(s.stats("nope").await.map(drop));
     not_found(s.read_events("nope", None, 10).await.map(drop));
-    not_found(s.pump("nope", 0, T0, 10).await.map(drop));
+    not_found(s.door("nope", 0, 0).await.map(drop));
     assert_eq!(s.find_topic("nope").await.unwrap(), None);
     assert!(s.topics().await.unwrap().is_empty());
     assert_eq!(e.dump(), before, "nothing was created");
@@ -1285,7 +1488,12 @@ async fn dead_letters_page_oldest_first_requeue_and_delete(e: Engine) {
         let bury = RunOutcome::Dead {
             error: format!("e{n}"),
         };
-        s.finish("t", run, bury, T0 + 10 + n / 5).await.unwrap();
+        s.door("t", run.slot, 0)
+            .await
+            .unwrap()
+            .finish(run, bury, T0 + 10 + n / 5)
+            .await
+            .unwrap();
     }
     let mut seen = Vec::new();
     let mut after: Option<String> = None;
@@ -1506,7 +1714,17 @@ async fn shard_keys_route_jobs_together(e: Engine) {
     let by_key = JobRef::new("end").with_shard_key(Some("meeting-42".into()));
     assert!(s.get("t", &by_key).await.unwrap().is_some());
     let slot = slot_of("meeting-42", 64);
-    assert_eq!(s.pump("t", slot, T0, 10).await.unwrap().jobs.len(), 3);
+    assert_eq!(
+        s.door("t", slot, 0)
+            .await
+            .unwrap()
+            .pump(T0, 10)
+            .await
+            .unwrap()
+            .jobs
+            .len(),
+        3
+    );
 }
 
 /// 10,000 jobs over 64 slots at random times, pumped with an advancing `now`: each is handed
@@ -1531,7 +1749,13 @@ async fn ten_thousand_jobs_fire_exactly_once_and_never_early(e: Engine) {
     let mut now = T0;
     while now <= T0 + 61_000 {
         for slot in 0..64 {
-            let p = s.pump("t", slot, now, 50).await.unwrap();
+            let p = s
+                .door("t", slot, 0)
+                .await
+                .unwrap()
+                .pump(now, 50)
+                .await
+                .unwrap();
             for run in p.jobs {
                 assert!(run.job.fire_at <= now, "{} fired early", run.job.id);
                 assert_eq!(run.job.fire_at, fire_at[&run.job.id]);
@@ -1541,7 +1765,12 @@ async fn ten_thousand_jobs_fire_exactly_once_and_never_early(e: Engine) {
                     run.job.id
                 );
                 assert_eq!(
-                    s.finish("t", &run, RunOutcome::Done, now).await.unwrap(),
+                    s.door("t", run.slot, 0)
+                        .await
+                        .unwrap()
+                        .finish(&run, RunOutcome::Done, now)
+                        .await
+                        .unwrap(),
                     Finished::Done
                 );
             }
@@ -1715,7 +1944,12 @@ async fn deleting_a_topic_removes_all_of_it_and_a_new_one_starts_empty(e: Engine
     let runs = pump_all(s, "gone", T0 + 100).await;
     assert_eq!(runs.len(), 30);
     let dead = RunOutcome::Dead { error: "x".into() };
-    s.finish("gone", &runs[0], dead, T0 + 101).await.unwrap();
+    s.door("gone", runs[0].slot, 0)
+        .await
+        .unwrap()
+        .finish(&runs[0], dead, T0 + 101)
+        .await
+        .unwrap();
     match s.delete_topic("gone", false).await {
         Err(Error::TopicConflict { message, .. }) => {
             assert!(message.contains("force"), "{message}")
@@ -1810,7 +2044,12 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
         if t.from == From::Dead {
             let lease = run.take().unwrap();
             let dead = RunOutcome::Dead { error: "x".into() };
-            s.finish(&topic, &lease, dead, at).await.unwrap();
+            s.door(&topic, lease.slot, 0)
+                .await
+                .unwrap()
+                .finish(&lease, dead, at)
+                .await
+                .unwrap();
         }
         let now = match t.from {
             From::RunningExpired => at + 1_001,
@@ -1822,7 +2061,10 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
         let settle = |outcome: RunOutcome| {
             let lease = run.clone().expect("a running job");
             async move {
-                s.finish(topic_ref, &lease, outcome, now)
+                s.door(topic_ref, lease.slot, 0)
+                    .await
+                    .unwrap()
+                    .finish(&lease, outcome, now)
                     .await
                     .unwrap()
                     .as_str()
@@ -1850,7 +2092,13 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
                 if r.created == 1 { "created" } else { "reset" }.to_string()
             }
             Op::Pump => {
-                let p = s.pump(&topic, 0, now, 10).await.unwrap();
+                let p = s
+                    .door(&topic, 0, 0)
+                    .await
+                    .unwrap()
+                    .pump(now, 10)
+                    .await
+                    .unwrap();
                 if p.expired > 0 {
                     "expired".into()
                 } else if !p.jobs.is_empty() {
@@ -1881,7 +2129,13 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
                 let done = settle(RunOutcome::Done).await;
                 let again = pump_one(s, &topic, id, at + 60_000).await;
                 let dead = RunOutcome::Dead { error: "x".into() };
-                let buried = s.finish(&topic, &again, dead, now).await.unwrap();
+                let buried = s
+                    .door(&topic, again.slot, 0)
+                    .await
+                    .unwrap()
+                    .finish(&again, dead, now)
+                    .await
+                    .unwrap();
                 assert_eq!(buried.as_str(), done, "row {i}: a dead fire");
                 done
             }
@@ -1890,12 +2144,23 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
             Op::StaleSettle => {
                 let mut lease = run.clone().unwrap();
                 lease.token += 1;
-                let f = s.finish(&topic, &lease, RunOutcome::Done, now).await;
+                let f = s
+                    .door(&topic, lease.slot, 0)
+                    .await
+                    .unwrap()
+                    .finish(&lease, RunOutcome::Done, now)
+                    .await;
                 f.unwrap().as_str().to_string()
             }
             Op::Touch => {
                 let lease = run.clone().unwrap();
-                let live = s.extend(&topic, &lease, now + 9_000).await.unwrap();
+                let live = s
+                    .door(&topic, lease.slot, 0)
+                    .await
+                    .unwrap()
+                    .extend(&lease, now + 9_000)
+                    .await
+                    .unwrap();
                 live.to_string()
             }
             Op::Cancel => {

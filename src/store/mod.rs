@@ -9,10 +9,11 @@
 //! those that mean the same without a runtime: opening, reading, cancelling, maintenance.
 //! Writes a runtime must hear of (`schedule`, `reset_many`, `put_topic`, `topic`,
 //! `delete_topic`, `dead_requeue`) and the runtime's own calls are crate-private; the
-//! conformance suite reaches them through `conformance::RuntimeOps`. The names of one run's
-//! trip:
+//! conformance suite reaches them through `conformance::RuntimeOps`. A slot's own calls go
+//! through its door (`SlotDoor`, `front/door.rs`), made once from the topic's settings, the
+//! slot and its owner fence. The names of one run's trip:
 //!
-//! - `pump` / `pump_fenced`: a slot's due jobs become runs (`Leased`: the job, its token, its
+//! - `pump` / `pump_fenced` / `pump_owned`: a slot's due jobs become runs (`Leased`: the job, its token, its
 //!   lease deadline, `HandedRecord`: the record as handed out), answered as `Pumped` (the
 //!   runs and the slot's next time); `adopt`: the runs of a pump whose answer was lost.
 //! - `settle` / `finish`: a run's outcome (`RunOutcome`, in a `Settlement` with its events)
@@ -27,7 +28,7 @@ mod doubling;
 mod engine;
 mod event_id;
 pub(crate) mod flow;
-mod front;
+pub(crate) mod front;
 mod keys;
 pub(crate) mod memory;
 pub(crate) mod rate;
@@ -40,10 +41,12 @@ mod topic_policy;
 use std::sync::Arc;
 
 pub use self::flow::{FlowAsk, FlowGrant, FlowState};
+pub(crate) use self::front::door::{PumpAnswer, PumpAsk, SlotDoor};
 pub(crate) use self::front::transfer::{end_line, settings_line};
 pub use self::front::{JobFilter, ListQuery, Store};
 pub use self::memory::JournalLen;
 pub use self::memory::{JournalCheck, Salvaged, check_journal, salvage_journal};
+pub(crate) use self::rate::FireBudget;
 pub use self::rate::Grant;
 pub use self::redis::SentinelConnection;
 pub use self::redis::own_connection as own_redis_connection;

@@ -32,6 +32,60 @@ impl Grant {
     }
 }
 
+/// The fires one pump or one claim pass holds from its topic's bucket, and what follows
+/// from them: the one rate-grant step of the slot actors and the claims, a plain decider.
+/// Made from what was asked and what the bucket granted; each handout spends from it; what
+/// is left at the end goes back.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct FireBudget {
+    asked: u32,
+    grant: Grant,
+    spent: u32,
+}
+
+impl FireBudget {
+    /// `grant` of a take of `asked` fires.
+    pub(crate) fn new(asked: u32, grant: Grant) -> Self {
+        FireBudget {
+            asked,
+            grant,
+            spent: 0,
+        }
+    }
+
+    /// Nothing was granted: nothing is handed out before the bucket holds more, in
+    /// `retry_in_ms`.
+    pub(crate) fn dry(&self) -> bool {
+        self.grant.granted == 0
+    }
+
+    /// Most runs that may still be handed out.
+    pub(crate) fn room(&self) -> u32 {
+        self.grant.granted.saturating_sub(self.spent)
+    }
+
+    /// `n` runs were handed out.
+    pub(crate) fn spend(&mut self, n: usize) {
+        self.spent = self.spent.saturating_add(crate::num::to_u32(n));
+    }
+
+    /// The fires granted and not handed out: given back at the end.
+    pub(crate) fn unused(&self) -> u32 {
+        self.room()
+    }
+
+    /// The limit held the handouts back: fewer were granted than asked, and all of them
+    /// went out (so more were likely due). The slot then waits `retry_in_ms`.
+    pub(crate) fn held_back(&self) -> bool {
+        self.grant.granted < self.asked && self.spent >= self.grant.granted
+    }
+
+    /// When the bucket holds more, after a grant short of what was asked; 0 otherwise.
+    pub(crate) fn retry_in_ms(&self) -> u64 {
+        self.grant.retry_in_ms
+    }
+}
+
 /// The bucket's fill, in thousandths of a fire: a twentieth of a second's fires, at least one.
 pub(crate) fn capacity_milli(rate: u32) -> i64 {
     i64::from(rate.div_ceil(20).max(1)) * 1_000
@@ -117,6 +171,34 @@ mod tests {
         }
         let total: u32 = grants.iter().map(|(_, n)| n).sum();
         assert!(total >= 200 * 10 - 64, "the limit is used: {total} in 10 s");
+    }
+
+    /// The rate-grant step: asked, granted and handed out in; room, what goes back,
+    /// whether the limit held the pump back, and dry out.
+    #[test]
+    fn a_budget_decides_room_give_back_and_held_back() {
+        // (asked, granted, spent) -> (room, unused, held_back, dry)
+        let rows = [
+            ((64, 64, 0), (64, 64, false, false)),
+            ((64, 64, 10), (54, 54, false, false)),
+            ((64, 64, 64), (0, 0, false, false)),
+            ((64, 10, 10), (0, 0, true, false)),
+            ((64, 10, 3), (7, 7, false, false)),
+            ((64, 0, 0), (0, 0, true, true)),
+            ((5, 5, 9), (0, 0, false, false)),
+            ((1, 1, 1), (0, 0, false, false)),
+        ];
+        for ((asked, granted, spent), want) in rows {
+            let grant = Grant {
+                granted,
+                retry_in_ms: if granted < asked { 50 } else { 0 },
+            };
+            let mut b = FireBudget::new(asked, grant);
+            b.spend(usize::try_from(spent).unwrap());
+            let got = (b.room(), b.unused(), b.held_back(), b.dry());
+            assert_eq!(got, want, "asked {asked}, granted {granted}, spent {spent}");
+            assert_eq!(b.retry_in_ms(), grant.retry_in_ms);
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use super::*;
 impl SlotActor {
     /// The topic's flow metrics: jobs waiting on this instance, and how long they waited.
     pub(super) fn flow_metrics(&mut self) -> &(prometheus::IntGauge, prometheus::Histogram) {
-        self.metrics.flow(&self.rt.metrics, &self.topic.name)
+        self.metrics.flow(&self.rt.metrics, &self.door.topic().name)
     }
 
     /// Counts `n` more (or fewer) runs waiting for room on their flow key.
@@ -37,7 +37,7 @@ impl SlotActor {
         self.rt
             .metrics
             .flow_deferred
-            .with_label_values(&[self.topic.name.as_str()])
+            .with_label_values(&[self.door.topic().name.as_str()])
             .inc();
         self.outcomes
             .push(Settlement::new(lease, RunOutcome::Defer { at }, now));
@@ -64,7 +64,8 @@ impl SlotActor {
         crate::flow::SetAside {
             keys,
             by_url: self
-                .topic
+                .door
+                .topic()
                 .flow
                 .as_ref()
                 .is_some_and(|f| f.key == crate::flow::KeyFrom::Url),
@@ -94,7 +95,7 @@ impl SlotActor {
             self.rt
                 .metrics
                 .flow_deferred
-                .with_label_values(&[self.topic.name.as_str()])
+                .with_label_values(&[self.door.topic().name.as_str()])
                 .inc_by(u64::from(*n));
         }
     }
@@ -102,17 +103,21 @@ impl SlotActor {
     /// The flow key a due job waits on: its own or its type's, when that key has limits.
     /// A fire too late to run (`misfire`) waits for nothing.
     pub(super) fn gated(&self, job: &crate::model::Job, fired_at: Millis) -> Option<String> {
-        if !self.topic.has_flow_limits() || job.misfire(fired_at).is_some() {
+        if !self.door.topic().has_flow_limits() || job.misfire(fired_at).is_some() {
             return None;
         }
-        let key = crate::flow::job_key(self.topic.flow.as_ref(), job.flow_key.as_deref(), || {
-            self.rt
-                .types
-                .get(job.job_type.as_str())?
-                .handler
-                .flow_key(&job.payload)
-        })?;
-        self.topic.flow_limits(&key).map(|_| key)
+        let key = crate::flow::job_key(
+            self.door.topic().flow.as_ref(),
+            job.flow_key.as_deref(),
+            || {
+                self.rt
+                    .types
+                    .get(job.job_type.as_str())?
+                    .handler
+                    .flow_key(&job.payload)
+            },
+        )?;
+        self.door.topic().flow_limits(&key).map(|_| key)
     }
 
     /// Asks the store for room on `key` for its line's first runs, starts those granted,
@@ -126,7 +131,7 @@ impl SlotActor {
         let Some(ask) = ask else {
             return;
         };
-        let Some(limits) = self.topic.flow_limits(&key) else {
+        let Some(limits) = self.door.topic().flow_limits(&key) else {
             // The key's limits are gone: its line fires now.
             let (runs, _) = self.gate.answered(&key, usize::MAX, self.rt.clock.now());
             self.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
@@ -136,97 +141,113 @@ impl SlotActor {
             }
             return;
         };
-        let (store, topic, now) = (
-            self.rt.store.clone(),
-            self.topic.clone(),
-            self.rt.clock.now(),
-        );
-        let waiter = format!("{}/{}", self.rt.instance, self.slot);
+        let (door, now) = (self.door.clone(), self.rt.clock.now());
+        let waiter = format!("{}/{}", self.rt.instance, self.door.slot());
         let asked_key = key.clone();
         let take = async move {
             let ask = crate::store::FlowAsk {
                 key: &asked_key,
                 runs: &ask.runs,
-                hold_ms: topic.visibility_timeout_ms,
+                hold_ms: door.topic().visibility_timeout_ms,
                 waiter: &waiter,
                 waiting: ask.waiting,
                 oldest: ask.oldest,
             };
-            store.flow_take(&topic, &limits, &ask, now).await
+            door.flow_take(&limits, &ask, now).await
         };
+        let holds = limits.parallelism.is_some();
         ctx.spawn(take.into_actor(self).map(move |answer, act, ctx| {
-            let (granted, retry_ms) = match answer {
-                Ok(g) => (usize::try_from(g.granted).unwrap_or(0), g.retry_in_ms),
-                Err(e) => {
-                    tracing::warn!(topic = %act.topic.name, slot = act.slot, key, error = %e, "could not ask for room on a flow key: asking again");
-                    (0, 4 * POLL_MS)
-                }
-            };
-            let (runs, again) = act.gate.answered(&key, granted, act.rt.clock.now());
-            act.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
-            let now = act.rt.clock.now();
-            let holds = limits.parallelism.is_some();
-            let mut gone = Vec::new();
-            for lease in runs {
-                let ours = act
-                    .running
-                    .get(&lease.job.id)
-                    .is_some_and(|run| run.token == lease.token);
-                if !ours {
-                    // Its lease ran out while it waited: the room goes back.
-                    gone.push(member(&lease));
-                    continue;
-                }
-                act.flow_metrics()
-                    .1
-                    .observe(crate::num::float((now - lease.job.fire_at).max(0)) / 1_000.0);
-                act.run(lease, now, holds.then(|| key.clone()), ctx);
-            }
-            if holds && !gone.is_empty() {
-                act.release_flow(key.clone(), gone, ctx);
-            }
-            act.track();
-            if !act.gate.waits(&key) {
-                return;
-            }
-            if again {
-                act.ask_flow(key, ctx);
-                return;
-            }
-            // The rate: when its oldest fire leaves the period. The parallelism: when a run
-            // of the key ends here (its bell), or after a poll (one ended elsewhere).
-            let bell = (retry_ms == 0).then(|| act.rt.flow_bells.bell(&act.topic.name, &key));
-            let wait = Duration::from_millis(if retry_ms > 0 { retry_ms } else { POLL_MS });
-            let until = async move {
-                match bell {
-                    Some(bell) => {
-                        let _ = tokio::time::timeout(wait, bell.notified()).await;
-                    }
-                    None => tokio::time::sleep(wait).await,
-                }
-            };
-            let next = key.clone();
-            let timer = ctx.spawn(until.into_actor(act).map(move |(), act, ctx| {
-                act.ask_flow(next, ctx);
-            }));
-            if let Some(old) = act.gate.set_retry(&key, timer) {
-                ctx.cancel_future(old);
-            }
+            act.flow_answered(key, holds, answer, ctx);
         }));
+    }
+
+    /// Takes in the store's answer for `key`'s line: starts the runs granted room (`holds`:
+    /// the room is held until each run ends, the key having a parallelism), gives back the
+    /// room of runs whose lease ran out while they waited, and sets the next ask.
+    fn flow_answered(
+        &mut self,
+        key: String,
+        holds: bool,
+        answer: crate::error::Result<crate::store::FlowGrant>,
+        ctx: &mut Context<Self>,
+    ) {
+        let (granted, retry_ms) = match answer {
+            Ok(g) => (usize::try_from(g.granted).unwrap_or(0), g.retry_in_ms),
+            Err(e) => {
+                let (topic, slot) = (&self.door.topic().name, self.door.slot());
+                tracing::warn!(topic, slot, key, error = %e, "could not ask for room on a flow key: asking again");
+                (0, 4 * POLL_MS)
+            }
+        };
+        let (runs, again) = self.gate.answered(&key, granted, self.rt.clock.now());
+        self.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
+        let now = self.rt.clock.now();
+        let mut gone = Vec::new();
+        for lease in runs {
+            let ours = self
+                .running
+                .get(&lease.job.id)
+                .is_some_and(|run| run.token == lease.token);
+            if !ours {
+                // Its lease ran out while it waited: the room goes back.
+                gone.push(member(&lease));
+                continue;
+            }
+            self.flow_metrics()
+                .1
+                .observe(crate::num::float((now - lease.job.fire_at).max(0)) / 1_000.0);
+            self.run(lease, now, holds.then(|| key.clone()), ctx);
+        }
+        if holds && !gone.is_empty() {
+            self.release_flow(key.clone(), gone, ctx);
+        }
+        self.track();
+        if !self.gate.waits(&key) {
+            return;
+        }
+        if again {
+            self.ask_flow(key, ctx);
+            return;
+        }
+        self.ask_flow_later(key, retry_ms, ctx);
+    }
+
+    /// Asks for `key`'s line again when it may have room: the rate, when its oldest fire
+    /// leaves the period (`retry_ms`); the parallelism, when a run of the key ends here (its
+    /// bell), or after a poll (one ended elsewhere).
+    fn ask_flow_later(&mut self, key: String, retry_ms: u64, ctx: &mut Context<Self>) {
+        let topic = &self.door.topic().name;
+        let bell = (retry_ms == 0).then(|| self.rt.flow_bells.bell(topic, &key));
+        let wait = Duration::from_millis(if retry_ms > 0 { retry_ms } else { POLL_MS });
+        let until = async move {
+            match bell {
+                Some(bell) => {
+                    let _ = tokio::time::timeout(wait, bell.notified()).await;
+                }
+                None => tokio::time::sleep(wait).await,
+            }
+        };
+        let next = key.clone();
+        let timer = ctx.spawn(until.into_actor(self).map(move |(), act, ctx| {
+            act.ask_flow(next, ctx);
+        }));
+        if let Some(old) = self.gate.set_retry(&key, timer) {
+            ctx.cancel_future(old);
+        }
     }
 
     /// Ends the room on `key` of runs that held it, then asks for this slot's line.
     pub(super) fn release_flow(&mut self, key: String, runs: Vec<String>, ctx: &mut Context<Self>) {
-        let (store, topic) = (self.rt.store.clone(), self.topic.clone());
+        let door = self.door.clone();
         let release = async move {
-            let done = store.flow_release(&topic, &key, &runs).await;
+            let done = door.flow_release(&key, &runs).await;
             (key, done)
         };
         ctx.spawn(release.into_actor(self).map(|(key, done), act, ctx| {
             match done {
-                Ok(()) => act.rt.flow_bells.ring(&act.topic.name, &key),
+                Ok(()) => act.rt.flow_bells.ring(&act.door.topic().name, &key),
                 Err(e) => {
-                    tracing::warn!(topic = %act.topic.name, slot = act.slot, key, error = %e, "could not end a run's room on its flow key: it ends with the run's lease");
+                    tracing::warn!(topic = %act.door.topic().name, slot = act.door.slot(), key, error = %e, "could not end a run's room on its flow key: it ends with the run's lease");
                 }
             }
             if act.gate.waits(&key) {

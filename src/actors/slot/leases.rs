@@ -10,7 +10,7 @@ impl SlotActor {
         if self.timers.lease_sweep.is_some() {
             return;
         }
-        let every = Duration::from_millis((self.topic.visibility_timeout_ms / 6).max(1));
+        let every = Duration::from_millis((self.door.topic().visibility_timeout_ms / 6).max(1));
         self.timers.lease_sweep = Some(ctx.run_later(every, |act, ctx| {
             act.timers.lease_sweep = None;
             act.sweep_leases(ctx);
@@ -26,20 +26,16 @@ impl SlotActor {
     /// made and dropped per job of a burst.
     pub(super) fn sweep_leases(&mut self, ctx: &mut Context<Self>) {
         let now = self.rt.clock.latest();
-        let lease = crate::num::millis(self.topic.visibility_timeout_ms);
-        let until = self.topic.lease_deadline(now);
+        let lease = crate::num::millis(self.door.topic().visibility_timeout_ms);
+        let until = self.door.topic().lease_deadline(now);
         for run in self.running.values() {
             // Two thirds or more of the lease left: not yet.
             if run.lease_until.saturating_sub(now).saturating_mul(3) >= lease.saturating_mul(2) {
                 continue;
             }
-            let (store, topic, run) = (
-                self.rt.store.clone(),
-                self.topic.name.clone(),
-                Arc::clone(run),
-            );
+            let (door, run) = (self.door.clone(), Arc::clone(run));
             let extend = async move {
-                let extended = store.extend(&topic, &run, until).await;
+                let extended = door.extend(&run, until).await;
                 (run, extended)
             };
             ctx.spawn(

@@ -19,7 +19,8 @@
 //! asks the store and the runs it takes in; `runs.rs` each run to its handler, now or at its
 //! fire time; `flow.rs` a limited key's line (`flow_gate.rs`), a key past its share sent
 //! back or set aside; `leases.rs` the lease sweep; `settle.rs` outcomes in batches;
-//! `lead.rs` how far ahead of a fire its pump goes.
+//! `lead.rs` how far ahead of a fire its pump goes. Every store call of the wing goes
+//! through the slot's door (`SlotDoor`): no topic is named or looked up on the fire path.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
@@ -50,14 +51,15 @@ use super::messages::{
 use super::runtime::Runtime;
 use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
 use crate::model::{Finished, Leased, Pumped, RunOutcome, Settlement};
+use crate::store::SlotDoor;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 pub(crate) struct SlotActor {
-    topic: Arc<TopicConfig>,
-    slot: u32,
-    /// The owner lease's fence this actor pumps under (see `Store::own`).
-    fence: u64,
+    /// The slot's door to the store: its topic's settings as this actor holds them, the
+    /// slot, and the owner lease's fence it pumps under (see `Store::own`). Rebuilt when the
+    /// settings (`Retune`) or the fence (`Refence`) change.
+    door: SlotDoor,
     /// What the slot is doing (pumping, settling, its batch window): `core.rs`, whose
     /// answers this actor carries out.
     core: SlotCore,
@@ -114,14 +116,12 @@ impl SlotActor {
     ) -> Self {
         let lead = Lead::new(rt.settings.fire_lead_ms, rt.settings.fire_lead_max_ms);
         SlotActor {
-            fence,
             core: SlotCore::default(),
             lead,
             metrics: SlotMetrics::new(&rt.metrics, &topic.name),
             handlers,
             gate: FlowGate::default(),
-            topic,
-            slot,
+            door: rt.store.slot_door(topic, slot, fence),
             rt,
             status,
             running: HashMap::default(),
@@ -198,8 +198,8 @@ impl SlotActor {
             return;
         }
         self.keeper.do_send(SlotIdle {
-            topic: self.topic.name.clone(),
-            slot: self.slot,
+            topic: self.door.topic().name.clone(),
+            slot: self.door.slot(),
         });
     }
 
@@ -244,7 +244,7 @@ impl SlotActor {
     /// visibility timeout: a handler keeps nine tenths of it, at least, after its fire time.
     fn lead(&self) -> Millis {
         let floor = crate::num::millis(self.rt.settings.fire_lead_ms);
-        let tenth = crate::num::millis(self.topic.visibility_timeout_ms / 10);
+        let tenth = crate::num::millis(self.door.topic().visibility_timeout_ms / 10);
         self.lead
             .ms(std::time::Instant::now())
             .min(tenth.max(floor))
@@ -305,9 +305,9 @@ impl Handler<Retune> for SlotActor {
     type Result = ();
 
     fn handle(&mut self, msg: Retune, ctx: &mut Context<Self>) {
-        let resumed = self.topic.paused && !msg.0.paused;
-        self.topic = msg.0;
-        if self.topic.paused && self.gate.len() > 0 {
+        let resumed = self.door.topic().paused && !msg.0.paused;
+        self.door = self.door.with_topic(msg.0);
+        if self.door.topic().paused && self.gate.len() > 0 {
             // Paused: nothing fires, so what waits for room goes back to the store.
             self.give_back_waiting(ctx);
             self.settle_soon(ctx);
@@ -359,7 +359,7 @@ impl Handler<Refence> for SlotActor {
     type Result = ();
 
     fn handle(&mut self, msg: Refence, ctx: &mut Context<Self>) {
-        self.fence = msg.0;
+        self.door = self.door.with_fence(msg.0);
         self.core.refenced();
         self.set_status(|s| {
             s.fence = msg.0;
@@ -377,14 +377,10 @@ impl Handler<Halt> for SlotActor {
         // actor (its futures stop with it), so that their jobs are not run again.
         if !self.outcomes.is_empty() && !self.core.settle_backing_off() {
             let batch = std::mem::take(&mut self.outcomes);
-            let (store, topic, slot, now) = (
-                self.rt.store.clone(),
-                self.topic.name.clone(),
-                self.slot,
-                self.rt.clock.now(),
-            );
+            let (door, now) = (self.door.clone(), self.rt.clock.now());
             actix::spawn(async move {
-                if let Err(e) = store.settle(&topic, slot, &batch, now).await {
+                if let Err(e) = door.settle(&batch, now).await {
+                    let (topic, slot) = (&door.topic().name, door.slot());
                     tracing::warn!(topic, slot, error = %e, "could not settle runs at a halt; their leases expire and they run again");
                 }
             });
@@ -413,13 +409,13 @@ impl Handler<Drain> for SlotActor {
         };
         Box::pin(wait.into_actor(self).then(|_, act, _| {
             let left: Vec<Leased> = act.running.values().map(|lease| (**lease).clone()).collect();
-            let (store, topic, slot, now) = (act.rt.store.clone(), act.topic.name.clone(), act.slot, act.rt.clock.now());
+            let (door, now) = (act.door.clone(), act.rt.clock.now());
             async move {
                 let batch: Vec<Settlement> = left
                     .into_iter()
                     .map(|lease| Settlement::new(lease, RunOutcome::Release, now))
                     .collect();
-                match store.settle(&topic, slot, &batch, now).await {
+                match door.settle(&batch, now).await {
                     Ok(done) => {
                         let given_back: Vec<(String, u64)> = batch
                             .iter()
@@ -430,6 +426,7 @@ impl Handler<Drain> for SlotActor {
                         given_back
                     }
                     Err(e) => {
+                        let (topic, slot) = (&door.topic().name, door.slot());
                         tracing::warn!(topic, slot, error = %e, "could not give back leases; they expire instead");
                         Vec::new()
                     }

@@ -2,20 +2,19 @@
 //! rate limit grants, the keys set aside), and the runs it takes in.
 
 use super::*;
+use crate::store::{PumpAnswer, PumpAsk};
 
 impl SlotActor {
     /// Pumps now if the core allows it (see `SlotCore::want_pump`).
     pub(super) fn pump(&mut self, ctx: &mut Context<Self>) {
         let capacity = self.capacity();
-        let Some(start) = self.core.want_pump(capacity, self.topic.paused) else {
+        let Some(start) = self.core.want_pump(capacity, self.door.topic().paused) else {
             return;
         };
         self.cancel_timer(ctx);
         self.publish_pumping();
         let now = self.rt.clock.now();
-        let store = self.rt.store.clone();
-        let (topic, slot, fence) = (self.topic.name.clone(), self.slot, self.fence);
-        let limited = self.topic.max_fires_per_s.is_some();
+        let door = self.door.clone();
         // Past the lead, the window: jobs due in it go out in this pump too.
         let (lead, window) = (self.lead(), self.window());
         let reach = lead.saturating_add(window);
@@ -25,100 +24,121 @@ impl SlotActor {
         let aside = self.set_aside(now);
         let aside_at = aside.keys.clone();
         let fut = async move {
-            let adopted = match start.adopt_above {
-                Some(above) => store.adopt(&topic, slot, fence, above).await?,
-                None => Vec::new(),
+            let ask = PumpAsk {
+                now,
+                reach,
+                want: capacity,
+                adopt_above: start.adopt_above,
+                aside: &aside,
             };
-            // A rate-limited topic's pump hands out no more than the fires its bucket
-            // grants, and gives back those it did not use.
-            let want = crate::num::to_u32(capacity);
-            let grant = if limited {
-                store.take_fires(&topic, want, now).await?
-            } else {
-                crate::store::Grant::all(want)
-            };
-            if grant.granted == 0 {
-                return Ok((adopted, Pumped::default(), grant));
-            }
-            let limit = usize::try_from(grant.granted).unwrap_or(capacity);
-            let pumped = store
-                .pump_setting_aside(&topic, slot, fence, now, reach, limit, &aside)
-                .await?;
-            let unused = grant.granted - crate::num::to_u32(pumped.jobs.len());
-            if limited && unused > 0 {
-                // Lost, it would only hold fires back for a twentieth of a second.
-                let _ = store.give_back_fires(&topic, unused, now).await;
-            }
-            Ok::<_, crate::error::Error>((adopted, pumped, grant))
+            door.pump_owned(&ask).await
         };
-        let asked = std::time::Instant::now();
-        let asked_us = self.rt.clock.now_us();
+        let asked = Asked {
+            at: std::time::Instant::now(),
+            at_us: self.rt.clock.now_us(),
+            now,
+            capacity,
+            reach,
+            aside_at,
+        };
         ctx.spawn(fut.into_actor(self).map(move |result, act, ctx| {
-            let answered = std::time::Instant::now();
-            let round_trip = answered.saturating_duration_since(asked);
-            act.metrics.pump_seconds.observe(round_trip.as_secs_f64());
-            let (end, next_at) = match result {
-                Ok((adopted, pumped, grant)) => {
-                    act.lead.observe(round_trip, answered);
-                    let granted = usize::try_from(grant.granted).unwrap_or(0);
-                    let held_back = granted < capacity && pumped.jobs.len() >= granted;
-                    let full = pumped.jobs.len() >= capacity;
-                    let next_at = pumped.next_at;
-                    act.count_set_aside(&aside_at, &pumped.set_aside);
-                    act.take_runs(adopted, pumped, asked_us, now, ctx);
-                    let end = if held_back {
-                        PumpEnd::Limited { retry_in_ms: grant.retry_in_ms }
-                    } else {
-                        PumpEnd::Leased { full }
-                    };
-                    (end, next_at)
-                }
-                Err(e @ crate::error::Error::Fenced { .. }) => {
-                    tracing::info!(topic = %act.topic.name, slot = act.slot, error = %e, "another instance owns the slot now: pumping stops");
-                    act.set_status(|s| {
-                        s.last_error = Some(e.to_string());
-                        s.fenced = true;
-                    });
-                    act.slot_changed();
-                    (PumpEnd::Fenced, None)
-                }
-                Err(e) => {
-                    tracing::warn!(topic = %act.topic.name, slot = act.slot, error = %e, "pump failed");
-                    act.rt
-                        .metrics
-                        .pump_failures
-                        .with_label_values(&[act.topic.name.as_str()])
-                        .inc();
-                    act.set_status(|s| s.last_error = Some(e.to_string()));
-                    (PumpEnd::Failed, None)
-                }
-            };
-            let after = act.core.pump_answered(end);
-            act.publish_pumping();
-            match after {
-                AfterPump::PumpAgain => ctx.notify(Pump),
-                // The store counts the next time back from the next fire time by the whole
-                // reach; the slot pumps a lead before it (the lead as it stands now, which
-                // this pump's round trip may have moved), so that the pump takes the window
-                // that follows it.
-                AfterPump::SleepUntilNext => {
-                    let back = reach.saturating_sub(act.lead());
-                    let next = next_at.map(|at| at.saturating_add(back));
-                    // A wake told during the pump (rule 6 of `core.rs`).
-                    let next = match (next, act.core.take_woken()) {
-                        (Some(n), Some(w)) => Some(n.min(w)),
-                        (n, w) => n.or(w),
-                    };
-                    act.arm(next, ctx);
-                    act.offer_sleep();
-                }
-                AfterPump::SleepFor(wait) => {
-                    let at = act.rt.clock.now().saturating_add(crate::num::millis(crate::num::duration_ms(wait)));
-                    act.arm(Some(at), ctx);
-                }
-                AfterPump::Nothing => {}
-            }
+            act.pump_answered(result, asked, ctx);
         }));
+    }
+
+    /// Takes in a pump's answer, tells the core how it ended, and does what the core says
+    /// next.
+    fn pump_answered(
+        &mut self,
+        result: crate::error::Result<PumpAnswer>,
+        asked: Asked,
+        ctx: &mut Context<Self>,
+    ) {
+        let answered = std::time::Instant::now();
+        let round_trip = answered.saturating_duration_since(asked.at);
+        self.metrics.pump_seconds.observe(round_trip.as_secs_f64());
+        let (end, next_at) = match result {
+            Ok(answer) => {
+                self.lead.observe(round_trip, answered);
+                self.took(answer, &asked, ctx)
+            }
+            Err(e) => (self.pump_failed(e), None),
+        };
+        let after = self.core.pump_answered(end);
+        self.publish_pumping();
+        match after {
+            AfterPump::PumpAgain => ctx.notify(Pump),
+            // The store counts the next time back from the next fire time by the whole
+            // reach; the slot pumps a lead before it (the lead as it stands now, which this
+            // pump's round trip may have moved), so that the pump takes the window that
+            // follows it.
+            AfterPump::SleepUntilNext => {
+                let back = asked.reach.saturating_sub(self.lead());
+                let next = next_at.map(|at| at.saturating_add(back));
+                // A wake told during the pump (rule 6 of `core.rs`).
+                let next = match (next, self.core.take_woken()) {
+                    (Some(n), Some(w)) => Some(n.min(w)),
+                    (n, w) => n.or(w),
+                };
+                self.arm(next, ctx);
+                self.offer_sleep();
+            }
+            AfterPump::SleepFor(wait) => {
+                let wait = crate::num::millis(crate::num::duration_ms(wait));
+                let at = self.rt.clock.now().saturating_add(wait);
+                self.arm(Some(at), ctx);
+            }
+            AfterPump::Nothing => {}
+        }
+    }
+
+    /// Takes in what a pump leased: how the pump ended (held back by the rate limit, or
+    /// leased, full or not) and the slot's next time.
+    fn took(
+        &mut self,
+        answer: PumpAnswer,
+        asked: &Asked,
+        ctx: &mut Context<Self>,
+    ) -> (PumpEnd, Option<Millis>) {
+        let PumpAnswer {
+            adopted,
+            pumped,
+            fires,
+        } = answer;
+        let full = pumped.jobs.len() >= asked.capacity;
+        let next_at = pumped.next_at;
+        self.count_set_aside(&asked.aside_at, &pumped.set_aside);
+        self.take_runs(adopted, pumped, asked.at_us, asked.now, ctx);
+        let end = if fires.held_back() {
+            PumpEnd::Limited {
+                retry_in_ms: fires.retry_in_ms(),
+            }
+        } else {
+            PumpEnd::Leased { full }
+        };
+        (end, next_at)
+    }
+
+    /// A pump that failed: fenced (another instance owns the slot now) or the store's error.
+    fn pump_failed(&mut self, e: crate::error::Error) -> PumpEnd {
+        let (topic, slot) = (self.door.topic().name.clone(), self.door.slot());
+        if let crate::error::Error::Fenced { .. } = e {
+            tracing::info!(topic, slot, error = %e, "another instance owns the slot now: pumping stops");
+            self.set_status(|s| {
+                s.last_error = Some(e.to_string());
+                s.fenced = true;
+            });
+            self.slot_changed();
+            return PumpEnd::Fenced;
+        }
+        tracing::warn!(topic, slot, error = %e, "pump failed");
+        self.rt
+            .metrics
+            .pump_failures
+            .with_label_values(&[topic.as_str()])
+            .inc();
+        self.set_status(|s| s.last_error = Some(e.to_string()));
+        PumpEnd::Failed
     }
 
     /// Takes in the runs a pump answered with: the adopted ones (a lost answer's, not yet
@@ -135,7 +155,7 @@ impl SlotActor {
         let mut held = Vec::new();
         for lease in adopted {
             if !self.running.contains_key(&lease.job.id) {
-                tracing::info!(topic = %self.topic.name, slot = self.slot, job = %lease.job.id, "running a job whose pump's answer was lost");
+                tracing::info!(topic = %self.door.topic().name, slot = self.door.slot(), job = %lease.job.id, "running a job whose pump's answer was lost");
                 self.core.saw_token(lease.token);
                 self.dispatch(lease, now_us, &mut held, ctx);
             }
@@ -168,4 +188,19 @@ impl SlotActor {
         self.hold(held, ctx);
         self.track();
     }
+}
+
+/// What a pump asked, for taking in its answer.
+struct Asked {
+    /// When it asked (for its round trip), and the clock then in µs.
+    at: std::time::Instant,
+    at_us: i64,
+    /// The pump's time.
+    now: Millis,
+    /// The slot's room: most runs it asked for.
+    capacity: usize,
+    /// Its lead and window: how far past `now` it leased.
+    reach: Millis,
+    /// The keys it set aside, each with its instant.
+    aside_at: Vec<(String, Millis)>,
 }

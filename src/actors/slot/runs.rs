@@ -93,12 +93,12 @@ impl SlotActor {
         self.metrics.lateness.observe(lateness);
         // The handler's context holds its own copy of the job; a traced job's fire is a span
         // of its trace, ended with the run (`crate::otel`).
-        let span = crate::otel::process_span(&self.topic.name, &lease.job, fired_at)
+        let span = crate::otel::process_span(&self.door.topic().name, &lease.job, fired_at)
             .unwrap_or_else(tracing::Span::none);
         let run = handler_run(
             &self.rt,
             &self.handlers,
-            &self.topic,
+            self.door.topic(),
             &lease,
             fired_at,
             span,

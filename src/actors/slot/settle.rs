@@ -7,7 +7,7 @@ impl SlotActor {
     /// The handler duration histogram of this topic's `job_type`.
     pub(super) fn handler_duration(&mut self, job_type: &str) -> &prometheus::Histogram {
         self.metrics
-            .handler_duration(&self.rt.metrics, &self.topic.name, job_type)
+            .handler_duration(&self.rt.metrics, &self.door.topic().name, job_type)
     }
 
     /// Turns a handler's report into the outcome the store applies.
@@ -25,7 +25,12 @@ impl SlotActor {
         let outcome = report.outcome.into_run(
             job.fire_at,
             now,
-            || self.topic.backoff.delay_ms(attempts, &mut rand::rng()),
+            || {
+                self.door
+                    .topic()
+                    .backoff
+                    .delay_ms(attempts, &mut rand::rng())
+            },
             |delay| clock.after(delay),
         );
         Settlement {
@@ -70,15 +75,14 @@ impl SlotActor {
             ctx.cancel_future(flush);
         }
         let batch = std::mem::take(&mut self.outcomes);
-        let store = self.rt.store.clone();
-        let (topic, slot, now) = (self.topic.name.clone(), self.slot, self.rt.clock.now());
+        let (door, now) = (self.door.clone(), self.rt.clock.now());
         // Traced runs' settles are spans of their jobs' traces, ended with the call.
         let spans: Vec<tracing::Span> = batch
             .iter()
             .filter_map(|s| {
                 let job = &s.run.job;
                 crate::otel::settle_span(
-                    &topic,
+                    &door.topic().name,
                     &job.id,
                     job.traceparent.as_deref(),
                     s.outcome.as_str(),
@@ -86,63 +90,86 @@ impl SlotActor {
             })
             .collect();
         let fut = async move {
-            let result = store.settle(&topic, slot, &batch, now).await;
+            let result = door.settle(&batch, now).await;
             drop(spans);
             (batch, result)
         };
         ctx.spawn(fut.into_actor(self).map(|(batch, result), act, ctx| {
-            let mut unavailable = None;
-            let end = match result {
-                Ok(done) => {
-                    let mut rescheduled = false;
-                    for (item, finished) in batch.iter().zip(done) {
-                        match finished {
-                            Finished::Retrying => act.metrics.retried.inc(),
-                            Finished::Dead => act.metrics.dead.inc(),
-                            Finished::Stale => tracing::warn!(job = %item.run.job.id, "a run's outcome was stale: another run holds the job"),
-                            _ => {}
-                        }
-                        // Scheduled again, perhaps before the slot's timer (armed for the
-                        // run's lease deadline): a pump learns the slot's next time.
-                        rescheduled |= matches!(finished, Finished::Retrying | Finished::Repeating | Finished::Rescheduled | Finished::Released);
-                    }
-                    SettleEnd::Applied { rescheduled }
-                }
-                Err(e) if e.is_unavailable() || matches!(e, crate::error::Error::StoreFull(_)) => {
-                    // Nothing of the batch was applied (one atomic step), and the store may
-                    // be back in a moment: the outcomes are kept, ahead of those gathered
-                    // since, and sent again. Each run's token still decides in the store
-                    // whether its outcome is current.
-                    act.set_status(|s| s.last_error = Some(e.to_string()));
-                    unavailable = Some((batch.len(), e));
-                    let mut kept = batch;
-                    kept.append(&mut act.outcomes);
-                    act.outcomes = kept;
-                    SettleEnd::Unavailable
-                }
-                Err(e) => {
-                    // Refused for a reason a retry would not change: the runs stay running
-                    // in the store, and come back when their lease runs out (at least once).
-                    tracing::warn!(topic = %act.topic.name, slot = act.slot, runs = batch.len(), error = %e, "could not settle runs; their leases will expire and they run again");
-                    act.set_status(|s| s.last_error = Some(e.to_string()));
-                    SettleEnd::Refused
-                }
-            };
-            if let Some(wait) = act.core.settle_answered(end) {
-                if let Some((runs, e)) = &unavailable {
-                    tracing::warn!(topic = %act.topic.name, slot = act.slot, runs, error = %e, retry_in_ms = crate::num::duration_ms(wait), "could not settle runs: trying again");
-                }
-                ctx.run_later(wait, |act, ctx| {
-                    act.core.backoff_over();
-                    act.settle(ctx);
-                });
-            }
-            act.track();
-            act.settle_soon(ctx);
-            if act.core.pump_wanted() {
-                act.pump(ctx);
-            }
-            act.offer_sleep();
+            act.settled(batch, result, ctx);
         }));
+    }
+
+    /// Takes in a settle's answer: counts what it did, keeps the outcomes the store could
+    /// not take for now, and does what the core says next.
+    fn settled(
+        &mut self,
+        batch: Vec<Settlement>,
+        result: crate::error::Result<Vec<Finished>>,
+        ctx: &mut Context<Self>,
+    ) {
+        let (topic, slot) = (self.door.topic().name.clone(), self.door.slot());
+        let mut unavailable = None;
+        let end = match result {
+            Ok(done) => self.count_settled(&batch, done),
+            Err(e) if e.is_unavailable() || matches!(e, crate::error::Error::StoreFull(_)) => {
+                // Nothing of the batch was applied (one atomic step), and the store may be
+                // back in a moment: the outcomes are kept, ahead of those gathered since, and
+                // sent again. Each run's token still decides in the store whether its
+                // outcome is current.
+                self.set_status(|s| s.last_error = Some(e.to_string()));
+                unavailable = Some((batch.len(), e));
+                let mut kept = batch;
+                kept.append(&mut self.outcomes);
+                self.outcomes = kept;
+                SettleEnd::Unavailable
+            }
+            Err(e) => {
+                // Refused for a reason a retry would not change: the runs stay running in
+                // the store, and come back when their lease runs out (at least once).
+                tracing::warn!(topic, slot, runs = batch.len(), error = %e, "could not settle runs; their leases will expire and they run again");
+                self.set_status(|s| s.last_error = Some(e.to_string()));
+                SettleEnd::Refused
+            }
+        };
+        if let Some(wait) = self.core.settle_answered(end) {
+            if let Some((runs, e)) = &unavailable {
+                tracing::warn!(topic, slot, runs, error = %e, retry_in_ms = crate::num::duration_ms(wait), "could not settle runs: trying again");
+            }
+            ctx.run_later(wait, |act, ctx| {
+                act.core.backoff_over();
+                act.settle(ctx);
+            });
+        }
+        self.track();
+        self.settle_soon(ctx);
+        if self.core.pump_wanted() {
+            self.pump(ctx);
+        }
+        self.offer_sleep();
+    }
+
+    /// Counts the runs a settle applied (retried, dead, stale) and whether any was
+    /// scheduled again, perhaps before the slot's timer (armed for the run's lease
+    /// deadline): a pump then learns the slot's next time.
+    fn count_settled(&mut self, batch: &[Settlement], done: Vec<Finished>) -> SettleEnd {
+        let mut rescheduled = false;
+        for (item, finished) in batch.iter().zip(done) {
+            match finished {
+                Finished::Retrying => self.metrics.retried.inc(),
+                Finished::Dead => self.metrics.dead.inc(),
+                Finished::Stale => {
+                    tracing::warn!(job = %item.run.job.id, "a run's outcome was stale: another run holds the job")
+                }
+                _ => {}
+            }
+            rescheduled |= matches!(
+                finished,
+                Finished::Retrying
+                    | Finished::Repeating
+                    | Finished::Rescheduled
+                    | Finished::Released
+            );
+        }
+        SettleEnd::Applied { rescheduled }
     }
 }

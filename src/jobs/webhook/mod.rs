@@ -311,7 +311,7 @@ impl JobHandler for Webhook {
             Ok(u) => u,
             Err(e) => return Outcome::dead(e),
         };
-        let mut method = match method(&p.method) {
+        let method = match method(&p.method) {
             Ok(m) => m,
             Err(e) => return Outcome::dead(e),
         };
@@ -326,13 +326,56 @@ impl JobHandler for Webhook {
                 return Outcome::dead(e);
             }
         }
-        let mut body = p
+        let body = p
             .body
             .as_ref()
             .map(|b| serde_json::to_vec(b).unwrap_or_default());
-        // The headers only the job's own origin gets: its own, the service's, the signature
-        // (over the body as first sent) and the trace context.
-        let mut own: Vec<(String, String)> = p
+        let mut own = self.own_headers(&ctx, body.as_deref());
+        let call = call_span(&ctx, &method);
+        if let Some(tp) = crate::otel::traceparent(&call).or_else(|| ctx.job.traceparent.clone()) {
+            own.push(("traceparent".into(), tp));
+        }
+        let send = Send {
+            method,
+            body,
+            own,
+            timeout_ms,
+        };
+        let mut reply = match self.follow(url, send, &what, &call).await {
+            Ok(reply) => reply,
+            Err(outcome) => return outcome,
+        };
+        let code = reply.status().as_u16();
+        call.record("http.response.status_code", i64::from(code));
+        call.in_scope(|| tracing::debug!(status = code, "webhook called"));
+        drop(call);
+        ctx.emit("webhook.called", json!({"url": shown, "status": code}));
+        let retry_after = reply
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .and_then(|v| v.to_str().ok())
+            .and_then(|v| reply::retry_after(v, SystemTime::now()));
+        let body = reply::read_capped(&mut reply, self.settings.max_reply_bytes).await;
+        let most = Duration::from_millis(ctx.settings.backoff.max_ms);
+        let answered = reply::Answered {
+            status: code,
+            retry_after,
+            excerpt: reply::excerpt(&body),
+        };
+        answered.outcome(&what, most)
+    }
+}
+
+impl Webhook {
+    /// The headers only the job's own origin gets: its own, the service's, and the
+    /// signature (over `body` as first sent) when the topic has keys.
+    fn own_headers(
+        &self,
+        ctx: &JobContext<WebhookPayload>,
+        body: Option<&[u8]>,
+    ) -> Vec<(String, String)> {
+        let mut own: Vec<(String, String)> = ctx
+            .payload
             .headers
             .iter()
             .map(|(k, v)| (k.clone(), v.clone()))
@@ -349,37 +392,37 @@ impl JobHandler for Webhook {
             let ts = SystemTime::now()
                 .duration_since(SystemTime::UNIX_EPOCH)
                 .map_or(0, |d| i64::try_from(d.as_secs()).unwrap_or(i64::MAX));
-            let signed = body.as_deref().unwrap_or_default();
             own.extend([
                 (
                     "webhook-signature".into(),
-                    signing::signature(&keys, &id, ts, signed),
+                    signing::signature(&keys, &id, ts, body.unwrap_or_default()),
                 ),
                 ("webhook-id".into(), id),
                 ("webhook-timestamp".into(), ts.to_string()),
             ]);
         }
-        // A traced job's call is a client span of its trace, whose context the receiver
-        // gets; with traces off, the context the job kept goes on as it came.
-        let call = if ctx.span.is_none() {
-            tracing::Span::none()
-        } else {
-            tracing::info_span!(
-                parent: &ctx.span,
-                "webhook",
-                otel.name = %method,
-                otel.kind = "client",
-                http.request.method = %method,
-                server.address = url_host(&ctx.payload.url).as_deref().unwrap_or(""),
-                http.response.status_code = tracing::field::Empty,
-            )
-        };
-        if let Some(tp) = crate::otel::traceparent(&call).or_else(|| ctx.job.traceparent.clone()) {
-            own.push(("traceparent".into(), tp));
-        }
+        own
+    }
+
+    /// Sends the call to `url`, following up to `webhooks.max_redirects` redirects (each hop
+    /// checked against the egress policy; the job's own headers go only to its own origin):
+    /// the reply, or the outcome of a call that got none.
+    async fn follow(
+        &self,
+        url: reqwest::Url,
+        send: Send,
+        what: &str,
+        call: &tracing::Span,
+    ) -> Result<reqwest::Response, Outcome> {
+        let Send {
+            mut method,
+            mut body,
+            own,
+            timeout_ms,
+        } = send;
         let hops = self.settings.max_redirects.min(settings::MAX_REDIRECTS);
         let (first, mut at, mut hop) = (url.clone(), url, 0);
-        let mut reply = loop {
+        loop {
             let mut req = self
                 .client
                 .request(method.clone(), at.clone())
@@ -397,7 +440,7 @@ impl JobHandler for Webhook {
             let sent = req.send();
             let reply = match tracing::Instrument::instrument(sent, call.clone()).await {
                 Ok(r) => r,
-                Err(e) => return failed_call(&what, &e, timeout_ms),
+                Err(e) => return Err(failed_call(what, &e, timeout_ms)),
             };
             let location = reply
                 .headers()
@@ -405,14 +448,14 @@ impl JobHandler for Webhook {
                 .and_then(|v| v.to_str().ok());
             let (true, Some(location)) = (reply.status().is_redirection() && hop < hops, location)
             else {
-                break reply;
+                return Ok(reply);
             };
             let next = match next_hop(&at, location) {
                 Ok(next) => next,
-                Err(why) => return Outcome::dead(format!("{what}: {why}")),
+                Err(why) => return Err(Outcome::dead(format!("{what}: {why}"))),
             };
             if let Err(refused) = self.egress.check_url(&next) {
-                return Outcome::dead(format!("{what}: {refused}"));
+                return Err(Outcome::dead(format!("{what}: {refused}")));
             }
             // 303, and 301 or 302 after a POST, go on as a GET without the body (as
             // browsers do); 307 and 308 keep the method and the body.
@@ -423,44 +466,34 @@ impl JobHandler for Webhook {
             }
             hop += 1;
             at = next;
-        };
-        let status = reply.status();
-        let code = status.as_u16();
-        call.record("http.response.status_code", i64::from(code));
-        call.in_scope(|| tracing::debug!(status = code, "webhook called"));
-        drop(call);
-        ctx.emit("webhook.called", json!({"url": shown, "status": code}));
-        let retry_after = reply
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .and_then(|v| v.to_str().ok())
-            .and_then(|v| reply::retry_after(v, SystemTime::now()));
-        let body = reply::read_capped(&mut reply, self.settings.max_reply_bytes).await;
-        if status.is_success() {
-            return Outcome::Done;
-        }
-        let excerpt = reply::excerpt(&body);
-        let mut error = format!("{what} answered {status}");
-        if !excerpt.is_empty() {
-            error = format!("{error}: {excerpt}");
-        }
-        match code {
-            410 => Outcome::dead(format!("{error} (the receiver asked to stop)")),
-            429 | 503 if retry_after.is_some() => {
-                let most = Duration::from_millis(ctx.settings.backoff.max_ms);
-                Outcome::Retry {
-                    error,
-                    delay: retry_after.map(|d| d.min(most)),
-                }
-            }
-            408 | 429 => Outcome::retry(error),
-            _ if status.is_server_error() => Outcome::retry(error),
-            _ if status.is_redirection() => Outcome::dead(format!(
-                "{error} (redirects are not followed beyond webhooks.max_redirects)"
-            )),
-            _ => Outcome::dead(error),
         }
     }
+}
+
+/// What one webhook call sends, before its redirects.
+struct Send {
+    method: reqwest::Method,
+    body: Option<Vec<u8>>,
+    /// The headers only the job's own origin gets.
+    own: Vec<(String, String)>,
+    timeout_ms: u64,
+}
+
+/// A traced job's call is a client span of its trace, whose context the receiver gets;
+/// with traces off, none (the context the job kept goes on as it came).
+fn call_span(ctx: &JobContext<WebhookPayload>, method: &reqwest::Method) -> tracing::Span {
+    if ctx.span.is_none() {
+        return tracing::Span::none();
+    }
+    tracing::info_span!(
+        parent: &ctx.span,
+        "webhook",
+        otel.name = %method,
+        otel.kind = "client",
+        http.request.method = %method,
+        server.address = url_host(&ctx.payload.url).as_deref().unwrap_or(""),
+        http.response.status_code = tracing::field::Empty,
+    )
 }
 
 /// A call that got no reply: refused by the egress policy (dead at once, the only case told

@@ -1,8 +1,10 @@
-//! How a receiver's reply steers the job: `Retry-After` on 429 and 503 sets the next
-//! attempt, and the first bytes of a failure's body are kept for `last_error`. A body is read
+//! How a receiver's reply steers the job (`Answered::outcome`, a plain decider): its status
+//! chooses done, retry or dead, `Retry-After` on 429 and 503 sets the next attempt, and the first bytes of a failure's body are kept for `last_error`. A body is read
 //! to at most `webhooks.max_reply_bytes` (4 KiB), so a huge one never holds a handler.
 
 use std::time::{Duration, SystemTime};
+
+use crate::model::Outcome;
 
 /// The most of a failure's body kept in `last_error`.
 const EXCERPT_CHARS: usize = 200;
@@ -16,6 +18,48 @@ pub fn retry_after(value: &str, now: SystemTime) -> Option<Duration> {
     }
     let at = httpdate::parse_http_date(v).ok()?;
     Some(at.duration_since(now).unwrap_or(Duration::ZERO))
+}
+
+/// What a receiver answered, as far as the job's outcome goes.
+#[derive(Debug, Clone, PartialEq)]
+pub struct Answered {
+    /// The HTTP status, after the redirects followed.
+    pub status: u16,
+    /// The delay its `Retry-After` asked for, when it had one that reads.
+    pub retry_after: Option<Duration>,
+    /// The first characters of its body (`excerpt`).
+    pub excerpt: String,
+}
+
+impl Answered {
+    /// The job's outcome (`what`: the call, as `last_error` names it; `most`: the topic's
+    /// backoff ceiling): done on 2xx; dead on 410 (the receiver asked to stop); a retry
+    /// after `Retry-After`, capped at `most`, on 429 and 503 that carry one; a retry after
+    /// the topic's backoff on 408, 429 and 5xx; dead on a redirect not followed and on any
+    /// other status (a 4xx will not change by calling again).
+    pub fn outcome(&self, what: &str, most: Duration) -> Outcome {
+        if (200..300).contains(&self.status) {
+            return Outcome::Done;
+        }
+        let shown = reqwest::StatusCode::from_u16(self.status)
+            .map_or_else(|_| self.status.to_string(), |s| s.to_string());
+        let mut error = format!("{what} answered {shown}");
+        if !self.excerpt.is_empty() {
+            error = format!("{error}: {}", self.excerpt);
+        }
+        match self.status {
+            410 => Outcome::dead(format!("{error} (the receiver asked to stop)")),
+            429 | 503 if self.retry_after.is_some() => Outcome::Retry {
+                error,
+                delay: self.retry_after.map(|d| d.min(most)),
+            },
+            408 | 429 | 500..=599 => Outcome::retry(error),
+            300..=399 => Outcome::dead(format!(
+                "{error} (redirects are not followed beyond webhooks.max_redirects)"
+            )),
+            _ => Outcome::dead(error),
+        }
+    }
 }
 
 /// Reads at most `max` bytes of a reply's body (less if it ends or fails first).
@@ -51,6 +95,80 @@ pub fn excerpt(body: &[u8]) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// Each reply's outcome: status, `Retry-After` and the backoff ceiling in, outcome out.
+    #[test]
+    fn a_reply_decides_the_outcome() {
+        let s = Duration::from_secs;
+        let most = s(3_600);
+        let what = "POST https://r.example/h";
+        let retry = |e: &str, d: Option<Duration>| Outcome::Retry {
+            error: format!("{what} answered {e}"),
+            delay: d,
+        };
+        let dead = |e: &str| Outcome::dead(format!("{what} answered {e}"));
+        let rows: Vec<(u16, Option<Duration>, &str, Outcome)> = vec![
+            (200, None, "", Outcome::Done),
+            (204, Some(s(5)), "", Outcome::Done),
+            (299, None, "", Outcome::Done),
+            (
+                410,
+                Some(s(5)),
+                "",
+                dead("410 Gone (the receiver asked to stop)"),
+            ),
+            (
+                429,
+                Some(s(5)),
+                "",
+                retry("429 Too Many Requests", Some(s(5))),
+            ),
+            (
+                429,
+                Some(s(86_400)),
+                "",
+                retry("429 Too Many Requests", Some(most)),
+            ),
+            (
+                503,
+                Some(s(0)),
+                "",
+                retry("503 Service Unavailable", Some(s(0))),
+            ),
+            (503, None, "", retry("503 Service Unavailable", None)),
+            (429, None, "", retry("429 Too Many Requests", None)),
+            (408, Some(s(5)), "", retry("408 Request Timeout", None)),
+            (
+                500,
+                Some(s(5)),
+                "",
+                retry("500 Internal Server Error", None),
+            ),
+            (599, None, "", retry("599 <unknown status code>", None)),
+            (
+                302,
+                None,
+                "",
+                dead("302 Found (redirects are not followed beyond webhooks.max_redirects)"),
+            ),
+            (
+                404,
+                None,
+                "no such hook",
+                dead("404 Not Found: no such hook"),
+            ),
+            (400, Some(s(5)), "", dead("400 Bad Request")),
+            (100, None, "", dead("100 Continue")),
+        ];
+        for (status, retry_after, excerpt, want) in rows {
+            let answered = Answered {
+                status,
+                retry_after,
+                excerpt: excerpt.into(),
+            };
+            assert_eq!(answered.outcome(what, most), want, "{answered:?}");
+        }
+    }
 
     #[test]
     fn retry_after_in_seconds_or_as_a_date() {

@@ -3,10 +3,12 @@
 //! batches by slot, decodes cursors, clamps pages and builds the answers; the engine only
 //! runs one slot's operation. Its constructors ([`Store::memory`], [`Store::redis`], ...) are
 //! in `open.rs`, over what each engine's module makes; its calls are one file per concern:
-//! `topics.rs`, `jobs.rs` (schedule, reset, cancel, get), `runs.rs` (pump, claim, settle,
-//! touch), `members.rs` (registry and owners), `reads.rs` (dead letters, counts, events).
+//! `topics.rs`, `jobs.rs` (schedule, reset, cancel, get), `door.rs` (one slot's pump,
+//! claim, settle, extend: `SlotDoor`), `runs.rs` (consumers' settles and touches across
+//! slots), `members.rs` (registry and owners), `reads.rs` (dead letters, counts, events).
 
 mod bulk;
+pub(crate) mod door;
 mod handouts;
 mod jobs;
 mod members;
@@ -52,7 +54,7 @@ pub struct Store {
     /// The clock that decides for this store (see `crate::time`).
     clock: SharedClock,
     /// The runs claimed through this store and not yet acked (`handouts.rs`).
-    handouts: handouts::Handouts,
+    handouts: Arc<handouts::Handouts>,
     /// Per topic, its job count as last read and when, plus what was created here since
     /// (`limits.max_jobs_per_topic`, `quota.rs`).
     counts: std::sync::Mutex<HashMap<String, quota::Count>>,

@@ -1,14 +1,12 @@
-//! The store's runs: pumps and claims hand jobs out under a lease, settles apply their
-//! outcomes, touches extend their leases.
+//! The store's runs across a topic's slots: consumers' outcomes settled and their leases
+//! touched by job, and the pieces one slot's door (`door.rs`) is made of: a pump of one
+//! slot, a run as handed out, the second settle of recurring jobs.
 
 use std::collections::{BTreeMap, HashMap};
 
-use crate::error::{Error, Result};
-use crate::model::{
-    ClaimOutcome, Finished, JobRef, JobState, Leased, Outcome, Pumped, RunOutcome, Settlement,
-};
+use crate::error::Result;
+use crate::model::{ClaimOutcome, Finished, JobRef, JobState, Leased, Outcome, Pumped, RunOutcome};
 use crate::store::engine::{ClaimSettlement, Engine, Handed};
-use crate::store::rate::Grant;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -16,112 +14,6 @@ use super::Store;
 use super::handouts::Handouts;
 
 impl Store {
-    /// Hands out up to `limit` of a slot's due jobs (fire time at or before `now`) with a
-    /// lease, and takes back runs whose lease expired.
-    pub(crate) async fn pump(
-        &self,
-        topic: &str,
-        slot: u32,
-        now: Millis,
-        limit: usize,
-    ) -> Result<Pumped> {
-        let t = self.existing_topic(topic).await?;
-        let lease_ms = t.visibility_timeout_ms;
-        let aside = crate::flow::SetAside::default();
-        pump_slot(&*self.engine, &t, slot, now, 0, limit, lease_ms, 0, &aside).await
-    }
-
-    /// `pump` by the slot's owner: refused with `Error::Fenced`, changing nothing, unless
-    /// `fence` is the slot's current owner fence (see [`Store::own`]), so an instance that
-    /// lost a slot (paused past its lease, say) never pumps it again. It also hands out jobs
-    /// due within `lead` ms after `now`, which the caller holds until their fire time (the
-    /// slot actor's lead, `runtime.fire_lead_ms` or longer after slow pumps, plus its
-    /// `runtime.batch_window_ms`); `next_at` is
-    /// then when to pump again (the next due job's fire time less `lead`, or a lease
-    /// deadline).
-    pub(crate) async fn pump_fenced(
-        &self,
-        topic: &str,
-        slot: u32,
-        fence: u64,
-        now: Millis,
-        lead: Millis,
-        limit: usize,
-    ) -> Result<Pumped> {
-        let aside = crate::flow::SetAside::default();
-        self.pump_setting_aside(topic, slot, fence, now, lead, limit, &aside)
-            .await
-    }
-
-    /// `pump_fenced` that may move the due runs of the keys in `aside` to their instants
-    /// rather than lease them (`flow::SetAside`): the slot actor's pump while a key's share
-    /// of its waiting room is full. `Pumped::set_aside` counts them.
-    #[allow(clippy::too_many_arguments)]
-    pub(crate) async fn pump_setting_aside(
-        &self,
-        topic: &str,
-        slot: u32,
-        fence: u64,
-        now: Millis,
-        lead: Millis,
-        limit: usize,
-        aside: &crate::flow::SetAside,
-    ) -> Result<Pumped> {
-        let t = self.existing_topic(topic).await?;
-        let lease_ms = t.visibility_timeout_ms;
-        // Fence 0 is "no ownership": an owner's fence is never 0.
-        let fence = fence.max(1);
-        pump_slot(
-            &*self.engine,
-            &t,
-            slot,
-            now,
-            lead,
-            limit,
-            lease_ms,
-            fence,
-            aside,
-        )
-        .await
-    }
-
-    /// For the slot's owner after a pump whose answer it never got: the runs handed out
-    /// with a token above `above` (the highest it saw), so it runs them now rather than when
-    /// their leases end. Refused with `Error::Fenced` unless `fence` is the slot's.
-    pub(crate) async fn adopt(
-        &self,
-        topic: &str,
-        slot: u32,
-        fence: u64,
-        above: u64,
-    ) -> Result<Vec<Leased>> {
-        let t = self.existing_topic(topic).await?;
-        Self::check_slot(&t, slot)?;
-        self.engine
-            .adopt(&t, slot, fence.max(1), above)
-            .await?
-            .into_iter()
-            .map(|(h, lease_until)| leased(&t, slot, h, lease_until))
-            .collect()
-    }
-
-    /// `pump` with a lease of `lease_ms` in place of the topic's visibility timeout: a
-    /// consumer's claim.
-    pub(crate) async fn claim(
-        &self,
-        topic: &str,
-        slot: u32,
-        now: Millis,
-        limit: usize,
-        lease_ms: u64,
-    ) -> Result<Pumped> {
-        let t = self.existing_topic(topic).await?;
-        let aside = crate::flow::SetAside::default();
-        let pumped = pump_slot(&*self.engine, &t, slot, now, 0, limit, lease_ms, 0, &aside).await?;
-        self.handouts.keep(topic, &pumped.jobs, now);
-        Ok(pumped)
-    }
-
     /// Applies consumers' outcomes of claimed jobs, each naming its run by job and token:
     /// `settle` of the runs whose token is live (with their `job.done`, `job.retry` or
     /// `job.dead` event), `Finished::Stale` for the others, which change nothing. Answers
@@ -190,110 +82,6 @@ impl Store {
         Ok(false)
     }
 
-    /// Applies the outcomes of runs of one slot and appends their events (see
-    /// [`crate::events::Event::of_settled`]): a run's outcome and its events are one atomic step, so no job
-    /// is acknowledged whose events were not stored, and the whole batch is one script call
-    /// (Redis) or one lock and one journal write (memory). Tokens are checked run by run: a
-    /// run whose lease was taken over gets `Finished::Stale`, and changes nothing. Answers
-    /// what happened to each run, in order.
-    pub(crate) async fn settle(
-        &self,
-        topic: &str,
-        slot: u32,
-        batch: &[Settlement],
-        now: Millis,
-    ) -> Result<Vec<Finished>> {
-        if batch.is_empty() {
-            return Ok(Vec::new());
-        }
-        let t = self.existing_topic(topic).await?;
-        Self::check_slot(&t, slot)?;
-        let mut done = self.engine.settle(&t, slot, batch, now).await?;
-        if done.len() != batch.len() {
-            return Err(Error::Corrupt(format!(
-                "settle answered {} results for {} runs",
-                done.len(),
-                batch.len()
-            )));
-        }
-        let ended: Vec<(usize, &str, &RunOutcome)> = recurring(&done)
-            .into_iter()
-            .map(|k| (k, batch[k].run.job.id.as_str(), &batch[k].outcome))
-            .collect();
-        let engine = &*self.engine;
-        settle_recurring(engine, &t, slot, &mut done, &ended, now, |again| {
-            let runs: Vec<Settlement> = again
-                .into_iter()
-                .map(|(k, outcome)| Settlement {
-                    outcome,
-                    ..batch[k].clone()
-                })
-                .collect();
-            let t = &t;
-            async move { engine.settle(t, slot, &runs, now).await }
-        })
-        .await?;
-        Ok(done)
-    }
-
-    /// Applies one run's outcome, with no events of its handler's (`settle` of one).
-    pub(crate) async fn finish(
-        &self,
-        topic: &str,
-        run: &Leased,
-        outcome: RunOutcome,
-        now: Millis,
-    ) -> Result<Finished> {
-        let batch = [Settlement::new(run.clone(), outcome, now)];
-        let done = self.settle(topic, run.slot, &batch, now).await?;
-        done.first()
-            .copied()
-            .ok_or_else(|| crate::error::Error::Corrupt("settle answered no result".into()))
-    }
-
-    /// Takes up to `want` fires of `topic` from its rate limit (`max_fires_per_s`), shared
-    /// by every instance: all of them when the topic has no limit, with no call to the
-    /// store. A pump or claim asks for what it may hand out and gives back with
-    /// [`Store::give_back_fires`] what it did not.
-    pub(crate) async fn take_fires(&self, topic: &str, want: u32, now: Millis) -> Result<Grant> {
-        let t = self.existing_topic(topic).await?;
-        match t.max_fires_per_s {
-            None => Ok(Grant::all(want)),
-            Some(rate) => self.engine.take_fires(&t, rate, want, now).await,
-        }
-    }
-
-    /// Gives back `n` fires taken with [`Store::take_fires`] and not used.
-    pub(crate) async fn give_back_fires(&self, topic: &str, n: u32, now: Millis) -> Result<()> {
-        let t = self.existing_topic(topic).await?;
-        match t.max_fires_per_s {
-            Some(rate) if n > 0 => self.engine.give_back_fires(&t, rate, n, now).await,
-            _ => Ok(()),
-        }
-    }
-
-    /// Grants room on a flow key to the first of `ask`'s runs that fit its limits (`topic`'s
-    /// settings as the asking slot holds them), over every instance on the store.
-    pub(crate) async fn flow_take(
-        &self,
-        topic: &TopicConfig,
-        limits: &crate::flow::FlowLimits,
-        ask: &crate::store::FlowAsk<'_>,
-        now: Millis,
-    ) -> Result<crate::store::FlowGrant> {
-        self.engine.flow_take(topic, limits, ask, now).await
-    }
-
-    /// Ends the room on flow key `key` of runs (`id:token`) that held it.
-    pub(crate) async fn flow_release(
-        &self,
-        topic: &TopicConfig,
-        key: &str,
-        runs: &[String],
-    ) -> Result<()> {
-        self.engine.flow_release(topic, key, runs).await
-    }
-
     /// A flow key's limits under the topic settings `t` and its counters; `None` when the
     /// key has no limits.
     pub async fn flow_state(
@@ -308,21 +96,10 @@ impl Store {
         let state = self.engine.flow_state(t, key, &limits, now).await?;
         Ok(Some((limits, state)))
     }
-
-    /// Extends a live run's lease to `until`; false when the run is stale.
-    pub(crate) async fn extend(&self, topic: &str, run: &Leased, until: Millis) -> Result<bool> {
-        let t = self.existing_topic(topic).await?;
-        Self::check_slot(&t, run.slot)?;
-        self.engine
-            .touch(&t, run.slot, &run.job.id, run.token, until)
-            .await
-    }
 }
 
-/// A pump of one slot with a lease of `lease_ms`: the slot actors' pumps and consumers'
-/// claims.
 /// A run the engine handed out, as the runtime and consumers hold it.
-fn leased(t: &TopicConfig, slot: u32, h: Handed, lease_until: Millis) -> Result<Leased> {
+pub(super) fn leased(t: &TopicConfig, slot: u32, h: Handed, lease_until: Millis) -> Result<Leased> {
     let job = h.record.into_job(t, h.id, JobState::Running, lease_until)?;
     Ok(Leased {
         job,
@@ -333,8 +110,10 @@ fn leased(t: &TopicConfig, slot: u32, h: Handed, lease_until: Millis) -> Result<
     })
 }
 
+/// A pump of one slot with a lease of `lease_ms`: the slot actors' pumps and consumers'
+/// claims.
 #[allow(clippy::too_many_arguments)]
-async fn pump_slot(
+pub(super) async fn pump_slot(
     engine: &dyn Engine,
     t: &TopicConfig,
     slot: u32,
@@ -459,7 +238,7 @@ async fn settle_slot_claims(
 }
 
 /// The indexes of the runs an engine answered `Finished::Recur` for.
-fn recurring(results: &[Finished]) -> Vec<usize> {
+pub(super) fn recurring(results: &[Finished]) -> Vec<usize> {
     results
         .iter()
         .enumerate()
@@ -472,7 +251,7 @@ fn recurring(results: &[Finished]) -> Vec<usize> {
 /// (`ended`: each one's place in `done`, id and outcome): each repeats at its next instant
 /// (`next_instants`), settled by `again` (the runtime's form or a consumer's) in one more
 /// call; a run whose job is gone since is stale. The one place both settles write it.
-async fn settle_recurring<Fut>(
+pub(super) async fn settle_recurring<Fut>(
     engine: &dyn Engine,
     t: &TopicConfig,
     slot: u32,

@@ -555,6 +555,38 @@ impl SlotState {
         lease: Millis,
         default_max: u32,
     ) -> SlotPumped {
+        let expired = self.take_back_expired(now, limit, default_max);
+        let upto = crate::num::unsigned(now.saturating_add(lead));
+        self.wheel.advance(upto);
+        let mut out = Vec::new();
+        while out.len() < limit {
+            let Some(Due {
+                key: k,
+                when: fire_at,
+            }) = self.wheel.pop_ready(upto)
+            else {
+                break;
+            };
+            out.push(self.hand_out(k, crate::num::signed(fire_at), now.saturating_add(lease)));
+        }
+        // The next due job is pumped `lead` before its fire time.
+        let next_due = self.head().map(|at| at.saturating_sub(lead));
+        let next_lease = self.run.first().map(|(d, _)| *d);
+        let next = match (next_due, next_lease) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
+        };
+        SlotPumped {
+            handed: out,
+            expired,
+            next_at: next,
+            set_aside: Vec::new(),
+        }
+    }
+
+    /// Takes back up to `limit` runs whose lease ended by `now`: scheduled again (at a
+    /// reset's time if one came during the run), or dead with their attempts used up.
+    fn take_back_expired(&mut self, now: Millis, limit: usize, default_max: u32) -> u32 {
         let expired: Vec<u32> = self
             .run
             .range(..=(now, u32::MAX))
@@ -584,55 +616,35 @@ impl SlotState {
                 }
             }
         }
-        let upto = crate::num::unsigned(now.saturating_add(lead));
-        self.wheel.advance(upto);
-        let mut out = Vec::new();
-        while out.len() < limit {
-            let Some(Due {
-                key: k,
-                when: fire_at,
-            }) = self.wheel.pop_ready(upto)
-            else {
-                break;
-            };
-            let fire_at = crate::num::signed(fire_at);
-            self.save(k);
-            if self.track && self.undo_seq.is_none() {
-                self.undo_seq = Some(self.seq);
-            }
-            self.seq += 1;
-            self.seq_dirty = true;
-            let mut rec = self.record(k);
-            rec.attempts = Some(rec.attempts.unwrap_or(0) + 1);
-            rec.token = Some(self.seq);
-            rec.run_fire_at = Some(fire_at);
-            // Already out of the wheel: index it as running directly.
-            let e = self.entry_mut(k);
-            e.state = JobState::Running;
-            e.score = now + lease;
-            e.rec = Some(Box::new(rec.clone()));
-            let id = e.id.clone();
-            self.run.insert((now + lease, k));
-            self.mark(k);
-            out.push(Handed {
-                id: id.to_string(),
-                token: self.seq,
-                record: rec,
-                text: Default::default(),
-            });
+        crate::num::to_u32(expired.len())
+    }
+
+    /// Hands out job `k` (popped from the wheel, due at `fire_at`) as a run with a new
+    /// token, its lease ending at `until`.
+    fn hand_out(&mut self, k: u32, fire_at: Millis, until: Millis) -> Handed {
+        self.save(k);
+        if self.track && self.undo_seq.is_none() {
+            self.undo_seq = Some(self.seq);
         }
-        // The next due job is pumped `lead` before its fire time.
-        let next_due = self.head().map(|at| at.saturating_sub(lead));
-        let next_lease = self.run.first().map(|(d, _)| *d);
-        let next = match (next_due, next_lease) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        };
-        SlotPumped {
-            handed: out,
-            expired: crate::num::to_u32(expired.len()),
-            next_at: next,
-            set_aside: Vec::new(),
+        self.seq += 1;
+        self.seq_dirty = true;
+        let mut rec = self.record(k);
+        rec.attempts = Some(rec.attempts.unwrap_or(0) + 1);
+        rec.token = Some(self.seq);
+        rec.run_fire_at = Some(fire_at);
+        // Already out of the wheel: index it as running directly.
+        let e = self.entry_mut(k);
+        e.state = JobState::Running;
+        e.score = until;
+        e.rec = Some(Box::new(rec.clone()));
+        let id = e.id.clone();
+        self.run.insert((until, k));
+        self.mark(k);
+        Handed {
+            id: id.to_string(),
+            token: self.seq,
+            record: rec,
+            text: Default::default(),
         }
     }
 
