@@ -558,11 +558,7 @@ impl TimeoutCenter {
             }
         };
         let now = self.now();
-        let r = self
-            .rt
-            .store
-            .schedule_in(t.clone(), &job, mode, now)
-            .await?;
+        let r = self.rt.store.schedule(t.clone(), &job, mode, now).await?;
         let m = &self.rt.metrics;
         match r.outcome {
             ScheduleOutcome::Created | ScheduleOutcome::Replaced => {
@@ -625,7 +621,7 @@ impl TimeoutCenter {
         let report = self
             .rt
             .store
-            .reset_many_in(t.clone(), resets, create, now)
+            .reset_many(t.clone(), resets, create, now)
             .await?;
         let m = &self.rt.metrics;
         m.reset.with_label_values(&[topic]).inc_by(report.reset);
@@ -661,7 +657,7 @@ impl TimeoutCenter {
                 })
             })
             .collect();
-        if let Err(e) = self.rt.store.append_events_in(topic, &events).await {
+        if let Err(e) = self.rt.store.append_events(topic, &events).await {
             tracing::warn!(error = %e, "could not append re-arm events");
         }
     }
@@ -694,7 +690,7 @@ impl TimeoutCenter {
     ) -> Result<u64> {
         let t = self.existing(topic).await?;
         let now = self.now();
-        let (n, slots) = self.rt.store.requeue_where(topic, filter, now).await?;
+        let (n, slots) = self.rt.store.requeue_where(&t, filter, now).await?;
         for slot in slots {
             self.wake(&t, slot, now).await;
         }
@@ -760,7 +756,7 @@ impl TimeoutCenter {
     pub async fn dead_requeue(&self, topic: &str, job: &JobRef) -> Result<bool> {
         let t = self.existing(topic).await?;
         let now = self.now();
-        let done = self.rt.store.dead_requeue(topic, job, now).await?;
+        let done = self.rt.store.dead_requeue(&t, job, now).await?;
         if done {
             let slot = crate::routing::slot_of(job.route_key(), t.slots);
             self.wake(&t, slot, now).await;
@@ -914,7 +910,7 @@ impl TimeoutCenter {
         let done = self
             .rt
             .store
-            .settle_claims(topic, outcomes, self.now())
+            .settle_claims(&t, outcomes, self.now())
             .await?;
         let m = &self.rt.metrics;
         let now = self.now();
@@ -963,7 +959,7 @@ impl TimeoutCenter {
         let until = self.after(crate::num::millis(
             lease_ms.unwrap_or(t.visibility_timeout_ms),
         ));
-        let live = self.rt.store.touch(topic, job, token, until).await?;
+        let live = self.rt.store.touch(&t, job, token, until).await?;
         Ok(live.then_some(until))
     }
 
@@ -995,7 +991,8 @@ impl TimeoutCenter {
             attempt: 0,
             data,
         };
-        self.rt.store.append_events(topic, &[e]).await
+        let t = self.rt.store.existing_topic(topic).await?;
+        self.rt.store.append_events(&t, &[e]).await
     }
 
     /// Each slot actor's state.

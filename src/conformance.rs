@@ -33,7 +33,9 @@ pub fn store_of(center: &TimeoutCenter) -> &SharedStore {
 }
 
 /// The store's calls that only a runtime makes, or that change what a runtime must hear of.
-/// Each has the meaning of the crate-private method of the same name on [`Store`].
+/// Each has the meaning of the crate-private method of the same name on [`Store`], which
+/// takes the topic's settings its caller resolved; here the topic is named, and resolved as
+/// the service resolves it (created by a write that may create it, else it must exist).
 #[allow(missing_docs)]
 pub trait RuntimeOps {
     fn schedule(
@@ -130,7 +132,11 @@ impl RuntimeOps for Store {
         mode: ScheduleMode,
         now: Millis,
     ) -> Result<Scheduled> {
-        Store::schedule(self, topic, job, mode, now).await
+        let t = match mode {
+            ScheduleMode::ResetOnly => self.existing_topic(topic).await?,
+            _ => Store::topic(self, topic).await?,
+        };
+        Store::schedule(self, t, &job, mode, now).await
     }
     async fn reset_many(
         &self,
@@ -139,10 +145,15 @@ impl RuntimeOps for Store {
         create: Option<&CreateSpec>,
         now: Millis,
     ) -> Result<ResetReport> {
-        Store::reset_many(self, topic, resets, create, now).await
+        let t = match create {
+            Some(_) => Store::topic(self, topic).await?,
+            None => self.existing_topic(topic).await?,
+        };
+        Store::reset_many(self, t, resets, create, now).await
     }
     async fn dead_requeue(&self, topic: &str, job: &JobRef, now: Millis) -> Result<bool> {
-        Store::dead_requeue(self, topic, job, now).await
+        let t = self.existing_topic(topic).await?;
+        Store::dead_requeue(self, &t, job, now).await
     }
     async fn put_topic(&self, config: TopicConfig) -> Result<Arc<TopicConfig>> {
         Store::put_topic(self, config).await
@@ -157,7 +168,8 @@ impl RuntimeOps for Store {
         Store::delete_topic(self, name, force).await
     }
     async fn sweep(&self, topic: &str) -> Result<Option<u32>> {
-        Store::sweep(self, topic).await
+        let t = self.existing_topic(topic).await?;
+        Store::sweep(self, &t).await
     }
     async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
         Store::register(self, instance, now, ttl_ms).await
@@ -170,13 +182,19 @@ impl RuntimeOps for Store {
         now: Millis,
         ttl_ms: u64,
     ) -> Result<Ownership> {
-        Store::own(self, topic, slot, instance, now, ttl_ms).await
+        let t = self.existing_topic(topic).await?;
+        Store::own(self, &t, slot, instance, now, ttl_ms).await
     }
     async fn disown(&self, topic: &str, slot: u32, instance: &str) -> Result<bool> {
-        Store::disown(self, topic, slot, instance).await
+        let t = self.existing_topic(topic).await?;
+        Store::disown(self, &t, slot, instance).await
     }
     async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()> {
-        Store::append_events(self, topic, events).await
+        if events.is_empty() {
+            return Ok(());
+        }
+        let t = self.existing_topic(topic).await?;
+        Store::append_events(self, &t, events).await
     }
     async fn settle_claims(
         &self,
@@ -184,10 +202,12 @@ impl RuntimeOps for Store {
         claims: &[ClaimOutcome],
         now: Millis,
     ) -> Result<Vec<Finished>> {
-        Store::settle_claims(self, topic, claims, now).await
+        let t = self.existing_topic(topic).await?;
+        Store::settle_claims(self, &t, claims, now).await
     }
     async fn touch(&self, topic: &str, job: &JobRef, token: u64, until: Millis) -> Result<bool> {
-        Store::touch(self, topic, job, token, until).await
+        let t = self.existing_topic(topic).await?;
+        Store::touch(self, &t, job, token, until).await
     }
     async fn door(&self, topic: &str, slot: u32, fence: u64) -> Result<SlotDoor> {
         Store::door_of(self, topic, slot, fence).await

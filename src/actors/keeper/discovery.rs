@@ -41,7 +41,7 @@ impl SlotKeeper {
             self.topics.remove(&topic.name);
             let gone: Vec<u32> = self.slots_of(&topic.name).map(|(slot, _)| slot).collect();
             for slot in gone {
-                self.hand_off(ctx, &topic.name, slot);
+                self.hand_off(ctx, &topic, slot);
             }
             return;
         }
@@ -77,7 +77,7 @@ impl SlotKeeper {
                     Ok(topics) => {
                         for t in topics {
                             if t.draining_from.is_some() {
-                                act.sweep(ctx, &t.name);
+                                act.sweep(ctx, &t);
                             }
                             act.serve(ctx, t);
                         }

@@ -378,7 +378,13 @@ impl Handler<Shutdown> for SlotKeeper {
             .map(|addr| addr.send(Drain { grace: msg.grace }))
             .collect();
         // Then the slots are handed off, so other instances take them at once.
-        let owned: Vec<(String, u32)> = self.slots.keys().cloned().collect();
+        // A slot whose topic is gone here has no lease left to give up (a deletion takes
+        // the topic's owner leases with it).
+        let owned: Vec<(Arc<TopicConfig>, u32)> = self
+            .slots
+            .keys()
+            .filter_map(|(name, slot)| Some((self.topics.get(name)?.clone(), *slot)))
+            .collect();
         let (store, instance, owner) = (
             self.rt.store.clone(),
             self.instance.clone(),

@@ -1,6 +1,7 @@
 //! The keeper's ownership rounds: the registry heartbeat, then each known topic's slots
 //! taken (once: a lease held is not renewed) or handed off (see the module above).
 
+use std::sync::Arc;
 use std::sync::atomic::Ordering;
 use std::time::Duration;
 
@@ -32,10 +33,10 @@ pub(super) struct Rounds {
     pub(super) lease_calls: std::sync::Arc<tokio::sync::Semaphore>,
     /// A batch of `own` calls is not yet answered: a round asks for no slot meanwhile.
     pub(super) owning: bool,
-    /// Slots whose owner lease is to be asked for.
-    pub(super) asks: Vec<(String, u32)>,
+    /// Slots whose owner lease is to be asked for, each with its topic's settings.
+    pub(super) asks: Vec<(Arc<TopicConfig>, u32)>,
     /// Sleeping slots whose lease is to be given up.
-    pub(super) disowns: Vec<(String, u32)>,
+    pub(super) disowns: Vec<(Arc<TopicConfig>, u32)>,
     /// A batch of them is being given up.
     pub(super) disowning: bool,
 }
@@ -63,7 +64,7 @@ use crate::topic::TopicConfig;
 impl SlotKeeper {
     /// Takes the owner lease of each slot of `topic` that this instance should
     /// own, starting slot actors for those it gets; hands off those it should not own.
-    pub(super) fn own_slots(&mut self, ctx: &mut Context<Self>, topic: &TopicConfig) {
+    pub(super) fn own_slots(&mut self, ctx: &mut Context<Self>, topic: &Arc<TopicConfig>) {
         let name = topic.name.clone();
         let mine: Vec<u32> = (0..topic.slots)
             .filter(|&slot| {
@@ -83,7 +84,7 @@ impl SlotKeeper {
             .collect();
         for &(slot, _) in &running {
             if !mine.contains(&slot) {
-                self.hand_off(ctx, &name, slot);
+                self.hand_off(ctx, topic, slot);
             }
         }
         // A lease held is not renewed: while the membership stands, nothing per slot is
@@ -98,7 +99,7 @@ impl SlotKeeper {
         }
         self.rounds
             .asks
-            .extend(mine.into_iter().map(|slot| (name.clone(), slot)));
+            .extend(mine.into_iter().map(|slot| (Arc::clone(topic), slot)));
         self.ask(ctx);
     }
 
@@ -133,7 +134,7 @@ impl SlotKeeper {
             act.rounds.owning = false;
             for (topic, slot, answer) in answers {
                 match answer {
-                    Ok(Ownership::Owned { fence }) => act.start(ctx, &topic, slot, fence),
+                    Ok(Ownership::Owned { fence }) => act.start(ctx, &topic.name, slot, fence),
                     Ok(Ownership::Held { by, until }) => {
                         act.rounds.checked = None;
                         // Not ours (yet): its holder's lease has to run out or be handed off
@@ -141,12 +142,12 @@ impl SlotKeeper {
                         // stalled past its registration, the holder took the slot over) is
                         // given up as in a handoff: its runs end or are given back, not
                         // dropped for a lease to end.
-                        tracing::debug!(%topic, slot, %by, until, "slot held by another instance");
+                        tracing::debug!(topic = %topic.name, slot, %by, until, "slot held by another instance");
                         act.give_up(ctx, &topic, slot, false);
                     }
                     Err(e) => {
                         act.rounds.checked = None;
-                        tracing::warn!(%topic, slot, error = %e, "could not take the slot's owner lease");
+                        tracing::warn!(topic = %topic.name, slot, error = %e, "could not take the slot's owner lease");
                     }
                 }
             }
@@ -158,28 +159,39 @@ impl SlotKeeper {
     /// Gives a slot up to the instance that should own it: its runs are released (their
     /// jobs go back to the store), then its lease is given up, so the next owner need not
     /// wait for it to run out.
-    pub(super) fn hand_off(&mut self, ctx: &mut Context<Self>, topic: &str, slot: u32) {
+    pub(super) fn hand_off(
+        &mut self,
+        ctx: &mut Context<Self>,
+        topic: &Arc<TopicConfig>,
+        slot: u32,
+    ) {
         self.give_up(ctx, topic, slot, true);
     }
 
     /// Stops the slot's actor, if it runs, after its drain: runs that end within the drain's
     /// grace settle, the rest are released; then, with `disown`, its owner lease is given
     /// up (a lease another instance holds is left alone).
-    fn give_up(&mut self, ctx: &mut Context<Self>, topic: &str, slot: u32, disown: bool) {
-        let Some(entry) = self.remove(topic, slot) else {
+    fn give_up(
+        &mut self,
+        ctx: &mut Context<Self>,
+        topic: &Arc<TopicConfig>,
+        slot: u32,
+        disown: bool,
+    ) {
+        let Some(entry) = self.remove(&topic.name, slot) else {
             return;
         };
-        self.watch(topic, slot, false);
+        self.watch(&topic.name, slot, false);
         let Some(addr) = entry.addr else {
             // A sleeping slot has nothing in flight to drain: its lease is given up with the
             // others queued (one future for all, as for `ask`).
             if disown {
-                self.rounds.disowns.push((topic.to_string(), slot));
+                self.rounds.disowns.push((Arc::clone(topic), slot));
                 self.disown_queued(ctx);
             }
             return;
         };
-        let (store, owner, topic) = (self.rt.store.clone(), self.owner.clone(), topic.to_string());
+        let (store, owner, topic) = (self.rt.store.clone(), self.owner.clone(), Arc::clone(topic));
         let grace = Duration::from_millis(self.lease_ms() / 3);
         let calls = self.rounds.lease_calls.clone();
         ctx.spawn(
@@ -191,7 +203,7 @@ impl SlotKeeper {
                 }
                 let _permit = calls.acquire_owned().await;
                 if let Err(e) = store.disown(&topic, slot, &owner).await {
-                    tracing::warn!(%topic, slot, error = %e, "could not hand the slot off; its lease runs out instead");
+                    tracing::warn!(topic = %topic.name, slot, error = %e, "could not hand the slot off; its lease runs out instead");
                 }
             }
             .into_actor(self),
@@ -216,7 +228,7 @@ impl SlotKeeper {
             async move {
                 let _permit = calls.acquire_owned().await;
                 if let Err(e) = store.disown(&topic, slot, &owner).await {
-                    tracing::warn!(%topic, slot, error = %e, "could not hand the slot off; its lease runs out instead");
+                    tracing::warn!(topic = %topic.name, slot, error = %e, "could not hand the slot off; its lease runs out instead");
                 }
             }
         });

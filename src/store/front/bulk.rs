@@ -9,6 +9,7 @@ use crate::labels::LabelFilter;
 use crate::model::{JobPage, JobState, ListCursor};
 use crate::store::record::Record;
 use crate::time::Millis;
+use crate::topic::TopicConfig;
 
 /// How many jobs one page of a bulk walk reads from a slot.
 const WALK_PAGE: usize = 1_000;
@@ -153,11 +154,10 @@ impl Store {
     /// time of their last run; at most its `limit`); how many, and the slots they are in.
     pub(crate) async fn requeue_where(
         &self,
-        topic: &str,
+        t: &TopicConfig,
         filter: &JobFilter,
         now: Millis,
     ) -> Result<(u64, Vec<u32>)> {
-        let t = self.existing_topic(topic).await?;
         let (mut requeued, mut slots) = (0, Vec::new());
         'slots: for slot in 0..t.slots {
             let mut after = None;
@@ -165,12 +165,12 @@ impl Store {
             loop {
                 let page = self
                     .engine
-                    .dead_page(&t, slot, after.as_ref(), WALK_PAGE)
+                    .dead_page(t, slot, after.as_ref(), WALK_PAGE)
                     .await?;
                 for entry in &page {
                     let fire_at = entry.record.run_fire_at.unwrap_or(entry.cursor.dead_at);
                     if filter.takes(&entry.record, fire_at)
-                        && self.engine.requeue(&t, slot, &entry.cursor.id, now).await?
+                        && self.engine.requeue(t, slot, &entry.cursor.id, now).await?
                     {
                         requeued += 1;
                         if filter.limit == Some(requeued) {

@@ -210,23 +210,9 @@ impl Store {
             .transpose()
     }
 
-    /// Creates, replaces or moves one job, as `mode` says.
+    /// Creates, replaces or moves one job, as `mode` says, in a topic whose settings the
+    /// caller has resolved.
     pub(crate) async fn schedule(
-        &self,
-        topic: &str,
-        job: NewJob,
-        mode: ScheduleMode,
-        now: Millis,
-    ) -> Result<Scheduled> {
-        let t = match mode {
-            ScheduleMode::ResetOnly => self.existing_topic(topic).await?,
-            _ => self.topic(topic).await?,
-        };
-        self.schedule_in(t, &job, mode, now).await
-    }
-
-    /// `schedule` in a topic whose settings the caller has resolved.
-    pub(crate) async fn schedule_in(
         &self,
         mut t: Arc<TopicConfig>,
         job: &NewJob,
@@ -266,23 +252,9 @@ impl Store {
     }
 
     /// Moves many jobs' fire times (heartbeats); with `create`, a missing job is created. A
-    /// job named twice in one batch is reset twice, in order, as two calls would.
+    /// job named twice in one batch is reset twice, in order, as two calls would. The caller has
+    /// resolved the topic's settings.
     pub(crate) async fn reset_many(
-        &self,
-        topic: &str,
-        resets: &[Reset],
-        create: Option<&CreateSpec>,
-        now: Millis,
-    ) -> Result<ResetReport> {
-        let t = match create {
-            Some(_) => self.topic(topic).await?,
-            None => self.existing_topic(topic).await?,
-        };
-        self.reset_many_in(t, resets, create, now).await
-    }
-
-    /// `reset_many` in a topic whose settings the caller has resolved.
-    pub(crate) async fn reset_many_in(
         &self,
         t: Arc<TopicConfig>,
         resets: &[Reset],
@@ -322,7 +294,7 @@ impl Store {
         Ok(report)
     }
 
-    /// `reset_many_in`, tried again under newer settings when a doubling moved jobs.
+    /// `reset_many`, tried again under newer settings when a doubling moved jobs.
     async fn reset_many_layouts(
         &self,
         mut t: Arc<TopicConfig>,

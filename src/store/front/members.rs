@@ -30,17 +30,16 @@ impl Store {
     /// incarnation (a restarted process's predecessor) is taken over at once.
     pub(crate) async fn own(
         &self,
-        topic: &str,
+        t: &TopicConfig,
         slot: u32,
         instance: &str,
         now: Millis,
         ttl_ms: u64,
     ) -> Result<Ownership> {
         validate::owner(instance)?;
-        let t = self.existing_topic(topic).await?;
-        Self::check_slot(&t, slot)?;
+        Self::check_slot(t, slot)?;
         self.engine
-            .own(&t, slot, instance, now, ttl_ms.max(1))
+            .own(t, slot, instance, now, ttl_ms.max(1))
             .await
     }
 
@@ -51,9 +50,8 @@ impl Store {
     }
 
     /// Gives up `instance`'s owner lease of a slot (a handoff); false when it held none.
-    pub(crate) async fn disown(&self, topic: &str, slot: u32, instance: &str) -> Result<bool> {
-        let t = self.existing_topic(topic).await?;
-        Self::check_slot(&t, slot)?;
-        self.engine.disown(&t, slot, instance).await
+    pub(crate) async fn disown(&self, t: &TopicConfig, slot: u32, instance: &str) -> Result<bool> {
+        Self::check_slot(t, slot)?;
+        self.engine.disown(t, slot, instance).await
     }
 }

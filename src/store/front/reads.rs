@@ -179,14 +179,13 @@ impl Store {
     /// Schedules a dead job again, due `now`, attempts starting again; false if none.
     pub(crate) async fn dead_requeue(
         &self,
-        topic: &str,
+        t: &TopicConfig,
         job: &JobRef,
         now: Millis,
     ) -> Result<bool> {
-        let t = self.existing_topic(topic).await?;
-        let (slot, old) = Self::places(&t, job)?;
+        let (slot, old) = Self::places(t, job)?;
         for slot in std::iter::once(slot).chain(old) {
-            if self.engine.requeue(&t, slot, &job.id, now).await? {
+            if self.engine.requeue(t, slot, &job.id, now).await? {
                 return Ok(true);
             }
         }
@@ -218,16 +217,7 @@ impl Store {
 
     /// Appends events that belong to no run's outcome (a re-arm, the application's own) to
     /// the topic's stream, which keeps about `StoreOptions::events_max_len` entries.
-    pub(crate) async fn append_events(&self, topic: &str, events: &[Event]) -> Result<()> {
-        if events.is_empty() {
-            return Ok(());
-        }
-        let t = self.existing_topic(topic).await?;
-        self.append_events_in(&t, events).await
-    }
-
-    /// `append_events` in a topic whose settings the caller has resolved.
-    pub(crate) async fn append_events_in(&self, t: &TopicConfig, events: &[Event]) -> Result<()> {
+    pub(crate) async fn append_events(&self, t: &TopicConfig, events: &[Event]) -> Result<()> {
         if events.is_empty() {
             return Ok(());
         }

@@ -20,14 +20,13 @@ impl Store {
     /// in order.
     pub(crate) async fn settle_claims(
         &self,
-        topic: &str,
+        t: &TopicConfig,
         claims: &[ClaimOutcome],
         now: Millis,
     ) -> Result<Vec<Finished>> {
-        let t = self.existing_topic(topic).await?;
         let mut places = Vec::with_capacity(claims.len());
         for c in claims {
-            places.push(Self::places(&t, &c.job)?);
+            places.push(Self::places(t, &c.job)?);
         }
         let mut done = vec![Finished::Stale; claims.len()];
         // Round 0 settles each claim in its home slot; while the topic drains, round k
@@ -49,7 +48,7 @@ impl Store {
             }
             let slots = by_slot.iter().map(|(&slot, indexes)| {
                 let handouts = &self.handouts;
-                settle_slot_claims(&*self.engine, handouts, &t, slot, claims, indexes, now)
+                settle_slot_claims(&*self.engine, handouts, t, slot, claims, indexes, now)
             });
             for (results, indexes) in futures_util::future::join_all(slots)
                 .await
@@ -67,15 +66,14 @@ impl Store {
     /// Moves a claimed run's lease deadline to `until`; false when the token is stale.
     pub(crate) async fn touch(
         &self,
-        topic: &str,
+        t: &TopicConfig,
         job: &JobRef,
         token: u64,
         until: Millis,
     ) -> Result<bool> {
-        let t = self.existing_topic(topic).await?;
-        let (slot, old) = Self::places(&t, job)?;
+        let (slot, old) = Self::places(t, job)?;
         for slot in std::iter::once(slot).chain(old) {
-            if self.engine.touch(&t, slot, &job.id, token, until).await? {
+            if self.engine.touch(t, slot, &job.id, token, until).await? {
                 return Ok(true);
             }
         }

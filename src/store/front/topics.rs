@@ -161,13 +161,13 @@ impl Store {
     /// For a topic draining from a doubling: looks for old copies in the slots it had
     /// before, and marks it drained when none is left. Answers the slot count it still
     /// drains from (`None`: drained, or never doubled).
-    pub(crate) async fn sweep(&self, topic: &str) -> Result<Option<u32>> {
-        let t = self.existing_topic(topic).await?;
+    pub(crate) async fn sweep(&self, t: &TopicConfig) -> Result<Option<u32>> {
         if t.draining_from.is_none() {
             return Ok(None);
         }
+        let topic = t.name.as_str();
         let start = lock(&self.sweep_from).get(topic).copied().unwrap_or(0);
-        if let Some(slot) = doubling::sweep(&*self.engine, &t, start).await? {
+        if let Some(slot) = doubling::sweep(&*self.engine, t, start).await? {
             lock(&self.sweep_from).insert(topic.to_string(), slot);
             return Ok(t.draining_from);
         }
