@@ -38,9 +38,7 @@ impl Store {
     ) -> Result<Ownership> {
         validate::owner(instance)?;
         Self::check_slot(t, slot)?;
-        self.engine
-            .own(t, slot, instance, now, ttl_ms.max(1))
-            .await
+        self.engine.own(t, slot, instance, now, ttl_ms.max(1)).await
     }
 
     /// A slot's next time, if any: its earliest job's fire time or run's lease deadline (the

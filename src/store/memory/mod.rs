@@ -36,7 +36,7 @@ use async_trait::async_trait;
 use self::journal::{Journal, Live, Op};
 
 use self::settings::FsyncPolicy;
-use self::slot::SlotState;
+use self::slot::{Dirty, SlotState};
 use super::engine::{Engine, WakeBus};
 use super::event_id::EventId;
 use super::topic_policy::StoreOptions;
@@ -682,45 +682,7 @@ impl MemoryEngine {
             if self.journal.is_some()
                 && (!dirty.ids.is_empty() || dirty.seq_moved || !added.is_empty())
             {
-                let mut ops: Vec<Op> = dirty
-                    .ids
-                    .iter()
-                    .map(|id| match s.get(id) {
-                        Some(job) => Op::Put {
-                            topic: name.clone(),
-                            slot,
-                            id: id.to_string(),
-                            state: job.state,
-                            score: job.score,
-                            rec: Box::new(job.record),
-                        },
-                        None => Op::Del {
-                            topic: name.clone(),
-                            slot,
-                            id: id.to_string(),
-                        },
-                    })
-                    .collect();
-                if dirty.seq_moved {
-                    ops.push(Op::Seq {
-                        topic: name.clone(),
-                        slot,
-                        seq: s.seq,
-                    });
-                }
-                if !added.is_empty() {
-                    // The events first: the append is one write of several records, and a
-                    // SIGKILL may leave only a prefix of it, which replay keeps. Behind the
-                    // events, a torn tail can drop a run's outcome (it fires again, at least
-                    // once) but never keep an acknowledgement whose events are lost.
-                    ops.insert(
-                        0,
-                        Op::Events {
-                            topic: name.clone(),
-                            events: added.clone(),
-                        },
-                    );
-                }
+                let ops = slot_ops(name, slot, &s, &dirty, &added);
                 // Write-ahead: readers wait on the slot's lock, so they see the change only
                 // once its record is written; one that cannot be written is undone.
                 match self.journal_grouped(&ops) {
@@ -748,6 +710,51 @@ impl MemoryEngine {
         }
         Ok(result)
     }
+}
+
+/// The journal records of one change to a slot: its events first, then each changed job
+/// (its new state, or its removal) and the slot's sequence when it moved.
+fn slot_ops(name: &str, slot: u32, s: &SlotState, dirty: &Dirty, added: &[Event]) -> Vec<Op> {
+    let mut ops: Vec<Op> = dirty
+        .ids
+        .iter()
+        .map(|id| match s.get(id) {
+            Some(job) => Op::Put {
+                topic: name.to_string(),
+                slot,
+                id: id.to_string(),
+                state: job.state,
+                score: job.score,
+                rec: Box::new(job.record),
+            },
+            None => Op::Del {
+                topic: name.to_string(),
+                slot,
+                id: id.to_string(),
+            },
+        })
+        .collect();
+    if dirty.seq_moved {
+        ops.push(Op::Seq {
+            topic: name.to_string(),
+            slot,
+            seq: s.seq,
+        });
+    }
+    if !added.is_empty() {
+        // The events first: the append is one write of several records, and a
+        // SIGKILL may leave only a prefix of it, which replay keeps. Behind the
+        // events, a torn tail can drop a run's outcome (it fires again, at least
+        // once) but never keep an acknowledgement whose events are lost.
+        ops.insert(
+            0,
+            Op::Events {
+                topic: name.to_string(),
+                events: added.to_vec(),
+            },
+        );
+    }
+    ops
 }
 
 #[async_trait]
