@@ -199,11 +199,10 @@ impl TimeoutCenter {
     /// An existing topic's settings as the store holds them now (not this instance's cache,
     /// which another instance's change reaches later); `TopicNotFound` when it does not exist.
     pub async fn topic_settings(&self, name: &str) -> Result<Arc<TopicConfig>> {
-        crate::validate::topic_name(name)?;
-        self.topics()
+        self.rt
+            .store
+            .reload_topic(name)
             .await?
-            .into_iter()
-            .find(|t| t.name == name)
             .ok_or_else(|| Error::TopicNotFound(name.to_string()))
     }
 
