@@ -7,6 +7,7 @@
 //! shrunk to a short sequence and printed with the step where the engines parted.
 
 mod common;
+use common::door;
 
 use std::collections::BTreeMap;
 use std::sync::OnceLock;
@@ -287,7 +288,7 @@ impl Pair {
                     format!("{:?}", s.cancel(&topic, &JobRef::new(job_id(*id))).await)
                 }
                 Op::Pump(slot) => took(
-                    s.door(&topic, *slot, 0).await.unwrap().pump(now, 100).await,
+                    door(s, &topic, *slot, 0).await.pump(now, 100).await,
                     &mut side.runs,
                 ),
                 Op::Settle { slot, picks } => {
@@ -315,11 +316,7 @@ impl Pair {
                         .collect();
                     format!(
                         "{:?}",
-                        s.door(&topic, *slot, 0)
-                            .await
-                            .unwrap()
-                            .settle(&batch, now)
-                            .await
+                        door(s, &topic, *slot, 0).await.settle(&batch, now).await
                     )
                 }
                 Op::Claim {
@@ -327,9 +324,8 @@ impl Pair {
                     limit,
                     lease_ms,
                 } => took(
-                    s.door(&topic, *slot, 0)
+                    door(s, &topic, *slot, 0)
                         .await
-                        .unwrap()
                         .claim(now, *limit, *lease_ms)
                         .await,
                     &mut side.runs,
@@ -374,9 +370,8 @@ impl Pair {
                 Op::Extend { pick, by } => match side.runs.get(pick % side.runs.len().max(1)) {
                     Some(run) => format!(
                         "{:?}",
-                        s.door(&topic, run.slot, 0)
+                        door(s, &topic, run.slot, 0)
                             .await
-                            .unwrap()
                             .extend(run, now + by)
                             .await
                     ),

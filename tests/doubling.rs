@@ -5,6 +5,7 @@
 
 #[macro_use]
 mod common;
+use common::door;
 
 use std::collections::{BTreeMap, HashSet};
 
@@ -51,10 +52,8 @@ async fn fire_due(
 ) {
     let t = s.existing_topic(name).await.unwrap();
     for slot in 0..t.slots {
-        let p = s
-            .door(name, slot, 0)
+        let p = door(s, name, slot, 0)
             .await
-            .unwrap()
             .pump(now, 100_000)
             .await
             .unwrap();
@@ -74,10 +73,8 @@ async fn fire_due(
                 "{id} fired early: due {expected}, now {now}"
             );
             assert!(fired.insert(id.clone()), "{id} fired twice");
-            let done = s
-                .door(name, run.slot, 0)
+            let done = door(s, name, run.slot, 0)
                 .await
-                .unwrap()
                 .finish(&run, RunOutcome::Done, now)
                 .await
                 .unwrap();
@@ -281,10 +278,8 @@ async fn a_reset_of_an_old_copy_that_is_running_applies_after_its_run(e: Engine)
     )
     .await
     .unwrap();
-    let run = s
-        .door("r", 0, 0)
+    let run = door(s, "r", 0, 0)
         .await
-        .unwrap()
         .pump(T0 + 10, 10)
         .await
         .unwrap()
@@ -305,10 +300,8 @@ async fn a_reset_of_an_old_copy_that_is_running_applies_after_its_run(e: Engine)
         (r.outcome, r.state, r.slot),
         (ScheduleOutcome::Reset, Some(JobState::Running), 0)
     );
-    let done = s
-        .door("r", run.slot, 0)
+    let done = door(s, "r", run.slot, 0)
         .await
-        .unwrap()
         .finish(&run, RunOutcome::Done, T0 + 30)
         .await
         .unwrap();
@@ -318,9 +311,8 @@ async fn a_reset_of_an_old_copy_that_is_running_applies_after_its_run(e: Engine)
     // It fires once, at the reset's time, from wherever it is.
     for slot in 0..2 {
         assert!(
-            s.door("r", slot, 0)
+            door(s, "r", slot, 0)
                 .await
-                .unwrap()
                 .pump(T0 + 4_999, 10)
                 .await
                 .unwrap()
@@ -331,9 +323,8 @@ async fn a_reset_of_an_old_copy_that_is_running_applies_after_its_run(e: Engine)
     let mut runs = Vec::new();
     for slot in 0..2 {
         runs.extend(
-            s.door("r", slot, 0)
+            door(s, "r", slot, 0)
                 .await
-                .unwrap()
                 .pump(T0 + 5_000, 10)
                 .await
                 .unwrap()
@@ -355,10 +346,8 @@ async fn a_reset_that_moves_a_fired_job_home_reports_its_rearm(e: Engine) {
     s.schedule("a", job, ScheduleMode::Upsert, T0)
         .await
         .unwrap();
-    let run = s
-        .door("a", 0, 0)
+    let run = door(s, "a", 0, 0)
         .await
-        .unwrap()
         .pump(T0 + 10, 10)
         .await
         .unwrap()
@@ -370,9 +359,8 @@ async fn a_reset_that_moves_a_fired_job_home_reports_its_rearm(e: Engine) {
         error: None,
     };
     assert_eq!(
-        s.door("a", run.slot, 0)
+        door(s, "a", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, out, T0 + 11)
             .await
             .unwrap(),
@@ -409,10 +397,8 @@ async fn a_consumer_settles_a_job_claimed_from_an_old_copy(e: Engine) {
             .await
             .unwrap();
     }
-    let claimed = s
-        .door("p", 0, 0)
+    let claimed = door(s, "p", 0, 0)
         .await
-        .unwrap()
         .claim(T0, 100, 10_000)
         .await
         .unwrap()

@@ -11,6 +11,7 @@
 
 #[macro_use]
 mod common;
+use common::door;
 
 use std::time::Duration;
 
@@ -53,10 +54,8 @@ async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
     let limits = t.flow.unwrap();
     let now = common::now_ms_u64() as i64;
     let asked = runs(5);
-    let g = s
-        .door(&t.name, 0, 0)
+    let g = door(s, &t.name, 0, 0)
         .await
-        .unwrap()
         .flow_take(&limits, &ask(&asked, 5), now)
         .await
         .unwrap();
@@ -66,46 +65,36 @@ async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
         (state.in_flight, state.waiting, state.oldest_wait),
         (3, 2, Some(5))
     );
-    let g = s
-        .door(&t.name, 0, 0)
+    let g = door(s, &t.name, 0, 0)
         .await
-        .unwrap()
         .flow_take(&limits, &ask(&asked[3..], 2), now)
         .await
         .unwrap();
     assert_eq!(g.granted, 0, "the parallelism is full");
-    s.door(&t.name, 0, 0)
+    door(s, &t.name, 0, 0)
         .await
-        .unwrap()
         .flow_release("host:443", &asked[..1])
         .await
         .unwrap();
-    let g = s
-        .door(&t.name, 0, 0)
+    let g = door(s, &t.name, 0, 0)
         .await
-        .unwrap()
         .flow_take(&limits, &ask(&asked[3..], 2), now)
         .await
         .unwrap();
     assert_eq!(g.granted, 1, "one room freed");
-    let g = s
-        .door(&t.name, 0, 0)
+    let g = door(s, &t.name, 0, 0)
         .await
-        .unwrap()
         .flow_take(&limits, &ask(&asked[4..], 1), now)
         .await
         .unwrap();
     assert_eq!(g.granted, 0);
-    s.door(&t.name, 0, 0)
+    door(s, &t.name, 0, 0)
         .await
-        .unwrap()
         .flow_release("host:443", &asked[1..3])
         .await
         .unwrap();
-    let g = s
-        .door(&t.name, 0, 0)
+    let g = door(s, &t.name, 0, 0)
         .await
-        .unwrap()
         .flow_take(&limits, &ask(&asked[4..], 1), now)
         .await
         .unwrap();
@@ -125,18 +114,14 @@ async fn a_keys_counters_grant_room_and_count_who_waits(e: Engine) {
         key: "other:80",
         ..ask(&asked, 4)
     };
-    let g = s
-        .door(&t.name, 0, 0)
+    let g = door(s, &t.name, 0, 0)
         .await
-        .unwrap()
         .flow_take(&rated, &other, now)
         .await
         .unwrap();
     assert_eq!(g.granted, 2);
-    let g = s
-        .door(&t.name, 0, 0)
+    let g = door(s, &t.name, 0, 0)
         .await
-        .unwrap()
         .flow_take(
             &rated,
             &FlowAsk {

@@ -3,6 +3,7 @@
 //! record stops the start naming the file and offset; compaction keeps exactly the live jobs.
 
 mod common;
+use common::door;
 
 use std::path::Path;
 use std::sync::{Arc, Mutex};
@@ -53,10 +54,8 @@ async fn the_journal_replays_every_accepted_change() {
         let s = open(&path).unwrap();
         fill(&s, 10).await;
         s.cancel("t", &"j3".into()).await.unwrap();
-        let run = s
-            .door("t", timeout_center::slot_of("j0", 16), 0)
+        let run = door(&s, "t", timeout_center::slot_of("j0", 16), 0)
             .await
-            .unwrap()
             .pump(T0 + 1_000, 10)
             .await
             .unwrap();
@@ -137,10 +136,8 @@ async fn the_journal_keeps_settled_events_with_their_outcomes() {
         fill(&s, 3).await;
         let mut batch = Vec::new();
         for slot in 0..16 {
-            for run in s
-                .door("t", slot, 0)
+            for run in door(&s, "t", slot, 0)
                 .await
-                .unwrap()
                 .pump(T0 + 5_000, 10)
                 .await
                 .unwrap()
@@ -148,10 +145,8 @@ async fn the_journal_keeps_settled_events_with_their_outcomes() {
             {
                 let mut st = Settlement::new(run, RunOutcome::Done, T0 + 5_000);
                 st.emitted = vec![Emitted::new("job.fired", json!({"slot": slot}))];
-                let done = s
-                    .door("t", slot, 0)
+                let done = door(&s, "t", slot, 0)
                     .await
-                    .unwrap()
                     .settle(&[st], T0 + 5_001)
                     .await
                     .unwrap();
@@ -371,18 +366,15 @@ async fn a_panic_inside_a_slot_lock_does_not_poison_the_slot() {
     s.panic_in_slot("t", slot);
     let got = s.get("t", &"j0".into()).await.unwrap().unwrap();
     assert_eq!(got.state, JobState::Scheduled);
-    let run = s
-        .door("t", slot, 0)
+    let run = door(&s, "t", slot, 0)
         .await
-        .unwrap()
         .pump(T0 + 1_000, 10)
         .await
         .unwrap();
     assert_eq!(run.jobs.len(), 1);
     assert_eq!(
-        s.door("t", run.jobs[0].slot, 0)
+        door(&s, "t", run.jobs[0].slot, 0)
             .await
-            .unwrap()
             .finish(&run.jobs[0], RunOutcome::Done, T0 + 1_001)
             .await
             .unwrap(),
@@ -443,10 +435,8 @@ async fn a_settle_torn_at_any_byte_never_keeps_an_ack_without_its_events() {
     let before_settle = {
         let s = open(&path).unwrap();
         fill(&s, 1).await;
-        let run = s
-            .door("t", slot, 0)
+        let run = door(&s, "t", slot, 0)
             .await
-            .unwrap()
             .pump(T0 + 1_000, 10)
             .await
             .unwrap()
@@ -455,9 +445,8 @@ async fn a_settle_torn_at_any_byte_never_keeps_an_ack_without_its_events() {
         let before = std::fs::metadata(&path).unwrap().len();
         let mut settled = Settlement::new(run[0].clone(), RunOutcome::Done, T0 + 1_000);
         settled.emitted = vec![Emitted::new("job.fired", json!({"n": 0}))];
-        s.door("t", slot, 0)
+        door(&s, "t", slot, 0)
             .await
-            .unwrap()
             .settle(&[settled], T0 + 1_001)
             .await
             .unwrap();

@@ -6,6 +6,7 @@
 
 #[macro_use]
 mod common;
+use common::door;
 
 use std::collections::{BTreeMap, HashMap, HashSet};
 use std::process::{Command, Stdio};
@@ -85,10 +86,8 @@ async fn a_former_owner_never_pumps_and_changes_nothing(e: Engine) {
     assert!(new > old);
     let slot = slot_of("j", 2);
     if slot == 0 {
-        let refused = s
-            .door("o", 0, old)
+        let refused = door(s, "o", 0, old)
             .await
-            .unwrap()
             .pump_fenced(T0 + 101, 0, 10)
             .await
             .unwrap_err();
@@ -102,32 +101,23 @@ async fn a_former_owner_never_pumps_and_changes_nothing(e: Engine) {
             (JobState::Scheduled, 0),
             "nothing changed"
         );
-        let p = s
-            .door("o", 0, new)
+        let p = door(s, "o", 0, new)
             .await
-            .unwrap()
             .pump_fenced(T0 + 101, 0, 10)
             .await
             .unwrap();
         assert_eq!(p.jobs.len(), 1);
     } else {
         // The job's slot has no owner yet: the fence of slot 0 is still checked.
-        let refused = s
-            .door("o", 0, old)
+        let refused = door(s, "o", 0, old)
             .await
-            .unwrap()
             .pump_fenced(T0 + 101, 0, 10)
             .await
             .unwrap_err();
         assert!(matches!(refused, Error::Fenced { .. }), "{refused}");
     }
     // Unowned pumps (consumers' claims, operations) need no fence.
-    s.door("o", 1, 0)
-        .await
-        .unwrap()
-        .pump(T0 + 101, 10)
-        .await
-        .unwrap();
+    door(s, "o", 1, 0).await.pump(T0 + 101, 10).await.unwrap();
 }
 
 async fn a_handoff_lets_the_next_owner_in_at_once(e: Engine) {
@@ -164,17 +154,14 @@ async fn a_restarted_process_takes_its_names_lease_over_at_once_under_a_new_fenc
         panic!("a new incarnation of the name takes the lease over at once");
     };
     assert!(second > first, "fence {second} after {first}");
-    let refused = s
-        .door("o", 0, first)
+    let refused = door(s, "o", 0, first)
         .await
-        .unwrap()
         .pump_fenced(T0 + 3, 0, 10)
         .await
         .unwrap_err();
     assert!(matches!(refused, Error::Fenced { .. }), "{refused}");
-    s.door("o", 0, second)
+    door(s, "o", 0, second)
         .await
-        .unwrap()
         .pump_fenced(T0 + 3, 0, 10)
         .await
         .unwrap();

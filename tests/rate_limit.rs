@@ -11,6 +11,7 @@
 
 #[macro_use]
 mod common;
+use common::door;
 
 use std::time::Duration;
 
@@ -29,18 +30,14 @@ async fn a_topics_bucket_grants_its_fill_then_says_when_to_ask_again(e: Engine) 
     s.put_topic(limited).await.unwrap();
     let now = 1_700_000_000_000;
     // A twentieth of a second's fires, at least one: one fire at 10 fires/s.
-    let g = s
-        .door("slow", 0, 0)
+    let g = door(s, "slow", 0, 0)
         .await
-        .unwrap()
         .take_fires(5, now)
         .await
         .unwrap();
     assert_eq!(g.granted, 1);
-    let g = s
-        .door("slow", 0, 0)
+    let g = door(s, "slow", 0, 0)
         .await
-        .unwrap()
         .take_fires(5, now)
         .await
         .unwrap();
@@ -50,16 +47,14 @@ async fn a_topics_bucket_grants_its_fill_then_says_when_to_ask_again(e: Engine) 
         "the next fire comes within 100 ms at 10/s: {g:?}"
     );
     // Given back, a fire is there to take again.
-    s.door("slow", 0, 0)
+    door(s, "slow", 0, 0)
         .await
-        .unwrap()
         .give_back_fires(1, now)
         .await
         .unwrap();
     assert_eq!(
-        s.door("slow", 0, 0)
+        door(s, "slow", 0, 0)
             .await
-            .unwrap()
             .take_fires(5, now)
             .await
             .unwrap()
@@ -69,9 +64,8 @@ async fn a_topics_bucket_grants_its_fill_then_says_when_to_ask_again(e: Engine) 
     // A topic with no limit grants all, and a deleted topic's bucket goes with it.
     s.put_topic(TopicConfig::named("free")).await.unwrap();
     assert_eq!(
-        s.door("free", 0, 0)
+        door(s, "free", 0, 0)
             .await
-            .unwrap()
             .take_fires(500, now)
             .await
             .unwrap()

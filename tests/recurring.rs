@@ -13,6 +13,7 @@
 
 #[macro_use]
 mod common;
+use common::door;
 
 use std::time::Duration;
 
@@ -36,9 +37,8 @@ async fn pump_one(s: &Store, topic: &str, now: Millis) -> Leased {
     let mut jobs = Vec::new();
     for slot in 0..t.slots {
         jobs.extend(
-            s.door(topic, slot, 0)
+            door(s, topic, slot, 0)
                 .await
-                .unwrap()
                 .pump(now, 10)
                 .await
                 .unwrap()
@@ -74,9 +74,8 @@ async fn a_cron_series_keeps_berlin_time_across_the_spring_change(e: Engine) {
         let t = s.topic("cron").await.unwrap();
         for slot in 0..t.slots {
             assert!(
-                s.door("cron", slot, 0)
+                door(s, "cron", slot, 0)
                     .await
-                    .unwrap()
                     .pump(at - 1, 10)
                     .await
                     .unwrap()
@@ -89,10 +88,8 @@ async fn a_cron_series_keeps_berlin_time_across_the_spring_change(e: Engine) {
         let running = job(s, "cron", "daily").await.unwrap();
         assert_eq!(running.next_fire_at, r.next_after(at));
         fires.push(at);
-        let f = s
-            .door("cron", run.slot, 0)
+        let f = door(s, "cron", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, RunOutcome::Done, at + 5)
             .await
             .unwrap();
@@ -120,9 +117,8 @@ async fn a_fire_that_fails_for_good_keeps_its_error_and_the_series_goes_on(e: En
         at: SPRING + 1_000,
     };
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, retry, SPRING)
             .await
             .unwrap(),
@@ -135,9 +131,8 @@ async fn a_fire_that_fails_for_good_keeps_its_error_and_the_series_goes_on(e: En
     };
     // Out of attempts: not dead, but the next instant, counted from this run's fire time.
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, retry, SPRING + 1_200)
             .await
             .unwrap(),
@@ -176,9 +171,8 @@ async fn a_fire_that_fails_for_good_keeps_its_error_and_the_series_goes_on(e: En
     let run = pump_one(s, "t", SPRING + 61_000).await;
     let dead = RunOutcome::Dead { error: "no".into() };
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, dead, SPRING + 61_000)
             .await
             .unwrap(),
@@ -201,9 +195,8 @@ async fn a_late_fire_is_not_replayed_a_reset_moves_the_next_and_cancel_ends_it(e
     // Nothing ran for ten minutes and a half: one late fire, then the grid goes on.
     let late = SPRING + 630_000;
     let run = pump_one(s, "t", late).await;
-    s.door("t", run.slot, 0)
+    door(s, "t", run.slot, 0)
         .await
-        .unwrap()
         .finish(&run, RunOutcome::Done, late)
         .await
         .unwrap();
@@ -218,9 +211,8 @@ async fn a_late_fire_is_not_replayed_a_reset_moves_the_next_and_cancel_ends_it(e
     .await
     .unwrap();
     let run = pump_one(s, "t", SPRING + 700_000).await;
-    s.door("t", run.slot, 0)
+    door(s, "t", run.slot, 0)
         .await
-        .unwrap()
         .finish(&run, RunOutcome::Done, SPRING + 700_001)
         .await
         .unwrap();
@@ -240,9 +232,8 @@ async fn a_late_fire_is_not_replayed_a_reset_moves_the_next_and_cancel_ends_it(e
     .await
     .unwrap();
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, RunOutcome::Done, SPRING + 760_001)
             .await
             .unwrap(),
@@ -272,10 +263,8 @@ async fn a_consumers_ack_of_a_recurring_job_schedules_its_next_instant(e: Engine
     )
     .await
     .unwrap();
-    let claimed = s
-        .door("work", 0, 0)
+    let claimed = door(s, "work", 0, 0)
         .await
-        .unwrap()
         .claim(first, 10, 30_000)
         .await
         .unwrap()
@@ -326,20 +315,16 @@ async fn a_series_ends_at_its_limit_or_until_and_a_failed_last_fire_is_dead(e: E
     .await
     .unwrap();
     let run = pump_one(s, "t", SPRING).await;
-    let first = s
-        .door("t", run.slot, 0)
+    let first = door(s, "t", run.slot, 0)
         .await
-        .unwrap()
         .finish(&run, RunOutcome::Done, SPRING + 1)
         .await
         .unwrap();
     assert_eq!(first, Finished::Repeating);
     assert_eq!(job(s, "t", "twice").await.unwrap().fire_at, SPRING + 60_000);
     let run = pump_one(s, "t", SPRING + 60_000).await;
-    let last = s
-        .door("t", run.slot, 0)
+    let last = door(s, "t", run.slot, 0)
         .await
-        .unwrap()
         .finish(&run, RunOutcome::Done, SPRING + 60_001)
         .await
         .unwrap();
@@ -363,9 +348,8 @@ async fn a_series_ends_at_its_limit_or_until_and_a_failed_last_fire_is_dead(e: E
         error: "receiver gone".into(),
     };
     assert_eq!(
-        s.door("d", run.slot, 0)
+        door(s, "d", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, failed, SPRING + 1)
             .await
             .unwrap(),
@@ -386,9 +370,8 @@ async fn a_series_ends_at_its_limit_or_until_and_a_failed_last_fire_is_dead(e: E
         .await
         .unwrap();
     let run = pump_one(s, "u", SPRING).await;
-    s.door("u", run.slot, 0)
+    door(s, "u", run.slot, 0)
         .await
-        .unwrap()
         .finish(&run, RunOutcome::Done, SPRING + 1)
         .await
         .unwrap();
@@ -398,10 +381,8 @@ async fn a_series_ends_at_its_limit_or_until_and_a_failed_last_fire_is_dead(e: E
         "an instant at `until` fires"
     );
     let run = pump_one(s, "u", SPRING + 60_000).await;
-    let last = s
-        .door("u", run.slot, 0)
+    let last = door(s, "u", run.slot, 0)
         .await
-        .unwrap()
         .finish(&run, RunOutcome::Done, SPRING + 60_001)
         .await
         .unwrap();

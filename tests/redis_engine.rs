@@ -4,6 +4,7 @@
 //! across a real Redis Cluster.
 
 mod common;
+use common::door;
 
 use std::collections::HashSet;
 
@@ -146,10 +147,8 @@ async fn without_fcall_the_scripts_run_by_sha_and_are_reloaded_after_a_script_fl
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
     assert_eq!(got.fire_at, T0 + 5);
     assert_eq!(s.stats("t").await.unwrap().scheduled, 2);
-    let runs = s
-        .door("t", 0, 0)
+    let runs = door(&s, "t", 0, 0)
         .await
-        .unwrap()
         .pump(T0 + 10, 10)
         .await
         .unwrap()
@@ -159,9 +158,8 @@ async fn without_fcall_the_scripts_run_by_sha_and_are_reloaded_after_a_script_fl
         .into_iter()
         .map(|run| Settlement::new(run, RunOutcome::Done, T0 + 11))
         .collect();
-    s.door("t", 0, 0)
+    door(&s, "t", 0, 0)
         .await
-        .unwrap()
         .settle(&done, T0 + 11)
         .await
         .unwrap();
@@ -192,10 +190,8 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
     )
     .await
     .unwrap();
-    let run = s
-        .door("t", 0, 0)
+    let run = door(s, "t", 0, 0)
         .await
-        .unwrap()
         .pump(T0, 10)
         .await
         .unwrap()
@@ -212,19 +208,13 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
         .unwrap();
     let mut settlement = Settlement::new(run, RunOutcome::Done, T0);
     settlement.emitted = vec![Emitted::new("job.fired", json!({"n": 1}))];
-    let err = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .settle(&[settlement], T0 + 1)
-        .await;
+    let err = door(s, "t", 0, 0).await.settle(&[settlement], T0 + 1).await;
     assert!(err.is_err(), "a failed append is an error: {err:?}");
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
     assert_eq!(got.state, JobState::Running, "never acknowledged");
     assert!(
-        s.door("t", 0, 0)
+        door(s, "t", 0, 0)
             .await
-            .unwrap()
             .pump(T0 + 999, 10)
             .await
             .unwrap()
@@ -232,10 +222,8 @@ async fn a_failed_event_append_leaves_the_job_running_until_its_lease_ends() {
             .is_empty()
     );
     let _: () = redis::cmd("DEL").arg(events).query(&mut conn).unwrap();
-    let again = s
-        .door("t", 0, 0)
+    let again = door(s, "t", 0, 0)
         .await
-        .unwrap()
         .pump(T0 + 1_000, 10)
         .await
         .unwrap()
@@ -270,10 +258,8 @@ async fn a_pumps_lead_counts_from_the_nodes_clock_not_the_callers() {
         panic!("the slot has no owner yet");
     };
     let ahead = node_now + 60_000;
-    let p = s
-        .door("t", 0, fence)
+    let p = door(s, "t", 0, fence)
         .await
-        .unwrap()
         .pump_fenced(ahead, 100, 10)
         .await
         .unwrap();
@@ -303,22 +289,14 @@ async fn capped_slot_of_plain_jobs(n: usize) -> Engine {
 async fn settle_in_sevens(s: &Store, n: usize) {
     let mut settled = 0;
     while settled < n {
-        let runs = s
-            .door("t", 0, 0)
-            .await
-            .unwrap()
-            .pump(T0, 7)
-            .await
-            .unwrap()
-            .jobs;
+        let runs = door(s, "t", 0, 0).await.pump(T0, 7).await.unwrap().jobs;
         let batch: Vec<Settlement> = runs
             .into_iter()
             .map(|r| Settlement::new(r, RunOutcome::Done, T0))
             .collect();
         settled += batch.len();
-        s.door("t", 0, 0)
+        door(s, "t", 0, 0)
             .await
-            .unwrap()
             .settle(&batch, T0 + 1)
             .await
             .unwrap();
@@ -423,10 +401,8 @@ async fn event_pages_of_any_size_go_through_settles_of_many_events_each_once() {
         .await
         .unwrap();
     for slot in 0..4 {
-        let runs = s
-            .door("t", slot, 0)
+        let runs = door(s, "t", slot, 0)
             .await
-            .unwrap()
             .pump(T0, 1_000)
             .await
             .unwrap()
@@ -435,9 +411,8 @@ async fn event_pages_of_any_size_go_through_settles_of_many_events_each_once() {
             .into_iter()
             .map(|r| Settlement::new(r, RunOutcome::Done, T0))
             .collect();
-        s.door("t", slot, 0)
+        door(s, "t", slot, 0)
             .await
-            .unwrap()
             .settle(&batch, T0 + 1)
             .await
             .unwrap();
@@ -531,10 +506,8 @@ async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
     let got = s.get("t", &"dev-7".into()).await.unwrap().unwrap();
     assert_eq!((got.job_type.as_str(), got.max_attempts), ("emit", 16));
     // A record made for a run is dropped again once the job is plain and scheduled.
-    let run = s
-        .door("t", 0, 0)
+    let run = door(s, "t", 0, 0)
         .await
-        .unwrap()
         .pump(T0, 1_000)
         .await
         .unwrap()
@@ -542,9 +515,8 @@ async fn a_plain_job_keeps_no_record_beyond_its_sorted_set_entry() {
         .into_iter()
         .find(|l| l.job.id == "dev-7")
         .unwrap();
-    s.door("t", run.slot, 0)
+    door(s, "t", run.slot, 0)
         .await
-        .unwrap()
         .finish(&run, RunOutcome::Release, T0)
         .await
         .unwrap();
@@ -667,13 +639,7 @@ async fn a_pump_of_one_plain_job_reads_no_record_and_the_due_set_once() {
     s.reset_many("t", &later, None, T0).await.unwrap();
     let mut conn = e.redis.as_ref().unwrap().conn();
     log_every_command(&mut conn);
-    let pumped = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .pump(T0, 100)
-        .await
-        .unwrap();
+    let pumped = door(s, "t", 0, 0).await.pump(T0, 100).await.unwrap();
     let ids: Vec<&str> = pumped.jobs.iter().map(|l| l.job.id.as_str()).collect();
     assert_eq!((ids, pumped.next_at), (vec!["dev-0"], Some(T0 + 10)));
     let commands: Vec<String> = slow_log(&mut conn)
@@ -687,13 +653,7 @@ async fn a_pump_of_one_plain_job_reads_no_record_and_the_due_set_once() {
         "one look at each set, and the owner hash's HMGET only: {commands:?}"
     );
     log_every_command(&mut conn);
-    let both = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .pump(T0 + 20, 100)
-        .await
-        .unwrap();
+    let both = door(s, "t", 0, 0).await.pump(T0 + 20, 100).await.unwrap();
     assert_eq!(both.jobs.len(), 2);
     assert_eq!(
         both.next_at,
@@ -744,9 +704,8 @@ async fn a_slots_padding_goes_with_its_first_runs_only() {
     assert_eq!(padded(&mut conn), None);
     log_every_command(&mut conn);
     assert_eq!(
-        s.door("t", 0, 0)
+        door(s, "t", 0, 0)
             .await
-            .unwrap()
             .pump(T0, 10)
             .await
             .unwrap()
@@ -762,9 +721,8 @@ async fn a_slots_padding_goes_with_its_first_runs_only() {
     assert_eq!(padded(&mut conn).as_deref(), Some("1"));
     log_every_command(&mut conn);
     assert_eq!(
-        s.door("t", 0, 0)
+        door(s, "t", 0, 0)
             .await
-            .unwrap()
             .pump(T0 + 10, 10)
             .await
             .unwrap()
@@ -780,9 +738,8 @@ async fn a_slots_padding_goes_with_its_first_runs_only() {
         .unwrap();
     log_every_command(&mut conn);
     assert_eq!(
-        s.door("t", 0, 0)
+        door(s, "t", 0, 0)
             .await
-            .unwrap()
             .pump(T0 + 20, 10)
             .await
             .unwrap()
@@ -799,9 +756,8 @@ async fn a_slots_padding_goes_with_its_first_runs_only() {
     // A batch of two takes the general path, which sends none either.
     log_every_command(&mut conn);
     assert_eq!(
-        s.door("t", 0, 0)
+        door(s, "t", 0, 0)
             .await
-            .unwrap()
             .pump(T0 + 30, 10)
             .await
             .unwrap()
@@ -844,13 +800,7 @@ async fn a_slot_from_before_the_marks_is_marked_by_its_first_pump() {
         .arg("marked")
         .query(&mut conn)
         .unwrap();
-    let pumped = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .pump(T0, 100)
-        .await
-        .unwrap();
+    let pumped = door(s, "t", 0, 0).await.pump(T0, 100).await.unwrap();
     let rich = pumped.jobs.iter().find(|l| l.job.id == "rich").unwrap();
     assert_eq!(rich.job.payload, json!({"x": 1}));
     assert_eq!(pumped.jobs.len(), 3);
@@ -956,10 +906,8 @@ async fn an_ack_of_a_run_claimed_here_settles_in_the_short_form() {
             .await
             .unwrap();
     }
-    let runs = a
-        .door("q", 0, 0)
+    let runs = door(a, "q", 0, 0)
         .await
-        .unwrap()
         .claim(T0, 10, 30_000)
         .await
         .unwrap()
@@ -1039,19 +987,16 @@ async fn one_topic_spreads_over_the_nodes_of_a_redis_cluster() {
     // Every operation works across the cluster, and every job fires exactly once.
     let mut seen = HashSet::new();
     for slot in 0..16 {
-        let p = s
-            .door("orders", slot, 0)
+        let p = door(s, "orders", slot, 0)
             .await
-            .unwrap()
             .pump(T0 + 2_000, 10_000)
             .await
             .unwrap();
         for run in p.jobs {
             assert!(seen.insert(run.job.id.clone()));
             assert_eq!(
-                s.door("orders", run.slot, 0)
+                door(s, "orders", run.slot, 0)
                     .await
-                    .unwrap()
                     .finish(&run, RunOutcome::Done, T0)
                     .await
                     .unwrap(),
@@ -1087,21 +1032,13 @@ async fn a_slots_job_hash_and_run_set_are_a_hash_table_and_a_skiplist_from_the_f
         (of(conn, "toc:{t:0}:job"), of(conn, "toc:{t:0}:run"))
     };
     let tables = ("hashtable".to_string(), "skiplist".to_string());
-    let runs = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .pump(T0, 10)
-        .await
-        .unwrap()
-        .jobs;
+    let runs = door(s, "t", 0, 0).await.pump(T0, 10).await.unwrap().jobs;
     assert_eq!(runs.len(), 3);
     assert_eq!(encodings(&mut conn), tables);
     assert_eq!(s.stats("t").await.unwrap().running, 3);
     for run in &runs {
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(run, RunOutcome::Done, T0)
             .await
             .unwrap();
@@ -1126,10 +1063,8 @@ async fn a_slots_job_hash_and_run_set_are_a_hash_table_and_a_skiplist_from_the_f
     assert_eq!(s.stats("t").await.unwrap().running, 0);
     assert!(s.get("t", &"dev-0".into()).await.unwrap().is_none());
     // Long after every lease would have run out: nothing comes back, nothing is next.
-    let later = s
-        .door("t", 0, 0)
+    let later = door(s, "t", 0, 0)
         .await
-        .unwrap()
         .pump(T0 + 86_400_000, 10)
         .await
         .unwrap();
@@ -1185,15 +1120,7 @@ async fn records_name_run_tokens_exactly_while_running_and_mark_due_members() {
             3 => {
                 s.cancel("t", &id(&mut rng).as_str().into()).await.unwrap();
             }
-            4 | 5 => runs.extend(
-                s.door("t", 0, 0)
-                    .await
-                    .unwrap()
-                    .pump(now, 4)
-                    .await
-                    .unwrap()
-                    .jobs,
-            ),
+            4 | 5 => runs.extend(door(s, "t", 0, 0).await.pump(now, 4).await.unwrap().jobs),
             6 if !runs.is_empty() => {
                 // One to three runs, maybe one twice, each with any outcome.
                 let mut batch = Vec::new();
@@ -1214,10 +1141,8 @@ async fn records_name_run_tokens_exactly_while_running_and_mark_due_members() {
                     };
                     batch.push(Settlement::new(run, outcome, now));
                 }
-                settled += s
-                    .door("t", 0, 0)
+                settled += door(s, "t", 0, 0)
                     .await
-                    .unwrap()
                     .settle(&batch, now)
                     .await
                     .unwrap()
@@ -1458,14 +1383,7 @@ async fn settled_through(form: SettleForm) -> (Vec<Option<Job>>, Vec<String>, Ve
     let now = T0 + 7;
     let done = match form {
         SettleForm::Runtime => {
-            let runs = a
-                .door("q", 0, 0)
-                .await
-                .unwrap()
-                .pump(T0, 10)
-                .await
-                .unwrap()
-                .jobs;
+            let runs = door(a, "q", 0, 0).await.pump(T0, 10).await.unwrap().jobs;
             let batch: Vec<Settlement> = runs
                 .into_iter()
                 .map(|run| {
@@ -1483,18 +1401,11 @@ async fn settled_through(form: SettleForm) -> (Vec<Option<Job>>, Vec<String>, Ve
                     Settlement::new(run, o, now)
                 })
                 .collect();
-            a.door("q", 0, 0)
-                .await
-                .unwrap()
-                .settle(&batch, now)
-                .await
-                .unwrap()
+            door(a, "q", 0, 0).await.settle(&batch, now).await.unwrap()
         }
         SettleForm::ConsumerHere | SettleForm::ConsumerElsewhere => {
-            let runs = a
-                .door("q", 0, 0)
+            let runs = door(a, "q", 0, 0)
                 .await
-                .unwrap()
                 .claim(T0, 10, 30_000)
                 .await
                 .unwrap()
@@ -1701,10 +1612,8 @@ async fn a_pump_sets_a_full_keys_due_jobs_aside_without_leasing_them() {
     };
 
     let f = fence("own").await;
-    let p = s
-        .door("own", 0, f)
+    let p = door(s, "own", 0, f)
         .await
-        .unwrap()
         .pump_setting_aside(T0, 0, 100, &aside("hog", false))
         .await
         .unwrap();
@@ -1724,10 +1633,8 @@ async fn a_pump_sets_a_full_keys_due_jobs_aside_without_leasing_them() {
     }
 
     let f = fence("url").await;
-    let p = s
-        .door("url", 0, f)
+    let p = door(s, "url", 0, f)
         .await
-        .unwrap()
         .pump_setting_aside(T0, 0, 100, &aside("hog.example:80", true))
         .await
         .unwrap();
@@ -1742,20 +1649,16 @@ async fn a_pump_sets_a_full_keys_due_jobs_aside_without_leasing_them() {
     )
     .await
     .unwrap();
-    let p = s
-        .door("url", 0, f)
+    let p = door(s, "url", 0, f)
         .await
-        .unwrap()
         .pump_setting_aside(T0, 0, 100, &aside("hog", false))
         .await
         .unwrap();
     assert!(p.jobs.is_empty(), "{:?}", ids(&p));
     assert_eq!(p.set_aside, [("hog".to_string(), 1)]);
     // With no key set aside the same jobs are leased, due or not yet: the plain pump.
-    let p = s
-        .door("url", 0, f)
+    let p = door(s, "url", 0, f)
         .await
-        .unwrap()
         .pump_fenced(back, 0, 100)
         .await
         .unwrap();

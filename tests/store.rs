@@ -4,6 +4,7 @@
 
 #[macro_use]
 mod common;
+use common::door;
 
 use std::collections::{HashMap, HashSet};
 
@@ -31,9 +32,8 @@ async fn pump_all(s: &Store, topic: &str, now: Millis) -> Vec<Leased> {
     let mut out = Vec::new();
     for slot in 0..t.slots {
         out.extend(
-            s.door(topic, slot, 0)
+            door(s, topic, slot, 0)
                 .await
-                .unwrap()
                 .pump(now, 10_000)
                 .await
                 .unwrap()
@@ -255,9 +255,8 @@ async fn cancel_removes_a_job_in_any_state(e: Engine) {
         .unwrap();
     let runs = pump_all(s, "t", T0).await;
     let d = runs.iter().find(|l| l.job.id == "d").unwrap();
-    s.door("t", d.slot, 0)
+    door(s, "t", d.slot, 0)
         .await
-        .unwrap()
         .finish(d, RunOutcome::Dead { error: "x".into() }, T0)
         .await
         .unwrap();
@@ -280,9 +279,8 @@ async fn cancel_removes_a_job_in_any_state(e: Engine) {
     // The cancelled run's outcome is stale and brings nothing back.
     let r = runs.iter().find(|l| l.job.id == "r").unwrap();
     assert_eq!(
-        s.door("t", r.slot, 0)
+        door(s, "t", r.slot, 0)
             .await
-            .unwrap()
             .finish(r, RunOutcome::Done, T0)
             .await
             .unwrap(),
@@ -311,9 +309,8 @@ async fn get_reports_state_attempts_and_last_error(e: Engine) {
         at: T0 + 50,
     };
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, retry, T0 + 1)
             .await
             .unwrap(),
@@ -336,22 +333,10 @@ async fn pump_never_returns_a_job_before_its_fire_at(e: Engine) {
             .await
             .unwrap();
     }
-    let p = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .pump(T0 + 9, 100)
-        .await
-        .unwrap();
+    let p = door(s, "t", 0, 0).await.pump(T0 + 9, 100).await.unwrap();
     assert!(p.jobs.is_empty());
     assert_eq!(p.next_at, Some(T0 + 10));
-    let p = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .pump(T0 + 20, 100)
-        .await
-        .unwrap();
+    let p = door(s, "t", 0, 0).await.pump(T0 + 20, 100).await.unwrap();
     let ids: Vec<_> = p.jobs.iter().map(|l| l.job.id.as_str()).collect();
     assert_eq!(ids, ["a", "b"]);
     assert!(p.jobs.iter().all(|l| l.job.fire_at <= T0 + 20));
@@ -367,22 +352,10 @@ async fn pump_never_returns_a_job_before_its_fire_at(e: Engine) {
         .await
         .unwrap();
     }
-    let p = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .pump(T0 + 40, 3)
-        .await
-        .unwrap();
+    let p = door(s, "t", 0, 0).await.pump(T0 + 40, 3).await.unwrap();
     assert_eq!(p.jobs.len(), 3);
     assert_eq!(p.next_at, Some(T0 + 40), "a job left due is next");
-    let p = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .pump(T0 + 40, 10)
-        .await
-        .unwrap();
+    let p = door(s, "t", 0, 0).await.pump(T0 + 40, 10).await.unwrap();
     assert_eq!(p.jobs.len(), 3); // c and the last two of n*
     assert_eq!(
         p.next_at,
@@ -406,10 +379,8 @@ async fn a_pump_with_a_lead_hands_out_what_falls_due_within_it(e: Engine) {
     let Ownership::Owned { fence } = s.own("t", 0, "me", T0, 60_000).await.unwrap() else {
         panic!("the slot has no owner yet");
     };
-    let p = s
-        .door("t", 0, fence)
+    let p = door(s, "t", 0, fence)
         .await
-        .unwrap()
         .pump_fenced(T0 + 8, 2, 100)
         .await
         .unwrap();
@@ -423,19 +394,15 @@ async fn a_pump_with_a_lead_hands_out_what_falls_due_within_it(e: Engine) {
     assert_eq!(state(s, "t", "a").await, Some(JobState::Running));
     assert_eq!(state(s, "t", "b").await, Some(JobState::Scheduled));
     // Without a lead, b (due at T0 + 12) is not handed out at T0 + 11.
-    let p = s
-        .door("t", 0, fence)
+    let p = door(s, "t", 0, fence)
         .await
-        .unwrap()
         .pump_fenced(T0 + 11, 0, 100)
         .await
         .unwrap();
     assert!(p.jobs.is_empty());
     assert_eq!(p.next_at, Some(T0 + 12));
-    let p = s
-        .door("t", 0, fence)
+    let p = door(s, "t", 0, fence)
         .await
-        .unwrap()
         .pump_fenced(T0 + 11, 5, 100)
         .await
         .unwrap();
@@ -447,10 +414,8 @@ async fn a_pump_with_a_lead_hands_out_what_falls_due_within_it(e: Engine) {
     assert_eq!(got, [("b", T0 + 12)]);
     assert_eq!(p.next_at, Some(T0 + 25), "c's fire time less the lead");
     // A lease deadline before that comes first: a's, leased at T0 + 8 for 1 s.
-    let p = s
-        .door("t", 0, fence)
+    let p = door(s, "t", 0, fence)
         .await
-        .unwrap()
         .pump_fenced(T0 + 11, 995, 100)
         .await
         .unwrap();
@@ -468,9 +433,8 @@ async fn expired_leases_go_back_to_scheduled_or_dead(e: Engine) {
     assert_eq!(first.lease_until, T0 + 1_000);
     // Before its deadline the lease holds.
     assert!(
-        s.door("t", 0, 0)
+        door(s, "t", 0, 0)
             .await
-            .unwrap()
             .pump(T0 + 999, 10)
             .await
             .unwrap()
@@ -479,25 +443,13 @@ async fn expired_leases_go_back_to_scheduled_or_dead(e: Engine) {
     );
     assert_eq!(state(s, "t", "a").await, Some(JobState::Running));
     // At the deadline the job is taken back and, being due, handed out again.
-    let p = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .pump(T0 + 1_000, 10)
-        .await
-        .unwrap();
+    let p = door(s, "t", 0, 0).await.pump(T0 + 1_000, 10).await.unwrap();
     assert_eq!(p.expired, 1);
     let second = &p.jobs[0];
     assert_eq!((second.job.attempts, second.job.id.as_str()), (2, "a"));
     assert_ne!(second.token, first.token);
     // Its attempts are used up when the second lease expires: dead, with the reason.
-    let p = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .pump(T0 + 2_000, 10)
-        .await
-        .unwrap();
+    let p = door(s, "t", 0, 0).await.pump(T0 + 2_000, 10).await.unwrap();
     assert_eq!((p.expired, p.jobs.len()), (1, 0));
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
     assert_eq!(got.state, JobState::Dead);
@@ -511,9 +463,8 @@ async fn ack_removes_the_job(e: Engine) {
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, RunOutcome::Done, T0)
             .await
             .unwrap(),
@@ -535,9 +486,8 @@ async fn retry_reschedules_until_attempts_are_used_up(e: Engine) {
         at: T0 + 100,
     };
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, retry, T0)
             .await
             .unwrap(),
@@ -553,9 +503,8 @@ async fn retry_reschedules_until_attempts_are_used_up(e: Engine) {
         at: T0 + 200,
     };
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, retry, T0 + 100)
             .await
             .unwrap(),
@@ -577,9 +526,8 @@ async fn repeat_runs_again_with_attempts_starting_again(e: Engine) {
         error: None,
     };
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, repeat, T0)
             .await
             .unwrap(),
@@ -611,9 +559,8 @@ async fn a_reset_rearms_a_job_that_had_fired_and_reports_it(e: Engine) {
             at: now + 100,
             error: None,
         };
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, repeat, now)
             .await
             .unwrap();
@@ -655,9 +602,8 @@ async fn bury_sends_the_job_to_the_dead_letters(e: Engine) {
         error: "bad payload".into(),
     };
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, bury, T0 + 5)
             .await
             .unwrap(),
@@ -682,9 +628,8 @@ async fn release_gives_the_job_back_without_counting_the_attempt(e: Engine) {
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, RunOutcome::Release, T0 + 7)
             .await
             .unwrap(),
@@ -706,9 +651,8 @@ async fn defer_gives_the_job_back_due_later_without_counting_the_attempt(e: Engi
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
     assert_eq!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(&run, RunOutcome::Defer { at: T0 + 1_000 }, T0 + 7)
             .await
             .unwrap(),
@@ -734,20 +678,13 @@ async fn extend_keeps_a_long_run_from_being_taken_over(e: Engine) {
         .unwrap();
     let run = pump_one(s, "t", "a", T0).await;
     assert!(
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .extend(&run, T0 + 5_000)
             .await
             .unwrap()
     );
-    let p = s
-        .door("t", 0, 0)
-        .await
-        .unwrap()
-        .pump(T0 + 4_999, 10)
-        .await
-        .unwrap();
+    let p = door(s, "t", 0, 0).await.pump(T0 + 4_999, 10).await.unwrap();
     assert_eq!((p.expired, p.jobs.len()), (0, 0));
     assert_eq!(p.next_at, Some(T0 + 5_000));
     let stale = Leased {
@@ -755,9 +692,8 @@ async fn extend_keeps_a_long_run_from_being_taken_over(e: Engine) {
         ..run.clone()
     };
     assert!(
-        !s.door("t", stale.slot, 0)
+        !door(s, "t", stale.slot, 0)
             .await
-            .unwrap()
             .extend(&stale, T0 + 9_000)
             .await
             .unwrap()
@@ -805,18 +741,16 @@ async fn a_reset_during_a_run_fires_the_job_again_after_the_run(e: Engine) {
     );
     // The ack does not delete them: they fire again at the reset times.
     assert_eq!(
-        s.door("t", ra.slot, 0)
+        door(s, "t", ra.slot, 0)
             .await
-            .unwrap()
             .finish(ra, RunOutcome::Done, T0 + 2)
             .await
             .unwrap(),
         Finished::Rescheduled
     );
     assert_eq!(
-        s.door("t", rb.slot, 0)
+        door(s, "t", rb.slot, 0)
             .await
-            .unwrap()
             .finish(rb, RunOutcome::Done, T0 + 2)
             .await
             .unwrap(),
@@ -851,10 +785,8 @@ async fn plain_acks_append_their_done_or_rescheduled_events(e: Engine) {
         .into_iter()
         .map(|run| Settlement::new(run, RunOutcome::Done, T0 + 4))
         .collect();
-    let done = s
-        .door("t", 0, 0)
+    let done = door(s, "t", 0, 0)
         .await
-        .unwrap()
         .settle(&batch, T0 + 5)
         .await
         .unwrap();
@@ -925,10 +857,8 @@ async fn a_run_settled_twice_in_one_batch_is_settled_once(e: Engine) {
         Settlement::new(run.clone(), RunOutcome::Done, T0),
         Settlement::new(run, RunOutcome::Done, T0),
     ];
-    let done = s
-        .door("t", 0, 0)
+    let done = door(s, "t", 0, 0)
         .await
-        .unwrap()
         .settle(&batch, T0 + 1)
         .await
         .unwrap();
@@ -965,9 +895,8 @@ async fn a_far_reset_batch_of_every_kind_of_job_resets_each_as_alone(e: Engine) 
         at: T0 + 100,
         error: None,
     };
-    s.door("t", run.slot, 0)
+    door(s, "t", run.slot, 0)
         .await
-        .unwrap()
         .finish(&run, again, T0)
         .await
         .unwrap();
@@ -999,9 +928,8 @@ async fn a_far_reset_batch_of_every_kind_of_job_resets_each_as_alone(e: Engine) 
     assert_eq!(fire_at("p3").await, (JobState::Scheduled, far, 0));
     assert_eq!(fire_at("cap").await, (JobState::Scheduled, T0 + 1_000, 0));
     assert_eq!(fire_at("dev").await, (JobState::Scheduled, far, 0));
-    s.door("t", busy.slot, 0)
+    door(s, "t", busy.slot, 0)
         .await
-        .unwrap()
         .finish(&busy, RunOutcome::Done, T0 + 20)
         .await
         .unwrap();
@@ -1042,9 +970,8 @@ async fn a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order(e: Engine) {
         .await
         .unwrap();
     let run = pump_one(s, "t", "dev", T0).await;
-    s.door("t", run.slot, 0)
+    door(s, "t", run.slot, 0)
         .await
-        .unwrap()
         .finish(
             &run,
             RunOutcome::Repeat {
@@ -1076,9 +1003,8 @@ async fn a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order(e: Engine) {
     let bury = RunOutcome::Dead {
         error: "gone".into(),
     };
-    s.door("t", run.slot, 0)
+    door(s, "t", run.slot, 0)
         .await
-        .unwrap()
         .finish(&run, bury, T0 + 800)
         .await
         .unwrap();
@@ -1115,9 +1041,8 @@ async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
         RunOutcome::Release,
     ] {
         assert_eq!(
-            s.door("t", old.slot, 0)
+            door(s, "t", old.slot, 0)
                 .await
-                .unwrap()
                 .finish(&old, outcome, T0 + 1_001)
                 .await
                 .unwrap(),
@@ -1127,9 +1052,8 @@ async fn an_outcome_with_a_stale_token_changes_nothing(e: Engine) {
     let got = s.get("t", &"a".into()).await.unwrap().unwrap();
     assert_eq!((got.state, got.attempts), (JobState::Running, 2));
     assert_eq!(
-        s.door("t", new.slot, 0)
+        door(s, "t", new.slot, 0)
             .await
-            .unwrap()
             .finish(&new, RunOutcome::Done, T0 + 1_002)
             .await
             .unwrap(),
@@ -1169,10 +1093,8 @@ async fn settled_claims_append_the_events_their_records_describe(e: Engine) {
         .await
         .unwrap();
     }
-    let runs: HashMap<String, Leased> = s
-        .door("q", 0, 0)
+    let runs: HashMap<String, Leased> = door(s, "q", 0, 0)
         .await
-        .unwrap()
         .claim(T0, 10, 30_000)
         .await
         .unwrap()
@@ -1352,10 +1274,8 @@ async fn settle_applies_a_batch_with_its_events_in_one_step(e: Engine) {
             },
         ),
     ];
-    let done = s
-        .door("t", 0, 0)
+    let done = door(s, "t", 0, 0)
         .await
-        .unwrap()
         .settle(&batch, T0 + 5)
         .await
         .unwrap();
@@ -1422,10 +1342,8 @@ async fn a_stale_settlement_appends_no_event(e: Engine) {
     let mut fresh = Settlement::new(new, RunOutcome::Done, T0 + 1_000);
     fresh.emitted = vec![Emitted::new("job.fired", json!(null))];
     // Both runs of the job in one batch: only the one holding the lease counts.
-    let done = s
-        .door("t", 0, 0)
+    let done = door(s, "t", 0, 0)
         .await
-        .unwrap()
         .settle(&[late, fresh], T0 + 1_001)
         .await
         .unwrap();
@@ -1488,9 +1406,8 @@ async fn dead_letters_page_oldest_first_requeue_and_delete(e: Engine) {
         let bury = RunOutcome::Dead {
             error: format!("e{n}"),
         };
-        s.door("t", run.slot, 0)
+        door(s, "t", run.slot, 0)
             .await
-            .unwrap()
             .finish(run, bury, T0 + 10 + n / 5)
             .await
             .unwrap();
@@ -1715,9 +1632,8 @@ async fn shard_keys_route_jobs_together(e: Engine) {
     assert!(s.get("t", &by_key).await.unwrap().is_some());
     let slot = slot_of("meeting-42", 64);
     assert_eq!(
-        s.door("t", slot, 0)
+        door(s, "t", slot, 0)
             .await
-            .unwrap()
             .pump(T0, 10)
             .await
             .unwrap()
@@ -1749,13 +1665,7 @@ async fn ten_thousand_jobs_fire_exactly_once_and_never_early(e: Engine) {
     let mut now = T0;
     while now <= T0 + 61_000 {
         for slot in 0..64 {
-            let p = s
-                .door("t", slot, 0)
-                .await
-                .unwrap()
-                .pump(now, 50)
-                .await
-                .unwrap();
+            let p = door(s, "t", slot, 0).await.pump(now, 50).await.unwrap();
             for run in p.jobs {
                 assert!(run.job.fire_at <= now, "{} fired early", run.job.id);
                 assert_eq!(run.job.fire_at, fire_at[&run.job.id]);
@@ -1765,9 +1675,8 @@ async fn ten_thousand_jobs_fire_exactly_once_and_never_early(e: Engine) {
                     run.job.id
                 );
                 assert_eq!(
-                    s.door("t", run.slot, 0)
+                    door(s, "t", run.slot, 0)
                         .await
-                        .unwrap()
                         .finish(&run, RunOutcome::Done, now)
                         .await
                         .unwrap(),
@@ -1944,9 +1853,8 @@ async fn deleting_a_topic_removes_all_of_it_and_a_new_one_starts_empty(e: Engine
     let runs = pump_all(s, "gone", T0 + 100).await;
     assert_eq!(runs.len(), 30);
     let dead = RunOutcome::Dead { error: "x".into() };
-    s.door("gone", runs[0].slot, 0)
+    door(s, "gone", runs[0].slot, 0)
         .await
-        .unwrap()
         .finish(&runs[0], dead, T0 + 101)
         .await
         .unwrap();
@@ -2044,9 +1952,8 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
         if t.from == From::Dead {
             let lease = run.take().unwrap();
             let dead = RunOutcome::Dead { error: "x".into() };
-            s.door(&topic, lease.slot, 0)
+            door(s, &topic, lease.slot, 0)
                 .await
-                .unwrap()
                 .finish(&lease, dead, at)
                 .await
                 .unwrap();
@@ -2061,9 +1968,8 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
         let settle = |outcome: RunOutcome| {
             let lease = run.clone().expect("a running job");
             async move {
-                s.door(topic_ref, lease.slot, 0)
+                door(s, topic_ref, lease.slot, 0)
                     .await
-                    .unwrap()
                     .finish(&lease, outcome, now)
                     .await
                     .unwrap()
@@ -2092,13 +1998,7 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
                 if r.created == 1 { "created" } else { "reset" }.to_string()
             }
             Op::Pump => {
-                let p = s
-                    .door(&topic, 0, 0)
-                    .await
-                    .unwrap()
-                    .pump(now, 10)
-                    .await
-                    .unwrap();
+                let p = door(s, &topic, 0, 0).await.pump(now, 10).await.unwrap();
                 if p.expired > 0 {
                     "expired".into()
                 } else if !p.jobs.is_empty() {
@@ -2129,10 +2029,8 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
                 let done = settle(RunOutcome::Done).await;
                 let again = pump_one(s, &topic, id, at + 60_000).await;
                 let dead = RunOutcome::Dead { error: "x".into() };
-                let buried = s
-                    .door(&topic, again.slot, 0)
+                let buried = door(s, &topic, again.slot, 0)
                     .await
-                    .unwrap()
                     .finish(&again, dead, now)
                     .await
                     .unwrap();
@@ -2144,20 +2042,16 @@ async fn every_transition_of_the_state_machine_holds(e: Engine) {
             Op::StaleSettle => {
                 let mut lease = run.clone().unwrap();
                 lease.token += 1;
-                let f = s
-                    .door(&topic, lease.slot, 0)
+                let f = door(s, &topic, lease.slot, 0)
                     .await
-                    .unwrap()
                     .finish(&lease, RunOutcome::Done, now)
                     .await;
                 f.unwrap().as_str().to_string()
             }
             Op::Touch => {
                 let lease = run.clone().unwrap();
-                let live = s
-                    .door(&topic, lease.slot, 0)
+                let live = door(s, &topic, lease.slot, 0)
                     .await
-                    .unwrap()
                     .extend(&lease, now + 9_000)
                     .await
                     .unwrap();

@@ -214,3 +214,16 @@ pub fn busiest_second(times_us: &[i64]) -> usize {
     }
     best
 }
+
+/// The door of slot `slot` of the existing topic `topic` under owner fence `fence` (0: owns
+/// nothing), or the test fails saying which.
+pub async fn door(
+    s: &Store,
+    topic: &str,
+    slot: u32,
+    fence: u64,
+) -> timeout_center::conformance::SlotDoor {
+    timeout_center::conformance::RuntimeOps::door(s, topic, slot, fence)
+        .await
+        .unwrap_or_else(|e| panic!("the door of topic {topic:?} slot {slot}: {e}"))
+}

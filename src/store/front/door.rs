@@ -161,8 +161,13 @@ impl SlotDoor {
     /// Hands out up to `limit` of the slot's due jobs (fire time at or before `now`) with
     /// the topic's lease, and takes back runs whose lease expired; owns nothing.
     pub async fn pump(&self, now: Millis, limit: usize) -> Result<Pumped> {
-        let (t, lease_ms) = (&*self.topic, self.topic.visibility_timeout_ms);
-        let aside = SetAside::default();
+        self.lease_unowned(now, limit, self.topic.visibility_timeout_ms)
+            .await
+    }
+
+    /// `pump` with a lease of `lease_ms`: no fence, no lead, no key set aside.
+    async fn lease_unowned(&self, now: Millis, limit: usize, lease_ms: u64) -> Result<Pumped> {
+        let (t, aside) = (&*self.topic, SetAside::default());
         pump_slot(
             &*self.engine,
             t,
@@ -230,10 +235,8 @@ impl SlotDoor {
     /// `pump` with a lease of `lease_ms` in place of the topic's visibility timeout: a
     /// consumer's claim. Its runs are kept until their acks (`handouts.rs`).
     pub async fn claim(&self, now: Millis, limit: usize, lease_ms: u64) -> Result<Pumped> {
-        let (t, slot) = (&*self.topic, self.slot);
-        let aside = SetAside::default();
-        let pumped = pump_slot(&*self.engine, t, slot, now, 0, limit, lease_ms, 0, &aside).await?;
-        self.handouts.keep(&t.name, &pumped.jobs, now);
+        let pumped = self.lease_unowned(now, limit, lease_ms).await?;
+        self.handouts.keep(&self.topic.name, &pumped.jobs, now);
         Ok(pumped)
     }
 
