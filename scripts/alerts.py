@@ -27,7 +27,8 @@ import urllib.request
 from toc_service import free_port, wait_up
 
 LINE = re.compile(r'^([a-zA-Z_:][a-zA-Z0-9_:]*)(\{[^}]*\})?\s+(\S+)$')
-GAUGES = ("toc_store_up", "toc_slots_down", "toc_jobs", "toc_long_polls_waiting", "toc_flow_waiting_jobs")
+GAUGES = ("toc_store_up", "toc_slots_down", "toc_jobs", "toc_long_polls_waiting", "toc_flow_waiting_jobs",
+          "toc_topic_unserved")
 
 
 
@@ -113,6 +114,9 @@ def main(toc):
                             {"max_attempts": 3, "backoff": {"base_ms": 50, "max_ms": 100}})
         assert status in (200, 201), (status, body)
         s0 = scrape(base)
+        # A topic of a type no instance runs: unserved from the next ownership round on.
+        status, body = call("PUT", base + "/v1/topics/u", {"types": ["nobody"]})
+        assert status in (200, 201), (status, body)
 
         # On time, 3 s late, and webhooks to a closed port (two retries each, then dead).
         now = int(time.time() * 1000)
@@ -156,6 +160,7 @@ def main(toc):
         retries = alert("warning", "t: more than a tenth of the fires fail and retry", topic="t")
         store = alert("critical", "toc-a: the store does not answer", job="toc")
         pumps = alert("critical", "toc-a: pumps of t fail", topic="t")
+        unserved = alert("critical", "u: no live instance runs its job types; its jobs wait", job="toc", topic="u")
         tests = {
             "rule_files": [rules],
             "evaluation_interval": "1m",
@@ -170,6 +175,8 @@ def main(toc):
                     {"eval_time": "19m", "alertname": "TocStoreUnreachable", "exp_alerts": []},
                     {"eval_time": "19m", "alertname": "TocPumpsFailing", "exp_alerts": []},
                     {"eval_time": "19m", "alertname": "TocSlotsDown", "exp_alerts": []},
+                    {"eval_time": "19m", "alertname": "TocTopicUnserved", "exp_alerts": [unserved]},
+                    {"eval_time": "1m", "alertname": "TocTopicUnserved", "exp_alerts": []},
                     # Not before their `for`: lateness needs 5 minutes of it.
                     {"eval_time": "3m", "alertname": "TocFiresLate", "exp_alerts": []},
                     # The outage: the store and the pumps.

@@ -6,7 +6,8 @@
 #   scripts/schemathesis.sh            # both engines
 #   EXAMPLES=100 SEED=7 scripts/schemathesis.sh
 #
-# scripts/test.sh runs it after the Rust tests. Settings (one per-operation override, with its
+# scripts/test.sh runs it after the Rust tests. Besides the two engines it runs against
+# examples/custom_service.rs, a service with a job type of its own. Settings (one per-operation override, with its
 # reason) are in schemathesis.toml at the top of the repository.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -28,17 +29,24 @@ if ! command -v redis-server >/dev/null 2>&1; then
   echo "redis-server is missing: install it with apt-get install -y redis-server" >&2
   exit 1
 fi
-cargo build --locked --bin toc
+cargo build --locked --bin toc --example custom_service
 
 redis_port=$(free_port)
 redis-server --port "$redis_port" --save '' --appendonly no >/dev/null &
 pids+=($!)
 
 status=0
-for engine in memory redis; do
+# Both engines, then a service of its own (examples/custom_service.rs: its send_reminder type
+# in the description, on the embedded store).
+for engine in memory redis custom; do
   port=$(free_port)
-  TOC_STORE=$engine TOC_REDIS_URL="redis://127.0.0.1:$redis_port/" TOC_LISTEN="127.0.0.1:$port" \
-    TOC_RUNTIME_GRACE_MS=1000 RUST_LOG=error target/debug/toc serve &
+  if [ "$engine" = custom ]; then
+    TOC_LISTEN="127.0.0.1:$port" TOC_RUNTIME_GRACE_MS=1000 RUST_LOG=error \
+      target/debug/examples/custom_service &
+  else
+    TOC_STORE=$engine TOC_REDIS_URL="redis://127.0.0.1:$redis_port/" TOC_LISTEN="127.0.0.1:$port" \
+      TOC_RUNTIME_GRACE_MS=1000 RUST_LOG=error target/debug/toc serve &
+  fi
   pids+=($!)
   python3 - "$port" <<'PY'
 import sys, time, urllib.request

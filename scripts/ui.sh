@@ -31,6 +31,7 @@ if [ ! -x "$VENV/bin/python" ] || ! "$VENV/bin/python" -c 'import playwright' >/
   python3 -m venv "$VENV"
   "$VENV/bin/pip" install -q 'playwright>=1.40,<2'
 fi
-cargo build --locked --bin toc
+cargo build --locked --bin toc --example custom_service
 if [ -n "${SHOTS:-}" ]; then mkdir -p "$SHOTS"; fi
-"$VENV/bin/python" tests/ui/dashboard.py target/debug/toc ${SHOTS:+"$SHOTS"}
+UI_CUSTOM_SERVICE=target/debug/examples/custom_service \
+  "$VENV/bin/python" tests/ui/dashboard.py target/debug/toc ${SHOTS:+"$SHOTS"}

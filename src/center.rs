@@ -55,6 +55,14 @@ impl TimeoutCenterBuilder {
         self
     }
 
+    /// Registers every type of `handlers` (a service's own types, gathered before it starts).
+    pub fn handlers(mut self, handlers: Handlers) -> Self {
+        for h in handlers.iter() {
+            self.handlers.insert_erased(h.clone());
+        }
+        self
+    }
+
     /// The clock the center reads `now` from (tests pass a controlled one).
     pub fn clock(mut self, clock: SharedClock) -> Self {
         self.clock = clock;
@@ -368,11 +376,14 @@ impl TimeoutCenter {
                         ),
                     ));
                 }
-                if !self.job_types().contains(&settings.default_type) {
+                if !self.job_types().contains(&settings.default_type)
+                    && !settings.types.contains(&settings.default_type)
+                {
                     return Err(Error::invalid(
                         "default_type",
                         format!(
-                            "{:?} is not a type this instance accepts",
+                            "{:?} is not a type this instance accepts (nor one the topic's \
+                             types name, for the instances that run it)",
                             settings.default_type
                         ),
                     ));
@@ -410,6 +421,9 @@ impl TimeoutCenter {
                 job.flow_key.as_deref(),
             )?;
         }
+        let t = self
+            .name_types(t, batch.jobs.iter().map(|(_, j)| j.job_type.as_str()))
+            .await?;
         self.serve(&t);
         let done = self.rt.store.import_jobs(&t, &batch.jobs).await?;
         report.written = done.written;
@@ -428,6 +442,11 @@ impl TimeoutCenter {
             self.put_topic(settings).await?;
         }
         Ok(report)
+    }
+
+    /// The job types this instance runs (what it announces to the others), sorted.
+    pub fn runs(&self) -> Vec<String> {
+        self.rt.type_names()
     }
 
     /// The job types this instance accepts: those it registers and `runtime.foreign_types`.
@@ -469,8 +488,50 @@ impl TimeoutCenter {
                 self.rt.store.topic(topic).await?
             }
         };
+        let t = match job_type {
+            Some(name) => self.name_types(t, [name]).await?,
+            None => t,
+        };
         self.serve(&t);
         Ok(t)
+    }
+
+    /// `t` with every type of `job_types` that is not built in named in its `types` (one
+    /// settings write, the first time a type is written to it), so that only instances
+    /// that run them take its slots. Read afresh before it is changed: another instance's
+    /// change of the settings since this one's cache was filled is kept.
+    async fn name_types<'a>(
+        &self,
+        t: Arc<TopicConfig>,
+        job_types: impl IntoIterator<Item = &'a str>,
+    ) -> Result<Arc<TopicConfig>> {
+        let missing: Vec<&str> = job_types
+            .into_iter()
+            .filter(|n| !crate::jobs::is_builtin(n) && !t.names(n))
+            .collect();
+        if missing.is_empty() {
+            return Ok(t);
+        }
+        let mut fresh = (*self.rt.store.reload_topic(&t.name).await?.unwrap_or(t)).clone();
+        for name in missing {
+            if !fresh.names(name) {
+                fresh.types.push(name.to_string());
+            }
+        }
+        if fresh.types.len() > crate::topic::MAX_TYPES {
+            return Err(Error::invalid(
+                "type",
+                format!(
+                    "topic {:?} names {} job types already, the most a topic may have ({})",
+                    fresh.name,
+                    crate::topic::MAX_TYPES,
+                    crate::topic::MAX_TYPES
+                ),
+            ));
+        }
+        tracing::info!(topic = %fresh.name, types = ?fresh.types,
+            "the topic names a new job type: only instances that run its types take its slots");
+        self.put_topic(fresh).await
     }
 
     /// Refuses a job whose type no instance runs, or whose payload does not decode as its
@@ -525,11 +586,17 @@ impl TimeoutCenter {
                     Error::unprocessable("payload", format!("{e} (job type {name:?})"))
                 }
             }),
-            None if self.rt.settings.foreign_types.iter().any(|t| t == name) => Ok(()),
+            // Run by other instances: their payload is checked by nobody until it fires.
+            None if self.rt.settings.foreign_types.iter().any(|t| t == name)
+                || (topic.names(name) && !crate::jobs::is_builtin(name)) =>
+            {
+                Ok(())
+            }
             None => Err(Error::invalid(
                 "type",
                 format!(
-                    "no job type {name:?} is registered (known: {})",
+                    "no job type {name:?} is registered (known: {}; a topic that names a type in \
+                     its types takes jobs of it for the instances that run it)",
                     self.job_types().join(", ")
                 ),
             )),

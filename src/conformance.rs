@@ -79,6 +79,14 @@ pub trait RuntimeOps {
         now: Millis,
         ttl_ms: u64,
     ) -> impl Future<Output = Result<Vec<String>>> + Send;
+    /// `register` of an instance that runs `types`: each live instance with its types.
+    fn register_types(
+        &self,
+        instance: &str,
+        types: &[String],
+        now: Millis,
+        ttl_ms: u64,
+    ) -> impl Future<Output = Result<Vec<(String, Vec<String>)>>> + Send;
     fn own(
         &self,
         topic: &str,
@@ -172,7 +180,18 @@ impl RuntimeOps for Store {
         Store::sweep(self, &t).await
     }
     async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
-        Store::register(self, instance, now, ttl_ms).await
+        let live = Store::register(self, instance, &[], now, ttl_ms).await?;
+        Ok(live.into_iter().map(|m| m.name).collect())
+    }
+    async fn register_types(
+        &self,
+        instance: &str,
+        types: &[String],
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Vec<(String, Vec<String>)>> {
+        let live = Store::register(self, instance, types, now, ttl_ms).await?;
+        Ok(live.into_iter().map(|m| (m.name, m.types)).collect())
     }
     async fn own(
         &self,

@@ -1,13 +1,63 @@
 //! timeout-center: stores jobs that must fire at a future instant and fires each one, at
 //! least once and on time, to the code that handles its type.
 //!
+//! A job type of your own, on the embedded store with its journal (the whole program is
+//! `examples/library_guide.rs`; the guide is `docs/library.md`):
+//!
+//! ```rust
+//! #[async_trait]
+//! impl JobHandler for CancelUnpaid {
+//!     type Payload = Invoice;
+//!
+//!     fn job_type(&self) -> &'static str {
+//!         "cancel_unpaid"
+//!     }
+//!
+//!     async fn handle(&self, ctx: JobContext<Invoice>) -> Outcome {
+//!         match self.done.send(ctx.payload.order) {
+//!             Ok(()) => Outcome::Done,
+//!             Err(_) => Outcome::retry("the order service is away"),
+//!         }
+//!     }
+//! }
+//!
+//! /// The embedded store with its journal, in process: a job of its own type fires.
+//! async fn in_process() -> anyhow::Result<()> {
+//!     // The embedded store with its journal: what it acknowledged survives a restart.
+//!     let dir = tempfile::tempdir()?;
+//!     let journal = dir.path().join("journal");
+//!     let store = Store::open_memory(
+//!         StoreOptions::default(),
+//!         Some((journal.as_path(), FsyncPolicy::Always)),
+//!     )?;
+//!     let (tx, mut rx) = mpsc::unbounded_channel();
+//!     let center = TimeoutCenter::builder(Arc::new(store))
+//!         .handler(CancelUnpaid { done: tx })
+//!         .start()
+//!         .await?;
+//!     let job = NewJob::new("order-7", now_ms() + 200)
+//!         .job_type("cancel_unpaid")
+//!         .payload(serde_json::json!({"order": 7}));
+//!     center.schedule("orders", job, ScheduleMode::Upsert).await?;
+//!     let order = tokio::time::timeout(Duration::from_secs(10), rx.recv()).await?;
+//!     println!("cancelled order {order:?}");
+//!     center.shutdown(Duration::from_secs(1)).await;
+//!     Ok(())
+//! }
+//! ```
+//!
+//! The same type served whole, with the HTTP API, the `toc` CLI and the dashboard:
+//! [`serve::Service`] (`examples/custom_service.rs`).
+//!
 //! What a user of the library needs is public: [`TimeoutCenter`] (schedule, reset, cancel,
 //! read, built with [`TimeoutCenterBuilder`]), [`JobHandler`] (the code a job type runs), the
 //! one [`Store`] over either engine ([`Store::memory`], [`Store::redis`], ...),
 //! the job and topic types, [`events`], the built-in job types ([`jobs`]), the service's
 //! [`config`] and [`serve`] for embedding it, and [`Error`]. The rest is the crate's own:
 //! the actor runtime (`actors`), the HTTP layer (`http`), routing, validation, metrics and
-//! the command line (`cli`, reached through [`toc_main`]).
+//! the command line (`cli`, reached through [`toc_main`]). The Rust blocks of these docs
+//! are not doc-tests: each stands word for word in an example, which the suite builds and
+//! runs (`tests/docs.rs` checks it).
 #![warn(missing_docs, unreachable_pub)]
 // Numbers change type only where the change cannot lose what matters: a cast that may
 // truncate, wrap or lose its sign or precision is written as a checked conversion, or

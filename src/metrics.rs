@@ -30,6 +30,9 @@ pub struct Metrics {
     pub flow_deferred: IntCounterVec,
     /// Long polls (claims with `wait_ms`) waiting now on this instance.
     pub long_polls: IntGauge,
+    /// 1 for a topic whose job types no live instance runs all of (its jobs wait); no series
+    /// for a topic that is served.
+    pub topic_unserved: IntGaugeVec,
     /// 1 when the store answered its last ping (at a scrape of `/metrics`), 0 when not.
     pub store_up: IntGauge,
     /// Slots this instance serves whose actor is not alive (stopped, or not yet started).
@@ -113,6 +116,17 @@ impl Metrics {
         registry
             .register(Box::new(long_polls.clone()))
             .expect("unique metric");
+        let topic_unserved = IntGaugeVec::new(
+            Opts::new(
+                "topic_unserved",
+                "1 while no live instance runs every job type the topic names (default_type and types): its jobs wait",
+            ),
+            &["topic"],
+        )
+        .expect("valid metric");
+        registry
+            .register(Box::new(topic_unserved.clone()))
+            .expect("unique metric");
         let gauge = |name: &str, help: &str| {
             let g = IntGauge::new(name, help).expect("valid metric");
             registry
@@ -130,6 +144,7 @@ impl Metrics {
         );
         Metrics {
             long_polls,
+            topic_unserved,
             store_up,
             slots_down,
             pump_failures: counter(
@@ -222,6 +237,30 @@ impl Metrics {
         }
     }
 
+    /// Marks `topic` unserved (its series at 1) or served (no series).
+    pub(crate) fn set_unserved(&self, topic: &str, unserved: bool) {
+        if unserved {
+            self.topic_unserved.with_label_values(&[topic]).set(1);
+        } else {
+            let _ = self.topic_unserved.remove_label_values(&[topic]);
+        }
+    }
+
+    /// The topics marked unserved, sorted.
+    pub(crate) fn unserved(&self) -> Vec<String> {
+        use prometheus::core::Collector;
+        let mut out: Vec<String> = self
+            .topic_unserved
+            .collect()
+            .iter()
+            .flat_map(|f| f.get_metric().iter())
+            .filter(|m| m.get_gauge().get_value() > 0.0)
+            .filter_map(|m| m.get_label().first().map(|l| l.value().to_string()))
+            .collect();
+        out.sort();
+        out
+    }
+
     /// Sets the job gauges from a topic's figures.
     pub fn observe_stats(&self, stats: &TopicStats) {
         for (state, n) in [
@@ -253,6 +292,7 @@ impl Metrics {
             let _ = vec.remove_label_values(&[topic]);
         }
         let _ = self.flow_waiting.remove_label_values(&[topic]);
+        let _ = self.topic_unserved.remove_label_values(&[topic]);
         let _ = self.flow_wait.remove_label_values(&[topic]);
         for state in ["scheduled", "running", "dead"] {
             let _ = self.jobs.remove_label_values(&[topic, state]);

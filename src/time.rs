@@ -28,6 +28,11 @@ pub const MAX_DELAY_MS: i64 = 89_999_999_999_999;
 /// Latest instant accepted (as a job's `fire_at`): the largest 14-digit number of milliseconds.
 pub(crate) const MAX_MILLIS: Millis = 99_999_999_999_999;
 
+/// The fire time of a parked job: the last instant the store holds. It never fires there;
+/// a reset brings it back (a device that used up its alarms waits for its next heartbeat).
+/// The CLI and the dashboard show it as parked, not as a date 3,000 years away.
+pub const PARKED_AT: Millis = MAX_MILLIS;
+
 /// The wall clock, in milliseconds.
 pub fn now_ms() -> Millis {
     wall_us() / 1_000

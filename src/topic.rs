@@ -59,6 +59,24 @@ pub(crate) mod schemas {
         integer(1, max, true).build()
     }
 
+    /// `types`: at most `MAX_TYPES` job type names (or `null`).
+    pub(crate) fn types() -> utoipa::openapi::Array {
+        use utoipa::openapi::schema::{ArrayBuilder, ObjectBuilder, SchemaType, Type};
+        use utoipa::openapi::{RefOr, Schema};
+        let item: RefOr<Schema> = ObjectBuilder::new()
+            .schema_type(SchemaType::Type(Type::String))
+            .min_length(Some(1))
+            .max_length(Some(64))
+            .pattern(Some("^[A-Za-z0-9_.-]+$"))
+            .build()
+            .into();
+        ArrayBuilder::new()
+            .schema_type(SchemaType::from_iter([Type::Array, Type::Null]))
+            .items(item)
+            .max_items(Some(super::MAX_TYPES))
+            .build()
+    }
+
     /// `max_fires_per_s` in a change of settings: 0 (no limit) to `MAX_FIRES_PER_S`.
     pub(crate) fn max_fires_per_s() -> Object {
         integer(0, i64::from(super::MAX_FIRES_PER_S), true).build()
@@ -203,7 +221,17 @@ pub struct TopicConfig {
     #[serde(skip_serializing_if = "Vec::is_empty")]
     #[schema(read_only)]
     pub imports: Vec<String>,
+    /// The job types its jobs have beside `default_type`: only an instance that runs every
+    /// one of them (and `default_type`) takes the topic's slots, so no job reaches an
+    /// instance that cannot run it, and while no live instance runs them the jobs wait
+    /// (`toc_topic_unserved`). A job of a type that is not built in names its type here
+    /// when it is written.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub types: Vec<String>,
 }
+
+/// How many job types a topic may name (`TopicConfig::types`).
+pub(crate) const MAX_TYPES: usize = 32;
 
 /// How many import digests a topic keeps.
 pub(crate) const MAX_IMPORTS: usize = 16;
@@ -224,6 +252,7 @@ impl Default for TopicConfig {
             flow: None,
             flows: std::collections::BTreeMap::new(),
             imports: Vec::new(),
+            types: Vec::new(),
         }
     }
 }
@@ -310,6 +339,20 @@ impl TopicConfig {
                 format!("at most {MAX_IMPORTS} digests of letters, digits and ':'"),
             ));
         }
+        if self.types.len() > MAX_TYPES {
+            return Err(Error::invalid(
+                "types",
+                format!("at most {MAX_TYPES} job types, got {}", self.types.len()),
+            ));
+        }
+        for t in &self.types {
+            crate::validate::job_type(t).map_err(|_| {
+                Error::invalid(
+                    "types",
+                    format!("{t:?}: a type is 1 to 64 characters of [A-Za-z0-9_.-]"),
+                )
+            })?;
+        }
         crate::validate::job_type(&self.default_type).map_err(|_| {
             Error::invalid(
                 "default_type",
@@ -317,6 +360,22 @@ impl TopicConfig {
             )
         })?;
         self.backoff.validate()
+    }
+
+    /// Every job type the topic's jobs may have: `default_type`, then `types`.
+    pub fn needs(&self) -> impl Iterator<Item = &str> {
+        std::iter::once(self.default_type.as_str()).chain(self.types.iter().map(String::as_str))
+    }
+
+    /// Whether the topic names `job_type` (its `default_type` or one of its `types`).
+    pub fn names(&self, job_type: &str) -> bool {
+        self.needs().any(|t| t == job_type)
+    }
+
+    /// Whether an instance that runs `runs` may take the topic's slots: it runs every type
+    /// the topic names.
+    pub fn runs_on(&self, runs: &[String]) -> bool {
+        self.needs().all(|t| runs.iter().any(|r| r == t))
     }
 
     /// The slots other than `home` that may hold an old copy of a job routed by `key`

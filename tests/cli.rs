@@ -14,20 +14,7 @@ use serde_json::{Value, json};
 
 use common::{Fleet, Kind};
 
-/// Runs `toc ARGS` against `url`: its exit status, standard output and standard error.
-fn toc(url: &str, args: &[&str]) -> (bool, String, String) {
-    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toc"))
-        .env("TOC_URL", url)
-        .env_remove("TOC_TOKEN")
-        .args(args)
-        .output()
-        .expect("toc runs");
-    (
-        out.status.success(),
-        String::from_utf8_lossy(&out.stdout).to_string(),
-        String::from_utf8_lossy(&out.stderr).to_string(),
-    )
-}
+use common::toc_cli as toc;
 
 /// `toc ARGS`'s standard output, failing the test on a non-zero exit.
 fn ok(url: &str, args: &[&str]) -> String {

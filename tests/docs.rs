@@ -256,3 +256,84 @@ async fn the_designs_routes_are_the_apis() {
          and leaves out routes it serves: {untold:#?}"
     );
 }
+
+/// The ```rust blocks of `text`, each as its lines trimmed (blank lines left out).
+fn rust_blocks(text: &str) -> Vec<Vec<String>> {
+    let mut blocks = Vec::new();
+    let mut current: Option<Vec<String>> = None;
+    for line in text.lines() {
+        match (&mut current, line.trim()) {
+            (None, "```rust") => current = Some(Vec::new()),
+            (Some(_), "```") => blocks.extend(current.take()),
+            (Some(block), l) if !l.is_empty() => block.push(l.to_string()),
+            _ => {}
+        }
+    }
+    blocks
+}
+
+/// Whether `block` stands, line after line, in `code` (lines trimmed, blank ones left out).
+fn stands_in(block: &[String], code: &str) -> bool {
+    let lines: Vec<&str> = code
+        .lines()
+        .map(str::trim)
+        .filter(|l| !l.is_empty())
+        .collect();
+    lines
+        .windows(block.len())
+        .any(|w| w.iter().zip(block).all(|(a, b)| a == b))
+}
+
+/// The Rust of `examples/`, each file whole.
+fn examples() -> Vec<String> {
+    let mut out = Vec::new();
+    for entry in std::fs::read_dir(root().join("examples")).unwrap() {
+        let path = entry.unwrap().path();
+        if path.extension().is_some_and(|e| e == "rs") {
+            out.push(std::fs::read_to_string(path).unwrap());
+        }
+    }
+    out
+}
+
+/// docs/library.md's code compiles and runs: each of its Rust blocks stands word for word in
+/// an example, which `cargo test` builds (and `tests/custom_service.rs` runs).
+#[test]
+fn the_library_guides_code_is_the_examples() {
+    let blocks = rust_blocks(&read("docs/library.md"));
+    assert!(blocks.len() >= 4, "only {} Rust blocks found", blocks.len());
+    let code = examples();
+    let loose: Vec<&Vec<String>> = blocks
+        .iter()
+        .filter(|b| !code.iter().any(|c| stands_in(b, c)))
+        .collect();
+    assert!(loose.is_empty(), "blocks in no example: {loose:#?}");
+}
+
+/// The crate doc's example (src/lib.rs) is an example's code too.
+#[test]
+fn the_crate_docs_code_is_the_examples() {
+    let doc: String = read("src/lib.rs")
+        .lines()
+        .filter_map(|l| l.strip_prefix("//!"))
+        .map(|l| format!("{}\n", l.strip_prefix(' ').unwrap_or(l)))
+        .collect();
+    let blocks = rust_blocks(&doc);
+    assert!(!blocks.is_empty(), "the crate doc opens with no example");
+    let code = examples();
+    for b in &blocks {
+        assert!(
+            code.iter().any(|c| stands_in(b, c)),
+            "in no example: {b:#?}"
+        );
+    }
+}
+
+#[test]
+fn a_block_that_drifted_from_its_example_is_caught() {
+    let code = "fn main() {\n    let a = 1;\n\n    let b = 2;\n}\n";
+    let block = rust_blocks("```rust\nlet a = 1;\nlet b = 2;\n```\n").remove(0);
+    assert!(stands_in(&block, code));
+    let drifted = rust_blocks("```rust\nlet a = 1;\nlet b = 3;\n```\n").remove(0);
+    assert!(!stands_in(&drifted, code));
+}

@@ -207,8 +207,44 @@ async fn the_registry_lists_live_instances(e: Engine) {
     }
 }
 
+/// Each live instance comes with the job types it announced (sorted); one that announced
+/// none (an older version's) has none; a registration run out takes its types with it.
+async fn the_registry_says_which_types_each_instance_runs(e: Engine) {
+    let s = one_topic(&e).await;
+    let types = |t: &[&str]| t.iter().map(|t| t.to_string()).collect::<Vec<_>>();
+    let live = s
+        .register_types("b", &types(&["send_reminder", "emit"]), T0, 1_000)
+        .await
+        .unwrap();
+    assert_eq!(
+        live,
+        vec![("b".to_string(), types(&["emit", "send_reminder"]))]
+    );
+    let live = s.register_types("a", &[], T0 + 500, 1_000).await.unwrap();
+    if e.redis.is_some() {
+        assert_eq!(
+            live,
+            vec![
+                ("a".to_string(), vec![]),
+                ("b".to_string(), types(&["emit", "send_reminder"]))
+            ]
+        );
+        let live = s.register_types("a", &[], T0 + 1_000, 1_000).await.unwrap();
+        assert_eq!(live, vec![("a".to_string(), vec![])]);
+    } else {
+        assert_eq!(live, vec![("a".to_string(), vec![])]);
+    }
+    // A type name that is not one is refused, naming it.
+    let e = s
+        .register_types("a", &types(&["no spaces"]), T0, 1_000)
+        .await
+        .unwrap_err();
+    assert!(e.to_string().contains("type"), "{e}");
+}
+
 engine_matrix!(
     #[tokio::test] crate::common::Engine::of;
+    the_registry_says_which_types_each_instance_runs,
     a_lease_is_taken_renewed_and_refused_to_others_while_it_lasts,
     a_former_owner_never_pumps_and_changes_nothing,
     a_handoff_lets_the_next_owner_in_at_once,

@@ -88,6 +88,15 @@ pub(crate) struct Runtime {
     pub flow_bells: super::slot::flow_gate::FlowBells,
 }
 
+impl Runtime {
+    /// The job types this instance runs, sorted: what it announces in the registry.
+    pub(crate) fn type_names(&self) -> Vec<String> {
+        let mut names: Vec<String> = self.types.keys().map(|t| t.to_string()).collect();
+        names.sort();
+        names
+    }
+}
+
 /// This instance's name: `runtime.instance`, or one made from host, process and a random
 /// part.
 pub(crate) fn instance_name(settings: &RuntimeSettings) -> String {

@@ -457,6 +457,8 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
                 "running",
                 "dead",
                 "next_fire_at",
+                "default_type",
+                "types",
             ];
             (
                 client.call(Method::GET, "/v1/topics", None).await?,
@@ -695,6 +697,19 @@ fn print(value: &Value, view: View) {
                     cell(&d["topic"]),
                     cell(&d["slot"]),
                     cell(&d["last_error"])
+                );
+            }
+            if let Some(types) = value["types"].as_array() {
+                let names: Vec<String> = types.iter().map(cell).collect();
+                println!(
+                    "types   {} (the job types this instance runs)",
+                    names.join(", ")
+                );
+            }
+            for t in value["unserved"].as_array().into_iter().flatten() {
+                println!(
+                    "  unserved: {} (no live instance runs every job type it names; its jobs wait)",
+                    cell(t)
                 );
             }
         }

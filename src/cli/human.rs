@@ -13,6 +13,9 @@ pub(super) fn now_ms() -> i64 {
 /// `ms` since the epoch as `2026-12-06T21:07:15Z (in 59s)` or `… (3m ago)`, seen at `now`.
 /// Whole seconds: a table has no room for more, and `--json` keeps the milliseconds.
 pub(super) fn instant(ms: i64, now: i64) -> String {
+    if ms >= crate::time::PARKED_AT {
+        return "parked (no fire planned: waits for a reset)".into();
+    }
     let Some(at) = DateTime::<Utc>::from_timestamp_millis(ms) else {
         return ms.to_string();
     };

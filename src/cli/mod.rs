@@ -11,7 +11,7 @@ use std::process::ExitCode;
 
 use clap::{Args, Parser, Subcommand};
 
-use crate::config::{LogFormat, Settings};
+use crate::config::Settings;
 use crate::serve;
 
 const ENV_HELP: &str = "\
@@ -656,99 +656,14 @@ fn journal_main(cmd: JournalCmd) -> ExitCode {
     }
 }
 
-/// Logs to stderr in `format`, with span fields (a request's or a fire's `trace_id` among
-/// them), and spans to `tracer`'s collector when traces are on (`crate::otel`).
-fn init_logging(format: LogFormat, tracer: Option<opentelemetry_sdk::trace::Tracer>) {
-    use tracing_subscriber::prelude::*;
-    // The spans that carry a request's and a fire's trace ids (`crate::otel`, the request's
-    // root span) are always in a log line's context, whatever RUST_LOG says of their level:
-    // they log nothing themselves.
-    let mut filter = tracing_subscriber::EnvFilter::try_from_default_env()
-        .unwrap_or_else(|_| tracing_subscriber::EnvFilter::new("info"));
-    for always in ["timeout_center::otel=info", "tracing_actix_web=info"] {
-        if let Ok(d) = always.parse() {
-            filter = filter.add_directive(d);
-        }
-    }
-    // Colour only for a person at a terminal: a file or a log collector gets plain text.
-    use std::io::IsTerminal;
-    let colour = std::io::stderr().is_terminal() && std::env::var_os("NO_COLOR").is_none();
-    // RUST_LOG filters what is logged, not what is traced: the spans go to the collector
-    // whatever the log level.
-    let logs: Box<dyn tracing_subscriber::Layer<tracing_subscriber::Registry> + Send + Sync> =
-        match format {
-            LogFormat::Text => tracing_subscriber::fmt::layer()
-                .with_ansi(colour)
-                .with_writer(std::io::stderr)
-                .with_filter(filter)
-                .boxed(),
-            LogFormat::Json => tracing_subscriber::fmt::layer()
-                .json()
-                .with_current_span(true)
-                .with_writer(std::io::stderr)
-                .with_filter(filter)
-                .boxed(),
-        };
-    let traces = tracer.map(|t| {
-        tracing_opentelemetry::layer()
-            .with_tracer(t)
-            .with_filter(tracing_subscriber::filter::LevelFilter::INFO)
-    });
-    tracing_subscriber::registry()
-        .with(logs)
-        .with(traces)
-        .init();
-}
-
-/// `toc serve`: the service until a signal stops it.
+/// `toc serve`: the service until a signal stops it ([`serve::Service`] with the built-in
+/// types only).
 fn serve_main(config: Option<PathBuf>, data_dir: Option<PathBuf>) -> ExitCode {
-    let mut settings = match Settings::load(config.as_deref(), std::env::vars()) {
-        Ok(s) => s,
+    match serve::Service::load(config.as_deref(), data_dir) {
+        Ok(service) => service.run(),
         Err(e) => {
             eprintln!("toc serve: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    if let Some(dir) = data_dir {
-        settings.data_dir = dir;
-    }
-    let memory_only = match settings.durable_default() {
-        Ok(m) => m,
-        Err(e) => {
-            eprintln!("toc serve: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    let (tracer, traces) = match crate::otel::start(&settings.otel) {
-        Ok(t) => t,
-        Err(e) => {
-            eprintln!("toc serve: {e}");
-            return ExitCode::from(2);
-        }
-    };
-    init_logging(settings.log_format, tracer);
-    let result = actix_web::rt::System::new().block_on(async move {
-        if memory_only {
-            tracing::warn!(
-                "memory.journal = none: jobs are kept in memory only, and nothing survives a restart"
-            );
-        }
-        let store = serve::open_store(&settings).await?;
-        tracing::info!(
-            store = store.engine(),
-            durable = store.durability(),
-            "store opened"
-        );
-        serve::start(settings, store).await?.run().await
-    });
-    // Spans still in the exporter's queue go out before the process ends.
-    drop(traces);
-    match result {
-        Ok(_) => ExitCode::SUCCESS,
-        Err(e) => {
-            tracing::error!(error = %e, "toc serve stopped");
-            eprintln!("toc serve: {e}");
-            ExitCode::from(1)
+            ExitCode::from(2)
         }
     }
 }

@@ -61,8 +61,10 @@ fn answer(healthy: bool, body: serde_json::Value) -> HttpResponse {
 
 /// The store's reachability and the slots' figures, summed: a few hundred bytes however many
 /// slots there are (the per-slot detail is paged at `/v1/slots`). 200 when healthy, 503 when
-/// not. A caller with a token (or any, with auth off) also gets the instance's name, the
-/// store's error and warnings, and up to 16 of the slots down among the topics it may see.
+/// not. A caller with a token (or any, with auth off) also gets the instance's name, the job
+/// types it runs, the store's error and warnings, up to 16 of the slots down and the topics
+/// no live instance can serve (`unserved`: none runs every type they name), among the
+/// topics it may see.
 #[utoipa::path(operation_id = "get_health", get, path = "/health", tag = "operations",
     responses((status = 200, description = "healthy"), (status = 503, description = "store unreachable or a slot actor down")))]
 pub(crate) async fn health(req: HttpRequest, state: web::Data<AppState>) -> HttpResponse {
@@ -94,6 +96,15 @@ pub(crate) async fn health(req: HttpRequest, state: web::Data<AppState>) -> Http
             .map(|s| json!({"topic": s.topic, "slot": s.slot, "last_error": s.last_error}))
             .collect();
         body["instance"] = json!(state.center.instance());
+        body["types"] = json!(state.center.runs());
+        let unserved: Vec<String> = state
+            .center
+            .metrics()
+            .unserved()
+            .into_iter()
+            .filter(|t| sees(pattern.as_deref(), t))
+            .collect();
+        body["unserved"] = json!(unserved);
         body["store"]["error"] = json!(ping.err());
         body["store"]["warnings"] = json!(store.warnings());
         body["down"] = json!(named);

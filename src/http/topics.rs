@@ -232,6 +232,13 @@ pub(crate) struct TopicSettings {
     /// The job type of a job that names none: a type this instance accepts. Jobs already
     /// stored without a type of their own take the new one.
     pub default_type: Option<String>,
+    /// The job types its jobs have beside `default_type` (at most 32): only an instance
+    /// that runs every one of them takes the topic's slots, and while none does its jobs
+    /// wait. A type need not be run by this instance: its jobs are then taken here and
+    /// run by the instances that register it. Replaces the list; a job of a type not built
+    /// in adds its type when written.
+    #[schema(schema_with = crate::topic::schemas::types)]
+    pub types: Option<Vec<String>>,
     /// Pause (`true`) or resume (`false`) the topic: while paused no job fires and no claim
     /// is served, on every instance; jobs, resets and cancels are still accepted.
     pub paused: Option<bool>,
@@ -316,6 +323,10 @@ impl TopicSettings {
         if let Some(v) = self.default_type {
             base.default_type = v;
         }
+        if let Some(mut v) = self.types {
+            v.dedup();
+            base.types = v;
+        }
         if let Some(v) = self.paused {
             base.paused = v;
         }
@@ -373,11 +384,12 @@ pub(crate) async fn put_topic(
         .into());
     }
     let types = state.center.job_types();
-    if !types.contains(&config.default_type) {
+    if !types.contains(&config.default_type) && !config.types.contains(&config.default_type) {
         return Err(crate::error::Error::invalid(
             "default_type",
             format!(
-                "{:?} is not a type this instance accepts: one of {}",
+                "{:?} is not a type this instance accepts: one of {} (or name it in types, for \
+                 the instances that run it)",
                 config.default_type,
                 types.join(", ")
             ),

@@ -6,8 +6,9 @@
 //!
 //! Payload (every field optional, so a device topic whose `default_type` is this type keeps
 //! plain jobs that cost only their sorted-set entry): `{"timeout_ms", "repeat_ms",
-//! "max_alarms"}`. After the last alarm the job waits far in the future rather than going
-//! away, so the device's recovery is still reported.
+//! "max_alarms"}`. After the last alarm the job is parked (its fire time
+//! `time::PARKED_AT`, shown as parked) rather than going away, so the device's recovery is
+//! still reported when its next heartbeat resets it.
 
 use std::time::Duration;
 
@@ -18,8 +19,8 @@ use serde_json::{Value, json};
 use crate::job_type::{JobContext, JobHandler, Outcome};
 use crate::model::{Emitted, Rearmed};
 
-/// How long a device that used up its alarms waits for its next heartbeat (ten years).
-const PARKED: Duration = Duration::from_secs(10 * 365 * 24 * 3600);
+/// The type's name.
+pub const TYPE: &str = "device_offline";
 
 /// A device's job: its alarm repeats while the device stays silent.
 #[derive(Debug, Clone, Default, Deserialize)]
@@ -58,7 +59,7 @@ impl JobHandler for DeviceOffline {
     type Payload = Option<DevicePayload>;
 
     fn job_type(&self) -> &'static str {
-        "device_offline"
+        TYPE
     }
 
     fn payload_schema(&self) -> Option<Value> {
@@ -98,7 +99,13 @@ impl JobHandler for DeviceOffline {
                 after: Duration::from_millis(repeat_ms),
             }
         } else {
-            Outcome::Repeat { after: PARKED }
+            // Parked: no fire planned, the job waits for the device's next heartbeat.
+            let to_park = crate::time::PARKED_AT
+                .saturating_sub(ctx.job.fire_at)
+                .max(0);
+            Outcome::Repeat {
+                after: Duration::from_millis(crate::num::unsigned(to_park)),
+            }
         }
     }
 

@@ -7,6 +7,9 @@ use serde_json::Value;
 use crate::events::kind;
 use crate::job_type::{JobContext, JobHandler, Outcome};
 
+/// The type's name.
+pub const TYPE: &str = "emit";
+
 /// The `emit` job type (the default): the job's payload goes to the topic's event stream.
 pub struct Emit;
 
@@ -15,7 +18,7 @@ impl JobHandler for Emit {
     type Payload = Value;
 
     fn job_type(&self) -> &'static str {
-        "emit"
+        TYPE
     }
 
     async fn handle(&self, ctx: JobContext<Value>) -> Outcome {

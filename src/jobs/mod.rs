@@ -9,6 +9,21 @@ pub mod webhook;
 
 use crate::job_type::Handlers;
 
+/// The built-in job types' names: every `toc serve` runs them, so a topic need not name
+/// them in its `types`.
+pub const BUILTIN: [&str; 5] = [
+    emit::TYPE,
+    webhook::TYPE,
+    device_offline::TYPE,
+    meeting_state::TYPE,
+    pull::TYPE,
+];
+
+/// Whether `job_type` is a built-in type's name.
+pub fn is_builtin(job_type: &str) -> bool {
+    BUILTIN.contains(&job_type)
+}
+
 /// Registers the built-in job types: `emit`, `webhook`, `device_offline`, `meeting_state`,
 /// `pull`.
 /// `webhooks` sets the `webhook` type's egress policy and signing keys.

@@ -391,7 +391,13 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
 #[async_trait]
 pub(crate) trait Membership: Send + Sync + 'static {
     /// `register.lua`: see [`super::Store::register`].
-    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>>;
+    async fn register(
+        &self,
+        instance: &str,
+        types: &[String],
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Vec<Member>>;
 
     /// `own.lua`: see [`super::Store::own`].
     async fn own(
@@ -507,6 +513,16 @@ pub enum Ownership {
         /// When its lease runs out, unless renewed.
         until: Millis,
     },
+}
+
+/// A live instance as the registry answers it: its name and the job types it runs (none
+/// known for an instance of a version that did not announce them).
+#[derive(Debug, Clone, PartialEq, Eq, PartialOrd, Ord)]
+pub struct Member {
+    /// The instance's name (`runtime.instance`).
+    pub name: String,
+    /// The job types it runs, sorted.
+    pub types: Vec<String>,
 }
 
 /// The id an owner lease carries: an instance's name and one process's incarnation,

@@ -75,6 +75,9 @@ impl SlotKeys {
 /// Hash of the instances sharing the store: field instance, value when its registration
 /// runs out (ms).
 pub(super) const INSTANCES: &str = "toc:instances";
+/// The job types each live instance runs (hash: instance -> types, comma-separated), kept
+/// beside `INSTANCES` by `register.lua`; its hash tag puts it in `INSTANCES`'s Cluster slot.
+pub(super) const INSTANCE_TYPES: &str = "{toc:instances}:types";
 
 /// Hash of a topic's fire bucket (`rate.lua`): `m` thousandths of a fire held, `at` its last
 /// refill (ms). In the topic's own hash tag, on one node of a Cluster.

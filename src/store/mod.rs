@@ -56,5 +56,5 @@ pub use self::topic_policy::StoreOptions;
 pub type SharedStore = Arc<Store>;
 
 pub(crate) use self::engine::owner_id;
-pub use self::engine::{Ownership, WakeNotice};
+pub use self::engine::{Member, Ownership, WakeNotice};
 pub use self::front::MAX_PAGE;

@@ -11,6 +11,22 @@ pub mod service;
 /// The one clock helper of the tests: the wall clock, as the service's own `now_ms` reads it.
 pub use timeout_center::time::now_ms;
 
+/// Runs the `toc` CLI with `args` against the service at `url` (no token): its exit
+/// status, standard output and standard error.
+pub fn toc_cli(url: &str, args: &[&str]) -> (bool, String, String) {
+    let out = std::process::Command::new(env!("CARGO_BIN_EXE_toc"))
+        .env("TOC_URL", url)
+        .env_remove("TOC_TOKEN")
+        .args(args)
+        .output()
+        .expect("toc runs");
+    (
+        out.status.success(),
+        String::from_utf8_lossy(&out.stdout).to_string(),
+        String::from_utf8_lossy(&out.stderr).to_string(),
+    )
+}
+
 /// The wall clock in ms, unsigned (for times compared with `u64` fields).
 pub fn now_ms_u64() -> u64 {
     u64::try_from(now_ms()).expect("after the epoch")
@@ -25,12 +41,12 @@ use timeout_center::Store;
 use timeout_center::{SharedStore, StoreOptions};
 
 /// Every key and value in `server`, for checking that a rejected call changed nothing. The
-/// instance registry (`toc:instances`) is left out: a running service's heartbeat rewrites
+/// instance registry (`toc:instances` and its types) is left out: a running service's heartbeat rewrites
 /// it on its own.
 pub fn redis_dump(server: &RedisServer) -> Vec<(String, Vec<u8>)> {
     let mut conn = server.conn();
     let mut keys: Vec<String> = redis::cmd("KEYS").arg("*").query(&mut conn).unwrap();
-    keys.retain(|k| k != "toc:instances");
+    keys.retain(|k| k != "toc:instances" && k != "{toc:instances}:types");
     keys.sort();
     keys.into_iter()
         .map(|k| {

@@ -53,20 +53,22 @@ def call(base, method, path, body=None, token=None):
 
 
 class Service:
-    """`toc serve` on a free port with a pull topic `q` seeded; tokens when given."""
+    """`toc serve` on a free port with a pull topic `q` seeded; tokens when given. With
+    `serve=False`, `binary` is a service of its own (`examples/custom_service.rs`), which takes
+    no arguments and reads its settings file from TOC_CONFIG."""
 
-    def __init__(self, binary, tokens=()):
+    def __init__(self, binary, tokens=(), serve=True):
         self.dir = tempfile.mkdtemp(prefix="toc-ui-")
         config = os.path.join(self.dir, "toc.toml")
         with open(config, "w") as f:
             f.write('[[topics.seed]]\nname = "q"\nslots = 1\ndefault_type = "pull"\n')
         port = free_port()
         self.base = f"http://127.0.0.1:{port}"
-        env = dict(os.environ, TOC_LISTEN=f"127.0.0.1:{port}", TOC_TOKENS=",".join(tokens))
+        env = dict(os.environ, TOC_LISTEN=f"127.0.0.1:{port}", TOC_TOKENS=",".join(tokens),
+                   TOC_CONFIG=config)
         self.log = open(os.path.join(self.dir, "serve.log"), "w")
-        self.proc = subprocess.Popen(
-            [binary, "serve", "--config", config], env=env, stdout=self.log, stderr=self.log
-        )
+        args = [binary, "serve", "--config", config] if serve else [binary]
+        self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=self.log)
         deadline = time.time() + 20
         while True:
             try:
@@ -298,9 +300,28 @@ def check_tokens(browser, svc):
           "a read token sees the topics, no secret of a payload, and is offered no change")
 
 
+def check_custom_service(browser, svc):
+    """A job of the service's own type (send_reminder) is listed like any other."""
+    page = browser.new_page(viewport={"width": 1400, "height": 1000})
+    status, body = call(svc.base, "PUT", "/v1/topics/reminders/jobs/r-1",
+                        {"type": "send_reminder", "delay_ms": 600_000,
+                         "payload": {"user": "ada", "text": "stand-up"}})
+    assert status == 201, (status, body)
+    page.goto(svc.base + "/ui")
+    row = page.locator('#topics tr[data-topic="reminders"]')
+    expect(row).to_have_count(1, timeout=WAIT_MS)
+    row.click()
+    upcoming = page.locator("#upcoming tbody tr")
+    expect(upcoming).to_have_count(1, timeout=WAIT_MS)
+    expect(upcoming.first).to_have_attribute("data-job", "r-1")
+    page.close()
+    print("dashboard: a service of its own (examples/custom_service.rs) lists its type's jobs")
+
+
 def main():
     binary = sys.argv[1]
     shots = sys.argv[2] if len(sys.argv) > 2 else None
+    custom = sys.argv[3] if len(sys.argv) > 3 else os.environ.get("UI_CUSTOM_SERVICE")
     chromium = os.environ.get("CHROMIUM") or shutil.which("chromium") or shutil.which("chromium-browser")
     if not chromium:
         raise SystemExit("chromium is missing: apt-get install -y chromium (scripts/ui.sh does)")
@@ -312,6 +333,12 @@ def main():
             try:
                 check_open_service(browser, open_svc, shots)
                 check_tokens(browser, token_svc)
+                if custom:
+                    custom_svc = Service(custom, serve=False)
+                    try:
+                        check_custom_service(browser, custom_svc)
+                    finally:
+                        custom_svc.stop()
             finally:
                 browser.close()
     finally:

@@ -40,8 +40,15 @@ pub fn toc_binary() -> PathBuf {
 /// such as `TOC_OWNERS_JOBS` must not reach it, and a developer's own settings must not
 /// change what a test runs. The test passes what the service needs with `.env`.
 pub fn toc_serve(bin: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
-    let mut cmd = std::process::Command::new(bin);
+    let mut cmd = service_command(bin);
     cmd.arg("serve");
+    cmd
+}
+
+/// A command of a service binary `bin` (`toc serve`, or a program of the user's own that
+/// runs `serve::Service`), with the environment `toc_serve` describes.
+pub fn service_command(bin: impl AsRef<std::ffi::OsStr>) -> std::process::Command {
+    let mut cmd = std::process::Command::new(bin);
     for (name, _) in std::env::vars_os() {
         if name.to_string_lossy().starts_with("TOC_") {
             cmd.env_remove(name);
@@ -107,6 +114,23 @@ impl Toc {
         Toc::spawn_on(name, Some(name), free_port(), env, skew, dir)
     }
 
+    /// Starts the service program `bin` (a `serve::Service` of the user's own, run with no
+    /// arguments) as `start` starts `toc serve`, and waits until it answers.
+    pub async fn start_program(bin: &Path, name: &str, env: &[(&str, String)], dir: &Path) -> Toc {
+        let mut cmd = service_command(bin);
+        let mut toc = Toc::spawn_cmd(
+            &mut cmd,
+            name,
+            Some(name),
+            free_port(),
+            env,
+            Skew::None,
+            dir,
+        );
+        toc.wait_healthy().await;
+        toc
+    }
+
     /// Starts `toc serve` on `port` with no `runtime.instance`, so that it takes its default
     /// name (host and port: the same when started again on that port), and waits until it
     /// answers. `label` names its log (`label.log`, appended to at each start).
@@ -124,8 +148,20 @@ impl Toc {
         skew: Skew,
         dir: &Path,
     ) -> Toc {
-        let log = dir.join(format!("{name}.log"));
         let mut cmd = toc_serve(toc_binary());
+        Toc::spawn_cmd(&mut cmd, name, instance, port, env, skew, dir)
+    }
+
+    fn spawn_cmd(
+        cmd: &mut std::process::Command,
+        name: &str,
+        instance: Option<&str>,
+        port: u16,
+        env: &[(&str, String)],
+        skew: Skew,
+        dir: &Path,
+    ) -> Toc {
+        let log = dir.join(format!("{name}.log"));
         // The tests' webhook receivers listen on loopback, which the egress policy refuses by
         // default: allowed here, and a test of the default passes an empty list.
         cmd.env("TOC_WEBHOOKS_ALLOW_NETS", "127.0.0.0/8,::1")
@@ -231,6 +267,26 @@ impl Toc {
             .json()
             .await
             .unwrap()
+    }
+
+    /// The events of `topic` named `name` (the first 1,000 of its stream), as this instance
+    /// reads them.
+    pub async fn events(
+        &self,
+        http: &reqwest::Client,
+        topic: &str,
+        name: &str,
+    ) -> Vec<serde_json::Value> {
+        let page = self
+            .get_json(http, &format!("/v1/topics/{topic}/events?limit=1000"))
+            .await;
+        page["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter(|e| e["event"] == name)
+            .cloned()
+            .collect()
     }
 
     /// `PUT`s `topic`'s settings through this instance, which must take them; the topic.

@@ -64,7 +64,8 @@ impl SlotKeeper {
                 }
             }
         }
-        if before.is_none_or(|b| b.slots != topic.slots) {
+        // Which instances may own the slots follows the count and the types the topic names.
+        if before.is_none_or(|b| b.slots != topic.slots || !b.needs().eq(topic.needs())) {
             self.own_slots(ctx, &topic);
         }
     }

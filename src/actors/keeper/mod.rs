@@ -98,7 +98,7 @@ impl SlotKeeper {
         let workers = Workers::new(rt.settings.worker_threads(), &rt.types);
         let instance = rt.instance.clone();
         SlotKeeper {
-            rounds: ownership::Rounds::new(&instance),
+            rounds: ownership::Rounds::new(&instance, rt.type_names()),
             owner: crate::store::owner_id(&instance, rand::random()),
             instance,
             rt,
@@ -410,7 +410,7 @@ impl Handler<Shutdown> for SlotKeeper {
                 }
             }
             // And the instance leaves the registry (a registration that runs out at once).
-            if let Err(e) = store.register(&instance, now, 0).await {
+            if let Err(e) = store.register(&instance, &[], now, 0).await {
                 tracing::warn!(error = %e, "could not leave the registry; the registration runs out instead");
             }
             released

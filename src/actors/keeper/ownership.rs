@@ -21,12 +21,12 @@ use super::SlotKeeper;
 
 /// What the ownership rounds keep between them.
 pub(super) struct Rounds {
-    /// The live instances as the registry last answered.
-    pub(super) live: Vec<String>,
+    /// The live instances as the registry last answered, each with the job types it runs.
+    pub(super) live: Vec<Member>,
     /// What the last round that looked at every slot saw: the live instances and
     /// `Runtime::slot_changes`; `None` when a slot it asked for was not obtained. While both
     /// stand, a round looks at no slot.
-    pub(super) checked: Option<(Vec<String>, u64)>,
+    pub(super) checked: Option<(Vec<Member>, u64)>,
     /// Rounds since the last that looked at every slot.
     pub(super) quiet_rounds: u32,
     /// Owner-lease calls (`own`, `disown`) in flight at once, bounded by [`LEASE_CALLS`].
@@ -43,9 +43,12 @@ pub(super) struct Rounds {
 
 impl Rounds {
     /// Before the first round: only this instance is known to be live.
-    pub(super) fn new(instance: &str) -> Self {
+    pub(super) fn new(instance: &str, types: Vec<String>) -> Self {
         Rounds {
-            live: vec![instance.to_string()],
+            live: vec![Member {
+                name: instance.to_string(),
+                types,
+            }],
             checked: None,
             quiet_rounds: 0,
             lease_calls: std::sync::Arc::new(tokio::sync::Semaphore::new(LEASE_CALLS)),
@@ -58,7 +61,7 @@ impl Rounds {
 }
 use crate::actors::messages::{Drain, Halt};
 use crate::actors::owners;
-use crate::store::Ownership;
+use crate::store::{Member, Ownership};
 use crate::topic::TopicConfig;
 
 impl SlotKeeper {
@@ -66,10 +69,20 @@ impl SlotKeeper {
     /// own, starting slot actors for those it gets; hands off those it should not own.
     pub(super) fn own_slots(&mut self, ctx: &mut Context<Self>, topic: &Arc<TopicConfig>) {
         let name = topic.name.clone();
+        // Only an instance that runs every type the topic names may own its slots: a job
+        // waits for one rather than reach an instance that cannot run it.
+        let able: Vec<String> = self
+            .rounds
+            .live
+            .iter()
+            .filter(|m| topic.runs_on(&m.types))
+            .map(|m| m.name.clone())
+            .collect();
+        self.rt
+            .metrics
+            .set_unserved(&name, able.is_empty() && !self.stopping);
         let mine: Vec<u32> = (0..topic.slots)
-            .filter(|&slot| {
-                owners::owner_of(&self.rounds.live, &name, slot) == Some(&self.instance)
-            })
+            .filter(|&slot| owners::owner_of(&able, &name, slot) == Some(&self.instance))
             .collect();
         // This topic's actors, each with whether it pumps (running, not fenced): one range of
         // the keeper's map, not a search of it per slot (every round reads every topic).
@@ -241,9 +254,10 @@ impl SlotKeeper {
     /// One ownership round: the registry heartbeat, then every known topic's slots.
     pub(super) fn rebalance(&mut self, ctx: &mut Context<Self>) {
         let (store, instance) = (self.rt.store.clone(), self.instance.clone());
+        let types = self.rt.type_names();
         let (now, lease) = (self.rt.clock.now(), self.lease_ms());
         ctx.spawn(
-            async move { store.register(&instance, now, lease).await }
+            async move { store.register(&instance, &types, now, lease).await }
                 .into_actor(self)
                 .map(|live, act, ctx| {
                     match live {

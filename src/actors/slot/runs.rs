@@ -165,12 +165,23 @@ fn handler_run(
                 emitted: Vec::new(),
             })
         }),
-        None => Either::Right(std::future::ready(RunReport {
-            outcome: Outcome::dead(format!(
-                "no handler is registered for job type {job_type:?}"
-            )),
-            duration: Duration::ZERO,
-            emitted: Vec::new(),
-        })),
+        // Only an instance that runs every type its topic names owns a slot, so a job gets
+        // here only when its type is not named (one written as the topic was changed
+        // elsewhere, or a built-in type on an instance that left them out): it runs again
+        // a backoff later, its attempts untouched (a repeat, never a dead letter for this
+        // instance's lack), by then perhaps on an instance that runs it.
+        None => {
+            let wait = crate::num::signed(topic.backoff.base_ms.max(1_000));
+            let late = fired_at.saturating_sub(lease.job.fire_at).max(0);
+            tracing::warn!(topic = %topic.name, job = %lease.job.id, job_type,
+                "no handler for the job's type on this instance: it runs again later");
+            Either::Right(std::future::ready(RunReport {
+                outcome: Outcome::Repeat {
+                    after: Duration::from_millis(crate::num::unsigned(late + wait)),
+                },
+                duration: Duration::ZERO,
+                emitted: Vec::new(),
+            }))
+        }
     }
 }

@@ -55,8 +55,12 @@ function cell(row, value, cls) {
   return td;
 }
 
+// The fire time of a parked job (src/time.rs, PARKED_AT): no fire planned until a reset.
+const PARKED_AT = 99999999999999;
+
 function ago(ms) {
   if (ms === null || ms === undefined) return "never";
+  if (ms >= PARKED_AT) return "parked";
   const d = Date.now() - ms;
   if (Math.abs(d) < 1000) return d >= 0 ? "just now" : "in <1 s";
   const s = Math.round(Math.abs(d) / 1000);
@@ -298,7 +302,7 @@ async function showList(which, cursor) {
     cell(row, j.type);
     if (which === "upcoming") {
       cell(row, ago(j.fire_at));
-      cell(row, new Date(j.fire_at).toISOString());
+      cell(row, j.fire_at >= PARKED_AT ? "parked: waits for a reset" : new Date(j.fire_at).toISOString());
       cell(row, j.attempts + " / " + j.max_attempts);
       cell(row, schedule(j));
     } else {

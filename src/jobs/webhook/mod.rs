@@ -58,6 +58,9 @@ const RESERVED_HEADERS: &[&str] = &[
 /// Header prefixes a job may not set: the signature's and the service's own.
 const RESERVED_PREFIXES: &[&str] = &["webhook-", "x-toc-"];
 
+/// The type's name.
+pub const TYPE: &str = "webhook";
+
 /// A webhook job: the HTTP call to make when it fires.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -236,7 +239,7 @@ impl JobHandler for Webhook {
     type Payload = WebhookPayload;
 
     fn job_type(&self) -> &'static str {
-        "webhook"
+        TYPE
     }
 
     /// The URL's host and port (`example.com:443`): one receiver's jobs share its room.

@@ -1,7 +1,7 @@
 //! The store's membership: the registry of instances and each slot's owner lease.
 
 use crate::error::Result;
-use crate::store::engine::Ownership;
+use crate::store::engine::{Member, Ownership};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 use crate::validate;
@@ -9,17 +9,25 @@ use crate::validate;
 use super::Store;
 
 impl Store {
-    /// Heartbeat of `instance` in the registry of instances sharing the store, valid for
-    /// `ttl_ms` (0: the instance leaves); answers the live instances, sorted. An engine that
-    /// is never shared answers this one alone.
+    /// Heartbeat of `instance`, which runs the job types `types`, in the registry of
+    /// instances sharing the store, valid for `ttl_ms` (0: the instance leaves); answers the
+    /// live instances with the types each runs, sorted by name. An engine that is never
+    /// shared answers this one alone.
     pub(crate) async fn register(
         &self,
         instance: &str,
+        types: &[String],
         now: Millis,
         ttl_ms: u64,
-    ) -> Result<Vec<String>> {
+    ) -> Result<Vec<Member>> {
         validate::instance(instance)?;
-        let mut live = self.engine.register(instance, now, ttl_ms).await?;
+        for t in types {
+            validate::job_type(t)?;
+        }
+        let mut live = self.engine.register(instance, types, now, ttl_ms).await?;
+        for m in &mut live {
+            m.types.sort();
+        }
         live.sort();
         Ok(live)
     }

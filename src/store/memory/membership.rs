@@ -4,7 +4,7 @@ use async_trait::async_trait;
 
 use crate::error::Result;
 use crate::store::engine::Membership;
-use crate::store::engine::Ownership;
+use crate::store::engine::{Member, Ownership};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -12,9 +12,18 @@ use super::MemoryEngine;
 
 #[async_trait]
 impl Membership for MemoryEngine {
-    async fn register(&self, instance: &str, _: Millis, _: u64) -> Result<Vec<String>> {
+    async fn register(
+        &self,
+        instance: &str,
+        types: &[String],
+        _: Millis,
+        _: u64,
+    ) -> Result<Vec<Member>> {
         // Never shared: this process is every instance there is.
-        Ok(vec![instance.to_string()])
+        Ok(vec![Member {
+            name: instance.to_string(),
+            types: types.to_vec(),
+        }])
     }
 
     async fn own(

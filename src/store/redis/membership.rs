@@ -8,7 +8,7 @@ use super::RedisEngine;
 use super::scripts::{Disown, Own, Register};
 use crate::error::Result;
 use crate::store::engine::Membership;
-use crate::store::engine::Ownership;
+use crate::store::engine::{Member, Ownership};
 use crate::store::keys::SlotKeys;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -18,9 +18,16 @@ impl<C> Membership for RedisEngine<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    async fn register(&self, instance: &str, now: Millis, ttl_ms: u64) -> Result<Vec<String>> {
+    async fn register(
+        &self,
+        instance: &str,
+        types: &[String],
+        now: Millis,
+        ttl_ms: u64,
+    ) -> Result<Vec<Member>> {
         self.run(Register {
             instance,
+            types,
             now,
             ttl_ms,
         })
