@@ -147,6 +147,7 @@ impl TimeoutCenterBuilder {
             keeper,
             served: Arc::new(Mutex::new(HashSet::new())),
             claims,
+            imports: Default::default(),
         })
     }
 }
@@ -160,6 +161,8 @@ pub struct TimeoutCenter {
     served: Arc<Mutex<HashSet<String>>>,
     /// Consumers' claims of pull topics, and their long polls.
     claims: Arc<Claims>,
+    /// The lines of imports under way, by topic and digest (`import`).
+    imports: Arc<crate::transfer::Imports>,
 }
 
 impl TimeoutCenter {
@@ -353,9 +356,11 @@ impl TimeoutCenter {
     /// One batch of an import of topic `topic` (`crate::transfer`): `settings` (the export's
     /// first line of the topic) makes the topic when it does not exist, with its keys' own
     /// limits; `slots` is the count the export was made with, which the topic must have
-    /// (each job goes to the slot it was exported from). Each job is written unless its slot
-    /// holds its id; `last` records `digest` in the topic, after which the same import is
-    /// skipped whole.
+    /// (each job goes to the slot it was exported from). Every line is checked as a `PUT` of
+    /// it would be, and against the topic's quotas, before anything is written (the topic
+    /// included); then each job is written unless its slot holds its id. `last` records
+    /// `digest` in the topic, after which the same import is skipped whole, when the lines
+    /// this instance wrote under that digest add up to it (`transfer::LineSum`).
     pub async fn import(
         &self,
         topic: &str,
@@ -363,32 +368,44 @@ impl TimeoutCenter {
     ) -> Result<crate::transfer::ImportReport> {
         crate::validate::topic_name(topic)?;
         let mut report = crate::transfer::ImportReport::default();
-        let t = match (self.rt.store.find_topic(topic).await?, batch.settings) {
-            (Some(t), _) => t,
+        let existing = self.rt.store.find_topic(topic).await?;
+        let planned = match (&existing, &batch.settings) {
+            (Some(t), _) => t.clone(),
             (None, None) => return Err(Error::TopicNotFound(topic.to_string())),
-            (None, Some(mut settings)) => {
-                if settings.name != topic {
-                    return Err(Error::invalid(
-                        "name",
-                        format!(
-                            "settings of topic {:?} in the import of {topic:?}",
-                            settings.name
-                        ),
-                    ));
-                }
-                if !self.job_types().contains(&settings.default_type)
-                    && !settings.types.contains(&settings.default_type)
-                {
-                    return Err(Error::invalid(
-                        "default_type",
-                        format!(
-                            "{:?} is not a type this instance accepts (nor one the topic's \
-                             types name, for the instances that run it)",
-                            settings.default_type
-                        ),
-                    ));
-                }
-                settings.imports.clear();
+            (None, Some(settings)) => Arc::new(self.imported_settings(topic, settings).await?),
+        };
+        if planned.slots != batch.slots {
+            return Err(Error::TopicConflict {
+                topic: topic.to_string(),
+                message: format!(
+                    "the topic has {} slots here and had {} where it was exported: each job \
+                     goes to the slot it was exported from, so import into a topic of the \
+                     same count (or let the import make it)",
+                    planned.slots, batch.slots
+                ),
+            });
+        }
+        if planned.imports.contains(&batch.digest) {
+            report.skipped = true;
+            return Ok(report);
+        }
+        for (_, job) in &batch.jobs {
+            self.check_job(
+                &planned,
+                Some(job.job_type.as_str()),
+                &job.payload,
+                job.flow_key.as_deref(),
+            )?;
+        }
+        self.rt
+            .store
+            .check_import(&planned, &batch.jobs, existing.is_none())
+            .await?;
+        // Every line passed: the topic is made now, not before.
+        let t = match existing {
+            Some(t) => t,
+            None => {
+                let mut settings = (*planned).clone();
                 let flows = std::mem::take(&mut settings.flows);
                 self.put_topic(settings).await?;
                 for (key, limits) in flows {
@@ -398,29 +415,6 @@ impl TimeoutCenter {
                 self.rt.store.existing_topic(topic).await?
             }
         };
-        if t.slots != batch.slots {
-            return Err(Error::TopicConflict {
-                topic: topic.to_string(),
-                message: format!(
-                    "the topic has {} slots here and had {} where it was exported: each job \
-                     goes to the slot it was exported from, so import into a topic of the \
-                     same count (or let the import make it)",
-                    t.slots, batch.slots
-                ),
-            });
-        }
-        if t.imports.contains(&batch.digest) {
-            report.skipped = true;
-            return Ok(report);
-        }
-        for (_, job) in &batch.jobs {
-            self.check_job(
-                &t,
-                Some(job.job_type.as_str()),
-                &job.payload,
-                job.flow_key.as_deref(),
-            )?;
-        }
         let t = self
             .name_types(t, batch.jobs.iter().map(|(_, j)| j.job_type.as_str()))
             .await?;
@@ -431,17 +425,60 @@ impl TimeoutCenter {
         for (slot, at) in done.heads {
             self.wake(&t, slot, at).await;
         }
+        let sum = self
+            .imports
+            .add(topic, &batch.digest, &batch.lines, batch.last);
         if batch.last {
-            let mut settings = (*self.rt.store.existing_topic(topic).await?).clone();
-            settings.imports.push(batch.digest);
-            let over = settings
-                .imports
-                .len()
-                .saturating_sub(crate::topic::MAX_IMPORTS);
-            settings.imports.drain(..over);
-            self.put_topic(settings).await?;
+            if sum.digest() == batch.digest {
+                let mut settings = (*self.rt.store.existing_topic(topic).await?).clone();
+                settings.imports.push(batch.digest);
+                let over = settings
+                    .imports
+                    .len()
+                    .saturating_sub(crate::topic::MAX_IMPORTS);
+                settings.imports.drain(..over);
+                self.put_topic(settings).await?;
+            } else {
+                tracing::warn!(topic, digest = %batch.digest, written = %sum.digest(),
+                    "the lines imported here under this digest do not add up to it: it is not recorded, so the same import is not skipped later");
+            }
         }
         Ok(report)
+    }
+
+    /// The settings an import makes its topic with: those of its first line, checked as a
+    /// `PUT` of them would be.
+    async fn imported_settings(&self, topic: &str, settings: &TopicConfig) -> Result<TopicConfig> {
+        if settings.name != topic {
+            return Err(Error::invalid(
+                "name",
+                format!(
+                    "settings of topic {:?} in the import of {topic:?}",
+                    settings.name
+                ),
+            ));
+        }
+        if !self.job_types().contains(&settings.default_type)
+            && !settings.types.contains(&settings.default_type)
+        {
+            return Err(Error::invalid(
+                "default_type",
+                format!(
+                    "{:?} is not a type this instance accepts (nor one the topic's types \
+                     name, for the instances that run it)",
+                    settings.default_type
+                ),
+            ));
+        }
+        let mut settings = settings.clone();
+        settings.imports.clear();
+        settings.draining_from = None;
+        settings.validate()?;
+        self.rt
+            .store
+            .check_room(topic, None, settings.slots)
+            .await?;
+        Ok(settings)
     }
 
     /// The job types this instance runs (what it announces to the others), sorted.

@@ -348,6 +348,38 @@ async fn a_journal_reached_through_a_symlink_is_still_one_process_s() {
     );
 }
 
+/// The lock holds whatever name reaches the file: a second process naming the journal
+/// through a hard link (another name of the same file, with a lock file of its own) is
+/// refused before it reads or writes anything (before, both appended to one file).
+#[actix_rt::test]
+async fn a_journal_reached_through_a_hard_link_is_still_one_process_s() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("jobs.journal");
+    let env = [("TOC_MEMORY_JOURNAL", journal.display().to_string())];
+    let first = Toc::start("first", &env, Skew::None, dir.path()).await;
+    let http = reqwest::Client::new();
+    first
+        .put_job(&http, "t", "a", &serde_json::json!({"delay_ms": 3_600_000}))
+        .await;
+    let before = sha256(&journal);
+    let link = dir.path().join("alias.journal");
+    std::fs::hard_link(&journal, &link).unwrap();
+    let (status, log) = Toc::refused(&[("TOC_MEMORY_JOURNAL", link.display().to_string())]);
+    assert!(
+        !status.success(),
+        "a second process through a hard link must not start"
+    );
+    assert!(
+        log.contains("in use by another process") && log.contains("hard link"),
+        "the refusal says why: {log}"
+    );
+    assert_eq!(
+        sha256(&journal),
+        before,
+        "the refused process wrote to the journal"
+    );
+}
+
 /// Replay checks what it reads as the API would: a topic record of 0 slots (which hid its
 /// jobs and made the next start refuse) or of 4,000,000 is refused naming its offset.
 #[actix_rt::test]

@@ -446,3 +446,65 @@ async fn a_topic_holds_at_most_its_bytes_on_memory() {
 async fn a_topic_holds_at_most_its_bytes_on_redis() {
     a_topic_holds_at_most_its_bytes("redis").await;
 }
+
+/// Replacing light jobs with heavy ones cannot grow a topic past `limits.max_bytes_per_topic`
+/// (before: 50 plain jobs replaced by 65 KB ones were all taken, about 3.25 MB in a topic of
+/// 200 KB, since only creates were counted), and neither can writes sent at once (each is
+/// counted as it is let through, not after it is written). Both engines.
+async fn replacements_and_writes_at_once_count_against_the_bytes(engine: &str) {
+    let redis = common::RedisServer::start();
+    let s = Service::start(&redis, |c| {
+        if engine == "memory" {
+            c.store = StoreKind::Memory;
+        }
+        c.limits.max_bytes_per_topic = 200_000;
+    })
+    .await;
+    let job =
+        |pad: usize| Some(json!({"delay_ms": 3_600_000, "payload": {"pad": "x".repeat(pad)}}));
+    for i in 0..50 {
+        let (st, _) = s
+            .send(Method::PUT, &format!("/v1/topics/t/jobs/j{i}"), job(1))
+            .await;
+        assert_eq!(st, 201);
+    }
+    let mut taken = 0;
+    for i in 0..50 {
+        let (st, body) = s
+            .send(Method::PUT, &format!("/v1/topics/t/jobs/j{i}"), job(65_000))
+            .await;
+        match st {
+            200 => taken += 1,
+            _ => refused(st, &body, 409, &["limits.max_bytes_per_topic"]),
+        }
+    }
+    assert!(
+        taken <= 3,
+        "{taken} replacements of 65 KB taken in a topic of 200 KB"
+    );
+    // Writes at once in another topic: 20 of 65 KB sent together.
+    let sends = (0..20).map(|i| {
+        let s = &s;
+        async move {
+            s.send(Method::PUT, &format!("/v1/topics/u/jobs/k{i}"), job(65_000))
+                .await
+                .0
+        }
+    });
+    let answers = futures_util::future::join_all(sends).await;
+    let created = answers.iter().filter(|st| **st == 201).count();
+    assert!(
+        created <= 3,
+        "{created} of 20 writes at once taken: {answers:?}"
+    );
+}
+
+#[actix_rt::test]
+async fn replacements_and_writes_at_once_count_against_the_bytes_on_memory() {
+    replacements_and_writes_at_once_count_against_the_bytes("memory").await;
+}
+
+#[actix_rt::test]
+async fn replacements_and_writes_at_once_count_against_the_bytes_on_redis() {
+    replacements_and_writes_at_once_count_against_the_bytes("redis").await;
+}

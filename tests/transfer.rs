@@ -353,3 +353,179 @@ async fn an_export_cut_short_is_refused_and_writes_nothing() {
     let topic = http.get(target.url("/v1/topics/t")).send().await.unwrap();
     assert_eq!(topic.status(), 404, "nothing written");
 }
+
+/// `toc export --out F` writes only a file it makes: a `F.partial` that exists (a symlink
+/// to a victim file, or a file anyone may write) is refused, naming it, and nothing is
+/// written through it (before, the export wrote through the link, every webhook secret into
+/// the victim, and kept a 0666 file's mode); the file it makes is 0600.
+#[tokio::test]
+async fn an_export_writes_only_a_new_private_file() {
+    use std::os::unix::fs::PermissionsExt;
+    let dir = tempfile::tempdir().unwrap();
+    let source = on_memory("source", dir.path()).await;
+    let http = reqwest::Client::new();
+    send(
+        &http,
+        reqwest::Method::PUT,
+        source.url("/v1/topics/t/jobs/j"),
+        json!({"delay_ms": 3_600_000}),
+    )
+    .await;
+    let out = dir.path().join("backup.jsonl");
+    let partial = dir.path().join("backup.partial");
+    let victim = dir.path().join("victim");
+    std::fs::write(&victim, "precious").unwrap();
+    std::os::unix::fs::symlink(&victim, &partial).unwrap();
+    let export = || {
+        std::process::Command::new(env!("CARGO_BIN_EXE_toc"))
+            .env("TOC_URL", source.url(""))
+            .args(["export", "--out", out.to_str().unwrap()])
+            .output()
+            .unwrap()
+    };
+    let refused = export();
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(!refused.status.success() && err.contains("exists"), "{err}");
+    assert_eq!(std::fs::read_to_string(&victim).unwrap(), "precious");
+    std::fs::remove_file(&partial).unwrap();
+    std::fs::write(&partial, "").unwrap();
+    std::fs::set_permissions(&partial, std::fs::Permissions::from_mode(0o666)).unwrap();
+    assert!(
+        !export().status.success(),
+        "a partial file anyone may write is used"
+    );
+    std::fs::remove_file(&partial).unwrap();
+    let done = export();
+    assert!(
+        done.status.success(),
+        "{}",
+        String::from_utf8_lossy(&done.stderr)
+    );
+    let mode = std::fs::metadata(&out).unwrap().permissions().mode() & 0o777;
+    assert_eq!(mode, 0o600);
+    assert!(!partial.exists());
+}
+
+/// `toc export --journal` stopped by SIGTERM (or SIGINT) removes the copy of the journal it
+/// replays and its partial file (before, a full copy of the journal, every payload in it,
+/// was left in the temporary directory). The signal is sent once the copy's directory
+/// exists, so it lands while the export runs.
+#[tokio::test]
+async fn a_journal_export_stopped_by_a_signal_leaves_nothing_behind() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("jobs.journal");
+    let svc = Toc::start(
+        "source",
+        &[("TOC_MEMORY_JOURNAL", journal.display().to_string())],
+        Skew::None,
+        dir.path(),
+    )
+    .await;
+    let http = reqwest::Client::new();
+    for batch in 0..20 {
+        let resets: Vec<Value> = (0..5_000)
+            .map(|i| json!({"id": format!("d{batch}-{i}"), "delay_ms": 3_600_000}))
+            .collect();
+        send(
+            &http,
+            reqwest::Method::POST,
+            svc.url("/v1/topics/devices/resets"),
+            json!({"resets": resets, "create": {"payload": {"pad": "x".repeat(100)}}}),
+        )
+        .await;
+    }
+    drop(svc);
+    let tmp = dir.path().join("tmp");
+    std::fs::create_dir(&tmp).unwrap();
+    let out = dir.path().join("offline.jsonl");
+    let mut child = std::process::Command::new(env!("CARGO_BIN_EXE_toc"))
+        .env("TMPDIR", &tmp)
+        .args(["export", "--journal", journal.to_str().unwrap()])
+        .args(["--out", out.to_str().unwrap()])
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let copy_made = || {
+        std::fs::read_dir(&tmp).unwrap().any(|e| {
+            e.unwrap()
+                .file_name()
+                .to_string_lossy()
+                .starts_with("toc-export-")
+        })
+    };
+    common::runtime::until(30, "the export makes its copy of the journal", || async {
+        copy_made()
+    })
+    .await;
+    common::process::signal(child.id(), "TERM");
+    let status = child.wait().unwrap();
+    assert!(
+        !status.success(),
+        "an export stopped by a signal says it failed"
+    );
+    assert!(!copy_made(), "the copy of the journal was left behind");
+    assert!(!out.exists());
+    assert!(!dir.path().join("offline.partial").exists());
+}
+
+/// A whole-service export while one topic doubles writes every other topic, says which it
+/// left out and why, and exits non-zero (before: the whole export stopped with a 409, and a
+/// team whose topic doubles as long as its oldest job waits kept every backup from being
+/// made).
+#[tokio::test]
+async fn a_doubling_topic_is_left_out_of_a_whole_export_the_rest_written() {
+    let dir = tempfile::tempdir().unwrap();
+    let source = on_memory("source", dir.path()).await;
+    let http = reqwest::Client::new();
+    use reqwest::Method;
+    send(
+        &http,
+        Method::PUT,
+        source.url("/v1/topics/growing"),
+        json!({"slots": 1}),
+    )
+    .await;
+    for i in 0..20 {
+        for topic in ["growing", "steady"] {
+            send(
+                &http,
+                Method::PUT,
+                source.url(&format!("/v1/topics/{topic}/jobs/j{i}")),
+                json!({"delay_ms": 3_600_000}),
+            )
+            .await;
+        }
+    }
+    // Doubled while its jobs wait an hour: it drains for that hour.
+    send(
+        &http,
+        Method::PUT,
+        source.url("/v1/topics/growing"),
+        json!({"slots": 2}),
+    )
+    .await;
+    let t = source.get_json(&http, "/v1/topics/growing").await;
+    assert_eq!(t["draining_from"], 1, "{t}");
+    let out = dir.path().join("all.jsonl");
+    let run = std::process::Command::new(env!("CARGO_BIN_EXE_toc"))
+        .env("TOC_URL", source.url(""))
+        .args(["export", "--out", out.to_str().unwrap()])
+        .output()
+        .unwrap();
+    let err = String::from_utf8_lossy(&run.stderr);
+    assert!(!run.status.success(), "{err}");
+    assert!(err.contains("growing") && err.contains("double"), "{err}");
+    let written = lines(&out);
+    assert!(
+        written.iter().any(|l| l.contains("\"steady\"")),
+        "the rest was not written"
+    );
+    assert!(!written.iter().any(|l| l.contains("\"growing\"")));
+    assert_eq!(
+        written
+            .iter()
+            .filter(|l| l.contains("\"kind\":\"job\""))
+            .count(),
+        20
+    );
+}

@@ -96,7 +96,8 @@ impl Receiver {
 }
 
 /// `/ok` 200; `/gone` 410; `/busy` 503 with `Retry-After: 2`, then 200; `/flaky` 500, then
-/// 200; `/redirect?to=URL` 302 to URL; anything else 404 with a body.
+/// 200; `/redirect?to=URL` 302 to URL; `/echo` 400 with the request's authorization and URI
+/// in its body; anything else 404 with a body.
 fn answer(
     req: &HttpRequest,
     body: web::Bytes,
@@ -145,6 +146,15 @@ fn answer(
                 .insert_header(("location", to))
                 .finish()
         }
+        // A receiver that echoes the request in its refusal (as many frameworks do).
+        "/echo" => HttpResponse::BadRequest().body(format!(
+            "denied: authorization {} for {}",
+            req.headers()
+                .get("authorization")
+                .and_then(|v| v.to_str().ok())
+                .unwrap_or(""),
+            req.uri()
+        )),
         // A megabyte of failure: at most a few KiB are read, 200 characters kept.
         "/huge" => HttpResponse::BadRequest().body("e".repeat(1 << 20)),
         _ => HttpResponse::NotFound().body("no such hook here"),
@@ -511,6 +521,18 @@ async fn no_secret_of_a_url_or_header_reaches_errors_or_events(e: Engine) {
     assert!(shown.contains("webhook.called"), "{shown}");
     for secret in ["pa55word", "k3y", "t0ken", "user:"] {
         assert!(!shown.contains(secret), "{secret} shown: {shown}");
+    }
+    // A receiver that echoes the request in its refusal: the job's header values and URL
+    // secrets are scrubbed from the reply kept in `last_error` (before, `Bearer …` was kept
+    // there, where read tokens see it).
+    let url = format!("http://127.0.0.1:{}/echo?api_key=k3y-in-the-query", r.v4);
+    let payload = json!({"url": url, "headers": {"authorization": "Bearer t0ken-of-the-job"}});
+    schedule(&c, "echoed", payload).await.unwrap();
+    let dead = settled(&c, "echoed", 10).await.expect("400 is dead");
+    let error = dead.last_error.unwrap();
+    assert!(error.contains("denied: authorization ***"), "{error}");
+    for secret in ["t0ken-of-the-job", "k3y-in-the-query"] {
+        assert!(!error.contains(secret), "{secret} kept: {error}");
     }
 }
 

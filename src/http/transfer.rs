@@ -10,7 +10,7 @@ use utoipa::IntoParams;
 use super::AppState;
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::store::{end_line, settings_line};
-use crate::transfer::{Batch, ImportReport, Line, MEDIA_TYPE};
+use crate::transfer::{Batch, ImportReport, Line, LineSum, MEDIA_TYPE};
 
 /// Most jobs one import request may carry.
 pub(crate) const MAX_IMPORT_JOBS: usize = 10_000;
@@ -126,15 +126,45 @@ pub(crate) async fn import_topic(
         .map_err(|_| ApiError::invalid("body", "must be JSON Lines in UTF-8"))?;
     let mut settings = None;
     let mut jobs = Vec::new();
-    for (n, line) in text.lines().enumerate() {
-        if line.trim().is_empty() {
+    let mut lines = LineSum::default();
+    let mut ids = std::collections::HashMap::new();
+    let floor = state.settings.limits.min_every_ms;
+    for (n, text) in text.lines().enumerate() {
+        if text.trim().is_empty() {
             continue;
         }
-        let line: Line = serde_json::from_str(line)
+        let line: Line = serde_json::from_str(text)
             .map_err(|e| ApiError::invalid("body", format!("line {}: {e}", n + 1)))?;
+        lines.add(text);
         match line {
             Line::Topic { settings: s } => settings = Some(s),
-            Line::Job { slot, job } => jobs.push((slot, job)),
+            Line::Job { slot, job } => {
+                // The checks a PUT of the job makes that are the service's (the store's
+                // own are made on every line before any is written).
+                if let Some(crate::Recurrence::Every { every_ms, .. }) = &job.repeat
+                    && *every_ms < floor
+                {
+                    return Err(ApiError::invalid(
+                        "repeat.every_ms",
+                        format!(
+                            "line {}: job {:?}: must be at least {floor} (limits.min_every_ms), got {every_ms}",
+                            n + 1,
+                            job.id
+                        ),
+                    ));
+                }
+                if let Some(first) = ids.insert(job.id.clone(), n + 1) {
+                    return Err(ApiError::invalid(
+                        "id",
+                        format!(
+                            "line {}: job {:?} is on line {first} of the batch too: an id is imported once",
+                            n + 1,
+                            job.id
+                        ),
+                    ));
+                }
+                jobs.push((slot, job));
+            }
             Line::End { .. } => {}
         }
         if jobs.len() > MAX_IMPORT_JOBS {
@@ -150,6 +180,7 @@ pub(crate) async fn import_topic(
         digest: query.digest,
         jobs,
         last: query.last,
+        lines,
     };
     Ok(HttpResponse::Ok().json(state.center.import(&path, batch).await?))
 }

@@ -85,6 +85,11 @@ pub(super) async fn transfer(ctx: &mut Ctx) -> Result<(), String> {
                 body.push_str(line);
                 body.push('\n');
             }
+            if i + 1 == chunks.len() {
+                // The end line: the digest covers it too.
+                body.push_str(lines[lines.len() - 1]);
+                body.push('\n');
+            }
             let url = format!(
                 "{}/v1/topics/{t}/import?digest={}&slots={}&last={}",
                 target.base,

@@ -360,10 +360,13 @@ impl JobHandler for Webhook {
             .and_then(|v| reply::retry_after(v, SystemTime::now()));
         let body = reply::read_capped(&mut reply, self.settings.max_reply_bytes).await;
         let most = Duration::from_millis(ctx.settings.backoff.max_ms);
+        // The reply may echo the request: the job's secrets are scrubbed from it before it
+        // is cut to an excerpt (a secret cut in two would escape the scrub).
+        let text = redact::scrub(&String::from_utf8_lossy(&body), &p.url, p.headers.values());
         let answered = reply::Answered {
             status: code,
             retry_after,
-            excerpt: reply::excerpt(&body),
+            excerpt: reply::excerpt(text.as_bytes()),
         };
         answered.outcome(&what, most)
     }

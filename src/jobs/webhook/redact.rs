@@ -72,10 +72,66 @@ pub fn payload(p: &mut Value) {
     }
 }
 
+/// Words shorter than this are not scrubbed on their own (a scheme, `Bearer`, a port).
+const SHORTEST_SECRET: usize = 8;
+
+/// `text` (a receiver's reply) with what of the job's secrets it echoes replaced by `***`:
+/// each of `headers`' values and each long word of them (a token after `Bearer`), and the
+/// `url`'s userinfo, path and query (where hooks carry their secret). What `last_error`
+/// keeps of a reply, which callers below `write` read.
+pub fn scrub<'a>(text: &str, url: &str, headers: impl IntoIterator<Item = &'a String>) -> String {
+    let mut secrets: Vec<String> = Vec::new();
+    for value in headers {
+        secrets.push(value.clone());
+        secrets.extend(
+            value
+                .split_whitespace()
+                .filter(|w| w.len() >= SHORTEST_SECRET)
+                .map(str::to_string),
+        );
+    }
+    if let Ok(u) = url::Url::parse(url) {
+        secrets.push(u.username().to_string());
+        secrets.extend(u.password().map(str::to_string));
+        secrets.extend(u.query().map(str::to_string));
+        if !matches!(u.path(), "" | "/") {
+            secrets.push(u.path().to_string());
+        }
+        if more_than_origin(&u) {
+            secrets.push(url.to_string());
+        }
+    }
+    // The longest first, so a secret is not left in part by a shorter one inside it.
+    secrets.retain(|s| s.len() >= 4);
+    secrets.sort_by_key(|s| std::cmp::Reverse(s.len()));
+    let mut out = text.to_string();
+    for secret in secrets {
+        if out.contains(&secret) {
+            out = out.replace(&secret, HIDDEN);
+        }
+    }
+    out
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_reply_echoing_the_request_keeps_none_of_its_secrets() {
+        let headers = ["Bearer s3cr3t-t0ken-value".to_string(), "x".to_string()];
+        let url = "https://user:pa55word@hooks.example.com/T0/B1/XXsecretXX?sig=abcd1234";
+        let reply = "denied: Authorization: Bearer s3cr3t-t0ken-value for \
+                     https://user:pa55word@hooks.example.com/T0/B1/XXsecretXX?sig=abcd1234 \
+                     (token s3cr3t-t0ken-value, path /T0/B1/XXsecretXX, sig=abcd1234)";
+        let out = scrub(reply, url, &headers);
+        for secret in ["s3cr3t-t0ken-value", "pa55word", "XXsecretXX", "abcd1234"] {
+            assert!(!out.contains(secret), "{secret} left in {out}");
+        }
+        assert!(out.starts_with("denied: Authorization: ***"), "{out}");
+        assert_eq!(scrub("plain failure", url, &headers), "plain failure");
+    }
 
     #[test]
     fn only_the_origin_is_shown() {

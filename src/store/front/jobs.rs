@@ -243,10 +243,15 @@ impl Store {
             }
             r = self.schedule_once(&t, job, mode, now).await;
         }
-        if let Ok(s) = &r
-            && s.outcome == ScheduleOutcome::Created
-        {
-            self.created(&t, 1, weight);
+        if mode != ScheduleMode::ResetOnly {
+            // Reserved: a job replaced is no new job, but its weight stays counted until the
+            // next read (the one it replaced may have been lighter); a refused write adds
+            // nothing.
+            match &r {
+                Ok(s) if s.outcome == ScheduleOutcome::Created => {}
+                Ok(_) => self.unreserve(&t, 1, 0),
+                Err(_) => self.unreserve(&t, 1, weight),
+            }
         }
         r
     }
@@ -274,11 +279,14 @@ impl Store {
             None => None,
         };
         let Some(limit) = limit else {
+            let n = create.map_or(0, |_| crate::num::usize_u64(resets.len()));
             let report = self
                 .reset_many_layouts(t.clone(), resets, create, now)
-                .await?;
-            self.created(&t, report.created, report.created.saturating_mul(each));
-            return Ok(report);
+                .await;
+            // What was reserved and not created is taken back.
+            let unmade = n.saturating_sub(report.as_ref().map_or(0, |r| r.created));
+            self.unreserve(&t, unmade, unmade.saturating_mul(each));
+            return report;
         };
         if !matches!(limit, Error::LimitReached { .. }) {
             return Err(limit);

@@ -1,9 +1,14 @@
 //! A topic's quotas: most jobs (`limits.max_jobs_per_topic`) and most bytes of job records
 //! (`limits.max_bytes_per_topic`). A create past either is refused (409 `limit_reached`
 //! naming the setting), nothing written. The usage is read from the store at most once a
-//! second per topic (a count and a weight per slot), and what this instance creates
-//! meanwhile is added to it, so a burst of creates costs no read each; instances creating
-//! at once may pass a limit by about a second of their creates.
+//! second per topic (a count and a weight per slot), and what this instance writes
+//! meanwhile is added to it when it is let through (a reservation, so writes at once on one
+//! instance are each counted), less what it did not create afterwards. A replacement counts
+//! its whole new weight until the next read (it may have replaced a lighter job), so a topic
+//! cannot grow past its bytes by replacing its jobs with heavier ones. Exact on each read
+//! (the memory engine weighs records, Redis answers `MEMORY USAGE`); between reads a topic
+//! may look heavier than it is by what was replaced; instances writing at once may pass a
+//! limit by about a second of their writes.
 
 use std::time::{Duration, Instant};
 
@@ -81,32 +86,65 @@ impl Store {
             jobs,
             bytes,
         };
-        self.counts
+        let mut counts = self
+            .counts
             .lock()
-            .unwrap_or_else(std::sync::PoisonError::into_inner)
-            .insert(t.name.clone(), count);
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        // Writes at once each read: the first read to land stands for the second, with what
+        // the others reserved on it since (a later read put in its place would drop them).
+        if let Some(c) = counts.get(&t.name).filter(|c| c.read.elapsed() < FRESH) {
+            return Ok(*c);
+        }
+        counts.insert(t.name.clone(), count);
         Ok(count)
     }
 
-    /// Counts `n` jobs weighing `bytes` created here since the last read (what a write
-    /// answered it created, not what it might have: a batch of heartbeats with `create`
-    /// mostly creates nothing).
-    pub(crate) fn created(&self, t: &TopicConfig, n: u64, bytes: u64) {
+    /// Takes back `n` jobs weighing `bytes` of a reservation (`room_for_jobs`) that were not
+    /// written: a batch of heartbeats with `create` mostly creates nothing, a write may fail.
+    pub(crate) fn unreserve(&self, t: &TopicConfig, n: u64, bytes: u64) {
+        self.count(t, |c| {
+            c.jobs = c.jobs.saturating_sub(n);
+            c.bytes = c.bytes.saturating_sub(bytes);
+        });
+    }
+
+    /// Counts `n` jobs weighing `bytes` as written here since the last read.
+    fn reserve(&self, t: &TopicConfig, n: u64, bytes: u64) {
+        self.count(t, |c| {
+            c.jobs = c.jobs.saturating_add(n);
+            c.bytes = c.bytes.saturating_add(bytes);
+        });
+    }
+
+    /// Changes the topic's usage as read, if it was.
+    fn count(&self, t: &TopicConfig, change: impl FnOnce(&mut Count)) {
         if let Some(c) = self
             .counts
             .lock()
             .unwrap_or_else(std::sync::PoisonError::into_inner)
             .get_mut(&t.name)
         {
-            c.jobs = c.jobs.saturating_add(n);
-            c.bytes = c.bytes.saturating_add(bytes);
+            change(c);
         }
     }
 
-    /// Refuses up to `adding` creates weighing `bytes` in `t` past the topic's quotas.
-    /// `job`: the one job a schedule names, which replaces itself rather than adds when it
-    /// exists already (past the bytes limit only with a record no heavier than the one it
-    /// replaces). The caller counts what it did create ([`Store::created`]).
+    /// Refuses `adding` jobs weighing `bytes` in `t`, a topic not made yet, past its quotas.
+    pub(crate) fn room_in_new(&self, t: &TopicConfig, adding: u64, bytes: u64) -> Result<()> {
+        match (
+            self.options.max_jobs_per_topic,
+            self.options.max_bytes_per_topic,
+        ) {
+            (Some(max), _) if adding > max => Err(too_many(t, max, 0, adding)),
+            (_, Some(max)) if bytes > max => Err(too_big(t, max, 0, bytes)),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses up to `adding` creates weighing `bytes` in `t` past the topic's quotas, and
+    /// reserves them when it lets them through. `job`: the one job a schedule names, which
+    /// replaces itself rather than adds when it exists already (past the bytes limit only
+    /// with a record no heavier than the one it replaces). The caller takes back what it did
+    /// not write ([`Store::unreserve`]).
     pub(crate) async fn room_for_jobs(
         &self,
         t: &TopicConfig,
@@ -132,6 +170,7 @@ impl Store {
             _ => None,
         };
         let Some((refused, weight)) = refusal else {
+            self.reserve(t, adding, bytes);
             return Ok(());
         };
         // At a limit, a job that exists already is replaced, not added.
@@ -147,6 +186,8 @@ impl Store {
                 }
                 .weight();
                 if weight.is_none_or(|w| w <= old_weight) {
+                    // A replacement no heavier: nothing more to count.
+                    self.reserve(t, adding, 0);
                     return Ok(());
                 }
             }

@@ -69,7 +69,12 @@ impl Store {
     /// Refuses a topic made, or grown to `slots`, past `limits.max_topics` or
     /// `limits.max_total_slots`; `before`: its slots now, when it exists. Instances that
     /// create topics at the same moment may pass a limit by the few each makes.
-    async fn check_room(&self, name: &str, before: Option<u32>, slots: u32) -> Result<()> {
+    pub(crate) async fn check_room(
+        &self,
+        name: &str,
+        before: Option<u32>,
+        slots: u32,
+    ) -> Result<()> {
         let (max_topics, max_slots) = (self.options.max_topics, self.options.max_total_slots);
         if max_topics.is_none() && max_slots.is_none() {
             return Ok(());

@@ -40,8 +40,26 @@ pub(crate) fn end_line(topic: &str, jobs: u64) -> String {
     .expect("a line serialises")
 }
 
-/// Refuses an exported job that does not belong in `t` or that the API would refuse.
+/// The longest `last_error` an imported job may carry, in bytes.
+pub(crate) const MAX_IMPORTED_ERROR_BYTES: usize = 64 * 1024;
+
+/// The most fires an imported job may have counted (a counter the store adds to).
+const MAX_IMPORTED_FIRES: u32 = i32::MAX.unsigned_abs();
+
+/// Refuses an exported job that does not belong in `t` or that the API would refuse: every
+/// field in the range the store keeps exact, so that no record written here reads back as
+/// corrupt. The error names the job and the field.
 fn check(t: &TopicConfig, slot: u32, job: &Job) -> Result<()> {
+    check_fields(t, slot, job).map_err(|e| match e {
+        Error::Invalid { field, message } => Error::Invalid {
+            message: format!("job {:?}: {message}", job.id),
+            field,
+        },
+        other => other,
+    })
+}
+
+fn check_fields(t: &TopicConfig, slot: u32, job: &Job) -> Result<()> {
     if job.topic != t.name {
         return Err(Error::invalid(
             "topic",
@@ -83,8 +101,53 @@ fn check(t: &TopicConfig, slot: u32, job: &Job) -> Result<()> {
             format!("job {:?}: not a W3C traceparent", job.id),
         ));
     }
-    for at in [job.dead_at, job.pending_fire_at].into_iter().flatten() {
-        crate::validate::fire_at("dead_at", at)?;
+    for (field, at) in [
+        ("dead_at", job.dead_at),
+        ("pending_fire_at", job.pending_fire_at),
+        ("created_at", job.created_at),
+        ("updated_at", job.updated_at),
+        ("lease_until", job.lease_until),
+    ] {
+        if let Some(at) = at {
+            crate::validate::fire_at(field, at)?;
+        }
+    }
+    if job.attempts > job.max_attempts {
+        return Err(Error::invalid(
+            "attempts",
+            format!(
+                "{} runs counted, more than its max_attempts {}",
+                job.attempts, job.max_attempts
+            ),
+        ));
+    }
+    if job.fires > MAX_IMPORTED_FIRES {
+        return Err(Error::invalid(
+            "fires",
+            format!("at most {MAX_IMPORTED_FIRES}, got {}", job.fires),
+        ));
+    }
+    if let Some(after) = job.expire_after_ms
+        && after > crate::num::unsigned(crate::time::MAX_DELAY_MS)
+    {
+        return Err(Error::invalid(
+            "expire_after_ms",
+            format!(
+                "at most {} (MAX_DELAY_MS), got {after}",
+                crate::time::MAX_DELAY_MS
+            ),
+        ));
+    }
+    if job.on_expire.is_some() && job.expire_after_ms.is_none() {
+        return Err(Error::invalid("on_expire", "goes with expire_after_ms"));
+    }
+    if let Some(e) = &job.last_error
+        && e.len() > MAX_IMPORTED_ERROR_BYTES
+    {
+        return Err(Error::invalid(
+            "last_error",
+            format!("at most {MAX_IMPORTED_ERROR_BYTES} bytes, got {}", e.len()),
+        ));
     }
     Ok(())
 }
@@ -138,6 +201,31 @@ impl Store {
         Ok(out)
     }
 
+    /// Every check [`Store::import_jobs`] makes of a batch, without writing: the lines, and
+    /// the room the topic's quotas leave (all of them when the topic is `new`: not made
+    /// yet). What an import checks before it makes its topic.
+    pub(crate) async fn check_import(
+        &self,
+        t: &TopicConfig,
+        jobs: &[(u32, Job)],
+        new: bool,
+    ) -> Result<()> {
+        let mut bytes = 0u64;
+        for (slot, job) in jobs {
+            check(t, *slot, job)?;
+            bytes = bytes.saturating_add(Record::from_job(t, job).2.weight());
+        }
+        let n = crate::num::usize_u64(jobs.len());
+        if new {
+            self.room_in_new(t, n, bytes)
+        } else {
+            // A check only: `import_jobs` reserves when it writes.
+            self.room_for_jobs(t, n, bytes, None).await?;
+            self.unreserve(t, n, bytes);
+            Ok(())
+        }
+    }
+
     /// Writes a batch of exported jobs of topic `t` into the slots they name, each unless its
     /// slot holds a job of its id already. Every job is checked first: a bad batch changes
     /// nothing. The topic's quotas count what it would add.
@@ -167,8 +255,12 @@ impl Store {
         let written = futures_util::future::join_all(calls)
             .await
             .into_iter()
-            .sum::<Result<u64>>()?;
-        self.created(t, written, bytes.saturating_mul(written) / n.max(1));
+            .sum::<Result<u64>>();
+        // Reserved: what was not written is taken back.
+        let made = written.as_ref().map_or(0, |w| *w);
+        let unmade = n.saturating_sub(made);
+        self.unreserve(t, unmade, bytes.saturating_mul(unmade) / n.max(1));
+        let written = written?;
         let heads = by_slot
             .iter()
             .filter_map(|(slot, items)| {

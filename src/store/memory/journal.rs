@@ -74,8 +74,8 @@ pub(super) enum Op {
 
 pub(super) struct Journal {
     path: PathBuf,
-    /// The exclusive lock on `FILE.lock`, held while the journal is open.
-    _lock: File,
+    /// The exclusive locks, held while the journal is open: `FILE.lock` and the file's own.
+    locks: Locks,
     policy: FsyncPolicy,
     inner: Mutex<Inner>,
     /// Group commit for `always`: one fsync, on a thread of its own, covers every append
@@ -537,7 +537,70 @@ const OWN_LOCK_WAIT: std::time::Duration = std::time::Duration::from_secs(2);
 /// just closed, and a child process being started elsewhere in it may hold a copy of the
 /// lock's descriptor until it runs its program (an `flock` is released only when every
 /// copy is closed).
-pub(super) fn lock(path: &Path) -> Result<File> {
+pub(super) fn lock(path: &Path) -> Result<Locks> {
+    let by_name = lock_name(path)?;
+    let file = lock_file(path)?;
+    Ok(Locks {
+        _by_name: by_name,
+        file: Mutex::new(file),
+    })
+}
+
+/// A journal's locks: on `FILE.lock` (the name the journal is reached by, whatever link or
+/// `..` leads there) and on the file itself (the inode, whatever other name, a hard link,
+/// reaches it). Both are `flock`s, so they go with the process however it ends.
+pub(super) struct Locks {
+    _by_name: File,
+    /// A descriptor of the journal file holding its lock; taken again on the new file after
+    /// a compaction renamed it into place.
+    file: Mutex<File>,
+}
+
+impl Locks {
+    /// The journal at `path` is a new file (a compaction's): its lock is taken on it, and
+    /// the old file's released.
+    fn moved(&self, path: &Path) {
+        match lock_file(path) {
+            Ok(f) => *self.file.lock().unwrap_or_else(PoisonError::into_inner) = f,
+            Err(e) => {
+                tracing::warn!(journal = %path.display(), error = %e, "could not lock the compacted journal file; FILE.lock still guards it");
+            }
+        }
+    }
+}
+
+/// The lock on the journal file itself (made, empty and private, when it does not exist):
+/// held by another process when another name of the same file is open there.
+fn lock_file(path: &Path) -> Result<File> {
+    if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
+        std::fs::create_dir_all(dir).map_err(io(path, "creating its directory"))?;
+    }
+    let f = private(OpenOptions::new().create(true).append(true))
+        .open(path)
+        .map_err(io(path, "opening"))?;
+    make_private(path);
+    // Held a moment by this very process too (a store just closed, a child being started
+    // with a copy of the descriptor): waited for as `FILE.lock` is.
+    let started = std::time::Instant::now();
+    loop {
+        match f.try_lock() {
+            Ok(()) => return Ok(f),
+            Err(std::fs::TryLockError::WouldBlock) if started.elapsed() < OWN_LOCK_WAIT => {
+                std::thread::sleep(std::time::Duration::from_millis(5));
+            }
+            Err(std::fs::TryLockError::WouldBlock) => {
+                return Err(Error::Unavailable(format!(
+                    "journal {} is in use by another process under another name (a hard link to it): one journal serves one process",
+                    path.display()
+                )));
+            }
+            Err(std::fs::TryLockError::Error(e)) => return Err(io(path, "locking")(e)),
+        }
+    }
+}
+
+/// Takes `FILE.lock` (see [`lock`]).
+fn lock_name(path: &Path) -> Result<File> {
     let started = std::time::Instant::now();
     loop {
         match try_lock(path) {
@@ -623,7 +686,7 @@ fn io(path: &Path, what: &str) -> impl Fn(std::io::Error) -> Error {
 impl Journal {
     /// Opens `path` for appending (creating it, private, with the magic of its version),
     /// holding `lock` (from [`lock`]) while it is open.
-    pub(super) fn open(path: &Path, policy: FsyncPolicy, lock: File) -> Result<Journal> {
+    pub(super) fn open(path: &Path, policy: FsyncPolicy, lock: Locks) -> Result<Journal> {
         if let Some(dir) = path.parent().filter(|d| !d.as_os_str().is_empty()) {
             std::fs::create_dir_all(dir).map_err(io(path, "creating its directory"))?;
         }
@@ -658,7 +721,7 @@ impl Journal {
         }
         Ok(Journal {
             path: path.to_path_buf(),
-            _lock: lock,
+            locks: lock,
             policy,
             inner: Mutex::new(Inner {
                 file: BufWriter::new(file),
@@ -846,6 +909,7 @@ impl Journal {
             .open(&self.path)
             .map_err(io(&self.path, "reopening"))?;
         let handle = file.try_clone().map_err(io(&self.path, "reopening"))?;
+        self.locks.moved(&self.path);
         self.commit.state().file = Arc::new(handle);
         inner.file = BufWriter::new(file);
         inner.bytes = written;

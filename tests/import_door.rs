@@ -1,0 +1,248 @@
+//! An import is a door like the others: every line of `POST /v1/topics/{topic}/import` is
+//! checked as a `PUT` of its job would be (and for what only an import can get wrong)
+//! before anything is written, the topic included; and its digest is the service's own sum
+//! of the lines it wrote, not the caller's word. Through a real `toc serve` on each engine.
+//!
+//! Each refusal: 400 naming the field, nothing written (the topic absent, or its jobs and
+//! its export unchanged and answering 200). What it cannot show: a slot that is not the
+//! home of its job's shard key (the store keeps no shard key, so an export cannot say it;
+//! an import writes a job to the slot its line names).
+
+mod common;
+
+use serde_json::{Value, json};
+
+use common::RedisServer;
+use common::process::{Skew, Toc, redis_env};
+use timeout_center::transfer::digest;
+
+/// A topic's export, as lines: its settings, `jobs`, and its end line.
+fn export(topic: &str, jobs: &[Value]) -> Vec<String> {
+    let mut lines =
+        vec![json!({"kind": "topic", "settings": {"name": topic, "slots": 1}}).to_string()];
+    lines.extend(jobs.iter().map(Value::to_string));
+    lines.push(json!({"kind": "end", "topic": topic, "jobs": jobs.len()}).to_string());
+    lines
+}
+
+/// One job line of topic `topic` in slot 0, with `fields` over a plain scheduled job.
+fn job(topic: &str, id: &str, fields: Value) -> Value {
+    let mut line = json!({"kind": "job", "slot": 0, "topic": topic, "id": id, "type": "emit",
+        "payload": null, "state": "scheduled", "fire_at": common::now_ms() + 3_600_000,
+        "attempts": 0, "max_attempts": 16, "fires": 0});
+    for (k, v) in fields.as_object().unwrap() {
+        line[k] = v.clone();
+    }
+    line
+}
+
+/// Posts `lines` as one batch under `digest` (the lines' own unless given): status, body.
+async fn import(
+    http: &reqwest::Client,
+    svc: &Toc,
+    topic: &str,
+    lines: &[String],
+    digest_of: Option<&[String]>,
+    last: bool,
+) -> (u16, Value) {
+    let d = digest(digest_of.unwrap_or(lines).iter().map(String::as_str));
+    let body: String = lines.iter().map(|l| format!("{l}\n")).collect();
+    let r = http
+        .post(svc.url(&format!(
+            "/v1/topics/{topic}/import?digest={}&slots=1&last={last}",
+            d.replace(':', "%3A")
+        )))
+        .header("content-type", "application/x-ndjson")
+        .body(body)
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+async fn service(redis: &Option<RedisServer>, dir: &std::path::Path) -> Toc {
+    let mut env = match redis {
+        Some(r) => redis_env(r.url()),
+        None => vec![],
+    };
+    // The service's default floor for a period (the harness lowers it for other tests).
+    env.push(("TOC_LIMITS_MIN_EVERY_MS", "1000".into()));
+    Toc::start("toc", &env, Skew::None, dir).await
+}
+
+async fn each_line_passes_the_checks_of_a_put(redis: Option<RedisServer>) {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&redis, dir.path()).await;
+    let http = reqwest::Client::new();
+    let refused: Vec<(&str, Value, &str)> = vec![
+        (
+            "every",
+            json!({"repeat": {"every_ms": 1}}),
+            "limits.min_every_ms",
+        ),
+        (
+            "attempts",
+            json!({"attempts": 4_294_967_295_u64}),
+            "max_attempts",
+        ),
+        (
+            "expire",
+            json!({"expire_after_ms": u64::MAX}),
+            "expire_after_ms",
+        ),
+        ("created", json!({"created_at": -5}), "created_at"),
+        (
+            "error",
+            json!({"last_error": "x".repeat(70_000)}),
+            "last_error",
+        ),
+    ];
+    for (id, fields, names) in refused {
+        // Into a new topic: refused, and no topic made.
+        let lines = export("fresh", &[job("fresh", id, fields.clone())]);
+        let (status, body) = import(&http, &svc, "fresh", &lines, None, true).await;
+        assert_eq!(status, 400, "{id}: {body}");
+        assert!(body.to_string().contains(names), "{id}: {body}");
+        let r = http.get(svc.url("/v1/topics/fresh")).send().await.unwrap();
+        assert_eq!(r.status(), 404, "{id}: a refused import made its topic");
+    }
+    // A 409 (the export's slot count is not its settings') makes no topic either.
+    let lines = export("fresh", &[job("fresh", "a", json!({}))]);
+    let r = http
+        .post(svc.url(&format!(
+            "/v1/topics/fresh/import?digest={}&slots=2&last=true",
+            digest(lines.iter().map(String::as_str)).replace(':', "%3A")
+        )))
+        .body(lines.iter().map(|l| format!("{l}\n")).collect::<String>())
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 409);
+    let r = http.get(svc.url("/v1/topics/fresh")).send().await.unwrap();
+    assert_eq!(r.status(), 404, "a refused import made its topic");
+    // Into a topic that holds a job: refused, nothing written, reads and export still 200.
+    let ok = export("kept", &[job("kept", "a", json!({}))]);
+    let (status, body) = import(&http, &svc, "kept", &ok, None, true).await;
+    assert_eq!(status, 200, "{body}");
+    let before = http
+        .get(svc.url("/v1/topics/kept/export"))
+        .send()
+        .await
+        .unwrap()
+        .text()
+        .await
+        .unwrap();
+    let bad = vec![
+        job("kept", "b", json!({})),
+        job("kept", "c", json!({"attempts": 99, "max_attempts": 3})),
+    ];
+    let mut lines = export("kept", &bad);
+    lines.remove(0);
+    let (status, body) = import(&http, &svc, "kept", &lines, None, false).await;
+    assert_eq!(status, 400, "{body}");
+    let says = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(says.contains("job \"c\""), "names the job: {body}");
+    // An id twice in one batch.
+    let twice = [job("kept", "d", json!({})), job("kept", "d", json!({}))];
+    let (status, body) = import(
+        &http,
+        &svc,
+        "kept",
+        &twice.iter().map(Value::to_string).collect::<Vec<_>>(),
+        None,
+        false,
+    )
+    .await;
+    assert_eq!(status, 400, "{body}");
+    assert!(body.to_string().contains("once"), "{body}");
+    let r = http
+        .get(svc.url("/v1/topics/kept/export"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    assert_eq!(
+        r.text().await.unwrap(),
+        before,
+        "a refused batch wrote something"
+    );
+    let r = http
+        .get(svc.url("/v1/topics/kept/jobs/a"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 200);
+    for id in ["b", "c", "d"] {
+        let r = http
+            .get(svc.url(&format!("/v1/topics/kept/jobs/{id}")))
+            .send()
+            .await
+            .unwrap();
+        assert_eq!(r.status(), 404, "{id} of a refused batch was written");
+    }
+}
+
+async fn a_digest_is_recorded_only_when_the_lines_add_up_to_it(redis: Option<RedisServer>) {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&redis, dir.path()).await;
+    let http = reqwest::Client::new();
+    let real = export("t", &[job("t", "a", json!({})), job("t", "b", json!({}))]);
+    // A caller claims the real import's digest with an empty last batch.
+    let empty = vec![real[0].clone()];
+    let (status, body) = import(&http, &svc, "t", &empty, Some(&real), true).await;
+    assert_eq!(status, 200, "{body}");
+    let t = svc.get_json(&http, "/v1/topics/t").await;
+    assert!(
+        t.get("imports").is_none(),
+        "the claimed digest was recorded: {t}"
+    );
+    // The real import is not skipped: both jobs are written, in two batches.
+    let (first, rest) = (real[..2].to_vec(), real[2..].to_vec());
+    let (status, body) = import(&http, &svc, "t", &first, Some(&real), false).await;
+    assert_eq!(
+        (status, body["skipped"].clone()),
+        (200, json!(false)),
+        "{body}"
+    );
+    let (status, body) = import(&http, &svc, "t", &rest, Some(&real), true).await;
+    assert_eq!(
+        (status, body["skipped"].clone()),
+        (200, json!(false)),
+        "{body}"
+    );
+    let t = svc.get_json(&http, "/v1/topics/t").await;
+    assert_eq!(t["scheduled"], 2, "{t}");
+    assert_eq!(
+        t["imports"],
+        json!([digest(real.iter().map(String::as_str))])
+    );
+    // Now the same import is skipped whole.
+    let (status, body) = import(&http, &svc, "t", &real, None, true).await;
+    assert_eq!(
+        (status, body["skipped"].clone()),
+        (200, json!(true)),
+        "{body}"
+    );
+}
+
+#[tokio::test]
+async fn memory_each_line_passes_the_checks_of_a_put() {
+    each_line_passes_the_checks_of_a_put(None).await;
+}
+
+#[tokio::test]
+async fn redis_each_line_passes_the_checks_of_a_put() {
+    each_line_passes_the_checks_of_a_put(Some(RedisServer::start_for_process())).await;
+}
+
+#[tokio::test]
+async fn memory_a_digest_is_recorded_only_when_the_lines_add_up_to_it() {
+    a_digest_is_recorded_only_when_the_lines_add_up_to_it(None).await;
+}
+
+#[tokio::test]
+async fn redis_a_digest_is_recorded_only_when_the_lines_add_up_to_it() {
+    a_digest_is_recorded_only_when_the_lines_add_up_to_it(Some(RedisServer::start_for_process()))
+        .await;
+}
