@@ -31,6 +31,9 @@ use crate::store::{SharedStore, WakeNotice};
 use crate::time::{Millis, SharedClock};
 use crate::topic::TopicConfig;
 
+/// Times a topic's types are written again when a concurrent change dropped one.
+const NAME_TYPES_TRIES: usize = 3;
+
 /// Builds a [`TimeoutCenter`].
 pub struct TimeoutCenterBuilder {
     store: SharedStore,
@@ -542,33 +545,42 @@ impl TimeoutCenter {
         t: Arc<TopicConfig>,
         job_types: impl IntoIterator<Item = &'a str>,
     ) -> Result<Arc<TopicConfig>> {
-        let missing: Vec<&str> = job_types
+        let wanted: Vec<&str> = job_types
             .into_iter()
-            .filter(|n| !crate::jobs::is_builtin(n) && !t.names(n))
+            .filter(|n| !crate::jobs::is_builtin(n))
             .collect();
-        if missing.is_empty() {
+        if wanted.iter().all(|n| t.names(n)) {
             return Ok(t);
         }
-        let mut fresh = (*self.rt.store.reload_topic(&t.name).await?.unwrap_or(t)).clone();
-        for name in missing {
-            if !fresh.names(name) {
-                fresh.types.push(name.to_string());
+        // Another instance may name a type of its own at the same moment, and the store
+        // keeps the last write: a change that did not keep every type wanted is made again.
+        let mut t = t;
+        for _ in 0..NAME_TYPES_TRIES {
+            let mut fresh = (*self.rt.store.reload_topic(&t.name).await?.unwrap_or(t)).clone();
+            for name in &wanted {
+                if !fresh.names(name) {
+                    fresh.types.push((*name).to_string());
+                }
+            }
+            if fresh.types.len() > crate::topic::MAX_TYPES {
+                return Err(Error::invalid(
+                    "type",
+                    format!(
+                        "topic {:?} would name {} job types, more than a topic may ({})",
+                        fresh.name,
+                        fresh.types.len(),
+                        crate::topic::MAX_TYPES
+                    ),
+                ));
+            }
+            tracing::info!(topic = %fresh.name, types = ?fresh.types,
+                "the topic names a new job type: only instances that run its types take its slots");
+            t = self.put_topic(fresh).await?;
+            if wanted.iter().all(|n| t.names(n)) {
+                return Ok(t);
             }
         }
-        if fresh.types.len() > crate::topic::MAX_TYPES {
-            return Err(Error::invalid(
-                "type",
-                format!(
-                    "topic {:?} names {} job types already, the most a topic may have ({})",
-                    fresh.name,
-                    crate::topic::MAX_TYPES,
-                    crate::topic::MAX_TYPES
-                ),
-            ));
-        }
-        tracing::info!(topic = %fresh.name, types = ?fresh.types,
-            "the topic names a new job type: only instances that run its types take its slots");
-        self.put_topic(fresh).await
+        Ok(t)
     }
 
     /// Refuses a job whose type no instance runs, or whose payload does not decode as its

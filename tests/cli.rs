@@ -281,3 +281,154 @@ fn completions_are_produced_for_each_shell() {
         }
     }
 }
+
+/// What a newcomer met (issue 76), each against a real `toc serve`: a closed pipe ends a
+/// command quietly with status 0 (before: a panic, exit 101); one label syntax everywhere
+/// (`k=v` and the API's `k:v`, before: put refused `k:v` and the filters `k=v`); recurring
+/// jobs from the CLI (`--cron --tz`, `--every`, before: no way); `topic ls` shows PAUSED;
+/// and errors that say what to do (a URL without its scheme, a service not running, a
+/// missing token).
+#[tokio::test]
+async fn the_cli_covers_the_api_and_says_what_to_do() {
+    use common::process::{Skew, Toc};
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Toc::start("toc", &[], Skew::None, dir.path()).await;
+    let url = svc.url("");
+    for i in 0..300 {
+        ok(
+            &url,
+            &[
+                "job",
+                "put",
+                "orders",
+                &format!("o{i}"),
+                "--in",
+                "1h",
+                "--label",
+                "c:spring",
+            ],
+        );
+    }
+    // A reader that goes away at once: no panic, status 0.
+    for args in [
+        vec!["topic", "ls"],
+        vec!["job", "ls", "orders", "--limit", "300"],
+        vec!["completions", "bash"],
+    ] {
+        let mut child = Command::new(env!("CARGO_BIN_EXE_toc"))
+            .env("TOC_URL", &url)
+            .args(&args)
+            .stdout(Stdio::piped())
+            .stderr(Stdio::piped())
+            .spawn()
+            .unwrap();
+        drop(child.stdout.take());
+        let out = child.wait_with_output().unwrap();
+        let err = String::from_utf8_lossy(&out.stderr);
+        assert!(
+            out.status.success() && !err.contains("panicked"),
+            "toc {args:?}: {:?} {err}",
+            out.status
+        );
+    }
+    // Labels: k=v and k:v alike, in a write and in a filter.
+    ok(
+        &url,
+        &[
+            "job",
+            "put",
+            "orders",
+            "x1",
+            "--in",
+            "1h",
+            "--label",
+            "team=blue",
+        ],
+    );
+    ok(
+        &url,
+        &[
+            "job",
+            "put",
+            "orders",
+            "x2",
+            "--in",
+            "1h",
+            "--label",
+            "team:blue",
+        ],
+    );
+    for filter in ["team=blue", "team:blue"] {
+        let listed = ok(&url, &["--json", "job", "ls", "orders", "--label", filter]);
+        let v: Value = serde_json::from_str(&listed).unwrap();
+        let ids: Vec<&str> = v["items"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|j| j["id"].as_str().unwrap())
+            .collect();
+        assert_eq!(ids, ["x1", "x2"], "--label {filter}");
+    }
+    // Recurring jobs.
+    ok(
+        &url,
+        &[
+            "job",
+            "put",
+            "reports",
+            "daily",
+            "--cron",
+            "0 9 * * MON-FRI",
+            "--tz",
+            "Europe/Berlin",
+            "--repeat-limit",
+            "5",
+        ],
+    );
+    ok(&url, &["job", "put", "probes", "p1", "--every", "30s"]);
+    let daily: Value =
+        serde_json::from_str(&ok(&url, &["--json", "job", "get", "reports", "daily"])).unwrap();
+    assert_eq!(daily["repeat"]["cron"], "0 9 * * MON-FRI", "{daily}");
+    assert_eq!(daily["repeat"]["tz"], "Europe/Berlin");
+    assert_eq!(daily["repeat"]["limit"], 5);
+    let p1: Value =
+        serde_json::from_str(&ok(&url, &["--json", "job", "get", "probes", "p1"])).unwrap();
+    assert_eq!(p1["repeat"]["every_ms"], 30_000, "{p1}");
+    // PAUSED in the topic list.
+    ok(&url, &["topic", "pause", "orders"]);
+    let table = ok(&url, &["topic", "ls"]);
+    assert!(
+        table.lines().next().unwrap_or_default().contains("PAUSED"),
+        "{table}"
+    );
+    let row = table
+        .lines()
+        .find(|l| l.starts_with("orders "))
+        .unwrap_or_default();
+    assert!(row.contains("true"), "{table}");
+    // Errors that say what to do.
+    let (success, _, err) = toc("127.0.0.1:16080", &["topic", "ls"]);
+    assert!(
+        !success && err.contains("http://") && err.contains("scheme"),
+        "{err}"
+    );
+    let closed = format!("http://127.0.0.1:{}", common::redis_server::free_port());
+    let (success, _, err) = toc(&closed, &["topic", "ls"]);
+    assert!(
+        !success && err.contains("refused") && err.contains("toc serve"),
+        "{err}"
+    );
+    let locked = Toc::start(
+        "locked",
+        &[("TOC_TOKENS", "s3cret".into())],
+        Skew::None,
+        dir.path(),
+    )
+    .await;
+    let (success, _, err) = toc(&locked.url(""), &["topic", "ls"]);
+    assert!(
+        !success && err.contains("401") && err.contains("TOC_TOKEN"),
+        "{err}"
+    );
+}

@@ -89,12 +89,40 @@ impl Client {
     /// A request that could not be sent: the URL shown by its origin, and the client's
     /// error without it, so a password in --url never reaches the terminal or a log.
     pub(super) fn unreachable(&self, e: reqwest::Error) -> Failure {
+        let shown = crate::jobs::webhook::redact::url_text(&self.base);
+        if e.is_builder() || url::Url::parse(&self.base).is_err() {
+            // Shown as given, unless it may hold a password.
+            let given = if self.base.contains('@') {
+                "(a value with credentials, not shown)".to_string()
+            } else {
+                format!("{:?}", self.base)
+            };
+            return Failure {
+                message: format!(
+                    "--url {given} is not a URL: give one with its scheme, like \
+                     http://127.0.0.1:8080 (or set TOC_URL)"
+                ),
+                code: 2,
+            };
+        }
+        // What went wrong, as deep as the error says (connection refused, a name that does
+        // not resolve), then what to do.
+        let e = e.without_url();
+        let mut cause = e.to_string();
+        let mut source = std::error::Error::source(&e);
+        while let Some(s) = source {
+            cause = s.to_string();
+            source = s.source();
+        }
+        let hint = if e.is_connect() {
+            " — is `toc serve` running there? (the address: --url or TOC_URL)"
+        } else if e.is_timeout() {
+            " — the service did not answer in time"
+        } else {
+            ""
+        };
         Failure {
-            message: format!(
-                "cannot reach {}: {}",
-                crate::jobs::webhook::redact::url_text(&self.base),
-                e.without_url()
-            ),
+            message: format!("cannot reach {shown}: {cause}{hint}"),
             code: 3,
         }
     }
@@ -111,8 +139,15 @@ impl Client {
             ),
             None => ("error".to_string(), value.to_string()),
         };
+        let hint = match status.as_u16() {
+            401 => " (give a token with --token or TOC_TOKEN)",
+            403 => {
+                " (this token's scope or topic pattern does not allow it: use a token that does)"
+            }
+            _ => "",
+        };
         Failure {
-            message: format!("{} {code}: {message}", status.as_u16()),
+            message: format!("{} {code}: {message}{hint}", status.as_u16()),
             code: 1,
         }
     }
@@ -154,20 +189,60 @@ fn when_body(when: &When) -> Result<Value, Failure> {
     }
 }
 
-/// Runs a client command; prints its result.
-/// `toc topic pause|resume`: sets the topic's `paused` and answers the topic.
+/// The `repeat` of a recurring job's body.
+fn repeat_body(r: &super::RepeatArgs) -> Value {
+    let mut repeat = json!({});
+    if let Some(c) = &r.cron {
+        repeat["cron"] = json!(c);
+    }
+    if let Some(tz) = &r.tz {
+        repeat["tz"] = json!(tz);
+    }
+    if let Some(ms) = r.every {
+        repeat["every_ms"] = json!(ms);
+    }
+    if let Some(n) = r.limit {
+        repeat["limit"] = json!(n);
+    }
+    if let Some(at) = r.until {
+        repeat["until"] = json!(at);
+    }
+    if let Some(ms) = r.jitter {
+        repeat["jitter_ms"] = json!(ms);
+    }
+    repeat
+}
+
+/// A label as given on the command line, `key=value` or `key:value` (the API's spelling):
+/// the key and the value. The first `=` splits it, else the first `:`.
+pub(super) fn label_pair(label: &str) -> Result<(&str, &str), Failure> {
+    label
+        .split_once('=')
+        .or_else(|| label.split_once(':'))
+        .ok_or_else(|| Failure {
+            message: format!("--label {label:?}: give key=value (or key:value)"),
+            code: 2,
+        })
+}
+
+/// A label filter as the API's query takes it: `key:value`.
+fn label_filter(label: &str) -> Result<String, Failure> {
+    let (k, v) = label_pair(label)?;
+    Ok(enc(&format!("{k}:{v}")))
+}
+
 /// A bulk change's query string: `?limit=&label=&from=&to=`, the ones given.
-fn bulk_query(filter: &BulkArgs, to: Option<i64>, limit: u64) -> String {
+fn bulk_query(filter: &BulkArgs, to: Option<i64>, limit: u64) -> Result<String, Failure> {
     let mut parts = vec![format!("limit={limit}")];
     if let Some(l) = &filter.label {
-        parts.push(format!("label={}", enc(l)));
+        parts.push(format!("label={}", label_filter(l)?));
     }
     for (name, v) in [("from", filter.from), ("to", to)] {
         if let Some(v) = v {
             parts.push(format!("{name}={v}"));
         }
     }
-    format!("?{}", parts.join("&"))
+    Ok(format!("?{}", parts.join("&")))
 }
 
 /// A bulk change in batches of `--batch` (`path` answers `{field: n}` with `n` at most the
@@ -205,7 +280,14 @@ async fn in_batches(
             }
             limit = limit.min(most - total);
         }
-        let path = format!("{path}{}", bulk_query(filter, to, limit));
+        let query = match bulk_query(filter, to, limit) {
+            Ok(q) => q,
+            Err(f) => {
+                bar.finish();
+                return Err(f);
+            }
+        };
+        let path = format!("{path}{query}");
         let answer = client.call(method.clone(), &path, None).await;
         let n = match answer {
             Ok(v) => v[field].as_u64().unwrap_or(0),
@@ -276,6 +358,7 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             topic,
             id,
             when,
+            repeat,
             job_type,
             payload,
             max_attempts,
@@ -285,7 +368,27 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             labels,
             create_only,
         }) => {
-            let mut body = when_body(&when)?;
+            let recurring = repeat.cron.is_some() || repeat.every.is_some();
+            let mut body = match (recurring, &when) {
+                // A series given no first fire starts at its schedule's first instant.
+                (
+                    true,
+                    When {
+                        at: None,
+                        after: None,
+                        delay_ms: None,
+                    },
+                ) => json!({}),
+                _ => when_body(&when)?,
+            };
+            if recurring {
+                body["repeat"] = repeat_body(&repeat);
+            } else if repeat.limit.is_some() || repeat.until.is_some() {
+                return Err(Failure {
+                    message: "--repeat-limit and --until go with --cron or --every".into(),
+                    code: 2,
+                });
+            }
             if let Some(t) = job_type {
                 body["type"] = json!(t);
             }
@@ -307,13 +410,8 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
             if let Some(ms) = expire_after_ms {
                 body["expire_after_ms"] = json!(ms);
             }
-            for label in labels {
-                let Some((k, v)) = label.split_once('=') else {
-                    return Err(Failure {
-                        message: format!("--label {label:?}: give key=value"),
-                        code: 2,
-                    });
-                };
+            for label in &labels {
+                let (k, v) = label_pair(label)?;
                 body["labels"][k] = json!(v);
             }
             let mode = if create_only { "?mode=create_only" } else { "" };
@@ -359,7 +457,7 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
                 enc(&state)
             );
             if let Some(l) = label {
-                path.push_str(&format!("&label={}", enc(&l)));
+                path.push_str(&format!("&label={}", label_filter(&l)?));
             }
             for (name, v) in [("from", from), ("to", to)] {
                 if let Some(v) = v {
@@ -457,6 +555,7 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
                 "running",
                 "dead",
                 "next_fire_at",
+                "paused",
                 "default_type",
                 "types",
             ];

@@ -226,11 +226,35 @@ pub(crate) struct When {
     pub delay_ms: Option<i64>,
 }
 
+/// A recurring job's schedule (`repeat`): `--cron` (with `--tz`) or `--every`.
+#[derive(Args)]
+pub(crate) struct RepeatArgs {
+    /// Recur on a cron pattern (`0 9 * * MON-FRI`); the first fire is its next instant
+    /// unless --in or --at says otherwise.
+    #[arg(long, value_name = "EXPR", conflicts_with = "every")]
+    pub cron: Option<String>,
+    /// The IANA time zone the cron pattern is read in (Europe/Berlin; UTC when absent).
+    #[arg(long, value_name = "ZONE", requires = "cron")]
+    pub tz: Option<String>,
+    /// Recur every SPAN (30s, 5m, 1h), counted from each fire time.
+    #[arg(long, value_name = "SPAN", value_parser = human::parse_in)]
+    pub every: Option<u64>,
+    /// End the series after N fires.
+    #[arg(long = "repeat-limit", value_name = "N")]
+    pub limit: Option<u32>,
+    /// No fire after this instant (RFC 3339 or ms since the epoch).
+    #[arg(long, value_name = "INSTANT", value_parser = human::parse_at)]
+    pub until: Option<i64>,
+    /// Put each cron instant off by a random delay of up to SPAN, never early.
+    #[arg(long, value_name = "SPAN", value_parser = human::parse_in, requires = "cron")]
+    pub jitter: Option<u64>,
+}
+
 #[derive(Subcommand)]
 pub(crate) enum JobCmd {
-    /// Create or replace a job.
+    /// Create or replace a job, one-shot or recurring (--cron or --every).
     #[command(
-        after_long_help = "Examples:\n  toc job put orders o1 --in 30m\n  toc job put orders o2 --at 2026-12-24T18:00:00Z --payload '{\"order\":2}'\n  toc job put hooks h1 --in 90s --type webhook --payload '{\"url\":\"https://example.com/hook\"}'"
+        after_long_help = "Examples:\n  toc job put orders o1 --in 30m\n  toc job put orders o2 --at 2026-12-24T18:00:00Z --payload '{\"order\":2}'\n  toc job put hooks h1 --in 90s --type webhook --payload '{\"url\":\"https://example.com/hook\"}'\n  toc job put reports daily --cron '0 9 * * MON-FRI' --tz Europe/Berlin\n  toc job put probes p1 --every 30s --repeat-limit 10"
     )]
     Put {
         /// The topic.
@@ -239,6 +263,8 @@ pub(crate) enum JobCmd {
         id: String,
         #[command(flatten)]
         when: When,
+        #[command(flatten)]
+        repeat: Box<RepeatArgs>,
         /// Its job type (the topic's default type when absent): which handler runs it.
         #[arg(long = "type")]
         job_type: Option<String>,
@@ -257,7 +283,7 @@ pub(crate) enum JobCmd {
         /// Not run if it cannot fire within this many ms of its fire time.
         #[arg(long)]
         expire_after_ms: Option<u64>,
-        /// A label, `key=value` (repeat for more).
+        /// A label, `key=value` or `key:value` (repeat for more).
         #[arg(long = "label")]
         labels: Vec<String>,
         /// Fail (409) instead of replacing an existing job.
@@ -313,7 +339,7 @@ pub(crate) enum JobCmd {
         /// The `next` of a previous page.
         #[arg(long)]
         after: Option<String>,
-        /// Only jobs with this label, `key:value`.
+        /// Only jobs with this label, `key:value` or `key=value`.
         #[arg(long)]
         label: Option<String>,
     },
@@ -357,7 +383,7 @@ pub(crate) enum JobCmd {
 
 #[derive(Subcommand)]
 pub(crate) enum DeadCmd {
-    /// List a topic's dead letters, the latest death first.
+    /// List a topic's dead letters, the oldest death first (as the API pages them).
     Ls {
         /// The topic.
         topic: String,
@@ -455,7 +481,7 @@ pub(crate) struct BulkArgs {
     /// Jobs a request changes at most (1 to 100,000): the bar moves once a batch.
     #[arg(long, default_value_t = 10_000)]
     pub batch: u64,
-    /// Jobs with this label, `key:value`.
+    /// Jobs with this label, `key:value` or `key=value`.
     #[arg(long)]
     pub label: Option<String>,
     /// The earliest fire time: RFC 3339 or ms since the epoch.
@@ -539,6 +565,9 @@ fn bench_main(args: &[std::ffi::OsString]) -> ExitCode {
 /// The `toc` binary: parses the command line and runs the command.
 pub fn toc_main() -> ExitCode {
     let cli = Cli::parse();
+    if !matches!(cli.command, Command::Serve { .. }) {
+        quiet_on_closed_pipe();
+    }
     match cli.command {
         Command::Serve { config, data_dir } => return serve_main(config, data_dir),
         Command::Journal(cmd) => return journal_main(cmd),
@@ -563,6 +592,26 @@ pub fn toc_main() -> ExitCode {
         Ok(()) => ExitCode::SUCCESS,
         Err(f) => client::exit(f),
     }
+}
+
+/// A reader that closed the pipe (`toc topic ls | head -2`) ends a client command quietly
+/// with status 0, as `ls` or `cat` do: Rust's runtime ignores SIGPIPE, so printing to a
+/// closed pipe panics (`println!`, clap_complete's writer); the panic that says so exits
+/// instead of printing a trace and exiting 101.
+fn quiet_on_closed_pipe() {
+    let report = std::panic::take_hook();
+    std::panic::set_hook(Box::new(move |info| {
+        let payload = info.payload();
+        let text = payload
+            .downcast_ref::<String>()
+            .map(String::as_str)
+            .or_else(|| payload.downcast_ref::<&str>().copied())
+            .unwrap_or("");
+        if text.contains("Broken pipe") || text.contains("BrokenPipe") {
+            std::process::exit(0);
+        }
+        report(info);
+    }));
 }
 
 /// `toc webhooks signing-key --topic T`.
