@@ -476,10 +476,12 @@ impl TimeoutCenter {
         let mut settings = settings.clone();
         settings.imports.clear();
         settings.draining_from = None;
+        // A tenant's import is its topic; the operator's keeps the exported tenant.
+        settings.tenant = crate::tenant::current().or(settings.tenant);
         settings.validate()?;
         self.rt
             .store
-            .check_room(topic, None, settings.slots)
+            .check_room(topic, None, settings.slots, settings.tenant.as_deref())
             .await?;
         Ok(settings)
     }

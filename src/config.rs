@@ -115,6 +115,29 @@ pub struct LimitsSettings {
     /// Most long polls (claims with `wait_ms`) waiting at once on this instance; beyond it
     /// 429 with `Retry-After` (0: no limit).
     pub max_long_polls: usize,
+    /// Most topics one tenant (a token's topic pattern, `crate::tenant`) may make; 409
+    /// past it (0: no limit). The operator (a token for every topic, auth off) has none.
+    #[serde(default = "default_max_topics_per_tenant")]
+    pub max_topics_per_tenant: usize,
+    /// Most slots of one tenant's topics together (0: no limit).
+    #[serde(default = "default_max_slots_per_tenant")]
+    pub max_slots_per_tenant: u64,
+    /// Most long polls one tenant may have waiting at once on this instance; 429 past it
+    /// (0: no limit), so one team's long polls cannot take every other team's.
+    #[serde(default = "default_max_long_polls_per_tenant")]
+    pub max_long_polls_per_tenant: usize,
+}
+
+fn default_max_topics_per_tenant() -> usize {
+    250
+}
+
+fn default_max_slots_per_tenant() -> u64 {
+    4096
+}
+
+fn default_max_long_polls_per_tenant() -> usize {
+    250
 }
 
 /// Limits on what the HTTP API accepts.
@@ -494,6 +517,10 @@ impl Settings {
                 .then_some(self.limits.max_jobs_per_topic),
             max_bytes_per_topic: (self.limits.max_bytes_per_topic > 0)
                 .then_some(self.limits.max_bytes_per_topic),
+            max_topics_per_tenant: (self.limits.max_topics_per_tenant > 0)
+                .then_some(self.limits.max_topics_per_tenant),
+            max_slots_per_tenant: (self.limits.max_slots_per_tenant > 0)
+                .then_some(self.limits.max_slots_per_tenant),
         }
     }
 

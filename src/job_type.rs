@@ -121,6 +121,13 @@ pub trait JobHandler: Send + Sync + 'static {
         None
     }
 
+    /// Most runs of this type at once for the topics of one tenant (`TopicConfig::tenant`),
+    /// however many topics it made, so that one team's slow runs hold only that share of
+    /// [`JobHandler::concurrency`]. A topic of no tenant takes none. `None`: no share.
+    fn share_per_tenant(&self) -> Option<usize> {
+        None
+    }
+
     /// A run longer than this counts as a failed attempt.
     fn timeout(&self) -> Duration {
         Duration::from_secs(30)
@@ -178,6 +185,7 @@ pub trait ErasedHandler: Send + Sync + 'static {
     fn concurrency(&self) -> usize;
     fn share_per_topic(&self) -> Option<usize>;
     fn share_per_key(&self) -> Option<usize>;
+    fn share_per_tenant(&self) -> Option<usize>;
     fn timeout(&self) -> Duration;
     async fn handle(&self, ctx: JobContext<Value>) -> Outcome;
     fn on_rearm(&self, rearmed: &Rearmed) -> Option<Emitted>;
@@ -248,6 +256,10 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
 
     fn share_per_key(&self) -> Option<usize> {
         self.handler.share_per_key().map(|n| n.max(1))
+    }
+
+    fn share_per_tenant(&self) -> Option<usize> {
+        self.handler.share_per_tenant().map(|n| n.max(1))
     }
 
     fn timeout(&self) -> Duration {

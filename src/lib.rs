@@ -95,6 +95,7 @@ mod recurrence;
 mod routing;
 pub mod serve;
 pub mod store;
+mod tenant;
 pub mod time;
 mod timer;
 mod topic;

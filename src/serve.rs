@@ -200,6 +200,7 @@ async fn start_with(settings: Settings, store: SharedStore, handlers: Handlers) 
         center: center.clone(),
         settings: settings.clone(),
         long_polls: Default::default(),
+        long_polls_by_tenant: Default::default(),
     });
     let auth = Auth::new(&settings);
     let deadline = http::deadline::BodyDeadline::new(

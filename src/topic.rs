@@ -228,6 +228,13 @@ pub struct TopicConfig {
     /// when it is written.
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub types: Vec<String>,
+    /// The tenant that made the topic (the topic pattern of its token, `crate::tenant`), set
+    /// when it is made: its topics, slots and webhook calls count against that tenant's
+    /// shares, and a `write` token of that tenant may delete it. `None`: made by the
+    /// operator (a token for every topic, or auth off).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(read_only)]
+    pub tenant: Option<String>,
 }
 
 /// How many job types a topic may name (`TopicConfig::types`).
@@ -253,6 +260,7 @@ impl Default for TopicConfig {
             flows: std::collections::BTreeMap::new(),
             imports: Vec::new(),
             types: Vec::new(),
+            tenant: None,
         }
     }
 }
@@ -338,6 +346,13 @@ impl TopicConfig {
                 "imports",
                 format!("at most {MAX_IMPORTS} digests of letters, digits and ':'"),
             ));
+        }
+        if self
+            .tenant
+            .as_ref()
+            .is_some_and(|t| t.is_empty() || t.len() > 512)
+        {
+            return Err(Error::invalid("tenant", "1 to 512 characters"));
         }
         if self.types.len() > MAX_TYPES {
             return Err(Error::invalid(

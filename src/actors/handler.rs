@@ -34,6 +34,7 @@ pub(crate) fn start_local(
                 permits: entry.permits.clone(),
                 per_topic: entry.per_topic.clone(),
                 per_key: entry.per_key.clone(),
+                per_tenant: entry.per_tenant.clone(),
             };
             let addr = match thread {
                 Some(thread) => HandlerActor::start_in_arbiter(thread, move |_| actor),
@@ -50,9 +51,10 @@ pub(crate) struct HandlerActor {
     /// Bounds the runs of this type at once, over all its actors; more wait here, and the
     /// slot actors bound how many they hand out, so nothing queues without limit.
     permits: Arc<Semaphore>,
-    /// The type's share per topic and per flow key, taken before `permits` (in that order,
-    /// always, so no two runs wait on each other): runs past their topic's or key's share
-    /// wait without holding one of the type's permits.
+    /// The type's share per tenant, per topic and per flow key, taken before `permits` (in
+    /// that order, always, so no two runs wait on each other): runs past their tenant's,
+    /// topic's or key's share wait without holding one of the type's permits.
+    per_tenant: Option<Arc<Shares>>,
     per_topic: Option<Arc<Shares>>,
     per_key: Option<Arc<Shares>>,
 }
@@ -97,6 +99,10 @@ impl Handler<RunJob> for HandlerActor {
     fn handle(&mut self, msg: RunJob, _: &mut Context<Self>) -> Self::Result {
         let handler = self.handler.clone();
         let permits = self.permits.clone();
+        let tenant_share = self
+            .per_tenant
+            .clone()
+            .and_then(|s| Some((s, msg.ctx.settings.tenant.clone()?)));
         let topic_share = self.per_topic.clone().map(|s| (s, msg.ctx.topic.clone()));
         let key_share = self.per_key.clone().and_then(|s| {
             let key = crate::flow::job_key(
@@ -107,6 +113,10 @@ impl Handler<RunJob> for HandlerActor {
             Some((s, format!("{}\u{0}{key}", msg.ctx.topic)))
         });
         Box::pin(async move {
+            let _tenant = match tenant_share {
+                Some((s, name)) => Some(Held::take(&s, name).await),
+                None => None,
+            };
             let _topic = match topic_share {
                 Some((s, name)) => Some(Held::take(&s, name).await),
                 None => None,

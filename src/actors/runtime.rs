@@ -12,13 +12,15 @@ use crate::metrics::Metrics;
 use crate::store::SharedStore;
 use crate::time::SharedClock;
 
-/// A registered job type, and its bounds on runs at once (in all, per topic, per flow key),
+/// A registered job type, and its bounds on runs at once (in all, per tenant, per topic, per
+/// flow key),
 /// which its actors (one per slot-actor thread: `super::handler::start_local`) share.
 pub(crate) struct TypeEntry {
     pub handler: Arc<dyn ErasedHandler>,
     pub permits: Arc<Semaphore>,
     pub per_topic: Option<Arc<Shares>>,
     pub per_key: Option<Arc<Shares>>,
+    pub per_tenant: Option<Arc<Shares>>,
 }
 
 impl TypeEntry {
@@ -27,6 +29,7 @@ impl TypeEntry {
         TypeEntry {
             per_topic: handler.share_per_topic().map(|n| Arc::new(Shares::new(n))),
             per_key: handler.share_per_key().map(|n| Arc::new(Shares::new(n))),
+            per_tenant: handler.share_per_tenant().map(|n| Arc::new(Shares::new(n))),
             handler,
             permits,
         }

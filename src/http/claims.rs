@@ -204,26 +204,55 @@ pub(crate) async fn claim(
     Ok(HttpResponse::Ok().json(Claimed { jobs }))
 }
 
-/// A long poll counted among this instance's while it waits (`limits.max_long_polls`).
-struct LongPoll<'a>(&'a AppState);
+/// A long poll counted among this instance's while it waits (`limits.max_long_polls`), and
+/// among its tenant's (`limits.max_long_polls_per_tenant`).
+struct LongPoll<'a> {
+    state: &'a AppState,
+    tenant: Option<String>,
+}
 
 impl<'a> LongPoll<'a> {
-    /// Counts one more waiting long poll, or refuses it (429, `Retry-After: 1`) at the limit.
+    /// Counts one more waiting long poll, or refuses it (429, `Retry-After: 1`) at the
+    /// instance's limit or its tenant's.
     fn enter(state: &'a AppState) -> ApiResult<Self> {
         use std::sync::atomic::Ordering;
         let max = state.settings.limits.max_long_polls;
         let before = state.long_polls.fetch_add(1, Ordering::SeqCst);
         state.center.metrics().long_polls.inc();
-        let poll = LongPoll(state);
-        if max > 0 && before >= max {
-            return Err(ApiError::new(
+        let tenant = crate::tenant::current();
+        let held_by_tenant = tenant.as_ref().map(|t| {
+            let mut by = state
+                .long_polls_by_tenant
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            let n = by.entry(t.clone()).or_insert(0);
+            *n += 1;
+            *n - 1
+        });
+        let poll = LongPoll { state, tenant };
+        let refused = |setting: &str, held: usize, whose: &str| {
+            ApiError::new(
                 StatusCode::TOO_MANY_REQUESTS,
                 "too_many_long_polls",
                 format!(
-                    "{max} long polls are waiting on this instance already (the limit is limits.max_long_polls); claim again shortly, or without wait_ms"
+                    "{held} long polls {whose} are waiting on this instance already (the limit is {setting}); claim again shortly, or without wait_ms"
                 ),
             )
-            .retry_after(1));
+            .retry_after(1)
+        };
+        if max > 0 && before >= max {
+            return Err(refused("limits.max_long_polls", max, "of every caller"));
+        }
+        let share = state.settings.limits.max_long_polls_per_tenant;
+        if let (Some(held), Some(t)) = (held_by_tenant, &poll.tenant)
+            && share > 0
+            && held >= share
+        {
+            return Err(refused(
+                "limits.max_long_polls_per_tenant",
+                share,
+                &format!("of tenant {t:?}"),
+            ));
         }
         Ok(poll)
     }
@@ -231,10 +260,23 @@ impl<'a> LongPoll<'a> {
 
 impl Drop for LongPoll<'_> {
     fn drop(&mut self) {
-        self.0
+        self.state
             .long_polls
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        self.0.center.metrics().long_polls.dec();
+        self.state.center.metrics().long_polls.dec();
+        if let Some(t) = &self.tenant {
+            let mut by = self
+                .state
+                .long_polls_by_tenant
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner);
+            if let Some(n) = by.get_mut(t) {
+                *n = n.saturating_sub(1);
+                if *n == 0 {
+                    by.remove(t);
+                }
+            }
+        }
     }
 }
 

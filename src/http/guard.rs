@@ -166,21 +166,35 @@ where
     forward_ready!(service);
 
     fn call(&self, req: ServiceRequest) -> Self::Future {
-        let verdict = {
+        let (verdict, tenant) = {
             let ext = req.extensions();
             // The outer middleware always says who the caller is; without it, nobody.
             let caller = ext.get::<Caller>().unwrap_or(&Caller::Anonymous);
             let protect_ops = ext.get::<super::auth::ProtectOps>().is_some();
             let topic = matched_topic(&req);
-            self.need
-                .judge(caller, req.method().as_str(), topic.as_deref(), protect_ops)
+            let verdict =
+                self.need
+                    .judge(caller, req.method().as_str(), topic.as_deref(), protect_ops);
+            (verdict, tenant_of(caller))
         };
         if let Err(e) = verdict {
             let res = actix_web::ResponseError::error_response(&e);
             return Box::pin(async move { Ok(req.into_response(res).map_into_right_body()) });
         }
         let service = self.service.clone();
-        Box::pin(async move { service.call(req).await.map(|r| r.map_into_left_body()) })
+        // The handler acts for the caller's tenant (the topics it makes are that tenant's).
+        Box::pin(crate::tenant::acting_for(tenant, async move {
+            service.call(req).await.map(|r| r.map_into_left_body())
+        }))
+    }
+}
+
+/// The tenant a caller acts for: a token's topic pattern; none for a token for every topic
+/// or with auth off (`crate::tenant`).
+pub(crate) fn tenant_of(caller: &Caller) -> Option<String> {
+    match caller {
+        Caller::Token(g) => g.pattern.clone(),
+        Caller::Open | Caller::Anonymous => None,
     }
 }
 

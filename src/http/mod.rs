@@ -30,6 +30,9 @@ pub(crate) struct AppState {
     pub settings: Settings,
     /// Long polls waiting now on this instance (`limits.max_long_polls`).
     pub long_polls: std::sync::atomic::AtomicUsize,
+    /// Of them, each tenant's (`limits.max_long_polls_per_tenant`); a tenant with none has
+    /// no entry.
+    pub long_polls_by_tenant: std::sync::Mutex<std::collections::HashMap<String, usize>>,
 }
 
 /// Every route of the API. The same function serves `toc serve` and the tests.
@@ -113,7 +116,8 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
             web::resource("/v1/topics/{topic}")
                 .route(read(web::get().to(topics::get_topic)))
                 .route(admin(web::put().to(topics::put_topic)))
-                .route(admin(web::delete().to(topics::delete_topic))),
+                // Admin, or a write token of the tenant that made the topic (the handler).
+                .route(write(web::delete().to(topics::delete_topic))),
         )
         .service(
             web::resource("/v1/topics/{topic}/dead").route(read(web::get().to(topics::list_dead))),

@@ -92,16 +92,37 @@ pub(crate) struct DeleteQuery {
 
 /// Deletes a topic whole: its settings, jobs, dead letters, events and owner leases, on
 /// every instance (204). Refused (409 `topic_conflict`) while any of its jobs is running,
-/// unless `force=true`. A topic of the same name made later starts empty.
+/// unless `force=true`. A topic of the same name made later starts empty. Needs `admin`, or
+/// a `write` token of the tenant that made the topic (403 otherwise, whether or not it
+/// exists).
 #[utoipa::path(delete, path = "/v1/topics/{topic}", tag = "topics",
     params(("topic" = String, Path), DeleteQuery),
     responses((status = 204, description = "Deleted"),
         (status = 409, body = ErrorBody, description = "Jobs are running (topic_conflict)")))]
 pub(crate) async fn delete_topic(
+    req: actix_web::HttpRequest,
     state: web::Data<AppState>,
     path: web::Path<String>,
     query: web::Query<DeleteQuery>,
 ) -> ApiResult<HttpResponse> {
+    if let Some(g) = super::guard::granted(&req)
+        && g.scope < crate::access::Scope::Admin
+    {
+        // A name that is no topic's is no tenant's either: refused as not its own.
+        let made = match state.center.store().find_topic(&path).await {
+            Ok(t) => t,
+            Err(crate::error::Error::Invalid { .. }) => None,
+            Err(e) => return Err(e.into()),
+        };
+        let own = made.is_some_and(|t| t.tenant.is_some() && t.tenant == g.pattern);
+        if !own {
+            return Err(ApiError::forbidden(format!(
+                "this token's scope is {}; DELETE of topic {:?} needs admin, or a write token \
+                 of the tenant that made it",
+                g.scope, *path
+            )));
+        }
+    }
     let force = query.force.unwrap_or(false);
     state.center.delete_topic(&path, force).await?;
     Ok(HttpResponse::NoContent().finish())
@@ -367,6 +388,8 @@ pub(crate) async fn put_topic(
         Some(t) => (**t).clone(),
         None => TopicConfig {
             name: path.to_string(),
+            // Made by this request: its tenant's topic.
+            tenant: crate::tenant::current(),
             ..state.settings.topics.defaults.clone()
         },
     };

@@ -35,6 +35,11 @@ pub struct StoreOptions {
     /// Most bytes of one topic's job records (`limits.max_bytes_per_topic`); `None`: no
     /// limit.
     pub max_bytes_per_topic: Option<u64>,
+    /// Most topics one tenant may make (`limits.max_topics_per_tenant`); `None`: no limit.
+    pub max_topics_per_tenant: Option<usize>,
+    /// Most slots of one tenant's topics together (`limits.max_slots_per_tenant`); `None`:
+    /// no limit.
+    pub max_slots_per_tenant: Option<u64>,
 }
 
 impl Default for StoreOptions {
@@ -48,6 +53,8 @@ impl Default for StoreOptions {
             max_topics: None,
             max_total_slots: None,
             max_jobs_per_topic: None,
+            max_topics_per_tenant: None,
+            max_slots_per_tenant: None,
             max_bytes_per_topic: None,
         }
     }
@@ -105,6 +112,10 @@ impl TopicCache {
 /// still hold old copies. Any other change of the count is refused: jobs would be looked for
 /// in the wrong slot.
 pub(super) fn check_update(old: &TopicConfig, mut new: TopicConfig) -> Result<TopicConfig> {
+    // The tenant that made the topic stays its tenant.
+    if old.tenant.is_some() {
+        new.tenant = old.tenant.clone();
+    }
     if new.slots == old.slots {
         // A sweep that found no old copy clears the mark by naming a count at or above the
         // topic's own; any other change keeps what the store has.

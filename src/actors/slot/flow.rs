@@ -49,7 +49,7 @@ impl SlotActor {
     /// runs sent back now are due again: the pump sets their due runs aside (`flow::SetAside`)
     /// rather than lease them for `defer` to send back one by one.
     pub(super) fn set_aside(&self, now: Millis) -> crate::flow::SetAside {
-        let share = self.rt.settings.flow_max_waiting_per_key;
+        let share = self.key_share();
         let keys: Vec<_> = self
             .gate
             .full(share)

@@ -213,18 +213,27 @@ impl SlotActor {
     }
 
     /// Runs a pump may lease now: runs waiting for room on their flow key do not count
-    /// (other keys' jobs are not held behind them) until they reach
-    /// `runtime.flow_max_waiting`. One key holds at most `runtime.flow_max_waiting_per_key`
-    /// of them (`defer`), so it takes many keys without room to reach it.
+    /// (other keys' jobs are not held behind them). One key holds at most
+    /// `runtime.flow_max_waiting_per_key` of them, and once they reach
+    /// `runtime.flow_max_waiting` every key that has a run waiting is at its share
+    /// ([`SlotActor::key_share`]): the pump goes on for the keys with none, so however many
+    /// keys a caller fills, a key with room is not held behind them.
     fn capacity(&self) -> usize {
         let waiting = self.gate.len();
-        if waiting >= self.rt.settings.flow_max_waiting {
-            return 0;
-        }
         self.rt
             .settings
             .pump_batch
             .saturating_sub(self.unsettled().saturating_sub(waiting))
+    }
+
+    /// How many runs one key may have waiting here now: its share of the waiting room, or
+    /// one while the room is full (a key with none waiting still gets one in).
+    fn key_share(&self) -> usize {
+        if self.gate.len() >= self.rt.settings.flow_max_waiting {
+            1
+        } else {
+            self.rt.settings.flow_max_waiting_per_key
+        }
     }
 
     fn track(&mut self) {

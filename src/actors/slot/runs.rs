@@ -66,7 +66,7 @@ impl SlotActor {
     /// `fired_at` is now, read once for the batch.
     pub(super) fn start(&mut self, lease: Arc<Leased>, fired_at: Millis, ctx: &mut Context<Self>) {
         if let Some(key) = self.gated(&lease.job, fired_at) {
-            if self.gate.line(&key) >= self.rt.settings.flow_max_waiting_per_key {
+            if self.gate.line(&key) >= self.key_share() {
                 self.defer(lease, &key, fired_at, ctx);
                 return;
             }

@@ -271,6 +271,10 @@ impl JobHandler for Webhook {
         Some(self.settings.max_in_flight_per_key)
     }
 
+    fn share_per_tenant(&self) -> Option<usize> {
+        Some(self.settings.max_in_flight_per_tenant)
+    }
+
     /// Above any request timeout a payload may ask for (`webhooks.max_timeout_ms`).
     fn timeout(&self) -> Duration {
         Duration::from_millis(self.settings.max_timeout_ms) + Duration::from_secs(5)

@@ -49,9 +49,19 @@ pub struct WebhookSettings {
     /// Calls in flight at once for one flow key of a topic (a receiver's host and port, or
     /// the job's `flow_key`): within its topic's share.
     pub max_in_flight_per_key: usize,
+    /// Calls in flight at once for the topics of one tenant (`crate::tenant`), however many
+    /// topics and keys it spreads them over: a team whose receivers hang holds this many of
+    /// `max_in_flight`, and other teams' calls go on. Topics of no tenant take none.
+    #[serde(default = "max_in_flight_per_tenant")]
+    pub max_in_flight_per_tenant: usize,
     /// The longest `payload.timeout_ms` a job may ask for (422 past it); also the timeout of
     /// a job that asks for none, when shorter than 10 s.
     pub max_timeout_ms: u64,
+}
+
+/// One tenant's share by default: half the instance's calls.
+fn max_in_flight_per_tenant() -> usize {
+    MAX_IN_FLIGHT / 2
 }
 
 /// The defaults of the shares of calls in flight.
@@ -84,6 +94,7 @@ impl Default for WebhookSettings {
             max_in_flight: MAX_IN_FLIGHT,
             max_in_flight_per_topic: MAX_IN_FLIGHT_PER_TOPIC,
             max_in_flight_per_key: MAX_IN_FLIGHT_PER_KEY,
+            max_in_flight_per_tenant: max_in_flight_per_tenant(),
             max_timeout_ms: MAX_TIMEOUT_MS,
         }
     }
@@ -148,6 +159,10 @@ impl WebhookSettings {
                 self.max_in_flight_per_topic,
             ),
             ("webhooks.max_in_flight_per_key", self.max_in_flight_per_key),
+            (
+                "webhooks.max_in_flight_per_tenant",
+                self.max_in_flight_per_tenant,
+            ),
         ] {
             if value == 0 {
                 return Err((name, "must be at least 1".into()));

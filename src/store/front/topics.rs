@@ -18,8 +18,16 @@ impl Store {
         // Only a doubling and a sweep change `draining_from`: it is the store's.
         config.draining_from = None;
         let before = self.engine.reload_topic(&config.name).await?;
-        self.check_room(&config.name, before.as_ref().map(|b| b.slots), config.slots)
-            .await?;
+        let tenant = before
+            .as_ref()
+            .map_or(config.tenant.clone(), |b| b.tenant.clone());
+        self.check_room(
+            &config.name,
+            before.as_ref().map(|b| b.slots),
+            config.slots,
+            tenant.as_deref(),
+        )
+        .await?;
         let now = self.engine.put_topic(config).await?;
         if let Some(before) = before
             && now.slots > before.slots
@@ -59,27 +67,39 @@ impl Store {
         match self.engine.find_topic(name).await? {
             Some(t) => Ok(t),
             None => {
-                let config = self.options.defaults_for(name)?;
-                self.check_room(name, None, config.slots).await?;
+                let mut config = self.options.defaults_for(name)?;
+                // Made by a write: the tenant the request acts for made it.
+                config.tenant = crate::tenant::current();
+                self.check_room(name, None, config.slots, config.tenant.as_deref())
+                    .await?;
                 self.engine.create_topic(config).await
             }
         }
     }
 
     /// Refuses a topic made, or grown to `slots`, past `limits.max_topics` or
-    /// `limits.max_total_slots`; `before`: its slots now, when it exists. Instances that
-    /// create topics at the same moment may pass a limit by the few each makes.
+    /// `limits.max_total_slots`, or past its tenant's share (`limits.max_topics_per_tenant`,
+    /// `limits.max_slots_per_tenant`); `before`: its slots now, when it exists; `tenant`:
+    /// the one that made it (or makes it). Instances that create topics at the same moment
+    /// may pass a limit by the few each makes.
     pub(crate) async fn check_room(
         &self,
         name: &str,
         before: Option<u32>,
         slots: u32,
+        tenant: Option<&str>,
     ) -> Result<()> {
         let (max_topics, max_slots) = (self.options.max_topics, self.options.max_total_slots);
-        if max_topics.is_none() && max_slots.is_none() {
+        let shares = tenant.is_some()
+            && (self.options.max_topics_per_tenant.is_some()
+                || self.options.max_slots_per_tenant.is_some());
+        if max_topics.is_none() && max_slots.is_none() && !shares {
             return Ok(());
         }
         let topics = self.engine.topics().await?;
+        if let Some(tenant) = tenant {
+            self.check_tenant_room(&topics, name, before, slots, tenant)?;
+        }
         if let (None, Some(max)) = (before, max_topics)
             && topics.len() >= max
         {
@@ -102,6 +122,46 @@ impl Store {
                 setting: "limits.max_total_slots",
                 message: format!(
                     "topic {name:?} with {slots} slots would bring the slots of every topic to {after}, over {max}"
+                ),
+            }),
+            _ => Ok(()),
+        }
+    }
+
+    /// Refuses a topic made, or grown to `slots`, past its tenant's shares.
+    fn check_tenant_room(
+        &self,
+        topics: &[Arc<TopicConfig>],
+        name: &str,
+        before: Option<u32>,
+        slots: u32,
+        tenant: &str,
+    ) -> Result<()> {
+        let own: Vec<&Arc<TopicConfig>> = topics
+            .iter()
+            .filter(|t| t.tenant.as_deref() == Some(tenant) && t.name != name)
+            .collect();
+        if let (None, Some(max)) = (before, self.options.max_topics_per_tenant)
+            && own.len() >= max
+        {
+            return Err(Error::LimitReached {
+                setting: "limits.max_topics_per_tenant",
+                message: format!(
+                    "topic {name:?} would be topic {} of tenant {tenant:?}, which may make at most {max}",
+                    own.len() + 1
+                ),
+            });
+        }
+        let held: u64 = own
+            .iter()
+            .map(|t| u64::from(t.slots.max(t.draining_from.unwrap_or(0))))
+            .sum();
+        let after = held + u64::from(slots.max(before.unwrap_or(0)));
+        match self.options.max_slots_per_tenant {
+            Some(max) if after > max && slots > before.unwrap_or(0) => Err(Error::LimitReached {
+                setting: "limits.max_slots_per_tenant",
+                message: format!(
+                    "topic {name:?} with {slots} slots would bring tenant {tenant:?}'s slots to {after}, over {max}"
                 ),
             }),
             _ => Ok(()),
