@@ -126,6 +126,15 @@ pub struct LimitsSettings {
     /// (0: no limit), so one team's long polls cannot take every other team's.
     #[serde(default = "default_max_long_polls_per_tenant")]
     pub max_long_polls_per_tenant: usize,
+    /// How far in the past a `fire_at` may be, in ms: further is surely a mistake (a caller
+    /// meaning "now" sends `delay_ms: 0`), refused 422 (0: any past instant is taken, due
+    /// now).
+    #[serde(default = "default_max_past_ms")]
+    pub max_past_ms: u64,
+}
+
+fn default_max_past_ms() -> u64 {
+    3_600_000
 }
 
 fn default_max_topics_per_tenant() -> usize {

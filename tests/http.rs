@@ -1682,3 +1682,78 @@ async fn a_put_of_a_job_due_at_once_answers_201_even_when_it_already_fired() {
     });
     futures_util::future::join_all(puts).await;
 }
+
+/// Instants that are surely mistakes are refused at the door, 422 naming the field and what
+/// to send instead, and nothing is written (before: `fire_at: 1000` and one in seconds were
+/// taken and fired at once, the first adding 56 years to the lateness sum the
+/// `TocFiresLate` alert reads; one past the longest delay was taken too). A job accepted a
+/// little past due is not late by the time before it was written.
+#[actix_rt::test]
+async fn instants_that_are_surely_mistakes_are_refused() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let now = common::now_ms();
+    let refused = |(st, body): (u16, Value), says: &str| {
+        assert_eq!(st, 422, "{body}");
+        let msg = body["error"]["message"].as_str().unwrap_or_default();
+        assert!(msg.contains("fire_at") && msg.contains(says), "{msg}");
+    };
+    for (at, says) in [
+        (1_000, "seconds"),
+        (1_796_645_848, "seconds"),
+        (now - 2 * 3_600_000, "limits.max_past_ms"),
+        (
+            now + timeout_center::MAX_DELAY_MS + 3_600_000,
+            "MAX_DELAY_MS",
+        ),
+    ] {
+        refused(
+            s.send(
+                Method::PUT,
+                "/v1/topics/m/jobs/x",
+                Some(json!({"fire_at": at})),
+            )
+            .await,
+            says,
+        );
+        refused(
+            s.send(
+                Method::POST,
+                "/v1/topics/m/resets",
+                Some(json!({"resets": [{"id": "x", "fire_at": at}], "create": {}})),
+            )
+            .await,
+            says,
+        );
+    }
+    assert_eq!(
+        s.send(Method::GET, "/v1/topics/m/jobs/x", None).await.0,
+        404
+    );
+    // Half a minute past due is taken, fires at once, and is late by its own run only.
+    let (st, body) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/m/jobs/late",
+            Some(json!({"fire_at": now - 30_000, "payload": {"n": 1}})),
+        )
+        .await;
+    assert_eq!(st, 201, "{body}");
+    eventually(10, "the late job fires", || async {
+        s.text("/metrics")
+            .await
+            .contains("toc_firing_lateness_seconds_count{topic=\"m\"} 1")
+    })
+    .await;
+    let text = s.text("/metrics").await;
+    let sum: f64 = text
+        .lines()
+        .find(|l| l.starts_with("toc_firing_lateness_seconds_sum{topic=\"m\"}"))
+        .and_then(|l| l.rsplit(' ').next())
+        .and_then(|v| v.parse().ok())
+        .expect("a lateness sum");
+    assert!(
+        sum < 5.0,
+        "a job written 30 s past due counted {sum} s late"
+    );
+}

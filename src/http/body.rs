@@ -10,10 +10,13 @@ use crate::time::Millis;
 use crate::wire::integer;
 
 /// When a job fires: exactly one of `fire_at` (ms since the epoch, on the client's clock)
-/// and `delay_ms`, turned into an instant by `after` (the store's clock, never early).
+/// and `delay_ms`, turned into an instant by `after` (the store's clock, never early). A
+/// `fire_at` that is surely a mistake is refused (422, naming the field and what to send
+/// instead), as [`Instants::check`] says.
 pub(crate) fn when(
     fire_at: Option<Millis>,
     delay_ms: Option<i64>,
+    instants: Instants,
     after: impl FnOnce(Millis) -> Millis,
 ) -> ApiResult<Millis> {
     match (fire_at, delay_ms) {
@@ -25,7 +28,7 @@ pub(crate) fn when(
             "fire_at",
             "give fire_at (ms since the epoch) or delay_ms",
         )),
-        (Some(at), None) => Ok(at),
+        (Some(at), None) => instants.check("fire_at", at).map(|()| at),
         (None, Some(d)) if d < 0 => Err(ApiError::invalid(
             "delay_ms",
             format!("must not be negative, got {d}"),
@@ -35,6 +38,48 @@ pub(crate) fn when(
             format!("must be at most {}, got {d}", crate::time::MAX_DELAY_MS),
         )),
         (None, Some(d)) => Ok(after(d)),
+    }
+}
+
+/// Below this, an instant in ms is before 1973-03-03: surely seconds since the epoch
+/// (`1796645848`) or a small number sent by mistake (`1000`).
+const SECONDS_LIKE: Millis = 100_000_000_000;
+
+/// What a given instant is judged against: the store's clock now and the operator's
+/// `limits.max_past_ms` (0: any past instant is taken, as due now).
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Instants {
+    pub now: Millis,
+    pub max_past_ms: u64,
+}
+
+impl Instants {
+    /// Refuses an instant that is surely a mistake (422 naming `field`): one that reads as
+    /// seconds, one further in the past than `limits.max_past_ms` (a caller meaning "now"
+    /// sends `delay_ms: 0`), and one further ahead than the longest delay (`MAX_DELAY_MS`).
+    pub(crate) fn check(self, field: &'static str, at: Millis) -> ApiResult<()> {
+        let refuse = |why: String| Err(crate::error::Error::unprocessable(field, why).into());
+        if at < SECONDS_LIKE && self.now >= SECONDS_LIKE {
+            return refuse(format!(
+                "{at} is before 1973 as milliseconds: instants are ms since the epoch (seconds \
+                 times 1000); for now, send delay_ms 0"
+            ));
+        }
+        let past = self.now.saturating_sub(at);
+        if self.max_past_ms > 0 && past > crate::num::signed(self.max_past_ms) {
+            return refuse(format!(
+                "{at} is {past} ms in the past, more than limits.max_past_ms ({} ms): for \
+                 now, send delay_ms 0",
+                self.max_past_ms
+            ));
+        }
+        if at.saturating_sub(self.now) > crate::time::MAX_DELAY_MS {
+            return refuse(format!(
+                "{at} is further ahead than the longest delay, {} ms (MAX_DELAY_MS)",
+                crate::time::MAX_DELAY_MS
+            ));
+        }
+        Ok(())
     }
 }
 

@@ -55,7 +55,9 @@ fn new_job(id: String, body: JobBody, state: &AppState) -> ApiResult<NewJob> {
             .ok_or_else(|| {
                 ApiError::invalid("repeat", "the schedule has no instant the store can hold")
             })?,
-        _ => when(body.fire_at, body.delay_ms, |d| center.after(d))?,
+        _ => when(body.fire_at, body.delay_ms, state.instants(), |d| {
+            center.after(d)
+        })?,
     };
     if let Some(until) = repeat.as_ref().and_then(|r| r.series().until)
         && until < fire_at
@@ -272,7 +274,9 @@ pub(crate) async fn reset_job(
     body: web::Json<ResetBody>,
 ) -> ApiResult<HttpResponse> {
     let (topic, id) = path.into_inner();
-    let at = when(body.fire_at, body.delay_ms, |d| state.center.after(d))?;
+    let at = when(body.fire_at, body.delay_ms, state.instants(), |d| {
+        state.center.after(d)
+    })?;
     let job = query.job(&id);
     let span = crate::otel::job_span("reset", &topic, &id);
     let traced = crate::otel::kept(incoming_trace(&req), &span);
@@ -332,15 +336,18 @@ pub(crate) async fn batch_reset(
         ));
     }
     let center = &state.center;
+    let instants = state.instants();
     let resets = body
         .resets
         .into_iter()
         .enumerate()
         .map(|(i, r)| {
             let fire_at =
-                when(r.fire_at, r.delay_ms, |d| center.after(d)).map_err(|e| ApiError {
-                    message: format!("resets[{i}]: {}", e.message),
-                    ..e
+                when(r.fire_at, r.delay_ms, instants, |d| center.after(d)).map_err(|e| {
+                    ApiError {
+                        message: format!("resets[{i}]: {}", e.message),
+                        ..e
+                    }
                 })?;
             Ok(Reset {
                 job: JobRef::new(r.id).with_shard_key(r.shard_key),

@@ -35,6 +35,16 @@ pub(crate) struct AppState {
     pub long_polls_by_tenant: std::sync::Mutex<std::collections::HashMap<String, usize>>,
 }
 
+impl AppState {
+    /// What a given instant is judged against now (`body::Instants`).
+    pub(crate) fn instants(&self) -> body::Instants {
+        body::Instants {
+            now: self.center.now(),
+            max_past_ms: self.settings.limits.max_past_ms,
+        }
+    }
+}
+
 /// Every route of the API. The same function serves `toc serve` and the tests.
 pub(crate) fn configure(cfg: &mut web::ServiceConfig, settings: &Settings) {
     let json = web::JsonConfig::default()

@@ -89,7 +89,13 @@ impl SlotActor {
         ctx: &mut Context<Self>,
     ) {
         self.metrics.fired.inc();
-        let lateness = crate::num::float((fired_at - lease.job.fire_at).max(0)) / 1_000.0;
+        // Late from its fire time, or from when it was written or last changed if that was
+        // after it: a job accepted past due is not late by the time before it existed.
+        let since = lease
+            .job
+            .fire_at
+            .max(lease.job.updated_at.or(lease.job.created_at).unwrap_or(0));
+        let lateness = crate::num::float((fired_at - since).max(0)) / 1_000.0;
         self.metrics.lateness.observe(lateness);
         // The handler's context holds its own copy of the job; a traced job's fire is a span
         // of its trace, ended with the run (`crate::otel`).
