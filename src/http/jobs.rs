@@ -262,10 +262,12 @@ pub(crate) async fn delete_job(
 }
 
 /// Moves a job's fire time; its payload stays. A running job fires again at this time
-/// after its run.
+/// after its run. A `fire_at` that is surely a mistake (further in the past than
+/// `limits.max_past_ms`, one that reads as seconds, one past the longest delay) is 422.
 #[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/reset", tag = "jobs",
     params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = ResetBody,
-    responses((status = 200, body = Job), (status = 404, body = ErrorBody)))]
+    responses((status = 200, body = Job), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "A fire_at that is surely a mistake")))]
 pub(crate) async fn reset_job(
     state: web::Data<AppState>,
     path: web::Path<(String, String)>,
