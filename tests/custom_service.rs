@@ -279,14 +279,7 @@ async fn a_mixed_fleet_runs_each_job_where_its_type_is() {
         || async { plain.get_json(&http, "/health").await["unserved"] == json!(["reminders"]) },
     )
     .await;
-    let metrics = http
-        .get(plain.url("/metrics"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let metrics = plain.get_text(&http, "/metrics").await;
     assert!(metrics.contains("toc_topic_unserved{topic=\"reminders\"} 1"));
     // The CLI says so too: what the instance runs, what waits, and the topic's types.
     let (ok, out, err) = toc(&plain.url(""), &["health"]);

@@ -125,14 +125,7 @@ async fn each_line_passes_the_checks_of_a_put(redis: Option<RedisServer>) {
     let ok = export("kept", &[job("kept", "a", json!({}))]);
     let (status, body) = import(&http, &svc, "kept", &ok, None, true).await;
     assert_eq!(status, 200, "{body}");
-    let before = http
-        .get(svc.url("/v1/topics/kept/export"))
-        .send()
-        .await
-        .unwrap()
-        .text()
-        .await
-        .unwrap();
+    let before = svc.get_text(&http, "/v1/topics/kept/export").await;
     let bad = vec![
         job("kept", "b", json!({})),
         job("kept", "c", json!({"attempts": 99, "max_attempts": 3})),

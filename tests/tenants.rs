@@ -207,14 +207,7 @@ async fn long_polls_are_counted_per_tenant(redis: Option<RedisServer>) {
     }
     // The two are waiting once the instance counts them.
     common::runtime::until(10, "two long polls wait", || async {
-        let m = http
-            .get(svc.url("/metrics"))
-            .send()
-            .await
-            .unwrap()
-            .text()
-            .await
-            .unwrap();
+        let m = svc.get_text(&http, "/metrics").await;
         m.contains("toc_long_polls_waiting 2")
     })
     .await;

@@ -269,6 +269,18 @@ impl Toc {
             .unwrap()
     }
 
+    /// The text `GET path` answers on this instance (`/metrics`, an export): a harness step,
+    /// it must answer.
+    pub async fn get_text(&self, http: &reqwest::Client, path: &str) -> String {
+        http.get(self.url(path))
+            .send()
+            .await
+            .unwrap()
+            .text()
+            .await
+            .unwrap()
+    }
+
     /// The events of `topic` named `name` (the first 1,000 of its stream), as this instance
     /// reads them.
     pub async fn events(
