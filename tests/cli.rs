@@ -432,3 +432,26 @@ async fn the_cli_covers_the_api_and_says_what_to_do() {
         "{err}"
     );
 }
+
+/// A topic that does not exist is answered with the nearest names of those that do, and a
+/// job that is gone with its last event (before: a bare 404 either way).
+#[tokio::test]
+async fn a_refusal_says_what_the_service_knows() {
+    use common::process::{Skew, Toc};
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Toc::start("toc", &[], Skew::None, dir.path()).await;
+    let url = svc.url("");
+    ok(&url, &["job", "put", "orders", "o1", "--in", "1h"]);
+    ok(&url, &["job", "put", "orders", "done-1", "--in", "0s"]);
+    let (success, _, err) = toc(&url, &["job", "ls", "ordres"]);
+    assert!(!success && err.contains("did you mean orders?"), "{err}");
+    common::runtime::until(10, "done-1 fired and went", || async {
+        !toc(&url, &["job", "get", "orders", "done-1"]).0
+    })
+    .await;
+    let (_, _, err) = toc(&url, &["job", "get", "orders", "done-1"]);
+    assert!(
+        err.contains("it is gone: its last event was job.done"),
+        "{err}"
+    );
+}

@@ -825,7 +825,117 @@ pub(super) fn job_fields() -> Vec<String> {
 }
 
 /// Exit code of a failure.
+/// A refusal said with what to do next, from what the service can tell: a topic that does
+/// not exist with the nearest names of those that do; a job that is gone (`gone`: the
+/// topic and id `toc job get` asked for) with its last event, if its topic's stream still
+/// holds it. Anything else as it was.
+pub(super) async fn explain(
+    client: &Client,
+    f: Failure,
+    gone: Option<(String, String)>,
+) -> Failure {
+    if let Some(name) = f
+        .message
+        .split_once("topic_not_found: topic \"")
+        .and_then(|(_, rest)| rest.split_once('"'))
+        .map(|(name, _)| name.to_string())
+    {
+        let near = nearest_topics(client, &name).await;
+        if !near.is_empty() {
+            return Failure {
+                message: format!("{} — did you mean {}?", f.message, near.join(", ")),
+                ..f
+            };
+        }
+        return f;
+    }
+    if let Some((topic, id)) = gone
+        && f.message.starts_with("404 not_found")
+        && let Some(last) = last_event(client, &topic, &id).await
+    {
+        let now = super::human::now_ms();
+        return Failure {
+            message: format!(
+                "{} — it is gone: its last event was {} at {} (toc events {topic} shows them)",
+                f.message,
+                last["event"].as_str().unwrap_or("?"),
+                super::human::instant(last["fired_at"].as_i64().unwrap_or(0), now)
+            ),
+            ..f
+        };
+    }
+    f
+}
+
+/// The names of the service's topics nearest to `name` (a typo of one or two letters, or
+/// one that begins the same), at most three.
+async fn nearest_topics(client: &Client, name: &str) -> Vec<String> {
+    let Ok(list) = client.call(reqwest::Method::GET, "/v1/topics", None).await else {
+        return Vec::new();
+    };
+    let mut near: Vec<(usize, String)> = list["items"]
+        .as_array()
+        .into_iter()
+        .flatten()
+        .filter_map(|t| t["name"].as_str())
+        .map(|t| (edit_distance(name, t), t.to_string()))
+        .filter(|(d, t)| *d <= 2.max(name.len() / 4) || t.starts_with(name))
+        .collect();
+    near.sort();
+    near.into_iter().take(3).map(|(_, t)| t).collect()
+}
+
+/// Levenshtein distance between `a` and `b`, by characters.
+fn edit_distance(a: &str, b: &str) -> usize {
+    let b: Vec<char> = b.chars().collect();
+    let mut row: Vec<usize> = (0..=b.len()).collect();
+    for (i, ca) in a.chars().enumerate() {
+        let mut prev = row[0];
+        row[0] = i + 1;
+        for (j, cb) in b.iter().enumerate() {
+            let here = row[j + 1];
+            row[j + 1] = (prev + usize::from(ca != *cb))
+                .min(row[j] + 1)
+                .min(here + 1);
+            prev = here;
+        }
+    }
+    row[b.len()]
+}
+
+/// The last event of job `id` in `topic`'s stream (its first 20 pages of 1,000), if any.
+async fn last_event(client: &Client, topic: &str, id: &str) -> Option<Value> {
+    let mut after: Option<String> = None;
+    let mut last = None;
+    for _ in 0..20 {
+        let path = page_path(topic, "events", 1_000, &after);
+        let page = client.call(reqwest::Method::GET, &path, None).await.ok()?;
+        let items = page["items"].as_array()?;
+        if let Some(e) = items.iter().rev().find(|e| e["job_id"] == id) {
+            last = Some(e.clone());
+        }
+        match page["next"].as_str() {
+            Some(next) if !items.is_empty() => after = Some(next.to_string()),
+            _ => break,
+        }
+    }
+    last
+}
+
 pub(super) fn exit(f: Failure) -> ExitCode {
     eprintln!("toc: {}", f.message);
     ExitCode::from(f.code)
+}
+
+#[cfg(test)]
+mod distance {
+    use super::edit_distance;
+
+    #[test]
+    fn a_typo_is_near_and_another_name_is_not() {
+        assert_eq!(edit_distance("ordres", "orders"), 2);
+        assert_eq!(edit_distance("orders", "orders"), 0);
+        assert_eq!(edit_distance("order", "orders"), 1);
+        assert_eq!(edit_distance("billing", "orders"), 7);
+    }
 }

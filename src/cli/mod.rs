@@ -584,13 +584,19 @@ pub fn toc_main() -> ExitCode {
         .enable_all()
         .build()
         .expect("a runtime");
+    // What a refusal may be explained by, taken before the command is run.
+    let gone = match &cli.command {
+        Command::Job(JobCmd::Get { topic, id, .. }) => Some((topic.clone(), id.clone())),
+        _ => None,
+    };
+    let lookup = client::Client::of(&cli);
     let done = match cli.command {
         Command::Export { .. } | Command::Import { .. } => runtime.block_on(transfer::run(cli)),
         _ => runtime.block_on(client::run(cli)),
     };
     match done {
         Ok(()) => ExitCode::SUCCESS,
-        Err(f) => client::exit(f),
+        Err(f) => client::exit(runtime.block_on(client::explain(&lookup, f, gone))),
     }
 }
 
