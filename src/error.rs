@@ -26,7 +26,9 @@ pub enum Error {
     },
 
     /// A payload larger than its topic allows.
-    #[error("payload is {size} bytes, over the topic's limit of {limit} bytes")]
+    #[error(
+        "payload is {size} bytes, over the topic's limit of {limit} bytes (its max_payload_bytes, set by PUT /v1/topics/TOPIC)"
+    )]
     PayloadTooLarge {
         /// The payload's size, in bytes.
         size: usize,

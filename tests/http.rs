@@ -1757,3 +1757,22 @@ async fn instants_that_are_surely_mistakes_are_refused() {
         "a job written 30 s past due counted {sum} s late"
     );
 }
+
+/// Each limit's refusal names its setting (before: a 70 KB payload and a 2 MB body were
+/// refused without saying which setting to change).
+#[actix_rt::test]
+async fn a_refusal_past_a_limit_names_its_setting() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let big = |n: usize| Some(json!({"delay_ms": 60_000, "payload": {"pad": "x".repeat(n)}}));
+    let (st, body) = s
+        .send(Method::PUT, "/v1/topics/m/jobs/a", big(70_000))
+        .await;
+    assert_eq!(st, 413, "{body}");
+    assert!(body.to_string().contains("max_payload_bytes"), "{body}");
+    let (st, body) = s
+        .send(Method::PUT, "/v1/topics/m/jobs/b", big(2_000_000))
+        .await;
+    assert_eq!(st, 413, "{body}");
+    assert!(body.to_string().contains("http.max_body_bytes"), "{body}");
+}

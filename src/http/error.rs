@@ -144,7 +144,7 @@ impl From<Error> for ApiError {
 
 pub(crate) type ApiResult<T> = Result<T, ApiError>;
 
-pub(crate) fn json_error(err: JsonPayloadError, _: &HttpRequest) -> actix_web::Error {
+pub(crate) fn json_error(err: JsonPayloadError, req: &HttpRequest) -> actix_web::Error {
     let e = match &err {
         JsonPayloadError::ContentType => ApiError::new(
             StatusCode::UNSUPPORTED_MEDIA_TYPE,
@@ -152,11 +152,18 @@ pub(crate) fn json_error(err: JsonPayloadError, _: &HttpRequest) -> actix_web::E
             "the body must be JSON (Content-Type: application/json)",
         ),
         JsonPayloadError::Overflow { limit }
-        | JsonPayloadError::OverflowKnownLength { limit, .. } => ApiError::new(
-            StatusCode::PAYLOAD_TOO_LARGE,
-            "payload_too_large",
-            format!("the body is over the limit of {limit} bytes"),
-        ),
+        | JsonPayloadError::OverflowKnownLength { limit, .. } => {
+            // Named by the setting that gave this route its limit.
+            let setting = req
+                .app_data::<actix_web::web::Data<super::AppState>>()
+                .filter(|s| s.settings.http.max_batch_body_bytes == *limit)
+                .map_or("http.max_body_bytes", |_| "http.max_batch_body_bytes");
+            ApiError::new(
+                StatusCode::PAYLOAD_TOO_LARGE,
+                "payload_too_large",
+                format!("the body is over the limit of {limit} bytes ({setting})"),
+            )
+        }
         JsonPayloadError::Deserialize(e) => ApiError::new(
             StatusCode::BAD_REQUEST,
             "invalid_json",
