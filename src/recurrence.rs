@@ -327,7 +327,10 @@ fn compile(cron: &str, tz: Option<&str>) -> Result<(Cron, chrono_tz::Tz)> {
         .year(Year::Disallowed)
         .build()
         .parse(cron)
-        .map_err(|e| Error::unprocessable("repeat.cron", format!("{cron:?}: {e}")))?;
+        .map_err(|e| {
+            let why = field_fault(cron).unwrap_or_else(|| e.to_string());
+            Error::unprocessable("repeat.cron", format!("{cron:?}: {why}"))
+        })?;
     let zone = match tz {
         None => chrono_tz::UTC,
         Some(name) => chrono_tz::Tz::from_str(name).map_err(|_| {
@@ -338,6 +341,70 @@ fn compile(cron: &str, tz: Option<&str>) -> Result<(Cron, chrono_tz::Tz)> {
         })?,
     };
     Ok((pattern, zone))
+}
+
+/// Which field of a cron pattern is wrong, said as a person would: its name, the text given
+/// and the range it takes (`the minute field "61" is outside 0-59`). `None` when no field
+/// is plainly wrong (the parser's own words are given then).
+fn field_fault(cron: &str) -> Option<String> {
+    const MONTHS: &[&str] = &[
+        "JAN", "FEB", "MAR", "APR", "MAY", "JUN", "JUL", "AUG", "SEP", "OCT", "NOV", "DEC",
+    ];
+    const DAYS: &[&str] = &["SUN", "MON", "TUE", "WED", "THU", "FRI", "SAT"];
+    let fields: Vec<&str> = cron.split_whitespace().collect();
+    let names: &[(&str, u32, u32, &[&str])] = match fields.len() {
+        5 => &[
+            ("minute", 0, 59, &[]),
+            ("hour", 0, 23, &[]),
+            ("day-of-month", 1, 31, &[]),
+            ("month", 1, 12, MONTHS),
+            ("day-of-week", 0, 7, DAYS),
+        ],
+        6 => &[
+            ("second", 0, 59, &[]),
+            ("minute", 0, 59, &[]),
+            ("hour", 0, 23, &[]),
+            ("day-of-month", 1, 31, &[]),
+            ("month", 1, 12, MONTHS),
+            ("day-of-week", 0, 7, DAYS),
+        ],
+        n => {
+            return Some(format!(
+                "{n} fields; a pattern has 5 (minute hour day-of-month month day-of-week) or 6 \
+                 (a second first)"
+            ));
+        }
+    };
+    for (text, (name, lo, hi, words)) in fields.iter().zip(names) {
+        let value_ok = |v: &str| {
+            v.parse::<u32>().is_ok_and(|n| (*lo..=*hi).contains(&n))
+                || words.iter().any(|w| w.eq_ignore_ascii_case(v))
+        };
+        let part_ok = |part: &str| {
+            let (range, step) = part.split_once('/').unwrap_or((part, "1"));
+            let step_ok = step.parse::<u32>().is_ok_and(|n| n >= 1);
+            let range_ok = match range {
+                "*" | "?" => true,
+                r => match r.split_once('-') {
+                    Some((a, b)) => value_ok(a) && value_ok(b),
+                    // L, W and # (day-of-month and day-of-week only) are the parser's to judge.
+                    None => value_ok(r) || r.contains(['L', 'W', '#', 'l', 'w']),
+                },
+            };
+            step_ok && range_ok
+        };
+        if !text.split(',').all(part_ok) {
+            let words = if words.is_empty() {
+                String::new()
+            } else {
+                format!(" or {}-{}", words[0], words[words.len() - 1])
+            };
+            return Some(format!(
+                "the {name} field {text:?} is not a value, range or step within {lo}-{hi}{words}"
+            ));
+        }
+    }
+    None
 }
 
 /// Longest cron pattern accepted, in characters.
@@ -376,6 +443,29 @@ pub(crate) mod schemas {
             true,
         )
         .build()
+    }
+}
+
+#[cfg(test)]
+mod cron_words {
+    use super::field_fault;
+
+    #[test]
+    fn a_wrong_field_is_named_with_its_range() {
+        let said = field_fault("61 * * * *").unwrap();
+        assert!(
+            said.contains("minute field \"61\"") && said.contains("0-59"),
+            "{said}"
+        );
+        let said = field_fault("0 9 * * 1-FRY").unwrap();
+        assert!(
+            said.contains("day-of-week field \"1-FRY\"") && said.contains("SUN-SAT"),
+            "{said}"
+        );
+        let said = field_fault("0 9 *").unwrap();
+        assert!(said.contains("3 fields"), "{said}");
+        assert_eq!(field_fault("0 9 * * MON-FRI"), None);
+        assert_eq!(field_fault("*/15 0-23 1,15 JAN-DEC 1-5"), None);
     }
 }
 
