@@ -337,3 +337,52 @@ fn a_block_that_drifted_from_its_example_is_caught() {
     let drifted = rust_blocks("```rust\nlet a = 1;\nlet b = 3;\n```\n").remove(0);
     assert!(!stands_in(&drifted, code));
 }
+
+/// The targets of the Markdown links in `text` (`[x](target)`), without their `#anchor`;
+/// addresses and anchors alone left out.
+fn link_targets(text: &str) -> Vec<String> {
+    let mut out = Vec::new();
+    let mut rest = text;
+    while let Some(i) = rest.find("](") {
+        rest = &rest[i + 2..];
+        let Some(end) = rest.find(')') else { break };
+        let target = rest[..end].split('#').next().unwrap_or_default().trim();
+        if !target.is_empty() && !target.contains("://") && !target.starts_with("mailto:") {
+            out.push(target.to_string());
+        }
+        rest = &rest[end..];
+    }
+    out
+}
+
+/// Every link of the README and `docs/*.md` leads to a file, read from the folder of the
+/// file that holds it, as a reader's viewer reads it (a path test that read them from the
+/// top missed `docs/operations.md`'s links written as if it were there).
+#[test]
+fn every_link_leads_where_it_says_from_its_own_folder() {
+    let mut broken = Vec::new();
+    let mut seen = 0;
+    for file in prose() {
+        let dir = root().join(&file).parent().unwrap().to_path_buf();
+        for target in link_targets(&read(&file)) {
+            seen += 1;
+            if !dir.join(&target).exists() {
+                broken.push(format!("{file}: {target}"));
+            }
+        }
+    }
+    assert!(seen > 20, "only {seen} links found: the reading is broken");
+    assert!(broken.is_empty(), "links that lead nowhere: {broken:#?}");
+}
+
+#[test]
+fn a_link_written_from_the_wrong_folder_is_caught() {
+    let targets = link_targets("see [a](../config/default.toml#x) and [b](https://x.y) [c](#only)");
+    assert_eq!(targets, ["../config/default.toml"]);
+    let dir = root().join("docs");
+    assert!(dir.join(&targets[0]).exists());
+    assert!(
+        !dir.join("config/default.toml").exists(),
+        "the old spelling leads nowhere"
+    );
+}
