@@ -126,9 +126,17 @@ impl Service {
     pub async fn start(mut self) -> Result<Running> {
         self.settings.durable_default()?;
         let store = open_store(&self.settings).await?;
+        // The journal by its whole path: a relative one says nothing in a log read later.
+        let journal = self.settings.journal().map(|p| {
+            std::fs::canonicalize(p)
+                .unwrap_or_else(|_| p.to_path_buf())
+                .display()
+                .to_string()
+        });
         tracing::info!(
             store = store.engine(),
             durable = store.durability(),
+            journal = journal.as_deref().unwrap_or("none"),
             "store opened"
         );
         start_with(self.settings, store, self.handlers).await
@@ -240,7 +248,7 @@ async fn start_with(settings: Settings, store: SharedStore, handlers: Handlers) 
     })?;
     let addr = server.addrs()[0];
     let server = server.run();
-    tracing::info!(%addr, "listening");
+    tracing::info!(%addr, dashboard = %format!("http://{addr}/ui"), "listening");
     Ok(Running {
         addr,
         center,

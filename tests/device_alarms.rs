@@ -164,3 +164,26 @@ async fn the_alarm_reaches_a_pull_consumer() {
         .unwrap();
     assert_eq!(r.status().as_u16(), 204);
 }
+
+/// The start log says where the dashboard is and where the journal lives, whole (before:
+/// neither the dashboard's URL nor a journal path a log read later could use).
+#[tokio::test]
+async fn the_start_log_gives_the_dashboard_and_the_journal() {
+    let dir = tempfile::tempdir().unwrap();
+    let journal = dir.path().join("j").join("journal");
+    let svc = Toc::start(
+        "toc",
+        &[("TOC_MEMORY_JOURNAL", journal.display().to_string())],
+        Skew::None,
+        dir.path(),
+    )
+    .await;
+    let log = svc.log_text();
+    let dashboard = format!("dashboard=http://127.0.0.1:{}/ui", svc.port);
+    assert!(log.contains(&dashboard), "{log}");
+    let whole = std::fs::canonicalize(&journal).unwrap();
+    assert!(
+        log.contains(&format!("journal={}", whole.display())),
+        "{log}"
+    );
+}

@@ -754,6 +754,16 @@ async fn webhook_latency(ctx: &mut Ctx, engine: &str) -> Result<(), String> {
         .await
         .map_err(|e| e.to_string())?;
     let t = topic("webhook", engine);
+    // A webhook topic: its default type is the one its jobs have, which this center runs
+    // (the scenarios' default, the Noop type, is not registered here: a topic of it would
+    // be served by no instance).
+    center
+        .put_topic(TopicConfig {
+            default_type: "webhook".into(),
+            ..TopicConfig::named(t.as_str())
+        })
+        .await
+        .map_err(|e| e.to_string())?;
     let start = now_ms() + 2_000;
     // 64 at a time: behind a slow Redis (--redis-delay-ms) one at a time would still be
     // scheduling when the first ones come due.
@@ -782,6 +792,12 @@ async fn webhook_latency(ctx: &mut Ctx, engine: &str) -> Result<(), String> {
     center.shutdown(Duration::from_secs(1)).await;
     handle.stop(true).await;
     let h = hist.lock().expect("histogram lock").clone();
+    if h.len() < jobs as u64 && !ctx.stopped() {
+        return Err(format!(
+            "{} of {jobs} webhook calls arrived on {engine}",
+            h.len()
+        ));
+    }
     let note = format!(
         "{} webhook calls at {rate}/s to a local receiver{}",
         h.len(),
