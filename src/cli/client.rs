@@ -878,29 +878,11 @@ async fn nearest_topics(client: &Client, name: &str) -> Vec<String> {
         .into_iter()
         .flatten()
         .filter_map(|t| t["name"].as_str())
-        .map(|t| (edit_distance(name, t), t.to_string()))
+        .map(|t| (strsim::levenshtein(name, t), t.to_string()))
         .filter(|(d, t)| *d <= 2.max(name.len() / 4) || t.starts_with(name))
         .collect();
     near.sort();
     near.into_iter().take(3).map(|(_, t)| t).collect()
-}
-
-/// Levenshtein distance between `a` and `b`, by characters.
-fn edit_distance(a: &str, b: &str) -> usize {
-    let b: Vec<char> = b.chars().collect();
-    let mut row: Vec<usize> = (0..=b.len()).collect();
-    for (i, ca) in a.chars().enumerate() {
-        let mut prev = row[0];
-        row[0] = i + 1;
-        for (j, cb) in b.iter().enumerate() {
-            let here = row[j + 1];
-            row[j + 1] = (prev + usize::from(ca != *cb))
-                .min(row[j] + 1)
-                .min(here + 1);
-            prev = here;
-        }
-    }
-    row[b.len()]
 }
 
 /// The last event of job `id` in `topic`'s stream (its first 20 pages of 1,000), if any.
@@ -925,17 +907,4 @@ async fn last_event(client: &Client, topic: &str, id: &str) -> Option<Value> {
 pub(super) fn exit(f: Failure) -> ExitCode {
     eprintln!("toc: {}", f.message);
     ExitCode::from(f.code)
-}
-
-#[cfg(test)]
-mod distance {
-    use super::edit_distance;
-
-    #[test]
-    fn a_typo_is_near_and_another_name_is_not() {
-        assert_eq!(edit_distance("ordres", "orders"), 2);
-        assert_eq!(edit_distance("orders", "orders"), 0);
-        assert_eq!(edit_distance("order", "orders"), 1);
-        assert_eq!(edit_distance("billing", "orders"), 7);
-    }
 }
