@@ -23,6 +23,8 @@ use super::SlotKeeper;
 pub(super) struct Rounds {
     /// The live instances as the registry last answered, each with the job types it runs.
     pub(super) live: Vec<Member>,
+    /// Their names, in the same order: who may own the slots of a topic every one runs.
+    pub(super) names: Vec<String>,
     /// What the last round that looked at every slot saw: the live instances and
     /// `Runtime::slot_changes`; `None` when a slot it asked for was not obtained. While both
     /// stand, a round looks at no slot.
@@ -49,6 +51,7 @@ impl Rounds {
                 name: instance.to_string(),
                 types,
             }],
+            names: vec![instance.to_string()],
             checked: None,
             quiet_rounds: 0,
             lease_calls: std::sync::Arc::new(tokio::sync::Semaphore::new(LEASE_CALLS)),
@@ -71,19 +74,25 @@ impl SlotKeeper {
         let name = topic.name.clone();
         // Only an instance that runs every type the topic names may own its slots: a job
         // waits for one rather than reach an instance that cannot run it.
-        let able: Vec<String> = self
-            .rounds
-            .live
-            .iter()
-            .filter(|m| topic.runs_on(&m.types))
-            .map(|m| m.name.clone())
-            .collect();
-        self.rt
-            .metrics
-            .set_unserved(&name, able.is_empty() && !self.stopping);
+        // Every live instance, most rounds (a list made once per membership, not per topic).
+        let some: Vec<String>;
+        let able: &[String] = if self.rounds.live.iter().all(|m| topic.runs_on(&m.types)) {
+            &self.rounds.names
+        } else {
+            some = self
+                .rounds
+                .live
+                .iter()
+                .filter(|m| topic.runs_on(&m.types))
+                .map(|m| m.name.clone())
+                .collect();
+            &some
+        };
+        let unserved = able.is_empty() && !self.stopping;
         let mine: Vec<u32> = (0..topic.slots)
-            .filter(|&slot| owners::owner_of(&able, &name, slot) == Some(&self.instance))
+            .filter(|&slot| owners::owner_of(able, &name, slot) == Some(&self.instance))
             .collect();
+        self.rt.metrics.set_unserved(&name, unserved);
         // This topic's actors, each with whether it pumps (running, not fenced): one range of
         // the keeper's map, not a search of it per slot (every round reads every topic).
         let running: Vec<(u32, bool)> = self
@@ -265,6 +274,7 @@ impl SlotKeeper {
                             if live != act.rounds.live {
                                 tracing::info!(instances = ?live, "the live instances changed");
                             }
+                            act.rounds.names = live.iter().map(|m| m.name.clone()).collect();
                             act.rounds.live = live;
                         }
                         Ok(_) => {}
