@@ -122,6 +122,13 @@ pub struct LimitsSettings {
     /// Most slots of one tenant's topics together (0: no limit).
     #[serde(default = "default_max_slots_per_tenant")]
     pub max_slots_per_tenant: u64,
+    /// Most jobs of one tenant's topics together, in every state (0: no limit): making more
+    /// topics buys a tenant no more of the store.
+    #[serde(default = "default_max_jobs_per_tenant")]
+    pub max_jobs_per_tenant: u64,
+    /// Most bytes of one tenant's job records, about, over all its topics (0: no limit).
+    #[serde(default = "default_max_bytes_per_tenant")]
+    pub max_bytes_per_tenant: u64,
     /// Most long polls one tenant may have waiting at once on this instance; 429 past it
     /// (0: no limit), so one team's long polls cannot take every other team's.
     #[serde(default = "default_max_long_polls_per_tenant")]
@@ -143,6 +150,16 @@ fn default_max_topics_per_tenant() -> usize {
 
 fn default_max_slots_per_tenant() -> u64 {
     4096
+}
+
+/// Twice a topic's: a tenant may fill two topics to their most, not 250.
+fn default_max_jobs_per_tenant() -> u64 {
+    2 * default_max_jobs_per_topic()
+}
+
+/// Twice a topic's, 4 GiB.
+fn default_max_bytes_per_tenant() -> u64 {
+    2 * default_max_bytes_per_topic()
 }
 
 fn default_max_long_polls_per_tenant() -> usize {
@@ -530,6 +547,10 @@ impl Settings {
                 .then_some(self.limits.max_topics_per_tenant),
             max_slots_per_tenant: (self.limits.max_slots_per_tenant > 0)
                 .then_some(self.limits.max_slots_per_tenant),
+            max_jobs_per_tenant: (self.limits.max_jobs_per_tenant > 0)
+                .then_some(self.limits.max_jobs_per_tenant),
+            max_bytes_per_tenant: (self.limits.max_bytes_per_tenant > 0)
+                .then_some(self.limits.max_bytes_per_tenant),
         }
     }
 

@@ -125,6 +125,11 @@ pub struct Job {
     /// `traceparent`: its fire continues that trace (a pull consumer gets it in the claim).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    /// The shard key that routed it to its slot, when it was written with one other than
+    /// its id (meeting jobs share their meeting's): its reads, resets and cancels name it
+    /// too (`?shard_key=`).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub shard_key: Option<String>,
     /// A recurring job's next instants from `next_fire_at` on, as many as `?next=` asked
     /// for (up to 100); absent unless asked for.
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -159,6 +164,7 @@ impl Job {
             flow_key: None,
             labels: Default::default(),
             traceparent: None,
+            shard_key: None,
             next_fire_ats: None,
         }
     }

@@ -3,7 +3,8 @@
 //! with auth off, acts for no tenant (the operator). A topic records the tenant that made it
 //! (`TopicConfig::tenant`), and the shares that keep one team from crowding another are
 //! counted per tenant as well as per topic: topics and slots (`limits.max_topics_per_tenant`,
-//! `limits.max_slots_per_tenant`), long polls (`limits.max_long_polls_per_tenant`) and
+//! `limits.max_slots_per_tenant`), jobs and their bytes (`limits.max_jobs_per_tenant`,
+//! `limits.max_bytes_per_tenant`), long polls (`limits.max_long_polls_per_tenant`) and
 //! webhook calls in flight (`webhooks.max_in_flight_per_tenant`), so making more topics buys
 //! a tenant nothing.
 //!

@@ -4,9 +4,9 @@
 //! of the lines it wrote, not the caller's word. Through a real `toc serve` on each engine.
 //!
 //! Each refusal: 400 naming the field, nothing written (the topic absent, or its jobs and
-//! its export unchanged and answering 200). What it cannot show: a slot that is not the
-//! home of its job's shard key (the store keeps no shard key, so an export cannot say it;
-//! an import writes a job to the slot its line names).
+//! its export unchanged and answering 200). A job lives in its home slot, which its shard
+//! key names when it was written with one (the store keeps the key, and the export shows
+//! it): an import into any other slot is refused.
 
 mod common;
 
@@ -217,6 +217,135 @@ async fn a_digest_is_recorded_only_when_the_lines_add_up_to_it(redis: Option<Red
         (200, json!(true)),
         "{body}"
     );
+}
+
+/// A job's shard key goes with it from a `PUT` and a batch of resets that creates it, to
+/// its export, and back through an import; a line in a slot that is not its job's home is
+/// refused, so no job is written where reads and cancels by its id and key cannot find it.
+async fn a_job_is_imported_only_into_its_home_slot(redis: Option<RedisServer>) {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&redis, dir.path()).await;
+    let http = reqwest::Client::new();
+    let at = common::now_ms() + 3_600_000;
+    let r = http
+        .put(svc.url("/v1/topics/meet/jobs/start-1"))
+        .json(&json!({"fire_at": at, "shard_key": "meeting-7", "payload": {"n": 1}}))
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let r = http
+        .post(svc.url("/v1/topics/meet/resets"))
+        .json(
+            &json!({"resets": [{"id": "end-1", "fire_at": at, "shard_key": "meeting-7"},
+            {"id": "plain-1", "fire_at": at}], "create": {}}),
+        )
+        .send()
+        .await
+        .unwrap();
+    assert!(r.status().is_success(), "{}", r.text().await.unwrap());
+    let slots = u32::try_from(
+        svc.get_json(&http, "/v1/topics/meet").await["slots"]
+            .as_u64()
+            .unwrap(),
+    )
+    .unwrap();
+    let home = |key: &str| crc32fast::hash(key.as_bytes()) & (slots - 1);
+    for id in ["start-1", "end-1"] {
+        let j = svc
+            .get_json(
+                &http,
+                &format!("/v1/topics/meet/jobs/{id}?shard_key=meeting-7"),
+            )
+            .await;
+        assert_eq!(j["shard_key"], "meeting-7", "{j}");
+    }
+    let export = svc.get_text(&http, "/v1/topics/meet/export").await;
+    let lines: Vec<String> = export.lines().map(str::to_string).collect();
+    for line in &lines[1..lines.len() - 1] {
+        let v: Value = serde_json::from_str(line).unwrap();
+        let key = v["shard_key"].as_str().unwrap_or(v["id"].as_str().unwrap());
+        assert_eq!(v["slot"], home(key), "exported out of its home: {v}");
+    }
+    assert_eq!(
+        lines.iter().filter(|l| l.contains("\"meeting-7\"")).count(),
+        2,
+        "{export}"
+    );
+    // Back through an import into a topic of its own: written home, found by id and key,
+    // cancelled by them.
+    let moved: Vec<String> = lines
+        .iter()
+        .map(|l| l.replace("\"meet\"", "\"meet2\""))
+        .collect();
+    let (status, body) = import_slots(&http, &svc, "meet2", &moved, slots).await;
+    assert_eq!(status, 200, "{body}");
+    assert_eq!(body["written"], 3, "{body}");
+    let r = http
+        .delete(svc.url("/v1/topics/meet2/jobs/end-1?shard_key=meeting-7"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 204);
+    let t = svc.get_json(&http, "/v1/topics/meet2").await;
+    assert_eq!(t["scheduled"], 2, "the cancel missed its job: {t}");
+    // A line moved out of its home slot: refused, naming the slot, nothing written.
+    let wrong = (home("stray") + 1) % slots;
+    let mut line = json!({"kind": "job", "slot": wrong, "topic": "meet2", "id": "stray",
+        "type": "emit", "payload": null, "state": "scheduled", "fire_at": at,
+        "attempts": 0, "max_attempts": 16, "fires": 0});
+    let (status, body) = import_slots(&http, &svc, "meet2", &[line.to_string()], slots).await;
+    assert_eq!(status, 400, "{body}");
+    let says = body["error"]["message"].as_str().unwrap_or_default();
+    assert!(says.contains("slot") && says.contains("home"), "{body}");
+    // So is one whose shard key routes elsewhere than its slot.
+    line["slot"] = json!(home("stray"));
+    line["shard_key"] = json!("k");
+    if home("k") != home("stray") {
+        let (status, body) = import_slots(&http, &svc, "meet2", &[line.to_string()], slots).await;
+        assert_eq!(status, 400, "{body}");
+    }
+    let r = http
+        .get(svc.url("/v1/topics/meet2/jobs/stray"))
+        .send()
+        .await
+        .unwrap();
+    assert_eq!(r.status(), 404, "a refused line was written");
+    let t = svc.get_json(&http, "/v1/topics/meet2").await;
+    assert_eq!(t["scheduled"], 2, "{t}");
+}
+
+/// Posts `lines` as one last batch of a topic of `slots` slots.
+async fn import_slots(
+    http: &reqwest::Client,
+    svc: &Toc,
+    topic: &str,
+    lines: &[String],
+    slots: u32,
+) -> (u16, Value) {
+    let d = digest(lines.iter().map(String::as_str));
+    let r = http
+        .post(svc.url(&format!(
+            "/v1/topics/{topic}/import?digest={}&slots={slots}&last=true",
+            d.replace(':', "%3A")
+        )))
+        .header("content-type", "application/x-ndjson")
+        .body(lines.iter().map(|l| format!("{l}\n")).collect::<String>())
+        .send()
+        .await
+        .unwrap();
+    let status = r.status().as_u16();
+    (status, r.json().await.unwrap_or(Value::Null))
+}
+
+#[tokio::test]
+async fn memory_a_job_is_imported_only_into_its_home_slot() {
+    a_job_is_imported_only_into_its_home_slot(None).await;
+}
+
+#[tokio::test]
+async fn redis_a_job_is_imported_only_into_its_home_slot() {
+    a_job_is_imported_only_into_its_home_slot(Some(RedisServer::start_for_process())).await;
 }
 
 #[tokio::test]

@@ -12,6 +12,10 @@
 //!   `webhooks.max_in_flight_per_tenant` of the instance's calls, and the other team's
 //!   webhook arrives within a second of due (before: 28 s late with 6 topics).
 //!
+//! - its jobs and their bytes, over every topic it made, stop at `limits.max_jobs_per_tenant`
+//!   and `limits.max_bytes_per_tenant` (before: each topic had its own quota, so each new
+//!   topic brought a team a whole quota more), while the other team still writes.
+//!
 //! What it cannot show: shares across instances (each instance counts its own, as
 //! `max_in_flight` and `max_long_polls` do).
 
@@ -306,6 +310,93 @@ async fn a_teams_hanging_webhooks_hold_only_its_share(redis: Option<RedisServer>
         "orders* held {} calls at once",
         tarpit.most_at_once()
     );
+}
+
+async fn jobs_and_bytes_are_counted_per_tenant(redis: Option<RedisServer>) {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(
+        &redis,
+        dir.path(),
+        &[
+            ("TOC_LIMITS_MAX_JOBS_PER_TENANT", "6"),
+            ("TOC_LIMITS_MAX_BYTES_PER_TENANT", "3000"),
+        ],
+    )
+    .await;
+    let http = reqwest::Client::new();
+    let put = |token: &'static str, topic: String, id: String, payload: Value| {
+        let (http, svc) = (&http, &svc);
+        async move {
+            call(
+                http,
+                svc,
+                token,
+                reqwest::Method::PUT,
+                &format!("/v1/topics/{topic}/jobs/{id}"),
+                Some(json!({"delay_ms": 3_600_000, "payload": payload})),
+            )
+            .await
+        }
+    };
+    // Six jobs over three topics of its own: each topic far below any topic quota.
+    for n in 0..6 {
+        let (status, body) = put(
+            "orders-secret",
+            format!("orders-{}", n % 3),
+            format!("j{n}"),
+            Value::Null,
+        )
+        .await;
+        assert_eq!(status, 201, "{n}: {body}");
+    }
+    // A seventh, in a fourth topic, is past the tenant's jobs.
+    let (status, body) = put("orders-secret", "orders-9".into(), "j7".into(), Value::Null).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.to_string().contains("limits.max_jobs_per_tenant"),
+        "{body}"
+    );
+    // A replacement adds nothing, and the other tenant still writes.
+    let (status, body) = put("orders-secret", "orders-0".into(), "j0".into(), Value::Null).await;
+    assert!(status == 200 || status == 201, "{body}");
+    // Bytes: 2 jobs of 1,200 bytes fit in 3,000, a third does not, wherever it goes.
+    let big = json!("x".repeat(1_200));
+    for n in 0..2 {
+        let (status, body) = put(
+            "billing-secret",
+            format!("billing-{n}"),
+            "big".into(),
+            big.clone(),
+        )
+        .await;
+        assert_eq!(status, 201, "{n}: {body}");
+    }
+    let (status, body) = put("billing-secret", "billing-2".into(), "big".into(), big).await;
+    assert_eq!(status, 409, "{body}");
+    assert!(
+        body.to_string().contains("limits.max_bytes_per_tenant"),
+        "{body}"
+    );
+    let (status, body) = call(
+        &http,
+        &svc,
+        "ops-secret",
+        reqwest::Method::GET,
+        "/v1/topics/orders-9",
+        None,
+    )
+    .await;
+    assert!(status == 404 || body["scheduled"] == 0, "{status} {body}");
+}
+
+#[tokio::test]
+async fn memory_jobs_and_bytes_are_counted_per_tenant() {
+    jobs_and_bytes_are_counted_per_tenant(None).await;
+}
+
+#[tokio::test]
+async fn redis_jobs_and_bytes_are_counted_per_tenant() {
+    jobs_and_bytes_are_counted_per_tenant(Some(RedisServer::start_for_process())).await;
 }
 
 #[tokio::test]

@@ -63,6 +63,10 @@ pub(super) async fn find_old(
     Ok(None)
 }
 
+/// A batch of resets grouped per slot and per the shard key its creates keep (`None` for
+/// jobs routed by their ids): each group's ids and fire times, one engine call.
+pub(super) type Groups<'a> = BTreeMap<(u32, Option<&'a str>), Vec<(&'a str, Millis)>>;
+
 /// A reset of a job its home slot does not hold: found scheduled in an old slot, it moves
 /// home at the reset's time (its record goes along, its fire count is reported as a
 /// re-arm) and the old copy goes; found running, the reset is applied after the run, in
@@ -150,23 +154,29 @@ pub(super) async fn reset_missing(
             }
         });
     let mut rearmed = Vec::new();
-    let mut still: BTreeMap<u32, Vec<(&str, Millis)>> = BTreeMap::new();
+    // Per home slot, and per reset when its job keeps a shard key of its own (what a
+    // created job keeps, `Record::routed`).
+    let mut still = Groups::new();
     for result in futures_util::future::join_all(tries).await {
         match result? {
             (_, _, Some((_, r))) => {
                 report.reset += 1;
                 rearmed.extend(r.rearmed);
             }
-            (home, r, None) => still
-                .entry(home)
-                .or_default()
-                .push((r.job.id.as_str(), r.fire_at)),
+            (home, r, None) => {
+                let keyed = r.job.shard_key.as_deref().filter(|k| *k != r.job.id);
+                still
+                    .entry((home, keyed))
+                    .or_default()
+                    .push((r.job.id.as_str(), r.fire_at));
+            }
         }
     }
-    for (slot, items) in still {
+    for ((slot, keyed), items) in still {
         match create {
             Some(spec) => {
-                let r = engine.reset_many(t, slot, &items, Some(spec), now).await?;
+                let spec = spec.routed(keyed);
+                let r = engine.reset_many(t, slot, &items, Some(&spec), now).await?;
                 report.reset += r.reset;
                 report.created += r.created;
                 report.missing.extend(r.missing);
@@ -181,8 +191,8 @@ pub(super) async fn reset_missing(
 }
 
 /// Whether any of a slot's jobs is routed by its id to another slot: an old copy. A job
-/// scheduled with a shard key of its own cannot be told from an old copy by its id (the
-/// store keeps no shard key), so it counts as one: a topic that uses shard keys stays
+/// scheduled with a shard key of its own cannot be told from an old copy by its id (its
+/// key is in its record, which a scan of ids does not read), so it counts as one: a topic that uses shard keys stays
 /// draining, which costs only the extra lookups of jobs that are not at home.
 async fn holds_old_copy(engine: &dyn Engine, t: &TopicConfig, slot: u32) -> Result<bool> {
     for state in [JobState::Running, JobState::Scheduled, JobState::Dead] {

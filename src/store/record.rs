@@ -22,6 +22,7 @@
 //! | `fk` | its flow key | its type's (a webhook's URL host and port), or none |
 //! | `l` | its labels (`{"campaign":"spring"}`) | none |
 //! | `tp` | the W3C trace context its fire continues | untraced |
+//! | `sk` | the shard key that routed it, when not its id | routed by its id |
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -30,6 +31,12 @@ use crate::error::{Error, Result};
 use crate::model::{Job, JobState};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
+
+/// The shard key a record keeps for job `id`: `key` when it routes the job elsewhere than
+/// its id would (a key equal to the id routes as the id does, and is not kept).
+pub(crate) fn own_shard_key(id: &str, key: Option<&str>) -> Option<String> {
+    key.filter(|k| *k != id).map(str::to_string)
+}
 
 /// A job's record: named in Rust, stored under the one-letter names of the table above.
 #[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
@@ -72,6 +79,8 @@ pub(crate) struct Record {
     pub labels: crate::labels::Labels,
     #[serde(rename = "tp", skip_serializing_if = "Option::is_none")]
     pub traceparent: Option<String>,
+    #[serde(rename = "sk", skip_serializing_if = "Option::is_none")]
+    pub shard_key: Option<String>,
 }
 
 impl Record {
@@ -102,6 +111,7 @@ impl Record {
             flow_key: job.flow_key.clone(),
             labels: job.labels.clone(),
             traceparent: job.traceparent.clone(),
+            shard_key: own_shard_key(&job.id, job.shard_key.as_deref()),
             ..Record::spec(
                 topic,
                 job.job_type.as_deref(),
@@ -134,6 +144,7 @@ impl Record {
             flow_key: job.flow_key.clone(),
             labels: job.labels.clone(),
             traceparent: job.traceparent.clone(),
+            shard_key: own_shard_key(&job.id, job.shard_key.as_deref()),
             ..Record::spec(
                 topic,
                 Some(&job.job_type),
@@ -168,6 +179,18 @@ impl Record {
         )
     }
 
+    /// This create spec for a job routed by `key`, a shard key other than its id
+    /// ([`own_shard_key`]), which the created job keeps.
+    pub(crate) fn routed(&self, key: Option<&str>) -> std::borrow::Cow<'_, Record> {
+        match key {
+            None => std::borrow::Cow::Borrowed(self),
+            Some(key) => std::borrow::Cow::Owned(Record {
+                shard_key: Some(key.to_string()),
+                ..self.clone()
+            }),
+        }
+    }
+
     pub(crate) fn is_empty(&self) -> bool {
         *self == Record::default()
     }
@@ -184,6 +207,7 @@ impl Record {
                 + text(&self.last_error)
                 + text(&self.flow_key)
                 + text(&self.traceparent)
+                + text(&self.shard_key)
                 + labels,
         )
     }
@@ -279,6 +303,7 @@ impl Record {
             flow_key: self.flow_key,
             labels: self.labels,
             traceparent: self.traceparent,
+            shard_key: self.shard_key,
             next_fire_ats: None,
         })
     }

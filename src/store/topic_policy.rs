@@ -40,6 +40,12 @@ pub struct StoreOptions {
     /// Most slots of one tenant's topics together (`limits.max_slots_per_tenant`); `None`:
     /// no limit.
     pub max_slots_per_tenant: Option<u64>,
+    /// Most jobs of one tenant's topics together (`limits.max_jobs_per_tenant`); `None`: no
+    /// limit.
+    pub max_jobs_per_tenant: Option<u64>,
+    /// Most bytes of one tenant's job records (`limits.max_bytes_per_tenant`); `None`: no
+    /// limit.
+    pub max_bytes_per_tenant: Option<u64>,
 }
 
 impl Default for StoreOptions {
@@ -56,6 +62,8 @@ impl Default for StoreOptions {
             max_topics_per_tenant: None,
             max_slots_per_tenant: None,
             max_bytes_per_topic: None,
+            max_jobs_per_tenant: None,
+            max_bytes_per_tenant: None,
         }
     }
 }

@@ -1,7 +1,7 @@
 //! The store's writes and reads of one job: schedule, reset (one or a batch), cancel, get; each
 //! tried again under settings read anew when a doubling routed it wrongly.
 
-use std::collections::{BTreeMap, HashSet};
+use std::collections::HashSet;
 use std::sync::Arc;
 
 use crate::error::{Error, Result};
@@ -123,18 +123,30 @@ impl Store {
         // nothing is created until the old slots were looked at.
         let draining = t.draining_from.is_some();
         let first_create = if draining { None } else { spec.as_ref() };
-        let mut by_slot: BTreeMap<u32, Vec<(&str, Millis)>> = BTreeMap::new();
+        // Per slot, and per shard key when jobs it routes may be created: a created job keeps
+        // the key that routed it (`Record::routed`), so each key's creates are a call of
+        // their own. Ids routed by themselves (heartbeats) share one call per slot.
+        let mut by_slot = doubling::Groups::new();
         for r in resets {
+            let keyed = r
+                .job
+                .shard_key
+                .as_deref()
+                .filter(|k| first_create.is_some() && *k != r.job.id);
             by_slot
-                .entry(slot_of(r.job.route_key(), t.slots))
+                .entry((slot_of(r.job.route_key(), t.slots), keyed))
                 .or_default()
                 .push((r.job.id.as_str(), r.fire_at));
         }
         // One engine call per slot, all in flight at once (one connection multiplexes them).
-        let calls = by_slot.iter().map(|(slot, items)| {
-            let (t, spec) = (&t, first_create);
+        let calls = by_slot.iter().map(|((slot, keyed), items)| {
+            let t = &t;
+            let spec = first_create.map(|spec| spec.routed(*keyed));
             async move {
-                let r = self.engine.reset_many(t, *slot, items, spec, now).await?;
+                let r = self
+                    .engine
+                    .reset_many(t, *slot, items, spec.as_deref(), now)
+                    .await?;
                 Ok::<_, Error>((*slot, r))
             }
         });
@@ -162,7 +174,7 @@ impl Store {
             report
                 .rearmed
                 .extend(r.rearmed.into_iter().map(|r| rearmed(&t, r)));
-            if let Some(at) = by_slot[&slot].iter().map(|(_, at)| *at).min() {
+            if let Some(at) = items.iter().map(|(_, at)| *at).min() {
                 report.heads.push(SlotHead { slot, at });
             }
         }

@@ -58,6 +58,8 @@ pub struct Store {
     /// Per topic, its job count as last read and when, plus what was created here since
     /// (`limits.max_jobs_per_topic`, `quota.rs`).
     counts: std::sync::Mutex<HashMap<String, quota::Count>>,
+    /// The same per tenant, over its topics (`limits.max_jobs_per_tenant`).
+    tenant_counts: std::sync::Mutex<HashMap<String, quota::Count>>,
 }
 
 impl Store {
@@ -76,6 +78,7 @@ impl Store {
             sweep_from: Default::default(),
             handouts: Default::default(),
             counts: Default::default(),
+            tenant_counts: Default::default(),
             clock,
         }
     }

@@ -1,6 +1,8 @@
 //! A topic's quotas: most jobs (`limits.max_jobs_per_topic`) and most bytes of job records
-//! (`limits.max_bytes_per_topic`). A create past either is refused (409 `limit_reached`
-//! naming the setting), nothing written. The usage is read from the store at most once a
+//! (`limits.max_bytes_per_topic`), and its tenant's over all the topics it made
+//! (`limits.max_jobs_per_tenant`, `limits.max_bytes_per_tenant`). A create past any is
+//! refused (409 `limit_reached` naming the setting), nothing written. A tenant's usage is
+//! the sum of its topics', read as theirs are and at most once a second. The usage is read from the store at most once a
 //! second per topic (a count and a weight per slot), and what this instance writes
 //! meanwhile is added to it when it is let through (a reservation, so writes at once on one
 //! instance are each counted), less what it did not create afterwards. A replacement counts
@@ -10,6 +12,7 @@
 //! may look heavier than it is by what was replaced; instances writing at once may pass a
 //! limit by about a second of their writes.
 
+use std::collections::HashMap;
 use std::time::{Duration, Instant};
 
 use super::Store;
@@ -29,6 +32,27 @@ pub(super) struct Count {
     /// What its records weigh (`Record::weight` on memory, `MEMORY USAGE` on Redis); 0 when
     /// `limits.max_bytes_per_topic` is off (not read).
     bytes: u64,
+}
+
+/// What a create past the tenant's jobs limit is answered.
+fn too_many_of_tenant(tenant: &str, max: u64, jobs: u64, adding: u64) -> Error {
+    Error::LimitReached {
+        setting: "limits.max_jobs_per_tenant",
+        message: format!(
+            "tenant {tenant:?}'s topics hold {jobs} jobs; {adding} more would pass its most, {max}"
+        ),
+    }
+}
+
+/// What a create past the tenant's bytes limit is answered.
+fn too_big_for_tenant(tenant: &str, max: u64, bytes: u64, adding: u64) -> Error {
+    Error::LimitReached {
+        setting: "limits.max_bytes_per_tenant",
+        message: format!(
+            "tenant {tenant:?}'s topics hold about {bytes} bytes of jobs; {adding} more would \
+             pass its most, {max}"
+        ),
+    }
 }
 
 /// What a create past the jobs limit is answered.
@@ -71,15 +95,17 @@ impl Store {
             .into_iter()
             .map(|s| s.map(|s| s.scheduled + s.running + s.dead))
             .sum::<Result<u64>>()?;
-        let bytes = match self.options.max_bytes_per_topic {
-            Some(_) => {
+        let weighed = self.options.max_bytes_per_topic.is_some()
+            || self.options.max_bytes_per_tenant.is_some();
+        let bytes = match weighed {
+            true => {
                 let calls = (0..t.slots).map(|slot| self.engine.slot_bytes(t, slot));
                 futures_util::future::join_all(calls)
                     .await
                     .into_iter()
                     .sum::<Result<u64>>()?
             }
-            None => 0,
+            false => 0,
         };
         let count = Count {
             read: Instant::now(),
@@ -99,6 +125,77 @@ impl Store {
         Ok(count)
     }
 
+    /// The usage of `tenant`'s topics together: as read within the last second, or read now
+    /// (each topic's as [`Store::usage`] reads it).
+    async fn tenant_usage(&self, tenant: &str) -> Result<Count> {
+        let fresh = |counts: &std::sync::Mutex<HashMap<String, Count>>| {
+            counts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get(tenant)
+                .filter(|c| c.read.elapsed() < FRESH)
+                .copied()
+        };
+        if let Some(c) = fresh(&self.tenant_counts) {
+            return Ok(c);
+        }
+        let topics = self.engine.topics().await?;
+        let own = topics
+            .iter()
+            .filter(|t| t.tenant.as_deref() == Some(tenant))
+            .map(|t| self.usage(t));
+        let mut count = Count {
+            read: Instant::now(),
+            jobs: 0,
+            bytes: 0,
+        };
+        for used in futures_util::future::join_all(own).await {
+            let used = used?;
+            count.jobs = count.jobs.saturating_add(used.jobs);
+            count.bytes = count.bytes.saturating_add(used.bytes);
+        }
+        let mut counts = self
+            .tenant_counts
+            .lock()
+            .unwrap_or_else(std::sync::PoisonError::into_inner);
+        if let Some(c) = counts.get(tenant).filter(|c| c.read.elapsed() < FRESH) {
+            return Ok(*c);
+        }
+        counts.insert(tenant.to_string(), count);
+        Ok(count)
+    }
+
+    /// Refuses `adding` jobs weighing `bytes` in `t` past its tenant's quotas; `None` when
+    /// they fit (or `t` has no tenant). The refusal and, for one of bytes, what was weighed.
+    async fn tenant_refusal(
+        &self,
+        t: &TopicConfig,
+        adding: u64,
+        bytes: u64,
+    ) -> Result<Option<(Error, Option<u64>)>> {
+        let (max_jobs, max_bytes) = (
+            self.options.max_jobs_per_tenant,
+            self.options.max_bytes_per_tenant,
+        );
+        let Some(tenant) = t.tenant.as_deref() else {
+            return Ok(None);
+        };
+        if max_jobs.is_none() && max_bytes.is_none() {
+            return Ok(None);
+        }
+        let used = self.tenant_usage(tenant).await?;
+        Ok(match (max_jobs, max_bytes) {
+            (Some(max), _) if used.jobs.saturating_add(adding) > max => {
+                Some((too_many_of_tenant(tenant, max, used.jobs, adding), None))
+            }
+            (_, Some(max)) if used.bytes.saturating_add(bytes) > max => Some((
+                too_big_for_tenant(tenant, max, used.bytes, bytes),
+                Some(bytes),
+            )),
+            _ => None,
+        })
+    }
+
     /// Takes back `n` jobs weighing `bytes` of a reservation (`room_for_jobs`) that were not
     /// written: a batch of heartbeats with `create` mostly creates nothing, a write may fail.
     pub(crate) fn unreserve(&self, t: &TopicConfig, n: u64, bytes: u64) {
@@ -116,8 +213,8 @@ impl Store {
         });
     }
 
-    /// Changes the topic's usage as read, if it was.
-    fn count(&self, t: &TopicConfig, change: impl FnOnce(&mut Count)) {
+    /// Changes the topic's usage as read, if it was, and its tenant's.
+    fn count(&self, t: &TopicConfig, change: impl Fn(&mut Count)) {
         if let Some(c) = self
             .counts
             .lock()
@@ -126,17 +223,30 @@ impl Store {
         {
             change(c);
         }
+        if let Some(tenant) = &t.tenant
+            && let Some(c) = self
+                .tenant_counts
+                .lock()
+                .unwrap_or_else(std::sync::PoisonError::into_inner)
+                .get_mut(tenant)
+        {
+            change(c);
+        }
     }
 
-    /// Refuses `adding` jobs weighing `bytes` in `t`, a topic not made yet, past its quotas.
-    pub(crate) fn room_in_new(&self, t: &TopicConfig, adding: u64, bytes: u64) -> Result<()> {
+    /// Refuses `adding` jobs weighing `bytes` in `t`, a topic not made yet, past its quotas
+    /// and its tenant's.
+    pub(crate) async fn room_in_new(&self, t: &TopicConfig, adding: u64, bytes: u64) -> Result<()> {
         match (
             self.options.max_jobs_per_topic,
             self.options.max_bytes_per_topic,
         ) {
             (Some(max), _) if adding > max => Err(too_many(t, max, 0, adding)),
             (_, Some(max)) if bytes > max => Err(too_big(t, max, 0, bytes)),
-            _ => Ok(()),
+            _ => match self.tenant_refusal(t, adding, bytes).await? {
+                Some((refused, _)) => Err(refused),
+                None => Ok(()),
+            },
         }
     }
 
@@ -156,7 +266,10 @@ impl Store {
             self.options.max_jobs_per_topic,
             self.options.max_bytes_per_topic,
         );
-        if max_jobs.is_none() && max_bytes.is_none() {
+        let of_tenant = t.tenant.is_some()
+            && (self.options.max_jobs_per_tenant.is_some()
+                || self.options.max_bytes_per_tenant.is_some());
+        if max_jobs.is_none() && max_bytes.is_none() && !of_tenant {
             return Ok(());
         }
         let used = self.usage(t).await?;
@@ -167,7 +280,7 @@ impl Store {
             (_, Some(max)) if used.bytes.saturating_add(bytes) > max => {
                 Some((too_big(t, max, used.bytes, bytes), Some(bytes)))
             }
-            _ => None,
+            _ => self.tenant_refusal(t, adding, bytes).await?,
         };
         let Some((refused, weight)) = refusal else {
             self.reserve(t, adding, bytes);

@@ -78,6 +78,25 @@ fn check_fields(t: &TopicConfig, slot: u32, job: &Job) -> Result<()> {
             ),
         ));
     }
+    // Its home: where its shard key (kept with it since it was written) or its id routes it.
+    // Anywhere else, reads, resets and cancels by its id would miss a job that still fires.
+    crate::validate::shard_key(job.shard_key.as_deref())?;
+    let home = crate::routing::slot_of(job.shard_key.as_deref().unwrap_or(&job.id), t.slots);
+    if slot != home {
+        return Err(Error::invalid(
+            "slot",
+            format!(
+                "{slot} is not the job's home slot {home} of {} (routed by its {}): written \
+                 there, it could not be read, reset or cancelled",
+                t.slots,
+                if job.shard_key.is_some() {
+                    "shard_key"
+                } else {
+                    "id"
+                }
+            ),
+        ));
+    }
     let new = NewJob {
         id: job.id.clone(),
         job_type: Some(job.job_type.clone()),
@@ -85,7 +104,7 @@ fn check_fields(t: &TopicConfig, slot: u32, job: &Job) -> Result<()> {
         fire_at: job.fire_at,
         max_fire_at: job.max_fire_at,
         max_attempts: Some(job.max_attempts),
-        shard_key: None,
+        shard_key: job.shard_key.clone(),
         repeat: job.repeat.clone(),
         expire: None,
         flow_key: job.flow_key.clone(),
@@ -217,7 +236,7 @@ impl Store {
         }
         let n = crate::num::usize_u64(jobs.len());
         if new {
-            self.room_in_new(t, n, bytes)
+            self.room_in_new(t, n, bytes).await
         } else {
             // A check only: `import_jobs` reserves when it writes.
             self.room_for_jobs(t, n, bytes, None).await?;
