@@ -595,7 +595,7 @@ impl TimeoutCenter {
         flow_key: Option<&str>,
     ) -> Result<()> {
         let name = job_type.unwrap_or(&topic.default_type);
-        let pull_topic = topic.default_type == pull::TYPE;
+        let pull_topic = topic.is_pull();
         if pull_topic && name != pull::TYPE {
             return Err(Error::WrongTopicKind {
                 topic: topic.name.clone(),
@@ -1083,7 +1083,7 @@ impl TimeoutCenter {
     /// A pull topic's settings; an error naming the topic when it is not one.
     async fn pull_topic(&self, topic: &str) -> Result<Arc<TopicConfig>> {
         let t = self.rt.store.existing_topic(topic).await?;
-        if t.default_type != pull::TYPE {
+        if !t.is_pull() {
             return Err(Error::WrongTopicKind {
                 topic: topic.to_string(),
                 message: "not a pull topic: its jobs are run by the service (set its \

@@ -55,7 +55,7 @@
 //! the job and topic types, [`events`], the built-in job types ([`jobs`]), the service's
 //! [`config`] and [`serve`] for embedding it, and [`Error`]. The rest is the crate's own:
 //! the actor runtime (`actors`), the HTTP layer (`http`), routing, validation, metrics and
-//! the command line (`cli`, reached through [`toc_main`]). The Rust blocks of these docs
+//! the command line ([`cli`], whose one public item is the `toc` binary's `main`). The Rust blocks of these docs
 //! are not doc-tests: each stands word for word in an example, which the suite builds and
 //! runs (`tests/docs.rs` checks it).
 #![warn(missing_docs, unreachable_pub)]
@@ -75,7 +75,7 @@ mod access;
 mod actors;
 mod center;
 mod claims;
-mod cli;
+pub mod cli;
 pub mod config;
 #[doc(hidden)]
 pub mod conformance;
@@ -106,7 +106,6 @@ mod wire;
 pub use actors::SlotHealth;
 pub use center::{TimeoutCenter, TimeoutCenterBuilder};
 pub use claims::ClaimRequest;
-pub use cli::toc_main;
 pub use error::{Error, Result};
 pub use events::{Event, EventPage};
 pub use flow::FlowLimits;

@@ -8,5 +8,5 @@
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 
 fn main() -> std::process::ExitCode {
-    timeout_center::toc_main()
+    timeout_center::cli::toc_main()
 }

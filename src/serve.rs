@@ -13,6 +13,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use actix_web::dev::ServerHandle;
+use actix_web::middleware::from_fn;
 use actix_web::{App, HttpServer, web};
 use tracing_actix_web::TracingLogger;
 
@@ -224,8 +225,11 @@ async fn start_with(settings: Settings, store: SharedStore, handlers: Handlers) 
         App::new()
             .app_data(state.clone())
             .wrap(http::json_errors())
-            .wrap(deadline)
-            .wrap(auth.clone())
+            .wrap(from_fn(move |req, next| deadline.read_body(req, next)))
+            .wrap(from_fn({
+                let auth = auth.clone();
+                move |req, next| auth.clone().identify_caller(req, next)
+            }))
             .wrap(TracingLogger::default())
             .configure(move |cfg| http::configure(cfg, &config))
             .default_service(web::to(|| async {

@@ -265,7 +265,16 @@ impl Default for TopicConfig {
     }
 }
 
+/// The default type that makes a topic a pull topic (`crate::jobs::pull`): its jobs wait,
+/// due, for consumers to claim them, and its slots have no slot actors.
+pub(crate) const PULL_TYPE: &str = "pull";
+
 impl TopicConfig {
+    /// Whether its jobs wait for consumers to claim them over HTTP ([`PULL_TYPE`]).
+    pub fn is_pull(&self) -> bool {
+        self.default_type == PULL_TYPE
+    }
+
     /// A topic named `name` with every other setting at its default.
     pub fn named(name: impl Into<String>) -> Self {
         TopicConfig {

@@ -1575,11 +1575,10 @@ async fn leased_ahead_behind_a_slow_store(lead_max_ms: u64, visibility_ms: u64) 
     c.schedule("t", probe_job("a", T + 50), ScheduleMode::Upsert)
         .await
         .unwrap();
-    let deadline = std::time::Instant::now() + Duration::from_secs(3);
-    let mut leased = false;
-    while !leased && std::time::Instant::now() < deadline {
-        leased = state(&c, "a").await == Some(JobState::Running);
-    }
+    let leased = toc_testkit::wait::holds_within(3, || async {
+        state(&c, "a").await == Some(JobState::Running)
+    })
+    .await;
     let pumps = c
         .metrics()
         .pump_seconds

@@ -10,15 +10,13 @@
 //! rebinding), and a request that changes state whose `Origin` names another origin or whose
 //! `Sec-Fetch-Site` says another site (a cross-site form or `fetch` without a preflight).
 
-use std::future::{Ready, ready};
-use std::rc::Rc;
 use std::sync::Arc;
 
 use actix_web::Error;
 use actix_web::HttpMessage;
-use actix_web::body::EitherBody;
-use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
-use futures_util::future::LocalBoxFuture;
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::Next;
 
 use super::error::ApiError;
 use crate::access::{self, Grant, Scope};
@@ -157,57 +155,28 @@ fn cross_site(req: &ServiceRequest) -> bool {
     authority.is_none_or(|a| a.trim_end_matches('/') != host)
 }
 
-impl<S, B> Transform<S, ServiceRequest> for Auth
-where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
-    B: 'static,
-{
-    type Response = ServiceResponse<EitherBody<B>>;
-    type Error = Error;
-    type Transform = AuthMiddleware<S>;
-    type InitError = ();
-    type Future = Ready<Result<Self::Transform, ()>>;
-
-    fn new_transform(&self, service: S) -> Self::Future {
-        ready(Ok(AuthMiddleware {
-            service: Rc::new(service),
-            auth: self.clone(),
-        }))
-    }
-}
-
-pub(crate) struct AuthMiddleware<S> {
-    service: Rc<S>,
-    auth: Auth,
-}
-
-impl<S, B> Service<ServiceRequest> for AuthMiddleware<S>
-where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
-    B: 'static,
-{
-    type Response = ServiceResponse<EitherBody<B>>;
-    type Error = Error;
-    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    forward_ready!(service);
-
-    fn call(&self, req: ServiceRequest) -> Self::Future {
-        match self.auth.identify(&req) {
+impl Auth {
+    /// The middleware (`actix_web::middleware::from_fn`): says who the caller is, or
+    /// answers at once when the request is refused before any route.
+    pub(crate) async fn identify_caller(
+        self,
+        req: ServiceRequest,
+        next: Next<impl MessageBody + 'static>,
+    ) -> Result<ServiceResponse<impl MessageBody>, Error> {
+        match self.identify(&req) {
             Err(e) => {
                 let res = actix_web::ResponseError::error_response(&e);
-                return Box::pin(async move { Ok(req.into_response(res).map_into_right_body()) });
+                return Ok(req.into_response(res).map_into_right_body());
             }
             Ok(caller) => {
                 let mut ext = req.extensions_mut();
                 ext.insert(caller);
-                if self.auth.protect_ops {
+                if self.protect_ops {
                     ext.insert(ProtectOps);
                 }
             }
         }
-        let service = self.service.clone();
-        Box::pin(async move { service.call(req).await.map(|r| r.map_into_left_body()) })
+        Ok(next.call(req).await?.map_into_left_body())
     }
 }
 

@@ -8,13 +8,10 @@
 //! The outer [`super::auth::Auth`] middleware only says who the caller is (its [`Caller`]);
 //! this one, wrapped around each route, says whether that caller may call it.
 
-use std::future::{Ready, ready};
-use std::rc::Rc;
-
-use actix_web::body::EitherBody;
-use actix_web::dev::{Service, ServiceRequest, ServiceResponse, Transform, forward_ready};
+use actix_web::body::MessageBody;
+use actix_web::dev::{ServiceRequest, ServiceResponse};
+use actix_web::middleware::{Next, from_fn};
 use actix_web::{Error, HttpMessage, HttpRequest, Route};
-use futures_util::future::LocalBoxFuture;
 
 use super::auth::{Caller, Granted};
 use super::error::ApiError;
@@ -108,7 +105,7 @@ pub(crate) fn sees_secrets(req: &HttpRequest) -> bool {
 
 /// `route`, callable only by a caller its `need` allows.
 pub(crate) fn route(need: Need, route: Route) -> Route {
-    route.wrap(Guard(need))
+    route.wrap(from_fn(move |req, next| guard(need, req, next)))
 }
 
 /// A GET route for `read` on its `{topic}`.
@@ -126,67 +123,28 @@ pub(crate) fn admin(r: Route) -> Route {
     route(Need::Token(Scope::Admin, Topics::Named), r)
 }
 
-/// The middleware that holds a route's [`Need`].
-#[derive(Clone, Copy)]
-struct Guard(Need);
-
-impl<S, B> Transform<S, ServiceRequest> for Guard
-where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
-    B: 'static,
-{
-    type Response = ServiceResponse<EitherBody<B>>;
-    type Error = Error;
-    type Transform = GuardMiddleware<S>;
-    type InitError = ();
-    type Future = Ready<Result<Self::Transform, ()>>;
-
-    fn new_transform(&self, service: S) -> Self::Future {
-        ready(Ok(GuardMiddleware {
-            service: Rc::new(service),
-            need: self.0,
-        }))
-    }
-}
-
-struct GuardMiddleware<S> {
-    service: Rc<S>,
+/// The middleware that holds a route's [`Need`] (`actix_web::middleware::from_fn`).
+async fn guard(
     need: Need,
-}
-
-impl<S, B> Service<ServiceRequest> for GuardMiddleware<S>
-where
-    S: Service<ServiceRequest, Response = ServiceResponse<B>, Error = Error> + 'static,
-    B: 'static,
-{
-    type Response = ServiceResponse<EitherBody<B>>;
-    type Error = Error;
-    type Future = LocalBoxFuture<'static, Result<Self::Response, Self::Error>>;
-
-    forward_ready!(service);
-
-    fn call(&self, req: ServiceRequest) -> Self::Future {
-        let (verdict, tenant) = {
-            let ext = req.extensions();
-            // The outer middleware always says who the caller is; without it, nobody.
-            let caller = ext.get::<Caller>().unwrap_or(&Caller::Anonymous);
-            let protect_ops = ext.get::<super::auth::ProtectOps>().is_some();
-            let topic = matched_topic(&req);
-            let verdict =
-                self.need
-                    .judge(caller, req.method().as_str(), topic.as_deref(), protect_ops);
-            (verdict, tenant_of(caller))
-        };
-        if let Err(e) = verdict {
-            let res = actix_web::ResponseError::error_response(&e);
-            return Box::pin(async move { Ok(req.into_response(res).map_into_right_body()) });
-        }
-        let service = self.service.clone();
-        // The handler acts for the caller's tenant (the topics it makes are that tenant's).
-        Box::pin(crate::tenant::acting_for(tenant, async move {
-            service.call(req).await.map(|r| r.map_into_left_body())
-        }))
+    req: ServiceRequest,
+    next: Next<impl MessageBody + 'static>,
+) -> Result<ServiceResponse<impl MessageBody>, Error> {
+    let (verdict, tenant) = {
+        let ext = req.extensions();
+        // The outer middleware always says who the caller is; without it, nobody.
+        let caller = ext.get::<Caller>().unwrap_or(&Caller::Anonymous);
+        let protect_ops = ext.get::<super::auth::ProtectOps>().is_some();
+        let topic = matched_topic(&req);
+        let verdict = need.judge(caller, req.method().as_str(), topic.as_deref(), protect_ops);
+        (verdict, tenant_of(caller))
+    };
+    if let Err(e) = verdict {
+        let res = actix_web::ResponseError::error_response(&e);
+        return Ok(req.into_response(res).map_into_right_body());
     }
+    // The handler acts for the caller's tenant (the topics it makes are that tenant's).
+    let res = crate::tenant::acting_for(tenant, next.call(req)).await?;
+    Ok(res.map_into_left_body())
 }
 
 /// The tenant a caller acts for: a token's topic pattern; none for a token for every topic

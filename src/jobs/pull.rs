@@ -11,7 +11,7 @@ use serde_json::Value;
 use crate::job_type::{JobContext, JobHandler, Outcome};
 
 /// The job type's name.
-pub const TYPE: &str = "pull";
+pub const TYPE: &str = crate::topic::PULL_TYPE;
 
 /// The `pull` job type: delivered to consumers that claim it, never run in the service.
 pub struct Pull;

@@ -21,7 +21,7 @@ struct Cli {
 
 fn main() -> std::process::ExitCode {
     if std::env::args_os().nth(1).is_some_and(|a| a == "serve") {
-        return timeout_center::toc_main();
+        return timeout_center::cli::toc_main();
     }
     let cli = Cli::parse();
     // The service's own log (warnings of failed pumps, slots changing hands) only when asked

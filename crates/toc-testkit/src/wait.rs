@@ -47,6 +47,25 @@ where
     .await
 }
 
+/// Whether `holds` comes to hold within `secs` seconds, checked every 5 ms: for a test that
+/// asserts either answer (a case where it must, and one where it must not).
+pub async fn holds_within<F, Fut>(secs: u64, mut holds: F) -> bool
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = bool>,
+{
+    let deadline = Instant::now() + Duration::from_secs(secs);
+    loop {
+        if holds().await {
+            return true;
+        }
+        if Instant::now() >= deadline {
+            return false;
+        }
+        tokio::time::sleep(EVERY).await;
+    }
+}
+
 /// Lets `ms` of wall time pass: for a test about to show that something did not happen
 /// (no run before its time, no second run), or that needs a real span to go by (a lease to
 /// run out, a rate's period). Each caller says what the span stands for.

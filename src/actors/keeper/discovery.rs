@@ -34,7 +34,7 @@ impl SlotKeeper {
         if self.stopping {
             return;
         }
-        if topic.default_type == crate::jobs::pull::TYPE {
+        if topic.is_pull() {
             // Consumers claim a pull topic's jobs: no slot actor pumps it. A topic made a pull
             // topic has its slots handed off: their runs end or are given back within the
             // drain's grace (halted, the actors dropped them until their leases ran out).

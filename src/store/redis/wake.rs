@@ -75,7 +75,7 @@ where
     }
 
     async fn wake(&self, topic: &TopicConfig, notice: &WakeNotice) -> Result<()> {
-        if topic.default_type == crate::jobs::pull::TYPE {
+        if topic.is_pull() {
             self.wakes.publish(&mut self.conn(), notice).await
         } else {
             self.wakes.publish_to_owner(&mut self.conn(), notice).await
