@@ -22,7 +22,7 @@
 
 use std::collections::{BTreeMap, HashMap};
 
-use super::engine::{Engine, SlotScheduled};
+use super::engine::{Engine, SlotScheduled, Write};
 use super::record::Record;
 use crate::error::Result;
 use crate::model::{JobState, Reset, ResetReport, ScheduleMode, ScheduleOutcome};
@@ -88,11 +88,13 @@ pub(super) async fn reset_old(
         engine.schedule(
             t,
             slot,
-            id,
-            ScheduleMode::ResetOnly,
-            at,
-            now,
-            Record::default(),
+            Write {
+                id,
+                mode: ScheduleMode::ResetOnly,
+                fire_at: at,
+                now,
+                spec: Record::default(),
+            },
         )
     };
     match stored.state {
@@ -106,7 +108,17 @@ pub(super) async fn reset_old(
             let fires = spec.fires.take();
             let job_type = spec.job_type.clone();
             let created = engine
-                .schedule(t, home, id, ScheduleMode::CreateOnly, at, now, spec)
+                .schedule(
+                    t,
+                    home,
+                    Write {
+                        id,
+                        mode: ScheduleMode::CreateOnly,
+                        fire_at: at,
+                        now,
+                        spec,
+                    },
+                )
                 .await?;
             let r = if created.outcome == ScheduleOutcome::Exists {
                 // Written home meanwhile: that copy is the live one.

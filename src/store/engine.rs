@@ -218,21 +218,56 @@ pub(crate) trait TopicSettings: Send + Sync + 'static {
     fn forget_topic(&self, _name: &str) {}
 }
 
+/// What a pump asks of a slot (`pump.lua`'s arguments), built once at the slot's door and
+/// carried unchanged through the front and either engine to the script.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct PumpArgs<'a> {
+    /// The instant it pumps at.
+    pub now: Millis,
+    /// How far past `now` a due job is handed out (the caller holds it until its time).
+    pub lead: Millis,
+    /// Most runs handed out.
+    pub limit: usize,
+    /// Each run's lease.
+    pub lease_ms: u64,
+    /// The owner fence (0: the caller owns nothing and asks none).
+    pub fence: u64,
+    /// Keys whose due runs are moved to their instants rather than leased.
+    pub aside: &'a crate::flow::SetAside,
+}
+
+/// What `schedule.lua` writes: one job's id, how, its fire time and record.
+#[derive(Debug, Clone)]
+pub(crate) struct Write<'a> {
+    pub id: &'a str,
+    pub mode: ScheduleMode,
+    pub fire_at: Millis,
+    pub now: Millis,
+    /// The new job's record.
+    pub spec: Record,
+}
+
+/// What `list.lua` reads: up to `limit` jobs in `state` scored from `from` to `to`, after
+/// `after` in (score, id) order.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct Range<'a> {
+    pub state: JobState,
+    pub from: Millis,
+    pub to: Millis,
+    pub after: Option<&'a ListCursor>,
+    pub limit: usize,
+}
+
 /// The operations on one slot's jobs (the slot state machine of `state_machine.rs`), and the
 /// topic's event stream their outcomes append to.
 #[async_trait]
 pub(crate) trait SlotJobs: Send + Sync + 'static {
-    /// `schedule.lua`: creates, replaces or moves one job. `spec` is the new job's record.
-    #[allow(clippy::too_many_arguments)]
+    /// `schedule.lua`: creates, replaces or moves one job.
     async fn schedule(
         &self,
         topic: &TopicConfig,
         slot: u32,
-        id: &str,
-        mode: ScheduleMode,
-        fire_at: Millis,
-        now: Millis,
-        spec: Record,
+        write: Write<'_>,
     ) -> Result<SlotScheduled>;
 
     /// `reset_many.lua`: moves many jobs of one slot, creating missing ones with `create`.
@@ -255,25 +290,15 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
         ids: &[&str],
     ) -> Result<Vec<Option<Stored>>>;
 
-    /// `pump.lua`: takes back expired leases, then leases out up to `limit` jobs due by
-    /// `now + lead` for `lease_ms` (a job due after `now` is the caller's to hold until its
+    /// `pump.lua`: takes back expired leases, then leases out up to `args.limit` jobs due
+    /// by `now + lead` for `lease_ms` (a job due after `now` is the caller's to hold until its
     /// fire time: the slot actor's lead). A `fence` other than 0 must be the slot's owner
     /// fence, or nothing changes and the answer is `Error::Fenced`. The answer's `next_at` is
     /// when to pump again: the next due job's fire time less `lead`, or the earliest lease
     /// deadline, whichever comes first. Due runs of a key in `aside` may be moved to its
     /// instant instead of leased (`flow::SetAside`; an engine may ignore it).
-    #[allow(clippy::too_many_arguments)]
-    async fn pump(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        now: Millis,
-        lead: Millis,
-        limit: usize,
-        lease_ms: u64,
-        fence: u64,
-        aside: &crate::flow::SetAside,
-    ) -> Result<SlotPumped>;
+    async fn pump(&self, topic: &TopicConfig, slot: u32, args: &PumpArgs<'_>)
+    -> Result<SlotPumped>;
 
     /// `adopt.lua`: the slot's runs with a token above `above`, each with its lease
     /// deadline: those handed out by pumps whose answer was lost. An engine in process never
@@ -326,16 +351,11 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
 
     /// `list.lua`: up to `limit` of the slot's jobs in `state` (scheduled or running) whose
     /// score is from `from` to `to`, after `after` in (score, id) order, each with its id.
-    #[allow(clippy::too_many_arguments)]
     async fn list(
         &self,
         topic: &TopicConfig,
         slot: u32,
-        state: JobState,
-        from: Millis,
-        to: Millis,
-        after: Option<&ListCursor>,
-        limit: usize,
+        range: &Range<'_>,
     ) -> Result<Vec<(String, Stored)>>;
 
     /// `dead_page.lua`: up to `limit` of the slot's dead letters after `after`, oldest first.

@@ -7,6 +7,7 @@ use super::Store;
 use crate::error::Result;
 use crate::labels::LabelFilter;
 use crate::model::{JobPage, JobState, ListCursor};
+use crate::store::engine::Range;
 use crate::store::record::Record;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -116,11 +117,13 @@ impl Store {
                         .list(
                             &t,
                             slot,
-                            JobState::Scheduled,
-                            filter.from,
-                            filter.to,
-                            after.as_ref(),
-                            WALK_PAGE,
+                            &Range {
+                                state: JobState::Scheduled,
+                                from: filter.from,
+                                to: filter.to,
+                                after: after.as_ref(),
+                                limit: WALK_PAGE,
+                            },
                         )
                         .await?;
                     for (id, s) in &page {

@@ -15,7 +15,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::flow::{FlowLimits, SetAside};
 use crate::model::{Finished, Leased, Pumped, RunOutcome, Settlement};
-use crate::store::engine::Engine;
+use crate::store::engine::{Engine, PumpArgs};
 use crate::store::flow::{FlowAsk, FlowGrant};
 use crate::store::rate::{FireBudget, Grant};
 use crate::time::Millis;
@@ -167,19 +167,16 @@ impl SlotDoor {
 
     /// `pump` with a lease of `lease_ms`: no fence, no lead, no key set aside.
     async fn lease_unowned(&self, now: Millis, limit: usize, lease_ms: u64) -> Result<Pumped> {
-        let (t, aside) = (&*self.topic, SetAside::default());
-        pump_slot(
-            &*self.engine,
-            t,
-            self.slot,
+        let aside = SetAside::default();
+        let args = PumpArgs {
             now,
-            0,
+            lead: 0,
             limit,
             lease_ms,
-            0,
-            &aside,
-        )
-        .await
+            fence: 0,
+            aside: &aside,
+        };
+        pump_slot(&*self.engine, &self.topic, self.slot, &args).await
     }
 
     /// `pump` by the slot's owner: refused with `Error::Fenced`, changing nothing, unless
@@ -203,20 +200,15 @@ impl SlotDoor {
         limit: usize,
         aside: &SetAside,
     ) -> Result<Pumped> {
-        let (t, lease_ms) = (&*self.topic, self.topic.visibility_timeout_ms);
-        let fence = self.owner_fence();
-        pump_slot(
-            &*self.engine,
-            t,
-            self.slot,
+        let args = PumpArgs {
             now,
             lead,
             limit,
-            lease_ms,
-            fence,
+            lease_ms: self.topic.visibility_timeout_ms,
+            fence: self.owner_fence(),
             aside,
-        )
-        .await
+        };
+        pump_slot(&*self.engine, &self.topic, self.slot, &args).await
     }
 
     /// For the slot's owner after a pump whose answer it never got: the runs handed out

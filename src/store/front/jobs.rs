@@ -11,7 +11,7 @@ use crate::model::{
 };
 use crate::routing::slot_of;
 use crate::store::doubling;
-use crate::store::engine::SlotScheduled;
+use crate::store::engine::{SlotScheduled, Write};
 use crate::store::record::Record;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -55,7 +55,17 @@ impl Store {
         }
         let r = self
             .engine
-            .schedule(&t, slot, &job.id, mode, job.fire_at, now, spec)
+            .schedule(
+                &t,
+                slot,
+                Write {
+                    id: &job.id,
+                    mode,
+                    fire_at: job.fire_at,
+                    now,
+                    spec,
+                },
+            )
             .await?;
         let (slot, r) = self.settle_old_copies(&t, slot, &old, job, now, r).await?;
         let stored = r

@@ -4,7 +4,7 @@ use super::MAX_PAGE;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::model::{DeadCursor, DeadPage, JobPage, JobRef, JobState, ListCursor, TopicStats};
-use crate::store::engine::{DeadEntry, Stored};
+use crate::store::engine::{DeadEntry, Range, Stored};
 use crate::store::event_id::EventId;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -104,7 +104,17 @@ impl Store {
                 async move {
                     let page = self
                         .engine
-                        .list(t, slot, q.state, q.from, q.to, after.as_ref(), per)
+                        .list(
+                            t,
+                            slot,
+                            &Range {
+                                state: q.state,
+                                from: q.from,
+                                to: q.to,
+                                after: after.as_ref(),
+                                limit: per,
+                            },
+                        )
                         .await;
                     (i, page)
                 }

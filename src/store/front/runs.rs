@@ -6,7 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::error::Result;
 use crate::model::{ClaimOutcome, Finished, JobRef, JobState, Leased, Outcome, Pumped, RunOutcome};
-use crate::store::engine::{ClaimSettlement, Engine, Handed};
+use crate::store::engine::{ClaimSettlement, Engine, Handed, PumpArgs};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -108,33 +108,22 @@ pub(super) fn leased(t: &TopicConfig, slot: u32, h: Handed, lease_until: Millis)
     })
 }
 
-/// A pump of one slot with a lease of `lease_ms`: the slot actors' pumps and consumers'
+/// A pump of one slot (its lease `args.lease_ms`): the slot actors' pumps and consumers'
 /// claims.
-#[allow(clippy::too_many_arguments)]
 pub(super) async fn pump_slot(
     engine: &dyn Engine,
     t: &TopicConfig,
     slot: u32,
-    now: Millis,
-    lead: Millis,
-    limit: usize,
-    lease_ms: u64,
-    fence: u64,
-    aside: &crate::flow::SetAside,
+    args: &PumpArgs<'_>,
 ) -> Result<Pumped> {
     Store::check_slot(t, slot)?;
-    let p = engine
-        .pump(
-            t,
-            slot,
-            now,
-            lead.max(0),
-            limit.max(1),
-            lease_ms,
-            fence,
-            aside,
-        )
-        .await?;
+    let asked = PumpArgs {
+        lead: args.lead.max(0),
+        limit: args.limit.max(1),
+        ..*args
+    };
+    let p = engine.pump(t, slot, &asked).await?;
+    let (now, lease_ms) = (args.now, args.lease_ms);
     let lease_until =
         now.saturating_add(crate::num::millis(lease_ms).min(crate::time::MAX_DELAY_MS));
     let jobs = p

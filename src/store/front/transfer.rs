@@ -6,7 +6,7 @@ use std::collections::BTreeMap;
 use super::Store;
 use crate::error::{Error, Result};
 use crate::model::{DeadCursor, Job, JobState, ListCursor, NewJob};
-use crate::store::engine::Imported;
+use crate::store::engine::{Imported, Range};
 use crate::store::record::Record;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -184,11 +184,13 @@ impl Store {
                     .list(
                         t,
                         slot,
-                        state,
-                        0,
-                        crate::time::MAX_MILLIS,
-                        after.as_ref(),
-                        PAGE,
+                        &Range {
+                            state,
+                            from: 0,
+                            to: crate::time::MAX_MILLIS,
+                            after: after.as_ref(),
+                            limit: PAGE,
+                        },
                     )
                     .await?;
                 let full = page.len() == PAGE;

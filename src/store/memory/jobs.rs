@@ -9,11 +9,10 @@ use super::journal::Op;
 use super::slot::SlotState;
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::model::{
-    DeadCursor, Finished, JobState, Leased, ListCursor, ScheduleMode, Settlement, SlotStats,
-};
+use crate::model::{DeadCursor, Finished, JobState, Leased, Settlement, SlotStats};
 use crate::store::engine::{
-    ClaimSettlement, DeadEntry, Imported, SlotJobs, SlotPumped, SlotReset, SlotScheduled, Stored,
+    ClaimSettlement, DeadEntry, Imported, PumpArgs, Range, SlotJobs, SlotPumped, SlotReset,
+    SlotScheduled, Stored, Write,
 };
 use crate::store::event_id::EventId;
 use crate::store::record::Record;
@@ -28,15 +27,11 @@ impl SlotJobs for MemoryEngine {
         &self,
         topic: &TopicConfig,
         slot: u32,
-        id: &str,
-        mode: ScheduleMode,
-        fire_at: Millis,
-        now: Millis,
-        spec: Record,
+        w: Write<'_>,
     ) -> Result<SlotScheduled> {
         self.with_slot(topic, slot, true, |s| {
-            let mut r = s.schedule(id, mode, fire_at, now, spec);
-            r.stored = s.get(id);
+            let mut r = s.schedule(w.id, w.mode, w.fire_at, w.now, w.spec);
+            r.stored = s.get(w.id);
             r
         })
         .await
@@ -70,18 +65,22 @@ impl SlotJobs for MemoryEngine {
         .await
     }
 
+    // In process a run sent back costs no round trip: the slot sends a full key's back, and
+    // `args.aside` is not read.
     async fn pump(
         &self,
         topic: &TopicConfig,
         slot: u32,
-        now: Millis,
-        lead: Millis,
-        limit: usize,
-        lease_ms: u64,
-        fence: u64,
-        // In process a run sent back costs no round trip: the slot sends a full key's back.
-        _aside: &crate::flow::SetAside,
+        args: &PumpArgs<'_>,
     ) -> Result<SlotPumped> {
+        let PumpArgs {
+            now,
+            lead,
+            limit,
+            lease_ms,
+            fence,
+            ..
+        } = *args;
         let lease = crate::num::millis(lease_ms);
         self.with_slot(topic, slot, true, |s| match s.fenced(fence) {
             Some(held) => Err(Error::Fenced {
@@ -169,16 +168,9 @@ impl SlotJobs for MemoryEngine {
         &self,
         topic: &TopicConfig,
         slot: u32,
-        state: JobState,
-        from: Millis,
-        to: Millis,
-        after: Option<&ListCursor>,
-        limit: usize,
+        r: &Range<'_>,
     ) -> Result<Vec<(String, Stored)>> {
-        self.with_slot(topic, slot, false, |s| {
-            s.list(state, from, to, after, limit)
-        })
-        .await
+        self.with_slot(topic, slot, false, |s| s.list(r)).await
     }
 
     async fn dead_page(

@@ -11,9 +11,7 @@ use std::ops::Bound;
 use super::id_index::IdIndex;
 use super::prefetch::prefetch;
 use super::wheel::{Due, Wheel};
-use crate::model::{
-    DeadCursor, Finished, JobState, ListCursor, RunOutcome, ScheduleOutcome, SlotStats,
-};
+use crate::model::{DeadCursor, Finished, JobState, RunOutcome, ScheduleOutcome, SlotStats};
 use crate::store::engine::{
     DeadEntry, Handed, Imported, Refired, SlotPumped, SlotReset, SlotScheduled, Stored,
 };
@@ -761,14 +759,8 @@ impl SlotState {
     /// `list.lua`: up to `limit` jobs in `state` with a score from `from` to `to`, after the
     /// cursor in (score, id) order. The wheel keeps no order, so this looks at every job of
     /// the slot: a listing costs the slot's size, which an operator's page can afford.
-    pub(crate) fn list(
-        &self,
-        state: JobState,
-        from: Millis,
-        to: Millis,
-        after: Option<&ListCursor>,
-        limit: usize,
-    ) -> Vec<(String, Stored)> {
+    pub(crate) fn list(&self, r: &crate::store::engine::Range<'_>) -> Vec<(String, Stored)> {
+        let (state, from, to, after, limit) = (r.state, r.from, r.to, r.after, r.limit);
         let mut found: Vec<(Millis, &str, &Entry)> = self
             .all()
             .filter(|e| e.state == state && (from..=to).contains(&e.score))

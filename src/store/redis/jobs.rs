@@ -16,13 +16,11 @@ use super::scripts::{
 };
 use crate::error::{Error, Result};
 use crate::events::Event;
-use crate::model::{
-    DeadCursor, Finished, JobState, ListCursor, ScheduleMode, Settlement, SlotStats,
-};
+use crate::model::{DeadCursor, Finished, JobState, Settlement, SlotStats};
 use crate::routing::slot_of;
 use crate::store::engine::{
-    ClaimSettlement, DeadEntry, Handed, Imported, SlotJobs, SlotPumped, SlotReset, SlotScheduled,
-    Stored,
+    ClaimSettlement, DeadEntry, Handed, Imported, PumpArgs, Range, SlotJobs, SlotPumped, SlotReset,
+    SlotScheduled, Stored, Write,
 };
 use crate::store::event_id::EventId;
 
@@ -139,22 +137,9 @@ where
         &self,
         topic: &TopicConfig,
         slot: u32,
-        id: &str,
-        mode: ScheduleMode,
-        fire_at: Millis,
-        now: Millis,
-        spec: Record,
+        write: Write<'_>,
     ) -> Result<SlotScheduled> {
-        self.run(Schedule {
-            topic,
-            slot,
-            id,
-            mode,
-            fire_at,
-            now,
-            spec,
-        })
-        .await
+        self.run(Schedule { topic, slot, write }).await
     }
 
     async fn reset_many(
@@ -202,22 +187,13 @@ where
         &self,
         topic: &TopicConfig,
         slot: u32,
-        now: Millis,
-        lead: Millis,
-        limit: usize,
-        lease_ms: u64,
-        fence: u64,
-        aside: &crate::flow::SetAside,
+        args: &PumpArgs<'_>,
     ) -> Result<SlotPumped> {
         self.run(Pump {
             topic,
             slot,
-            now,
-            lead,
-            limit,
-            lease_ms,
-            fence,
-            aside: (!aside.is_empty()).then(|| aside.to_json(&topic.default_type)),
+            args,
+            aside: (!args.aside.is_empty()).then(|| args.aside.to_json(&topic.default_type)),
         })
         .await
     }
@@ -294,22 +270,9 @@ where
         &self,
         topic: &TopicConfig,
         slot: u32,
-        state: JobState,
-        from: Millis,
-        to: Millis,
-        after: Option<&ListCursor>,
-        limit: usize,
+        range: &Range<'_>,
     ) -> Result<Vec<(String, Stored)>> {
-        self.run(List {
-            topic,
-            slot,
-            state,
-            from,
-            to,
-            after,
-            limit,
-        })
-        .await
+        self.run(List { topic, slot, range }).await
     }
 
     async fn dead_page(

@@ -6,21 +6,15 @@ use redis::Value;
 use super::super::reply::{Reply, int, text};
 use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
-use crate::model::{JobState, ListCursor};
-use crate::store::engine::Stored;
+use crate::store::engine::{Range, Stored};
 use crate::store::keys::SlotKeys;
 use crate::store::record::Record;
-use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 pub(in crate::store::redis) struct List<'a> {
     pub(in crate::store::redis) topic: &'a TopicConfig,
     pub(in crate::store::redis) slot: u32,
-    pub(in crate::store::redis) state: JobState,
-    pub(in crate::store::redis) from: Millis,
-    pub(in crate::store::redis) to: Millis,
-    pub(in crate::store::redis) after: Option<&'a ListCursor>,
-    pub(in crate::store::redis) limit: usize,
+    pub(in crate::store::redis) range: &'a Range<'a>,
 }
 
 impl Call for List<'_> {
@@ -36,17 +30,18 @@ impl Call for List<'_> {
     }
 
     fn build(&self, call: &mut Invocation) {
-        let (score, id) = match self.after {
+        let r = self.range;
+        let (score, id) = match r.after {
             Some(c) => (c.score.to_string(), c.id.as_str()),
             None => (String::new(), ""),
         };
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
-            .arg(self.state.as_str())
-            .arg(self.from)
-            .arg(self.to)
+            .arg(r.state.as_str())
+            .arg(r.from)
+            .arg(r.to)
             .arg(score)
             .arg(id)
-            .arg(self.limit);
+            .arg(r.limit);
     }
 
     fn read(self, reply: Vec<Value>) -> Result<Vec<(String, Stored)>> {
@@ -54,7 +49,7 @@ impl Call for List<'_> {
             .records(0, 3)?
             .map(|e| {
                 let stored = Stored {
-                    state: self.state,
+                    state: self.range.state,
                     score: int(&e[1])?,
                     record: Record::parse(&text(&e[2])?)?,
                 };

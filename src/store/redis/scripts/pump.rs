@@ -7,21 +7,16 @@ use super::super::reply::{Reply, text};
 use super::{Call, Invocation, Lua, Scripts};
 use crate::error::{Error, Result};
 use crate::model::HandedRecord;
-use crate::store::engine::{Handed, SlotPumped};
+use crate::store::engine::{Handed, PumpArgs, SlotPumped};
 use crate::store::keys::SlotKeys;
 use crate::store::record::Record;
-use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 pub(in crate::store::redis) struct Pump<'a> {
     pub(in crate::store::redis) topic: &'a TopicConfig,
     pub(in crate::store::redis) slot: u32,
-    pub(in crate::store::redis) now: Millis,
-    pub(in crate::store::redis) lead: Millis,
-    pub(in crate::store::redis) limit: usize,
-    pub(in crate::store::redis) lease_ms: u64,
-    pub(in crate::store::redis) fence: u64,
-    /// `flow::SetAside` as the script's argument, when a key is set aside.
+    pub(in crate::store::redis) args: &'a PumpArgs<'a>,
+    /// `args.aside` as the script's argument, when a key is set aside.
     pub(in crate::store::redis) aside: Option<String>,
 }
 
@@ -61,12 +56,12 @@ impl Call for Pump<'_> {
 
     fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
-            .arg(self.now)
-            .arg(self.limit)
-            .arg(self.lease_ms)
+            .arg(self.args.now)
+            .arg(self.args.limit)
+            .arg(self.args.lease_ms)
             .arg(self.topic.max_attempts)
-            .arg(self.fence)
-            .arg(self.lead);
+            .arg(self.args.fence)
+            .arg(self.args.lead);
         if let Some(aside) = &self.aside {
             call.arg(aside.as_str());
         }

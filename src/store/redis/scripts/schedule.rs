@@ -6,21 +6,16 @@ use super::super::reply::Reply;
 use super::super::{parse_state, refired};
 use super::{Call, Invocation, Lua, Scripts};
 use crate::error::Result;
-use crate::model::{ScheduleMode, ScheduleOutcome};
-use crate::store::engine::{SlotScheduled, Stored};
+use crate::model::ScheduleOutcome;
+use crate::store::engine::{SlotScheduled, Stored, Write};
 use crate::store::keys::SlotKeys;
 use crate::store::record::Record;
-use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 pub(in crate::store::redis) struct Schedule<'a> {
     pub(in crate::store::redis) topic: &'a TopicConfig,
     pub(in crate::store::redis) slot: u32,
-    pub(in crate::store::redis) id: &'a str,
-    pub(in crate::store::redis) mode: ScheduleMode,
-    pub(in crate::store::redis) fire_at: Millis,
-    pub(in crate::store::redis) now: Millis,
-    pub(in crate::store::redis) spec: Record,
+    pub(in crate::store::redis) write: Write<'a>,
 }
 
 impl Call for Schedule<'_> {
@@ -41,11 +36,11 @@ impl Call for Schedule<'_> {
 
     fn build(&self, call: &mut Invocation) {
         call.key(SlotKeys::new(&self.topic.name, self.slot).all())
-            .arg(self.id)
-            .arg(self.mode.as_str())
-            .arg(self.fire_at)
-            .arg(self.now)
-            .arg(self.spec.to_arg())
+            .arg(self.write.id)
+            .arg(self.write.mode.as_str())
+            .arg(self.write.fire_at)
+            .arg(self.write.now)
+            .arg(self.write.spec.to_arg())
             .arg(self.topic.slots);
     }
 
@@ -56,8 +51,12 @@ impl Call for Schedule<'_> {
             .parse()
             .map_err(|_| reply.corrupt("its outcome"))?;
         let fire_at = reply.int(2)?;
-        let rearmed = Some(refired(self.id.to_string(), reply.get(4)?, reply.get(5)?)?)
-            .filter(|r| r.fires > 0);
+        let rearmed = Some(refired(
+            self.write.id.to_string(),
+            reply.get(4)?,
+            reply.get(5)?,
+        )?)
+        .filter(|r| r.fires > 0);
         let state = parse_state(&reply.text(1)?)?;
         let score = reply.int(6)?;
         let stored = match state {
