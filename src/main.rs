@@ -2,8 +2,7 @@
 //! HTTP API.
 
 /// Every job allocates and frees small buffers on its way through the runtime; glibc's
-/// allocator showed as a large part of the runtime's CPU under a burst, mimalloc far less
-/// (the measurement is in the commit that chose it).
+/// allocator showed as a large part of the runtime's CPU under a burst, mimalloc far less.
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

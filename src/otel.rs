@@ -1,4 +1,4 @@
-//! OpenTelemetry traces (issue 50): off unless `otel.endpoint` or an `OTEL_EXPORTER_OTLP_*`
+//! OpenTelemetry traces: off unless `otel.endpoint` or an `OTEL_EXPORTER_OTLP_*`
 //! variable names a collector. The service's `tracing` spans go out through
 //! `tracing-opentelemetry` and an OTLP/HTTP exporter on a thread of its own.
 //!

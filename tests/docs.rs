@@ -1,7 +1,10 @@
 //! The prose kept true by tests, as the state machine's table already is (`tests/store.rs`):
 //! every path the README and `docs/*.md` name exists; every module under `src/` has a row in
 //! `docs/architecture.md`'s layout table; the routes of `docs/design.md`'s API table are
-//! those `/openapi.json` describes, no more and no fewer.
+//! those `/openapi.json` describes, no more and no fewer; the counts the prose states (the
+//! engine's concerns, the invariants cited and the tests each names) are the code's; no
+//! word of how the project was made (issue numbers, a work diary) stands outside the
+//! benchmark history; every cargo feature the prose names exists.
 //!
 //! What it cannot check: that the prose says what the code does. It checks what a reader
 //! follows: a path to open, a row to find, a route to call.
@@ -384,5 +387,272 @@ fn a_link_written_from_the_wrong_folder_is_caught() {
     assert!(
         !dir.join("config/default.toml").exists(),
         "the old spelling leads nowhere"
+    );
+}
+
+/// Number words the prose counts with.
+const COUNTS: &[&str] = &[
+    "zero", "one", "two", "three", "four", "five", "six", "seven", "eight", "nine", "ten",
+];
+
+/// The traits `Engine` is made of, as `src/store/engine.rs` declares it.
+fn engine_traits(code: &str) -> Vec<String> {
+    let decl = code
+        .split("pub(crate) trait Engine:")
+        .nth(1)
+        .expect("src/store/engine.rs declares `trait Engine:`");
+    let supers = decl.split('{').next().unwrap_or_default();
+    supers
+        .split('+')
+        .map(|t| t.trim().to_string())
+        .filter(|t| !t.is_empty())
+        .collect()
+}
+
+/// Each count word a text puts before `noun` ("six concerns"), lower case.
+fn counted<'a>(text: &'a str, noun: &str) -> Vec<&'a str> {
+    let words: Vec<&str> = text.split_whitespace().collect();
+    words
+        .windows(2)
+        .filter(|w| w[1].trim_end_matches([',', '.', ')', ':', ';']) == noun)
+        .map(|w| w[0].trim_start_matches('('))
+        .filter(|w| COUNTS.contains(&w.to_ascii_lowercase().as_str()))
+        .collect()
+}
+
+/// Where the prose counts the engine's concerns or traits and says otherwise than the code.
+fn miscounted_engine(engine: &str, texts: &[(&str, String)]) -> Vec<String> {
+    let n = engine_traits(engine).len();
+    let word = COUNTS.get(n).copied().unwrap_or("many");
+    let mut wrong = Vec::new();
+    for (file, text) in texts {
+        for noun in ["concerns", "traits"] {
+            for said in counted(text, noun) {
+                if !said.eq_ignore_ascii_case(word) {
+                    wrong.push(format!(
+                        "{file}: \"{said} {noun}\", but the engine has {word}"
+                    ));
+                }
+            }
+        }
+    }
+    wrong
+}
+
+#[test]
+fn the_engines_concerns_are_counted_as_the_code_has_them() {
+    let engine = read("src/store/engine.rs");
+    assert_eq!(
+        engine_traits(&engine).len(),
+        6,
+        "{:?}",
+        engine_traits(&engine)
+    );
+    let texts = [
+        ("docs/architecture.md", read("docs/architecture.md")),
+        ("src/store/engine.rs", engine.clone()),
+    ];
+    let said: usize = texts
+        .iter()
+        .map(|(_, t)| counted(t, "concerns").len())
+        .sum();
+    assert!(said >= 2, "the count is no longer found in the prose");
+    let wrong = miscounted_engine(&engine, &texts);
+    assert!(wrong.is_empty(), "{wrong:#?}");
+}
+
+#[test]
+fn a_miscounted_engine_is_caught() {
+    let engine = "pub(crate) trait Engine:\n    A + B + C\n{";
+    let texts = [(
+        "x.md",
+        "The engine is four concerns (four traits).".to_string(),
+    )];
+    assert_eq!(miscounted_engine(engine, &texts).len(), 2);
+    let texts = [("x.md", "The engine is three concerns.".to_string())];
+    assert!(miscounted_engine(engine, &texts).is_empty());
+}
+
+/// The invariants of `docs/design.md`: each one's number and text.
+fn invariants(design: &str) -> Vec<(usize, String)> {
+    let section = design
+        .split("## Invariants")
+        .nth(1)
+        .and_then(|s| s.split("\n## ").next())
+        .expect("docs/design.md has an Invariants section");
+    let mut out: Vec<(usize, String)> = Vec::new();
+    for line in section.lines() {
+        let head = line
+            .split_once(". **")
+            .and_then(|(n, _)| n.parse::<usize>().ok());
+        match head {
+            Some(n) => out.push((n, line.to_string())),
+            None => {
+                if let Some((_, text)) = out.last_mut() {
+                    text.push('\n');
+                    text.push_str(line);
+                }
+            }
+        }
+    }
+    out
+}
+
+/// Each "invariant N" a text cites.
+fn cited_invariants(text: &str) -> Vec<usize> {
+    text.split("invariant ")
+        .skip(1)
+        .filter_map(|rest| {
+            let digits: String = rest.chars().take_while(char::is_ascii_digit).collect();
+            digits.parse().ok()
+        })
+        .collect()
+}
+
+/// The files under `dir` (recursively) whose names end with one of `exts`.
+fn files_under(dir: &str, exts: &[&str], out: &mut Vec<String>) {
+    for entry in std::fs::read_dir(root().join(dir)).unwrap() {
+        let entry = entry.unwrap();
+        let name = entry.file_name().to_string_lossy().to_string();
+        let path = format!("{dir}/{name}");
+        if entry.file_type().unwrap().is_dir() {
+            files_under(&path, exts, out);
+        } else if exts.iter().any(|e| name.ends_with(e)) {
+            out.push(path);
+        }
+    }
+}
+
+#[test]
+fn every_invariant_is_numbered_in_order_cited_as_it_is_and_names_its_tests() {
+    let list = invariants(&read("docs/design.md"));
+    let numbers: Vec<usize> = list.iter().map(|(n, _)| *n).collect();
+    assert_eq!(
+        numbers,
+        (1..=list.len()).collect::<Vec<_>>(),
+        "numbered 1..n"
+    );
+    assert!(list.len() >= 16, "the invariants are no longer found");
+    for (n, text) in &list {
+        assert!(
+            named_paths(text)
+                .iter()
+                .any(|p| p.starts_with("tests/") || p.starts_with("crates/toc-testkit/")),
+            "invariant {n} names no test that holds it:\n{text}"
+        );
+    }
+    let mut files = prose();
+    files_under("src", &[".rs"], &mut files);
+    for file in files {
+        for cited in cited_invariants(&read(&file)) {
+            assert!(
+                (1..=list.len()).contains(&cited),
+                "{file} cites invariant {cited}; docs/design.md has {}",
+                list.len()
+            );
+        }
+    }
+}
+
+/// Words of how the project was made, which belong in the benchmark history only: an issue
+/// by number, a work session, a diary's "the eighth …'s commit".
+fn history_words(text: &str) -> Vec<String> {
+    let lower = text.to_ascii_lowercase();
+    let mut found = Vec::new();
+    for (i, _) in lower.match_indices("issue") {
+        let rest = lower[i + 5..].trim_start_matches([' ', '#']);
+        if lower[i + 5..].starts_with([' ', '#']) && rest.starts_with(|c: char| c.is_ascii_digit())
+        {
+            found.push(lower[i..(i + 12).min(lower.len())].to_string());
+        }
+    }
+    for phrase in [
+        "this session",
+        "session's",
+        "'s commit",
+        "last review",
+        "previous session",
+    ] {
+        if lower.contains(phrase) {
+            found.push(phrase.to_string());
+        }
+    }
+    found
+}
+
+#[test]
+fn no_word_of_how_the_project_was_made_outside_its_history() {
+    let mut files: Vec<String> = prose();
+    files.push("BENCHMARKS.md".into());
+    files_under("src", &[".rs", ".js", ".html", ".css"], &mut files);
+    files_under("lua", &[".lua"], &mut files);
+    let found: Vec<String> = files
+        .iter()
+        .flat_map(|f| {
+            history_words(&read(f))
+                .into_iter()
+                .map(move |w| format!("{f}: {w}"))
+        })
+        .collect();
+    assert!(
+        found.is_empty(),
+        "history outside docs/bench/history.md: {found:#?}"
+    );
+}
+
+#[test]
+fn a_word_of_history_is_caught() {
+    assert_eq!(history_words("fixed (issue 48) and issue #3").len(), 2);
+    assert_eq!(history_words("at the eighth session's commit").len(), 2);
+    assert!(history_words("an issue with the design; issues open").is_empty());
+}
+
+/// The cargo features a text names (`--features a,b`).
+fn named_features(text: &str) -> Vec<String> {
+    text.split("--features")
+        .skip(1)
+        .filter_map(|rest| rest.split_whitespace().next())
+        .flat_map(|list| {
+            list.trim_matches(['`', '=', '"', '\''])
+                .split(',')
+                .map(str::to_string)
+                .collect::<Vec<_>>()
+        })
+        .filter(|f| !f.is_empty())
+        .collect()
+}
+
+#[test]
+fn every_cargo_feature_the_prose_names_exists() {
+    let mut manifests = vec![read("Cargo.toml")];
+    for entry in std::fs::read_dir(root().join("crates")).unwrap() {
+        let path = entry.unwrap().path().join("Cargo.toml");
+        manifests.push(std::fs::read_to_string(path).unwrap_or_default());
+    }
+    let declared: BTreeSet<String> = manifests
+        .iter()
+        .filter_map(|m| m.split("[features]").nth(1))
+        .flat_map(|f| {
+            f.split("\n[")
+                .next()
+                .unwrap_or_default()
+                .lines()
+                .filter_map(|l| l.split_once('=').map(|(k, _)| k.trim().to_string()))
+                .collect::<Vec<_>>()
+        })
+        .collect();
+    let mut files = prose();
+    files.push("BENCHMARKS.md".into());
+    for file in files {
+        for feature in named_features(&read(&file)) {
+            assert!(
+                declared.contains(&feature),
+                "{file} names --features {feature}, which no Cargo.toml declares"
+            );
+        }
+    }
+    assert_eq!(
+        named_features("cargo build --release --features bench,x"),
+        ["bench", "x"]
     );
 }

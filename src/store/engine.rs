@@ -144,9 +144,9 @@ pub(crate) struct DeadEntry {
     pub(crate) record: Record,
 }
 
-/// A store engine: the Redis scripts or the memory slots, in five concerns (a topic's
-/// settings, the jobs of one slot, membership and ownership, the wake bus, the fire rate). [`super::Store`]
-/// holds one as `Arc<dyn Engine>`.
+/// A store engine: the Redis scripts or the memory slots, in six concerns, a trait each (a
+/// topic's settings, the jobs of one slot, membership and ownership, the wake bus, the fire
+/// rate, flow control per key). [`super::Store`] holds one as `Arc<dyn Engine>`.
 #[async_trait]
 pub(crate) trait Engine:
     TopicSettings + SlotJobs + Membership + WakeBus + FireRate + FlowControl

@@ -91,7 +91,7 @@ pub struct BenchArgs {
     #[arg(long, value_delimiter = ',')]
     pub scale_sizes: Option<Vec<usize>>,
     /// Topic counts for the topics scenario, comma separated (default 1000; with --quick
-    /// 100): 1000,10000 for the table, 100000 on demand.
+    /// 100): 1000,10000 for the published table, 100000 on demand.
     #[arg(long, value_delimiter = ',')]
     pub topics: Option<Vec<usize>>,
     /// The runtime's `fire_lead_ms` in the latency and webhook scenarios (default: the

@@ -50,7 +50,7 @@ pub(super) async fn bullmq(ctx: &mut Ctx) -> Result<(), String> {
         .await?;
     }
     let s = &ctx.sizes;
-    // BullMQ's latency at the reference rate (at most 2,000/s), its burst at most
+    // BullMQ's latency at the reference rate (at most 2,000/s), its burst at most
     // 100,000 jobs: compared as rates, since BullMQ needs minutes for a million.
     let rate = s.rate.min(2_000);
     let burst = s.burst_jobs.min(100_000);

@@ -1185,7 +1185,7 @@ pub(super) async fn memory(ctx: &mut Ctx) -> Result<(), String> {
         "empty-payload job / bare sorted set",
         empty / bare,
         "x",
-        "target at most 1.0 (issue 28)",
+        "target at most 1.0",
     );
     Ok(())
 }

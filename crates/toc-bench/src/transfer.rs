@@ -1,7 +1,7 @@
 //! `transfer`: a topic of N jobs (a small payload each) exported through the HTTP API and
 //! imported into a service of the other engine, as `toc export` and `toc import` do it
 //! (batches of 5,000 jobs, 4 in flight, the first and the last alone): memory to Redis,
-//! then Redis to memory. The target is issue 62's: import at least 100,000 jobs/s into
+//! then Redis to memory. The target: import at least 100,000 jobs/s into
 //! Redis.
 
 use std::time::Instant;

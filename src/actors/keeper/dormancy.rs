@@ -8,7 +8,7 @@
 //! lease stands, and a sleeping slot is counted as served.
 //!
 //! So an idle topic costs a map entry per slot rather than an actor, its mailbox and
-//! timers (issue 48), and a busy one keeps its actors: a slot whose next job is within the
+//! timers, and a busy one keeps its actors: a slot whose next job is within the
 //! horizon never sleeps.
 
 use std::collections::{BTreeSet, VecDeque};

@@ -118,7 +118,7 @@ impl SlotKeeper {
 
     /// The slots of `topic` this instance runs an actor for, by slot: a range of the map,
     /// not a look through every topic's slots (that made each discovery round cost topics x
-    /// slots, issue 48).
+    /// slots).
     fn slots_of<'a>(&'a self, topic: &str) -> impl Iterator<Item = (u32, &'a SlotEntry)> + 'a {
         let (from, to) = ((topic.to_string(), 0), (topic.to_string(), u32::MAX));
         self.slots.range(from..=to).map(|((_, slot), e)| (*slot, e))

@@ -11,7 +11,7 @@ const FULL_ROUND_EVERY: u32 = 10;
 /// Owner-lease calls in flight at once. An instance joining 160,000 slots (10,000 topics)
 /// asked for all of them at once, its peer handed off as many at once, and the store's
 /// connection queued them past its timeout: the registrations timed out behind them, the
-/// membership flapped and every round asked again (issue 48).
+/// membership flapped and every round asked again.
 pub(super) const LEASE_CALLS: usize = 256;
 
 use actix::prelude::*;
@@ -287,7 +287,7 @@ impl SlotKeeper {
                     // Every slot is looked at only when something may have moved: the
                     // membership, a slot fenced or stopped, a slot asked for and not
                     // obtained; and every `FULL_ROUND_EVERY` rounds all the same. A stable
-                    // instance's round costs nothing per slot (issue 48).
+                    // instance's round costs nothing per slot.
                     let seen = (act.rounds.live.clone(), act.rt.slot_changes.load(Ordering::Relaxed));
                     if act.rounds.checked.as_ref() == Some(&seen) && act.rounds.quiet_rounds < FULL_ROUND_EVERY {
                         act.rounds.quiet_rounds += 1;

@@ -45,7 +45,7 @@ struct Key {
 struct Level {
     occupied: u64,
     /// Empty until a key is first placed in the level: an idle topic's slot holds one job or
-    /// none, and 6 levels of 64 lists made up for 9 KB of each slot's 15 (issue 48).
+    /// none, and 6 levels of 64 lists made up for 9 KB of each slot's 15.
     slots: Vec<Vec<u32>>,
 }
 
