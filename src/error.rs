@@ -124,6 +124,17 @@ pub enum Error {
     /// The store's data is not what this version expects (a bug or a foreign writer).
     #[error("corrupt store data: {0}")]
     Corrupt(String),
+
+    /// Stored text that does not decode (a job record, a payload, a topic's settings, an
+    /// event): `what` it was, and the decoder's error as the source.
+    #[error("corrupt store data: {what}: {source}")]
+    Undecodable {
+        /// What was read, and where.
+        what: String,
+        /// The decoder's error.
+        #[source]
+        source: serde_json::Error,
+    },
 }
 
 impl Error {
@@ -132,6 +143,14 @@ impl Error {
         Error::Unprocessable {
             field,
             message: message.into(),
+        }
+    }
+
+    /// An `Undecodable` error: `what` did not decode, with `source`.
+    pub(crate) fn undecodable(what: impl Into<String>, source: serde_json::Error) -> Self {
+        Error::Undecodable {
+            what: what.into(),
+            source,
         }
     }
 

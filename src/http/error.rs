@@ -134,7 +134,7 @@ impl From<Error> for ApiError {
             Error::StoreFull(_) => {
                 ApiError::new(StatusCode::SERVICE_UNAVAILABLE, "store_full", message)
             }
-            Error::Corrupt(_) => {
+            Error::Corrupt(_) | Error::Undecodable { .. } => {
                 tracing::error!(error = %message, "corrupt store data");
                 ApiError::new(StatusCode::INTERNAL_SERVER_ERROR, "internal", message)
             }

@@ -229,7 +229,7 @@ impl Record {
         if let Some(plain) = Record::plain_run(raw) {
             return Ok(plain);
         }
-        serde_json::from_str(raw).map_err(|e| Error::Corrupt(format!("job record {raw:?}: {e}")))
+        serde_json::from_str(raw).map_err(|e| Error::undecodable(format!("job record {raw:?}"), e))
     }
 
     /// The record `pump.lua` writes for a run of a plain job, `{"a":A,"k":K,"f":F}`, read
@@ -262,7 +262,7 @@ impl Record {
     ) -> Result<Job> {
         let payload = match &self.payload {
             Some(text) => serde_json::from_str(text)
-                .map_err(|e| Error::Corrupt(format!("payload of job {id:?}: {e}")))?,
+                .map_err(|e| Error::undecodable(format!("payload of job {id:?}"), e))?,
             None => Value::Null,
         };
         let next_fire_at = self.schedule.as_ref().and_then(|s| match state {
@@ -313,6 +313,18 @@ impl Record {
 mod tests {
     use super::*;
     use serde_json::json;
+
+    #[test]
+    fn a_record_that_does_not_decode_keeps_the_decoders_error_as_its_source() {
+        let e = Record::parse("{not json").unwrap_err();
+        assert!(matches!(e, Error::Undecodable { .. }), "{e:?}");
+        let source = std::error::Error::source(&e).expect("the cause is kept");
+        assert!(source.is::<serde_json::Error>());
+        assert!(
+            e.to_string().starts_with("corrupt store data: job record"),
+            "{e}"
+        );
+    }
 
     #[test]
     fn a_plain_run_reads_as_the_json_parser_reads_it() {

@@ -440,7 +440,7 @@ where
             .into_iter()
             .map(|(id, json)| {
                 let mut event: Event = serde_json::from_str(&json)
-                    .map_err(|e| Error::Corrupt(format!("event {id}: {e}")))?;
+                    .map_err(|e| Error::undecodable(format!("event {id}"), e))?;
                 event.id = id.to_string();
                 Ok(event)
             })

@@ -264,7 +264,8 @@ fn refused(e: redis::RedisError, topic: &TopicConfig, slot: u32) -> Error {
 }
 
 fn parse_topic(json: &str) -> Result<TopicConfig> {
-    serde_json::from_str(json).map_err(|e| Error::Corrupt(format!("topic settings {json:?}: {e}")))
+    serde_json::from_str(json)
+        .map_err(|e| Error::undecodable(format!("topic settings {json:?}"), e))
 }
 
 /// A script's word for a job's state, `''` when there is no job.
