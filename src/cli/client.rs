@@ -4,7 +4,7 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use super::{BulkArgs, Cli, Command, DeadCmd, FlowArgs, FlowCmd, JobCmd, TopicCmd, When};
+use super::{BulkArgs, Cli, Command, DeadCmd, FlowArgs, FlowCmd, JobCmd, PutArgs, TopicCmd, When};
 
 /// A failed command: its message and exit code.
 pub(super) struct Failure {
@@ -354,269 +354,10 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
         | Command::Completions { .. } => {
             unreachable!("not a client command")
         }
-        Command::Job(JobCmd::Put {
-            topic,
-            id,
-            when,
-            repeat,
-            job_type,
-            payload,
-            max_attempts,
-            shard_key,
-            flow_key,
-            expire_after_ms,
-            labels,
-            create_only,
-        }) => {
-            let recurring = repeat.cron.is_some() || repeat.every.is_some();
-            let mut body = match (recurring, &when) {
-                // A series given no first fire starts at its schedule's first instant.
-                (
-                    true,
-                    When {
-                        at: None,
-                        after: None,
-                        delay_ms: None,
-                    },
-                ) => json!({}),
-                _ => when_body(&when)?,
-            };
-            if recurring {
-                body["repeat"] = repeat_body(&repeat);
-            } else if repeat.limit.is_some() || repeat.until.is_some() {
-                return Err(Failure {
-                    message: "--repeat-limit and --until go with --cron or --every".into(),
-                    code: 2,
-                });
-            }
-            if let Some(t) = job_type {
-                body["type"] = json!(t);
-            }
-            if let Some(p) = payload {
-                body["payload"] = serde_json::from_str(&p).map_err(|e| Failure {
-                    message: format!("--payload is not JSON: {e}"),
-                    code: 2,
-                })?;
-            }
-            if let Some(n) = max_attempts {
-                body["max_attempts"] = json!(n);
-            }
-            if let Some(k) = shard_key {
-                body["shard_key"] = json!(k);
-            }
-            if let Some(k) = flow_key {
-                body["flow_key"] = json!(k);
-            }
-            if let Some(ms) = expire_after_ms {
-                body["expire_after_ms"] = json!(ms);
-            }
-            for label in &labels {
-                let (k, v) = label_pair(label)?;
-                body["labels"][k] = json!(v);
-            }
-            let mode = if create_only { "?mode=create_only" } else { "" };
-            let path = job_path(&topic, &id, mode, &None);
-            (
-                client.call(Method::PUT, &path, Some(body)).await?,
-                View::Job,
-            )
-        }
-        Command::Job(JobCmd::Trigger {
-            topic,
-            id,
-            shard_key,
-        }) => {
-            let path = job_path(&topic, &id, "/trigger", &shard_key);
-            (client.call(Method::POST, &path, None).await?, View::Job)
-        }
-        Command::Job(JobCmd::Get {
-            topic,
-            id,
-            shard_key,
-            next,
-        }) => {
-            let mut path = job_path(&topic, &id, "", &shard_key);
-            if let Some(n) = next {
-                path.push(if path.contains('?') { '&' } else { '?' });
-                path.push_str(&format!("next={n}"));
-            }
-            (client.call(Method::GET, &path, None).await?, View::Job)
-        }
-        Command::Job(JobCmd::Ls {
-            topic,
-            state,
-            from,
-            to,
-            limit,
-            after,
-            label,
-        }) => {
-            let mut path = format!(
-                "/v1/topics/{}/jobs?state={}&limit={limit}",
-                enc(&topic),
-                enc(&state)
-            );
-            if let Some(l) = label {
-                path.push_str(&format!("&label={}", label_filter(&l)?));
-            }
-            for (name, v) in [("from", from), ("to", to)] {
-                if let Some(v) = v {
-                    path.push_str(&format!("&{name}={v}"));
-                }
-            }
-            if let Some(c) = after {
-                path.push_str(&format!("&cursor={}", enc(&c)));
-            }
-            let cols = &["id", "type", "fire_at", "attempts", "lease_until"];
-            (
-                client.call(Method::GET, &path, None).await?,
-                View::Table(cols),
-            )
-        }
-        Command::Job(JobCmd::Cancel {
-            topic,
-            id,
-            shard_key,
-        }) => {
-            let path = job_path(&topic, &id, "", &shard_key);
-            client.call(Method::DELETE, &path, None).await?;
-            (json!({"cancelled": id}), View::Record)
-        }
-        Command::Job(JobCmd::Reset {
-            topic,
-            id,
-            when,
-            shard_key,
-        }) => {
-            let path = job_path(&topic, &id, "/reset", &shard_key);
-            (
-                client
-                    .call(Method::POST, &path, Some(when_body(&when)?))
-                    .await?,
-                View::Job,
-            )
-        }
-        Command::Dead(DeadCmd::Ls {
-            topic,
-            limit,
-            after,
-        }) => {
-            let path = page_path(&topic, "dead", limit, &after);
-            let cols = &["id", "type", "attempts", "dead_at", "last_error"];
-            (
-                client.call(Method::GET, &path, None).await?,
-                View::Table(cols),
-            )
-        }
-        Command::Job(JobCmd::CancelMany { topic, filter }) => {
-            let path = format!("/v1/topics/{}/jobs", enc(&topic));
-            let most = topic_count(&client, &topic, "scheduled").await;
-            let v = in_batches(
-                &client,
-                Method::DELETE,
-                &path,
-                &filter,
-                "cancelled",
-                most,
-                "jobs cancelled",
-            )
-            .await?;
-            (v, View::Record)
-        }
-        Command::Dead(DeadCmd::RequeueMany { topic, filter }) => {
-            let path = format!("/v1/topics/{}/dead/requeue", enc(&topic));
-            let most = topic_count(&client, &topic, "dead").await;
-            let v = in_batches(
-                &client,
-                Method::POST,
-                &path,
-                &filter,
-                "requeued",
-                most,
-                "dead letters requeued",
-            )
-            .await?;
-            (v, View::Record)
-        }
-        Command::Dead(DeadCmd::Requeue { topic, id }) => {
-            let path = format!("/v1/topics/{}/dead/{}/requeue", enc(&topic), enc(&id));
-            (client.call(Method::POST, &path, None).await?, View::Record)
-        }
-        Command::Dead(DeadCmd::Rm { topic, id }) => {
-            let path = format!("/v1/topics/{}/dead/{}", enc(&topic), enc(&id));
-            client.call(Method::DELETE, &path, None).await?;
-            (json!({"deleted": id}), View::Record)
-        }
-        Command::Topic(TopicCmd::Ls) => {
-            let cols = &[
-                "name",
-                "slots",
-                "scheduled",
-                "running",
-                "dead",
-                "next_fire_at",
-                "paused",
-                "default_type",
-                "types",
-            ];
-            (
-                client.call(Method::GET, "/v1/topics", None).await?,
-                View::Table(cols),
-            )
-        }
-        Command::Topic(TopicCmd::Show { topic }) => {
-            let path = format!("/v1/topics/{}", enc(&topic));
-            (client.call(Method::GET, &path, None).await?, View::Record)
-        }
-        Command::Topic(TopicCmd::Grow { topic }) => {
-            let path = format!("/v1/topics/{}", enc(&topic));
-            let now = client.call(Method::GET, &path, None).await?;
-            let slots = now["slots"].as_u64().unwrap_or(0);
-            let body = json!({"slots": slots * 2});
-            (
-                client.call(Method::PUT, &path, Some(body)).await?,
-                View::Record,
-            )
-        }
-        Command::Topic(TopicCmd::Pause { topic }) => pause(&client, &topic, true).await?,
-        Command::Topic(TopicCmd::Resume { topic }) => pause(&client, &topic, false).await?,
-        Command::Topic(TopicCmd::Limit {
-            topic,
-            max_fires_per_s,
-        }) => {
-            let body = json!({ "max_fires_per_s": max_fires_per_s });
-            change_topic(&client, &topic, body).await?
-        }
-        Command::Topic(TopicCmd::Flow { topic, limits, off }) => {
-            let flow = if off { Value::Null } else { flow_body(&limits) };
-            change_topic(&client, &topic, json!({ "flow": flow })).await?
-        }
-        Command::Flow(FlowCmd::Ls { topic }) => {
-            let path = format!("/v1/topics/{}/flows", enc(&topic));
-            (client.call(Method::GET, &path, None).await?, View::Record)
-        }
-        Command::Flow(FlowCmd::Show { topic, key }) => {
-            let path = format!("/v1/topics/{}/flows/{}", enc(&topic), enc(&key));
-            (client.call(Method::GET, &path, None).await?, View::Record)
-        }
-        Command::Flow(FlowCmd::Set { topic, key, limits }) => {
-            let path = format!("/v1/topics/{}/flows/{}", enc(&topic), enc(&key));
-            let body = flow_body(&limits);
-            (
-                client.call(Method::PUT, &path, Some(body)).await?,
-                View::Record,
-            )
-        }
-        Command::Flow(FlowCmd::Rm { topic, key }) => {
-            let path = format!("/v1/topics/{}/flows/{}", enc(&topic), enc(&key));
-            client.call(Method::DELETE, &path, None).await?;
-            (json!({"removed": key}), View::Record)
-        }
-        Command::Topic(TopicCmd::Rm { topic, force }) => {
-            let path = format!("/v1/topics/{}?force={force}", enc(&topic));
-            client.call(Method::DELETE, &path, None).await?;
-            (json!({"deleted": topic}), View::Record)
-        }
+        Command::Job(cmd) => job(&client, cmd).await?,
+        Command::Dead(cmd) => dead(&client, cmd).await?,
+        Command::Topic(cmd) => topic(&client, cmd).await?,
+        Command::Flow(cmd) => flow(&client, cmd).await?,
         Command::Events {
             topic,
             after,
@@ -684,6 +425,306 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
     };
     print(&value, if cli.json { View::Json } else { view });
     Ok(())
+}
+
+/// The body of `toc job put`'s `PUT`.
+fn put_body(put: &PutArgs) -> Result<Value, Failure> {
+    let PutArgs {
+        when,
+        repeat,
+        job_type,
+        payload,
+        max_attempts,
+        shard_key,
+        flow_key,
+        expire_after_ms,
+        labels,
+        ..
+    } = put;
+    let recurring = repeat.cron.is_some() || repeat.every.is_some();
+    let mut body = match (recurring, &when) {
+        // A series given no first fire starts at its schedule's first instant.
+        (
+            true,
+            When {
+                at: None,
+                after: None,
+                delay_ms: None,
+            },
+        ) => json!({}),
+        _ => when_body(when)?,
+    };
+    if recurring {
+        body["repeat"] = repeat_body(repeat);
+    } else if repeat.limit.is_some() || repeat.until.is_some() {
+        return Err(Failure {
+            message: "--repeat-limit and --until go with --cron or --every".into(),
+            code: 2,
+        });
+    }
+    if let Some(t) = job_type {
+        body["type"] = json!(t);
+    }
+    if let Some(p) = payload {
+        body["payload"] = serde_json::from_str(p).map_err(|e| Failure {
+            message: format!("--payload is not JSON: {e}"),
+            code: 2,
+        })?;
+    }
+    if let Some(n) = max_attempts {
+        body["max_attempts"] = json!(n);
+    }
+    if let Some(k) = shard_key {
+        body["shard_key"] = json!(k);
+    }
+    if let Some(k) = flow_key {
+        body["flow_key"] = json!(k);
+    }
+    if let Some(ms) = expire_after_ms {
+        body["expire_after_ms"] = json!(ms);
+    }
+    for label in labels {
+        let (k, v) = label_pair(label)?;
+        body["labels"][k] = json!(v);
+    }
+    Ok(body)
+}
+
+/// `toc job …`: one job, or jobs by label.
+async fn job(client: &Client, cmd: JobCmd) -> Result<(Value, View), Failure> {
+    use reqwest::Method;
+    Ok(match cmd {
+        JobCmd::Put(put) => {
+            let body = put_body(&put)?;
+            let mode = if put.create_only {
+                "?mode=put.create_only"
+            } else {
+                ""
+            };
+            let path = job_path(&put.topic, &put.id, mode, &None);
+            (
+                client.call(Method::PUT, &path, Some(body)).await?,
+                View::Job,
+            )
+        }
+        JobCmd::Trigger {
+            topic,
+            id,
+            shard_key,
+        } => {
+            let path = job_path(&topic, &id, "/trigger", &shard_key);
+            (client.call(Method::POST, &path, None).await?, View::Job)
+        }
+        JobCmd::Get {
+            topic,
+            id,
+            shard_key,
+            next,
+        } => {
+            let mut path = job_path(&topic, &id, "", &shard_key);
+            if let Some(n) = next {
+                path.push(if path.contains('?') { '&' } else { '?' });
+                path.push_str(&format!("next={n}"));
+            }
+            (client.call(Method::GET, &path, None).await?, View::Job)
+        }
+        JobCmd::Ls {
+            topic,
+            state,
+            from,
+            to,
+            limit,
+            after,
+            label,
+        } => {
+            let mut path = format!(
+                "/v1/topics/{}/jobs?state={}&limit={limit}",
+                enc(&topic),
+                enc(&state)
+            );
+            if let Some(l) = label {
+                path.push_str(&format!("&label={}", label_filter(&l)?));
+            }
+            for (name, v) in [("from", from), ("to", to)] {
+                if let Some(v) = v {
+                    path.push_str(&format!("&{name}={v}"));
+                }
+            }
+            if let Some(c) = after {
+                path.push_str(&format!("&cursor={}", enc(&c)));
+            }
+            let cols = &["id", "type", "fire_at", "attempts", "lease_until"];
+            (
+                client.call(Method::GET, &path, None).await?,
+                View::Table(cols),
+            )
+        }
+        JobCmd::Cancel {
+            topic,
+            id,
+            shard_key,
+        } => {
+            let path = job_path(&topic, &id, "", &shard_key);
+            client.call(Method::DELETE, &path, None).await?;
+            (json!({"cancelled": id}), View::Record)
+        }
+        JobCmd::Reset {
+            topic,
+            id,
+            when,
+            shard_key,
+        } => {
+            let path = job_path(&topic, &id, "/reset", &shard_key);
+            (
+                client
+                    .call(Method::POST, &path, Some(when_body(&when)?))
+                    .await?,
+                View::Job,
+            )
+        }
+        JobCmd::CancelMany { topic, filter } => {
+            let path = format!("/v1/topics/{}/jobs", enc(&topic));
+            let most = topic_count(client, &topic, "scheduled").await;
+            let v = in_batches(
+                client,
+                Method::DELETE,
+                &path,
+                &filter,
+                "cancelled",
+                most,
+                "jobs cancelled",
+            )
+            .await?;
+            (v, View::Record)
+        }
+    })
+}
+
+/// `toc dead …`: dead letters.
+async fn dead(client: &Client, cmd: DeadCmd) -> Result<(Value, View), Failure> {
+    use reqwest::Method;
+    Ok(match cmd {
+        DeadCmd::Ls {
+            topic,
+            limit,
+            after,
+        } => {
+            let path = page_path(&topic, "dead", limit, &after);
+            let cols = &["id", "type", "attempts", "dead_at", "last_error"];
+            (
+                client.call(Method::GET, &path, None).await?,
+                View::Table(cols),
+            )
+        }
+        DeadCmd::RequeueMany { topic, filter } => {
+            let path = format!("/v1/topics/{}/dead/requeue", enc(&topic));
+            let most = topic_count(client, &topic, "dead").await;
+            let v = in_batches(
+                client,
+                Method::POST,
+                &path,
+                &filter,
+                "requeued",
+                most,
+                "dead letters requeued",
+            )
+            .await?;
+            (v, View::Record)
+        }
+        DeadCmd::Requeue { topic, id } => {
+            let path = format!("/v1/topics/{}/dead/{}/requeue", enc(&topic), enc(&id));
+            (client.call(Method::POST, &path, None).await?, View::Record)
+        }
+        DeadCmd::Rm { topic, id } => {
+            let path = format!("/v1/topics/{}/dead/{}", enc(&topic), enc(&id));
+            client.call(Method::DELETE, &path, None).await?;
+            (json!({"deleted": id}), View::Record)
+        }
+    })
+}
+
+/// `toc topic …`: topics and their settings.
+async fn topic(client: &Client, cmd: TopicCmd) -> Result<(Value, View), Failure> {
+    use reqwest::Method;
+    Ok(match cmd {
+        TopicCmd::Ls => {
+            let cols = &[
+                "name",
+                "slots",
+                "scheduled",
+                "running",
+                "dead",
+                "next_fire_at",
+                "paused",
+                "default_type",
+                "types",
+            ];
+            (
+                client.call(Method::GET, "/v1/topics", None).await?,
+                View::Table(cols),
+            )
+        }
+        TopicCmd::Show { topic } => {
+            let path = format!("/v1/topics/{}", enc(&topic));
+            (client.call(Method::GET, &path, None).await?, View::Record)
+        }
+        TopicCmd::Grow { topic } => {
+            let path = format!("/v1/topics/{}", enc(&topic));
+            let now = client.call(Method::GET, &path, None).await?;
+            let slots = now["slots"].as_u64().unwrap_or(0);
+            let body = json!({"slots": slots * 2});
+            (
+                client.call(Method::PUT, &path, Some(body)).await?,
+                View::Record,
+            )
+        }
+        TopicCmd::Pause { topic } => pause(client, &topic, true).await?,
+        TopicCmd::Resume { topic } => pause(client, &topic, false).await?,
+        TopicCmd::Limit {
+            topic,
+            max_fires_per_s,
+        } => {
+            let body = json!({ "max_fires_per_s": max_fires_per_s });
+            change_topic(client, &topic, body).await?
+        }
+        TopicCmd::Flow { topic, limits, off } => {
+            let flow = if off { Value::Null } else { flow_body(&limits) };
+            change_topic(client, &topic, json!({ "flow": flow })).await?
+        }
+        TopicCmd::Rm { topic, force } => {
+            let path = format!("/v1/topics/{}?force={force}", enc(&topic));
+            client.call(Method::DELETE, &path, None).await?;
+            (json!({"deleted": topic}), View::Record)
+        }
+    })
+}
+
+/// `toc flow …`: flow keys' own limits.
+async fn flow(client: &Client, cmd: FlowCmd) -> Result<(Value, View), Failure> {
+    use reqwest::Method;
+    Ok(match cmd {
+        FlowCmd::Ls { topic } => {
+            let path = format!("/v1/topics/{}/flows", enc(&topic));
+            (client.call(Method::GET, &path, None).await?, View::Record)
+        }
+        FlowCmd::Show { topic, key } => {
+            let path = format!("/v1/topics/{}/flows/{}", enc(&topic), enc(&key));
+            (client.call(Method::GET, &path, None).await?, View::Record)
+        }
+        FlowCmd::Set { topic, key, limits } => {
+            let path = format!("/v1/topics/{}/flows/{}", enc(&topic), enc(&key));
+            let body = flow_body(&limits);
+            (
+                client.call(Method::PUT, &path, Some(body)).await?,
+                View::Record,
+            )
+        }
+        FlowCmd::Rm { topic, key } => {
+            let path = format!("/v1/topics/{}/flows/{}", enc(&topic), enc(&key));
+            client.call(Method::DELETE, &path, None).await?;
+            (json!({"removed": key}), View::Record)
+        }
+    })
 }
 
 #[derive(Clone, Copy)]

@@ -256,40 +256,7 @@ pub(crate) enum JobCmd {
     #[command(
         after_long_help = "Examples:\n  toc job put orders o1 --in 30m\n  toc job put orders o2 --at 2026-12-24T18:00:00Z --payload '{\"order\":2}'\n  toc job put hooks h1 --in 90s --type webhook --payload '{\"url\":\"https://example.com/hook\"}'\n  toc job put reports daily --cron '0 9 * * MON-FRI' --tz Europe/Berlin\n  toc job put probes p1 --every 30s --repeat-limit 10"
     )]
-    Put {
-        /// The topic.
-        topic: String,
-        /// The job's id.
-        id: String,
-        #[command(flatten)]
-        when: When,
-        #[command(flatten)]
-        repeat: Box<RepeatArgs>,
-        /// Its job type (the topic's default type when absent): which handler runs it.
-        #[arg(long = "type")]
-        job_type: Option<String>,
-        /// Its payload, as JSON.
-        #[arg(long)]
-        payload: Option<String>,
-        /// Runs it may take before it is dead (the topic's max_attempts when absent).
-        #[arg(long)]
-        max_attempts: Option<u32>,
-        /// Where the job lives: jobs of one shard key share a slot (its id when absent).
-        #[arg(long)]
-        shard_key: Option<String>,
-        /// Its flow key: jobs of one key share the key's flow limits.
-        #[arg(long)]
-        flow_key: Option<String>,
-        /// Not run if it cannot fire within this many ms of its fire time.
-        #[arg(long)]
-        expire_after_ms: Option<u64>,
-        /// A label, `key=value` or `key:value` (repeat for more).
-        #[arg(long = "label")]
-        labels: Vec<String>,
-        /// Fail (409) instead of replacing an existing job.
-        #[arg(long)]
-        create_only: bool,
-    },
+    Put(Box<PutArgs>),
     /// Fire a recurring job once, now, leaving its series as it is (a one-shot job of its
     /// own, `ID~NOW`).
     Trigger {
@@ -379,6 +346,43 @@ pub(crate) enum JobCmd {
         #[arg(long)]
         shard_key: Option<String>,
     },
+}
+
+/// `toc job put`'s arguments.
+#[derive(Args)]
+pub(crate) struct PutArgs {
+    /// The topic.
+    pub topic: String,
+    /// The job's id.
+    pub id: String,
+    #[command(flatten)]
+    pub when: When,
+    #[command(flatten)]
+    pub repeat: Box<RepeatArgs>,
+    /// Its job type (the topic's default type when absent): which handler runs it.
+    #[arg(long = "type")]
+    pub job_type: Option<String>,
+    /// Its payload, as JSON.
+    #[arg(long)]
+    pub payload: Option<String>,
+    /// Runs it may take before it is dead (the topic's max_attempts when absent).
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
+    /// Where the job lives: jobs of one shard key share a slot (its id when absent).
+    #[arg(long)]
+    pub shard_key: Option<String>,
+    /// Its flow key: jobs of one key share the key's flow limits.
+    #[arg(long)]
+    pub flow_key: Option<String>,
+    /// Not run if it cannot fire within this many ms of its fire time.
+    #[arg(long)]
+    pub expire_after_ms: Option<u64>,
+    /// A label, `key=value` or `key:value` (repeat for more).
+    #[arg(long = "label")]
+    pub labels: Vec<String>,
+    /// Fail (409) instead of replacing an existing job.
+    #[arg(long)]
+    pub create_only: bool,
 }
 
 #[derive(Subcommand)]
