@@ -183,6 +183,19 @@ pub struct HttpSettings {
     pub allowed_hosts: Vec<String>,
 }
 
+impl HttpSettings {
+    /// Refuses fields out of range, naming each as `http.FIELD`.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.max_batch_resets == 0 {
+            return Err(Error::invalid(
+                "http.max_batch_resets",
+                "must be at least 1",
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The actor runtime's settings.
 #[derive(Debug, Clone, Deserialize)]
 #[serde(deny_unknown_fields)]
@@ -337,6 +350,71 @@ fn default_batch_window_ms() -> u64 {
 pub const MAX_BATCH_WINDOW_MS: u64 = 100;
 
 impl RuntimeSettings {
+    /// Refuses fields out of range, naming each as `runtime.FIELD`.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if self.poll_ms == 0 {
+            return Err(Error::invalid("runtime.poll_ms", "must be at least 1"));
+        }
+        if self.safety_net_reads_per_s == 0 {
+            return Err(Error::invalid(
+                "runtime.safety_net_reads_per_s",
+                "must be at least 1",
+            ));
+        }
+        if self.safety_net_ms == 0 {
+            return Err(Error::invalid(
+                "runtime.safety_net_ms",
+                "must be at least 1",
+            ));
+        }
+        if self.owner_lease_ms < 30 {
+            return Err(Error::invalid(
+                "runtime.owner_lease_ms",
+                "must be at least 30 (the registration is renewed every third of it)",
+            ));
+        }
+        if !self.instance.is_empty() {
+            crate::validate::instance(&self.instance).map_err(|_| {
+                Error::invalid(
+                    "runtime.instance",
+                    "must be 1 to 128 characters of [A-Za-z0-9_.-]",
+                )
+            })?;
+        }
+        if self.fire_lead_ms > MAX_FIRE_LEAD_MS {
+            return Err(Error::invalid(
+                "runtime.fire_lead_ms",
+                format!("must be at most {MAX_FIRE_LEAD_MS}"),
+            ));
+        }
+        if self.fire_lead_max_ms > MAX_FIRE_LEAD_MS {
+            return Err(Error::invalid(
+                "runtime.fire_lead_max_ms",
+                format!("must be at most {MAX_FIRE_LEAD_MS}"),
+            ));
+        }
+        if self.batch_window_ms > MAX_BATCH_WINDOW_MS {
+            return Err(Error::invalid(
+                "runtime.batch_window_ms",
+                format!("must be at most {MAX_BATCH_WINDOW_MS}"),
+            ));
+        }
+        if self.pump_batch == 0 {
+            return Err(Error::invalid("runtime.pump_batch", "must be at least 1"));
+        }
+        let per_key = self.flow_max_waiting_per_key;
+        if per_key == 0 || per_key > self.flow_max_waiting {
+            return Err(Error::invalid(
+                "runtime.flow_max_waiting_per_key",
+                format!(
+                    "must be 1 to runtime.flow_max_waiting ({})",
+                    self.flow_max_waiting
+                ),
+            ));
+        }
+        Ok(())
+    }
+
     /// The number of slot-actor threads to start.
     pub fn worker_threads(&self) -> usize {
         match self.workers {
@@ -363,6 +441,26 @@ pub struct TopicsSettings {
     /// Topics created or updated at start.
     #[serde(default)]
     pub seed: Vec<TopicConfig>,
+}
+
+impl TopicsSettings {
+    /// Refuses defaults or seeded topics that a `PUT` of the topic would refuse.
+    pub(crate) fn validate(&self) -> Result<()> {
+        let probe = TopicConfig {
+            name: "defaults".into(),
+            ..self.defaults.clone()
+        };
+        probe.validate().map_err(|e| match e {
+            Error::Invalid { field, message } => {
+                Error::invalid("topics.defaults", format!("{field}: {message}"))
+            }
+            other => other,
+        })?;
+        for t in &self.seed {
+            t.validate()?;
+        }
+        Ok(())
+    }
 }
 
 impl Settings {
@@ -423,92 +521,12 @@ impl Settings {
         Ok(settings)
     }
 
+    /// Each part of the settings checks its own fields, as each loads its own part.
     fn validate(&self) -> Result<()> {
-        let probe = TopicConfig {
-            name: "defaults".into(),
-            ..self.topics.defaults.clone()
-        };
-        probe.validate().map_err(|e| match e {
-            Error::Invalid { field, message } => {
-                Error::invalid("topics.defaults", format!("{field}: {message}"))
-            }
-            other => other,
-        })?;
-        for t in &self.topics.seed {
-            t.validate()?;
-        }
-        if !(0.0..=1.0).contains(&self.otel.sample_ratio) {
-            return Err(Error::invalid(
-                "otel.sample_ratio",
-                format!("must be 0 to 1, got {}", self.otel.sample_ratio),
-            ));
-        }
-        if self.runtime.poll_ms == 0 {
-            return Err(Error::invalid("runtime.poll_ms", "must be at least 1"));
-        }
-        if self.runtime.safety_net_reads_per_s == 0 {
-            return Err(Error::invalid(
-                "runtime.safety_net_reads_per_s",
-                "must be at least 1",
-            ));
-        }
-        if self.runtime.safety_net_ms == 0 {
-            return Err(Error::invalid(
-                "runtime.safety_net_ms",
-                "must be at least 1",
-            ));
-        }
-        if self.runtime.owner_lease_ms < 30 {
-            return Err(Error::invalid(
-                "runtime.owner_lease_ms",
-                "must be at least 30 (the registration is renewed every third of it)",
-            ));
-        }
-        if !self.runtime.instance.is_empty() {
-            crate::validate::instance(&self.runtime.instance).map_err(|_| {
-                Error::invalid(
-                    "runtime.instance",
-                    "must be 1 to 128 characters of [A-Za-z0-9_.-]",
-                )
-            })?;
-        }
-        if self.runtime.fire_lead_ms > MAX_FIRE_LEAD_MS {
-            return Err(Error::invalid(
-                "runtime.fire_lead_ms",
-                format!("must be at most {MAX_FIRE_LEAD_MS}"),
-            ));
-        }
-        if self.runtime.fire_lead_max_ms > MAX_FIRE_LEAD_MS {
-            return Err(Error::invalid(
-                "runtime.fire_lead_max_ms",
-                format!("must be at most {MAX_FIRE_LEAD_MS}"),
-            ));
-        }
-        if self.runtime.batch_window_ms > MAX_BATCH_WINDOW_MS {
-            return Err(Error::invalid(
-                "runtime.batch_window_ms",
-                format!("must be at most {MAX_BATCH_WINDOW_MS}"),
-            ));
-        }
-        if self.runtime.pump_batch == 0 {
-            return Err(Error::invalid("runtime.pump_batch", "must be at least 1"));
-        }
-        let per_key = self.runtime.flow_max_waiting_per_key;
-        if per_key == 0 || per_key > self.runtime.flow_max_waiting {
-            return Err(Error::invalid(
-                "runtime.flow_max_waiting_per_key",
-                format!(
-                    "must be 1 to runtime.flow_max_waiting ({})",
-                    self.runtime.flow_max_waiting
-                ),
-            ));
-        }
-        if self.http.max_batch_resets == 0 {
-            return Err(Error::invalid(
-                "http.max_batch_resets",
-                "must be at least 1",
-            ));
-        }
+        self.topics.validate()?;
+        self.otel.validate()?;
+        self.runtime.validate()?;
+        self.http.validate()?;
         self.webhooks
             .validate()
             .map_err(|(field, message)| Error::invalid(field, message))?;

@@ -32,6 +32,19 @@ pub struct OtelSettings {
     pub sample_ratio: f64,
 }
 
+impl OtelSettings {
+    /// Refuses a sample ratio outside 0 to 1, naming `otel.sample_ratio`.
+    pub(crate) fn validate(&self) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.sample_ratio) {
+            return Err(Error::invalid(
+                "otel.sample_ratio",
+                format!("must be 0 to 1, got {}", self.sample_ratio),
+            ));
+        }
+        Ok(())
+    }
+}
+
 /// The exporter's provider, flushed and stopped when dropped (at the end of `toc serve`).
 pub(crate) struct Traces(Option<SdkTracerProvider>);
 
