@@ -41,6 +41,18 @@ pub(crate) enum Need {
 }
 
 impl Need {
+    /// What it asks, in words (the OpenAPI document's `x-toc-needs`).
+    pub(crate) fn words(self) -> String {
+        let scope = |s: Scope| format!("{s:?}").to_ascii_lowercase();
+        match self {
+            Need::Token(s, Topics::Named) => format!("a {} token for the topic", scope(s)),
+            Need::Token(s, Topics::Every) => format!("a {} token for every topic", scope(s)),
+            Need::Token(_, Topics::None) => "any valid token".into(),
+            Need::Open => "nothing".into(),
+            Need::Ops => "nothing, unless auth_health_and_metrics (then any valid token)".into(),
+        }
+    }
+
     /// The verdict for `caller` on a request whose route matched with `topic`.
     fn judge(
         self,
@@ -106,21 +118,6 @@ pub(crate) fn sees_secrets(req: &HttpRequest) -> bool {
 /// `route`, callable only by a caller its `need` allows.
 pub(crate) fn route(need: Need, route: Route) -> Route {
     route.wrap(from_fn(move |req, next| guard(need, req, next)))
-}
-
-/// A GET route for `read` on its `{topic}`.
-pub(crate) fn read(r: Route) -> Route {
-    route(Need::Token(Scope::Read, Topics::Named), r)
-}
-
-/// A route for `write` on its `{topic}`.
-pub(crate) fn write(r: Route) -> Route {
-    route(Need::Token(Scope::Write, Topics::Named), r)
-}
-
-/// A route for `admin` on its `{topic}`.
-pub(crate) fn admin(r: Route) -> Route {
-    route(Need::Token(Scope::Admin, Topics::Named), r)
 }
 
 /// The middleware that holds a route's [`Need`] (`actix_web::middleware::from_fn`).

@@ -7,67 +7,7 @@ use utoipa::OpenApi;
 
 use super::AppState;
 
-use super::{claims, error, flows, jobs, meetings, ops, topics, transfer};
-
-#[derive(OpenApi)]
-#[openapi(
-    info(
-        title = "timeout-center",
-        description = "Jobs that fire at a future instant, at least once and on time. Times are ms since the Unix epoch."
-    ),
-    paths(
-        jobs::put_job,
-        jobs::list_jobs,
-        jobs::cancel_jobs,
-        jobs::post_job,
-        jobs::get_job,
-        jobs::delete_job,
-        jobs::reset_job,
-        jobs::trigger_job,
-        jobs::batch_reset,
-        topics::list_topics,
-        topics::get_topic,
-        topics::put_topic,
-        topics::delete_topic,
-        topics::list_dead,
-        topics::requeue_dead,
-        topics::requeue_dead_many,
-        topics::delete_dead,
-        topics::list_events,
-        transfer::export_topic,
-        transfer::import_topic,
-        flows::list_flows,
-        flows::get_flow,
-        flows::put_flow,
-        flows::delete_flow,
-        meetings::put_meeting,
-        meetings::get_meeting,
-        meetings::delete_meeting,
-        meetings::approve_meeting,
-        claims::claim,
-        claims::ack,
-        claims::retry,
-        claims::bury,
-        claims::touch,
-        claims::acks,
-        ops::health,
-        ops::livez,
-        ops::readyz,
-        ops::slots,
-        ops::metrics,
-        ops::token,
-        openapi,
-    ),
-    components(schemas(
-        error::ErrorBody,
-        error::ApiError,
-        crate::model::Job,
-        crate::model::JobState,
-        crate::events::Event,
-        claims::AckItem
-    ))
-)]
-pub(crate) struct ApiDoc;
+use super::routes::ApiDoc;
 
 /// The OpenAPI document as served: what utoipa derives from the handlers, with what it cannot
 /// say. A topic view carries its figures beside its settings, so the settings' schema (which
@@ -92,6 +32,12 @@ pub(crate) fn document(
         config.remove("additionalProperties");
     }
     describe_paths(&mut doc);
+    for (path, method, need) in super::routes::NEEDS {
+        let pointer = format!("/paths/{}/{method}", path.replace('/', "~1"));
+        if let Some(op) = doc.pointer_mut(&pointer).and_then(|o| o.as_object_mut()) {
+            op.insert("x-toc-needs".into(), serde_json::json!(need.words()));
+        }
+    }
     describe_bodies(&mut doc);
     for (pointer, floor) in [
         (
