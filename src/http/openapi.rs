@@ -67,11 +67,6 @@ pub(crate) fn document(
 /// error answers every route can give (bad input, auth, unknown topic, body too large or not
 /// JSON, the store away).
 fn describe_paths(doc: &mut serde_json::Value) {
-    let name = format!("^[A-Za-z0-9_.-]{{1,{}}}$", crate::validate::MAX_TOPIC_NAME);
-    let key = serde_json::json!({
-        "type": "string", "minLength": 1, "maxLength": crate::validate::MAX_ID_LEN,
-        "pattern": crate::validate::KEY_PATTERN,
-    });
     if let Some(paths) = doc.pointer_mut("/paths").and_then(|p| p.as_object_mut()) {
         for (path, item) in paths.iter_mut() {
             let Some(item) = item.as_object_mut() else {
@@ -80,45 +75,10 @@ fn describe_paths(doc: &mut serde_json::Value) {
             for (method, op) in item.iter_mut() {
                 if let Some(params) = op.get_mut("parameters").and_then(|p| p.as_array_mut()) {
                     for param in params {
-                        let schema = match param["name"].as_str() {
-                            Some("topic") => serde_json::json!({"type": "string", "pattern": name}),
-                            Some("id") if path.contains("/meetings/") => serde_json::json!({
-                                "type": "string", "minLength": 1,
-                                "maxLength": crate::jobs::meeting_state::MAX_MEETING_ID_LEN
-                            }),
-                            Some("id") | Some("shard_key") => key.clone(),
-                            Some("key") if path.contains("/flows/") => serde_json::json!({
-                                "type": "string", "pattern": crate::flow::FLOW_KEY_PATTERN,
-                            }),
-                            Some("mode") => {
-                                serde_json::json!({"type": "string", "enum": ["upsert", "create_only"]})
-                            }
-                            Some("limit") => {
-                                serde_json::json!({"type": "integer", "minimum": 1, "maximum": crate::store::MAX_PAGE})
-                            }
-                            // A dead letter's and a listing's cursor: `score:id`.
-                            Some("after") if path.ends_with("/dead") => {
-                                serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
-                            }
-                            // A page of slots: `topic/slot`.
-                            Some("after") if path == "/v1/slots" => serde_json::json!({
-                                "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}/[0-9]{1,9}$",
-                            }),
-                            Some("digest") => {
-                                serde_json::json!({"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"})
-                            }
-                            Some("slots") => serde_json::json!({
-                                "type": "integer", "minimum": 1, "maximum": crate::topic::MAX_SLOTS,
-                            }),
-                            Some("cursor") => {
-                                serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
-                            }
-                            Some("after") => {
-                                serde_json::json!({"type": "string", "pattern": "^[0-9]{1,19}-[0-9]{1,19}(-[0-9]{1,9})?$"})
-                            }
-                            _ => continue,
-                        };
-                        param["schema"] = schema;
+                        let name = param["name"].as_str().unwrap_or_default().to_string();
+                        if let Some(schema) = param_schema(path, &name) {
+                            param["schema"] = schema;
+                        }
                     }
                 }
                 if !path.starts_with("/v1/") {
@@ -129,44 +89,7 @@ fn describe_paths(doc: &mut serde_json::Value) {
                 else {
                     continue;
                 };
-                let mut statuses = vec![
-                    ("400", "Bad input: the message names the field."),
-                    ("401", "A bearer token is required (when tokens are set)."),
-                    (
-                        "403",
-                        "The token's scope or topic pattern does not allow this call (the message says what it lacks); with auth off, a Host that is neither an IP address, localhost nor an allowed name.",
-                    ),
-                    ("503", "The store is unavailable."),
-                ];
-                if path.contains("{topic}") {
-                    statuses.push(("404", "No such topic (topic_not_found), or no such job."));
-                }
-                if with_body || method == "put" || method == "post" {
-                    statuses.push((
-                        "408",
-                        "The body did not arrive within http.body_timeout_ms.",
-                    ));
-                    statuses.push(("413", "The body is over the limit."));
-                    statuses.push(("415", "The body must be JSON."));
-                    if path.contains("{topic}") {
-                        statuses.push(("409", "A limit the operator set (limit_reached: limits.max_topics, limits.max_total_slots), or a conflict the message names."));
-                    }
-                }
-                if path.ends_with("/claim") {
-                    statuses.push(("429", "Too many long polls wait on this instance (limits.max_long_polls): claim again after Retry-After."));
-                }
-                if path.ends_with("/meetings/{id}") && method == "put" {
-                    statuses.push(("422", "Fields valid one by one disagree: the booking ends before it starts, a reminder falls before the epoch, or the body's id is not the path's."));
-                }
-                let job_body = (path.ends_with("/jobs/{id}") && method == "put")
-                    || (path.ends_with("/jobs") && method == "post");
-                if job_body {
-                    statuses.push(("422", "What a job's schema cannot tell from a good one: a recurring job's repeat.cron does not parse or names no instant that exists, or repeat.tz is not an IANA time zone; or a payload its type refuses, such as a webhook's payload.url that does not parse or whose address the egress policy refuses."));
-                }
-                if path.ends_with("/resets") && method == "post" {
-                    statuses.push(("422", "The create's payload is refused by its type: a webhook's payload.url that does not parse or whose address the egress policy refuses."));
-                }
-                for (status, what) in statuses {
+                for (status, what) in error_answers(path, method, with_body) {
                     responses.entry(status).or_insert_with(|| serde_json::json!({
                         "description": what,
                         "content": {"application/json": {"schema": {"$ref": "#/components/schemas/ErrorBody"}}}
@@ -175,6 +98,97 @@ fn describe_paths(doc: &mut serde_json::Value) {
             }
         }
     }
+}
+
+/// The bounds of a path or query parameter named `name` of the route `path`, as the
+/// handlers check them; `None` for one without.
+fn param_schema(path: &str, name: &str) -> Option<serde_json::Value> {
+    let topic = format!("^[A-Za-z0-9_.-]{{1,{}}}$", crate::validate::MAX_TOPIC_NAME);
+    let key = serde_json::json!({
+        "type": "string", "minLength": 1, "maxLength": crate::validate::MAX_ID_LEN,
+        "pattern": crate::validate::KEY_PATTERN,
+    });
+    Some(match name {
+        "topic" => serde_json::json!({"type": "string", "pattern": topic}),
+        "id" if path.contains("/meetings/") => serde_json::json!({
+            "type": "string", "minLength": 1,
+            "maxLength": crate::jobs::meeting_state::MAX_MEETING_ID_LEN
+        }),
+        "id" | "shard_key" => key,
+        "key" if path.contains("/flows/") => serde_json::json!({
+            "type": "string", "pattern": crate::flow::FLOW_KEY_PATTERN,
+        }),
+        "mode" => {
+            serde_json::json!({"type": "string", "enum": ["upsert", "create_only"]})
+        }
+        "limit" => {
+            serde_json::json!({"type": "integer", "minimum": 1, "maximum": crate::store::MAX_PAGE})
+        }
+        // A dead letter's and a listing's cursor: `score:id`.
+        "after" if path.ends_with("/dead") => {
+            serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
+        }
+        // A page of slots: `topic/slot`.
+        "after" if path == "/v1/slots" => serde_json::json!({
+            "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}/[0-9]{1,9}$",
+        }),
+        "digest" => {
+            serde_json::json!({"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"})
+        }
+        "slots" => serde_json::json!({
+            "type": "integer", "minimum": 1, "maximum": crate::topic::MAX_SLOTS,
+        }),
+        "cursor" => {
+            serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
+        }
+        "after" => {
+            serde_json::json!({"type": "string", "pattern": "^[0-9]{1,19}-[0-9]{1,19}(-[0-9]{1,9})?$"})
+        }
+        _ => return None,
+    })
+}
+
+/// The error answers a route may give beside its own: bad input, auth, an unknown topic, a
+/// body too late, large or not JSON, a limit, the store away.
+fn error_answers(path: &str, method: &str, with_body: bool) -> Vec<(&'static str, &'static str)> {
+    let mut statuses = vec![
+        ("400", "Bad input: the message names the field."),
+        ("401", "A bearer token is required (when tokens are set)."),
+        (
+            "403",
+            "The token's scope or topic pattern does not allow this call (the message says what it lacks); with auth off, a Host that is neither an IP address, localhost nor an allowed name.",
+        ),
+        ("503", "The store is unavailable."),
+    ];
+    if path.contains("{topic}") {
+        statuses.push(("404", "No such topic (topic_not_found), or no such job."));
+    }
+    if with_body || method == "put" || method == "post" {
+        statuses.push((
+            "408",
+            "The body did not arrive within http.body_timeout_ms.",
+        ));
+        statuses.push(("413", "The body is over the limit."));
+        statuses.push(("415", "The body must be JSON."));
+        if path.contains("{topic}") {
+            statuses.push(("409", "A limit the operator set (limit_reached: limits.max_topics, limits.max_total_slots), or a conflict the message names."));
+        }
+    }
+    if path.ends_with("/claim") {
+        statuses.push(("429", "Too many long polls wait on this instance (limits.max_long_polls): claim again after Retry-After."));
+    }
+    if path.ends_with("/meetings/{id}") && method == "put" {
+        statuses.push(("422", "Fields valid one by one disagree: the booking ends before it starts, a reminder falls before the epoch, or the body's id is not the path's."));
+    }
+    let job_body = (path.ends_with("/jobs/{id}") && method == "put")
+        || (path.ends_with("/jobs") && method == "post");
+    if job_body {
+        statuses.push(("422", "What a job's schema cannot tell from a good one: a recurring job's repeat.cron does not parse or names no instant that exists, or repeat.tz is not an IANA time zone; or a payload its type refuses, such as a webhook's payload.url that does not parse or whose address the egress policy refuses."));
+    }
+    if path.ends_with("/resets") && method == "post" {
+        statuses.push(("422", "The create's payload is refused by its type: a webhook's payload.url that does not parse or whose address the egress policy refuses."));
+    }
+    statuses
 }
 
 /// What no one field of a body says: a topic's default type is a job type, a job's time is
