@@ -46,27 +46,38 @@ pub struct Metrics {
     pub pump_lead: HistogramVec,
 }
 
-fn counter(registry: &Registry, name: &str, help: &str) -> IntCounterVec {
-    let c = IntCounterVec::new(Opts::new(name, help), &["topic"]).expect("valid metric");
-    registry
-        .register(Box::new(c.clone()))
-        .expect("unique metric");
-    c
-}
+/// A registry that hands back each metric it registers.
+struct Reg(Registry);
 
-fn histogram(
-    registry: &Registry,
-    name: &str,
-    help: &str,
-    labels: &[&str],
-    buckets: Vec<f64>,
-) -> HistogramVec {
-    let h = HistogramVec::new(HistogramOpts::new(name, help).buckets(buckets), labels)
-        .expect("valid metric");
-    registry
-        .register(Box::new(h.clone()))
-        .expect("unique metric");
-    h
+impl Reg {
+    fn add<M: prometheus::core::Collector + Clone + 'static>(&self, m: M) -> M {
+        self.0.register(Box::new(m.clone())).expect("unique metric");
+        m
+    }
+
+    /// A counter per topic.
+    fn counter(&self, name: &str, help: &str) -> IntCounterVec {
+        self.add(IntCounterVec::new(Opts::new(name, help), &["topic"]).expect("valid metric"))
+    }
+
+    fn gauge(&self, name: &str, help: &str) -> IntGauge {
+        self.add(IntGauge::new(name, help).expect("valid metric"))
+    }
+
+    fn gauges(&self, name: &str, help: &str, labels: &[&str]) -> IntGaugeVec {
+        self.add(IntGaugeVec::new(Opts::new(name, help), labels).expect("valid metric"))
+    }
+
+    fn histogram(
+        &self,
+        name: &str,
+        help: &str,
+        labels: &[&str],
+        buckets: Vec<f64>,
+    ) -> HistogramVec {
+        let opts = HistogramOpts::new(name, help).buckets(buckets);
+        self.add(HistogramVec::new(opts, labels).expect("valid metric"))
+    }
 }
 
 impl Default for Metrics {
@@ -84,156 +95,95 @@ impl Metrics {
     }
 
     pub fn new() -> Self {
-        let registry = Registry::new_custom(Some("toc".into()), None).expect("valid registry");
+        let r = Reg(Registry::new_custom(Some("toc".into()), None).expect("valid registry"));
         let seconds = vec![
             0.0005, 0.001, 0.002, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.5, 5.0, 10.0,
             30.0, 60.0,
         ];
-        let jobs = IntGaugeVec::new(
-            Opts::new("jobs", "Jobs in the store by state"),
-            &["topic", "state"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(jobs.clone()))
-            .expect("unique metric");
-        let flow_waiting = IntGaugeVec::new(
-            Opts::new(
+        let topic = &["topic"];
+        Metrics {
+            jobs: r.gauges("jobs", "Jobs in the store by state", &["topic", "state"]),
+            flow_waiting: r.gauges(
                 "flow_waiting_jobs",
                 "Due jobs waiting for room on their flow key, on this instance",
+                topic,
             ),
-            &["topic"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(flow_waiting.clone()))
-            .expect("unique metric");
-        let long_polls = IntGauge::new(
-            "long_polls_waiting",
-            "Long polls (claims with wait_ms) waiting on this instance (limits.max_long_polls)",
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(long_polls.clone()))
-            .expect("unique metric");
-        let topic_unserved = IntGaugeVec::new(
-            Opts::new(
+            long_polls: r.gauge(
+                "long_polls_waiting",
+                "Long polls (claims with wait_ms) waiting on this instance (limits.max_long_polls)",
+            ),
+            topic_unserved: r.gauges(
                 "topic_unserved",
                 "1 while no live instance runs every job type the topic names (default_type and types): its jobs wait",
+                topic,
             ),
-            &["topic"],
-        )
-        .expect("valid metric");
-        registry
-            .register(Box::new(topic_unserved.clone()))
-            .expect("unique metric");
-        let gauge = |name: &str, help: &str| {
-            let g = IntGauge::new(name, help).expect("valid metric");
-            registry
-                .register(Box::new(g.clone()))
-                .expect("unique metric");
-            g
-        };
-        let store_up = gauge(
-            "store_up",
-            "1 when the store answered this instance's last ping (at a scrape), 0 when not",
-        );
-        let slots_down = gauge(
-            "slots_down",
-            "Slots this instance serves whose actor is not alive (stopped and not yet restarted)",
-        );
-        Metrics {
-            long_polls,
-            topic_unserved,
-            store_up,
-            slots_down,
-            pump_failures: counter(
-                &registry,
+            store_up: r.gauge(
+                "store_up",
+                "1 when the store answered this instance's last ping (at a scrape), 0 when not",
+            ),
+            slots_down: r.gauge(
+                "slots_down",
+                "Slots this instance serves whose actor is not alive (stopped and not yet restarted)",
+            ),
+            pump_failures: r.counter(
                 "pump_failures_total",
                 "Pumps that failed: the store refused or did not answer (not a fence: another owner)",
             ),
-            scheduled: counter(
-                &registry,
-                "jobs_scheduled_total",
-                "Jobs created or replaced",
-            ),
-            reset: counter(&registry, "jobs_reset_total", "Fire times moved by resets"),
-            cancelled: counter(&registry, "jobs_cancelled_total", "Jobs cancelled"),
-            fired: counter(
-                &registry,
-                "jobs_fired_total",
-                "Jobs handed to their handler",
-            ),
-            retried: counter(
-                &registry,
-                "jobs_retried_total",
-                "Runs that failed and will retry",
-            ),
-            fired_after_pump: counter(
-                &registry,
+            scheduled: r.counter("jobs_scheduled_total", "Jobs created or replaced"),
+            reset: r.counter("jobs_reset_total", "Fire times moved by resets"),
+            cancelled: r.counter("jobs_cancelled_total", "Jobs cancelled"),
+            fired: r.counter("jobs_fired_total", "Jobs handed to their handler"),
+            retried: r.counter("jobs_retried_total", "Runs that failed and will retry"),
+            fired_after_pump: r.counter(
                 "jobs_fired_after_their_pump_total",
                 "Jobs that came due while the pump leasing them was in flight, so fired late by the part of its round trip past the lead (rising: the store answers slowly; runtime.fire_lead_max_ms lets the lead follow it further)",
             ),
-            dead: counter(
-                &registry,
-                "jobs_dead_total",
-                "Jobs sent to the dead letters",
-            ),
-            misfired: counter(
-                &registry,
+            dead: r.counter("jobs_dead_total", "Jobs sent to the dead letters"),
+            misfired: r.counter(
                 "jobs_misfired_total",
                 "Fires not run for being too late (expire_after_ms, repeat.catchup_window_ms)",
             ),
-            jobs,
-            flow_waiting,
-            flow_deferred: counter(
-                &registry,
+            flow_deferred: r.counter(
                 "flow_deferred_total",
                 "Due runs sent back to the store, their flow key's share of a slot's waiting room full (runtime.flow_max_waiting_per_key)",
             ),
-            flow_wait: histogram(
-                &registry,
+            flow_wait: r.histogram(
                 "flow_wait_seconds",
                 "How long a due job waited for room on its flow key before it fired",
-                &["topic"],
+                topic,
                 seconds.clone(),
             ),
-            lateness: histogram(
-                &registry,
+            lateness: r.histogram(
                 "firing_lateness_seconds",
                 "Instant a job was handed to its handler minus its fire time",
-                &["topic"],
+                topic,
                 seconds.clone(),
             ),
-            handler_duration: histogram(
-                &registry,
+            handler_duration: r.histogram(
                 "handler_duration_seconds",
                 "How long handlers ran",
                 &["topic", "type"],
                 seconds.clone(),
             ),
-            pump_seconds: histogram(
-                &registry,
+            pump_seconds: r.histogram(
                 "pump_seconds",
                 "How long a slot's pump took, from asking the store to its answer (the slot's lead, runtime.fire_lead_ms and up to runtime.fire_lead_max_ms after slow pumps, hides up to that much of it from firing lateness)",
-                &["topic"],
+                topic,
                 seconds,
             ),
-            pump_lead: histogram(
-                &registry,
+            pump_lead: r.histogram(
                 "pump_lead_seconds",
                 "How far ahead of now a slot's pump leased jobs: its lead, runtime.fire_lead_ms, longer after slow pumps up to runtime.fire_lead_max_ms (a reset or cancel reaching the store this close to a fire time finds the job running)",
-                &["topic"],
+                topic,
                 vec![0.0, 0.001, 0.002, 0.005, 0.01, 0.02, 0.05, 0.1],
             ),
-            pump_batch: histogram(
-                &registry,
+            pump_batch: r.histogram(
                 "pump_batch_size",
                 "Jobs handed out by one pump",
-                &["topic"],
+                topic,
                 vec![0.0, 1.0, 4.0, 16.0, 64.0, 256.0, 1024.0],
             ),
-            registry,
+            registry: r.0,
         }
     }
 
