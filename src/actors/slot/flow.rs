@@ -24,23 +24,16 @@ impl SlotActor {
         now: Millis,
         ctx: &mut Context<Self>,
     ) {
-        let ours = self
-            .running
-            .get(&lease.job.id)
-            .is_some_and(|run| run.token == lease.token);
-        if !ours {
+        if !self.book.holds(&lease) {
             return;
         }
-        self.running.remove(&lease.job.id);
         let at = now.saturating_add(crate::num::millis(self.gate.defer_ms(key, now)));
-        let lease = Arc::try_unwrap(lease).unwrap_or_else(|shared| (*shared).clone());
         self.rt
             .metrics
             .flow_deferred
             .with_label_values(&[self.door.topic().name.as_str()])
             .inc();
-        self.outcomes
-            .push(Settlement::new(lease, RunOutcome::Defer { at }, now));
+        self.book.end(lease, RunOutcome::Defer { at }, now);
         self.track();
         self.settle_soon(ctx);
     }
@@ -184,11 +177,7 @@ impl SlotActor {
         let now = self.rt.clock.now();
         let mut gone = Vec::new();
         for lease in runs {
-            let ours = self
-                .running
-                .get(&lease.job.id)
-                .is_some_and(|run| run.token == lease.token);
-            if !ours {
+            if !self.book.holds(&lease) {
                 // Its lease ran out while it waited: the room goes back.
                 gone.push(member(&lease));
                 continue;
@@ -269,16 +258,7 @@ impl SlotActor {
         self.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
         let now = self.rt.clock.now();
         for lease in runs {
-            if self
-                .running
-                .get(&lease.job.id)
-                .is_some_and(|run| run.token == lease.token)
-            {
-                self.running.remove(&lease.job.id);
-                let lease = Arc::try_unwrap(lease).unwrap_or_else(|shared| (*shared).clone());
-                self.outcomes
-                    .push(Settlement::new(lease, RunOutcome::Release, now));
-            }
+            self.book.end(lease, RunOutcome::Release, now);
         }
         self.track();
     }

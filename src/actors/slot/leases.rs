@@ -14,7 +14,7 @@ impl SlotActor {
         self.timers.lease_sweep = Some(ctx.run_later(every, |act, ctx| {
             act.timers.lease_sweep = None;
             act.sweep_leases(ctx);
-            if !act.running.is_empty() {
+            if act.book.running() > 0 {
                 act.arm_lease_sweep(ctx);
             }
         }));
@@ -28,7 +28,7 @@ impl SlotActor {
         let now = self.rt.clock.latest();
         let lease = crate::num::millis(self.door.topic().visibility_timeout_ms);
         let until = self.door.topic().lease_deadline(now);
-        for run in self.running.values() {
+        for run in self.book.runs() {
             // Two thirds or more of the lease left: not yet.
             if run.lease_until.saturating_sub(now).saturating_mul(3) >= lease.saturating_mul(2) {
                 continue;
@@ -42,14 +42,7 @@ impl SlotActor {
                 extend
                     .into_actor(self)
                     .map(move |(run, extended), act, _| match extended {
-                        Ok(true) => {
-                            if let Some(held) = act.running.get_mut(&run.job.id)
-                                && held.token == run.token
-                            {
-                                let held = Arc::make_mut(held);
-                                held.lease_until = held.lease_until.max(until);
-                            }
-                        }
+                        Ok(true) => act.book.extended(&run.job.id, run.token, until),
                         Ok(false) => tracing::warn!(job = %run.job.id, "lease lost while running"),
                         Err(e) => {
                             tracing::warn!(job = %run.job.id, error = %e, "lease extension failed")

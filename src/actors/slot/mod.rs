@@ -22,7 +22,6 @@
 //! `lead.rs` how far ahead of a fire its pump goes. Every store call of the wing goes
 //! through the slot's door (`SlotDoor`): no topic is named or looked up on the fire path.
 
-use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
@@ -37,6 +36,7 @@ pub(crate) mod lead;
 mod leases;
 mod metrics;
 mod pump;
+mod run_book;
 mod runs;
 mod settle;
 
@@ -44,6 +44,7 @@ use self::core::{AfterPump, PumpEnd, SettleEnd, SettleWhen, SlotCore};
 use self::flow_gate::{FlowGate, POLL_MS, member};
 use self::lead::Lead;
 use self::metrics::SlotMetrics;
+use self::run_book::RunBook;
 use super::handler::LocalHandlers;
 use super::messages::{
     Drain, Halt, Pump, Refence, Retune, RunJob, RunReport, Sleep, SlotHealth, SlotIdle, Wake,
@@ -66,12 +67,10 @@ pub(crate) struct SlotActor {
     rt: Arc<Runtime>,
     /// Shared with the slot keeper, which reads it for `/health`.
     status: Arc<Mutex<SlotHealth>>,
-    /// Runs handed to their handler whose report has not come back, by job id, each with
-    /// the lease deadline it holds now (`sweep_leases` moves it). Hashed with foldhash: a
-    /// burst inserts and removes an id per run.
-    running: HashMap<String, Arc<Leased>, foldhash::fast::RandomState>,
-    /// Reported outcomes waiting for the next settle.
-    outcomes: Vec<Settlement>,
+    /// Runs handed out whose report has not come back, each with the lease deadline it
+    /// holds now (`sweep_leases` moves it), and the outcomes waiting for the next settle
+    /// (`run_book.rs`).
+    book: RunBook,
     /// Runs not yet settled in the store (running, waiting, settling), for `Drain` to wait on.
     in_flight: watch::Sender<usize>,
     /// A pump is in flight (the core's state, published). Its answer holds the runs the
@@ -124,8 +123,7 @@ impl SlotActor {
             door: rt.store.slot_door(topic, slot, fence),
             rt,
             status,
-            running: HashMap::default(),
-            outcomes: Vec::new(),
+            book: RunBook::default(),
             in_flight: watch::channel(0).0,
             pumping: watch::channel(false).0,
             timers: Timers::default(),
@@ -209,7 +207,7 @@ impl SlotActor {
     }
 
     fn unsettled(&self) -> usize {
-        self.running.len() + self.outcomes.len() + self.core.settling_runs()
+        self.book.running() + self.book.waiting() + self.core.settling_runs()
     }
 
     /// Runs a pump may lease now: runs waiting for room on their flow key do not count
@@ -286,8 +284,7 @@ impl Supervised for SlotActor {
     fn restarting(&mut self, _: &mut Context<Self>) {
         // Runs in flight were dropped with the old context; their leases expire and the jobs
         // run again (at least once).
-        self.running.clear();
-        self.outcomes.clear();
+        self.book.clear();
         // The old context's timers are gone with it.
         self.timers.lease_sweep = None;
         self.core.restarted();
@@ -384,8 +381,8 @@ impl Handler<Halt> for SlotActor {
     fn handle(&mut self, _: Halt, ctx: &mut Context<Self>) {
         // Outcomes waiting for the batch window are settled all the same, outside the
         // actor (its futures stop with it), so that their jobs are not run again.
-        if !self.outcomes.is_empty() && !self.core.settle_backing_off() {
-            let batch = std::mem::take(&mut self.outcomes);
+        if self.book.waiting() > 0 && !self.core.settle_backing_off() {
+            let batch = self.book.take_outcomes();
             let (door, now) = (self.door.clone(), self.rt.clock.now());
             actix::spawn(async move {
                 if let Err(e) = door.settle(&batch, now).await {
@@ -417,7 +414,7 @@ impl Handler<Drain> for SlotActor {
             let _ = tokio::time::timeout_at(until, idle.wait_for(|n| *n == 0)).await;
         };
         Box::pin(wait.into_actor(self).then(|_, act, _| {
-            let left: Vec<Leased> = act.running.values().map(|lease| (**lease).clone()).collect();
+            let left: Vec<Leased> = act.book.runs().map(|lease| (**lease).clone()).collect();
             let (door, now) = (act.door.clone(), act.rt.clock.now());
             async move {
                 let batch: Vec<Settlement> = left
@@ -446,9 +443,7 @@ impl Handler<Drain> for SlotActor {
                 // Runs given back are the store's again: a job held for its fire time (the
                 // lead) must not start here when that time comes.
                 for (id, token) in &given_back {
-                    if act.running.get(id).is_some_and(|run| run.token == *token) {
-                        act.running.remove(id);
-                    }
+                    act.book.release(id, *token);
                 }
                 act.track();
                 given_back.len()

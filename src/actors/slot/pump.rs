@@ -154,7 +154,7 @@ impl SlotActor {
         let now_us = self.rt.clock.now_us();
         let mut held = Vec::new();
         for lease in adopted {
-            if !self.running.contains_key(&lease.job.id) {
+            if !self.book.holds_job(&lease.job.id) {
                 tracing::info!(topic = %self.door.topic().name, slot = self.door.slot(), job = %lease.job.id, "running a job whose pump's answer was lost");
                 self.core.saw_token(lease.token);
                 self.dispatch(lease, now_us, &mut held, ctx);

@@ -16,9 +16,8 @@ impl SlotActor {
         held: &mut Vec<Arc<Leased>>,
         ctx: &mut Context<Self>,
     ) {
-        // The lease is shared by the running map and this run's future.
-        let lease = Arc::new(lease);
-        self.running.insert(lease.job.id.clone(), lease.clone());
+        // The lease is shared by the book and this run's future.
+        let lease = self.book.take(lease);
         self.arm_lease_sweep(ctx);
         if lease.job.fire_at.saturating_mul(1_000) > now_us {
             held.push(lease);
@@ -42,11 +41,7 @@ impl SlotActor {
                 let now_us = act.rt.clock.now_us();
                 let mut still = Vec::new();
                 for lease in group {
-                    let ours = act
-                        .running
-                        .get(&lease.job.id)
-                        .is_some_and(|run| run.token == lease.token);
-                    if !ours {
+                    if !act.book.holds(&lease) {
                         continue;
                     }
                     if lease.job.fire_at.saturating_mul(1_000) > now_us {
@@ -112,19 +107,13 @@ impl SlotActor {
         ctx.spawn(run.into_actor(self).map(move |report, act, ctx| {
             // The map's entry is another run's when the store leased the job again while
             // this one ran (its lease ran out): that one stays.
-            if act
-                .running
-                .get(&lease.job.id)
-                .is_some_and(|held| held.token == lease.token)
-            {
-                act.running.remove(&lease.job.id);
-            }
+            act.book.release(&lease.job.id, lease.token);
             if let Some(key) = flow {
                 act.release_flow(key, vec![member(&lease)], ctx);
             }
             let lease = Arc::try_unwrap(lease).unwrap_or_else(|shared| (*shared).clone());
             let settlement = act.settlement(lease, report, fired_at);
-            act.outcomes.push(settlement);
+            act.book.defer(settlement);
             act.settle_soon(ctx);
         }));
     }

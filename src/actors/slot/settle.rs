@@ -47,10 +47,10 @@ impl SlotActor {
     /// draining, or once a pump's worth has gathered.
     pub(super) fn settle_soon(&mut self, ctx: &mut Context<Self>) {
         let window = self.window();
-        let full = self.outcomes.len() >= self.rt.settings.pump_batch;
+        let full = self.book.waiting() >= self.rt.settings.pump_batch;
         let when =
             self.core
-                .settle_when(crate::num::unsigned(window), !self.running.is_empty(), full);
+                .settle_when(crate::num::unsigned(window), self.book.running() > 0, full);
         match when {
             SettleWhen::Now => self.settle(ctx),
             SettleWhen::OpenWindow => {
@@ -68,13 +68,13 @@ impl SlotActor {
     /// Sends every gathered outcome to the store in one call, unless a call is in flight
     /// (its return sends what gathered meanwhile) or waits out its backoff.
     pub(super) fn settle(&mut self, ctx: &mut Context<Self>) {
-        if !self.core.begin_settle(self.outcomes.len()) {
+        if !self.core.begin_settle(self.book.waiting()) {
             return;
         }
         if let Some(flush) = self.timers.flush.take() {
             ctx.cancel_future(flush);
         }
-        let batch = std::mem::take(&mut self.outcomes);
+        let batch = self.book.take_outcomes();
         let (door, now) = (self.door.clone(), self.rt.clock.now());
         // Traced runs' settles are spans of their jobs' traces, ended with the call.
         let spans: Vec<tracing::Span> = batch
@@ -118,9 +118,7 @@ impl SlotActor {
                 // outcome is current.
                 self.set_status(|s| s.last_error = Some(e.to_string()));
                 unavailable = Some((batch.len(), e));
-                let mut kept = batch;
-                kept.append(&mut self.outcomes);
-                self.outcomes = kept;
+                self.book.keep(batch);
                 SettleEnd::Unavailable
             }
             Err(e) => {
