@@ -117,11 +117,10 @@ impl SlotActor {
     /// and sets the next ask: when the rate has room again, or after a short poll while
     /// the parallelism is full (a run of the key ending here asks at once).
     pub(super) fn ask_flow(&mut self, key: String, ctx: &mut Context<Self>) {
-        let (ask, timer) = self.gate.ask(&key);
-        if let Some(timer) = timer {
+        if let Some(timer) = self.timers.flow_asks.remove(&key) {
             ctx.cancel_future(timer);
         }
-        let Some(ask) = ask else {
+        let Some(ask) = self.gate.ask(&key) else {
             return;
         };
         let Some(limits) = self.door.topic().flow_limits(&key) else {
@@ -220,7 +219,7 @@ impl SlotActor {
         let timer = ctx.spawn(until.into_actor(self).map(move |(), act, ctx| {
             act.ask_flow(next, ctx);
         }));
-        if let Some(old) = self.gate.set_retry(&key, timer) {
+        if let Some(old) = self.timers.flow_asks.insert(key, timer) {
             ctx.cancel_future(old);
         }
     }
@@ -248,8 +247,8 @@ impl SlotActor {
     /// Gives every run waiting for room back to the store, due at once and the attempt not
     /// counted (a drain, a pause): they fire from the store again.
     pub(super) fn give_back_waiting(&mut self, ctx: &mut Context<Self>) {
-        let (runs, timers) = self.gate.take_all();
-        for timer in timers {
+        let runs = self.gate.take_all();
+        for (_, timer) in self.timers.flow_asks.drain() {
             ctx.cancel_future(timer);
         }
         if runs.is_empty() {

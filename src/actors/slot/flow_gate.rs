@@ -4,14 +4,14 @@
 //! when a run of the key ends here, when the rate has room again, or after a short poll (a
 //! run of the key that ended on another instance; one that ended in another slot here rings
 //! the key's bell, [`FlowBells`]). Waiting runs stay leased to the slot, in
-//! its running map, so their leases are kept and a crash hands them to the next owner.
+//! its run book, so their leases are kept and a crash hands them to the next owner. The
+//! gate holds no timer: it answers what to ask and what to start, and the actor keeps the
+//! timers of the next asks.
 
 use std::collections::{BTreeMap, HashMap, VecDeque};
 use std::sync::{Arc, Mutex, PoisonError, Weak};
 
 use tokio::sync::Notify;
-
-use actix::SpawnHandle;
 
 use crate::model::Leased;
 use crate::time::Millis;
@@ -84,8 +84,6 @@ struct KeyQueue {
     asking: bool,
     /// Room was freed here while an ask was in flight: ask again at its answer.
     again: bool,
-    /// The timer of the next ask.
-    retry: Option<SpawnHandle>,
     /// How long the line has held runs (the slot's clock: `busy_ms`, and since
     /// `busy_since` while it holds some now), and how many of its runs had room in that
     /// time: the pace it moves at, not slowed by the time it stood empty.
@@ -116,10 +114,11 @@ impl KeyQueue {
             .sum()
     }
 
-    /// Nothing waits, nothing is asked for, nothing sent back is still out at `now`.
+    /// Nothing waits and nothing sent back is still out at `now` (an ask is answered when
+    /// this is asked).
     fn idle(&mut self, now: Millis) -> bool {
         self.sent_back = self.sent_back.split_off(&now.saturating_add(1));
-        self.runs.is_empty() && self.retry.is_none() && self.sent_back.is_empty()
+        self.runs.is_empty() && self.sent_back.is_empty()
     }
 }
 
@@ -219,20 +218,14 @@ impl FlowGate {
     }
 
     /// Starts an ask for `key`: `None` when its line is empty or an ask is in flight (which
-    /// is then asked again at its answer). Takes the key's retry timer, for the caller to
-    /// cancel.
-    pub(super) fn ask(&mut self, key: &str) -> (Option<Ask>, Option<SpawnHandle>) {
-        let Some(q) = self.keys.get_mut(key) else {
-            return (None, None);
-        };
-        let retry = q.retry.take();
+    /// is then asked again at its answer).
+    pub(super) fn ask(&mut self, key: &str) -> Option<Ask> {
+        let q = self.keys.get_mut(key)?;
         if q.asking {
             q.again = true;
-            return (None, retry);
+            return None;
         }
-        let Some(first) = q.runs.front() else {
-            return (None, retry);
-        };
+        let first = q.runs.front()?;
         q.asking = true;
         q.again = false;
         let ask = Ask {
@@ -240,7 +233,7 @@ impl FlowGate {
             waiting: crate::num::to_u32(q.runs.len()),
             oldest: first.job.fire_at,
         };
-        (Some(ask), retry)
+        Some(ask)
     }
 
     /// An ask was answered at `now`: its first `n` runs leave the line (to start). Answers
@@ -276,21 +269,10 @@ impl FlowGate {
         self.keys.get(key).is_some_and(|q| !q.runs.is_empty())
     }
 
-    /// Sets `key`'s next ask's timer.
-    pub(super) fn set_retry(&mut self, key: &str, handle: SpawnHandle) -> Option<SpawnHandle> {
-        self.keys.get_mut(key).and_then(|q| q.retry.replace(handle))
-    }
-
-    /// Every waiting run, taken out (a drain, a pause): the timers to cancel with them.
-    pub(super) fn take_all(&mut self) -> (Vec<Arc<Leased>>, Vec<SpawnHandle>) {
+    /// Every waiting run, taken out (a drain, a pause).
+    pub(super) fn take_all(&mut self) -> Vec<Arc<Leased>> {
         self.waiting = 0;
-        let mut runs = Vec::new();
-        let mut timers = Vec::new();
-        for (_, q) in self.keys.drain() {
-            runs.extend(q.runs);
-            timers.extend(q.retry);
-        }
-        (runs, timers)
+        self.keys.drain().flat_map(|(_, q)| q.runs).collect()
     }
 }
 
@@ -316,17 +298,17 @@ mod tests {
         g.wait("k", lease("b", 20), 0);
         g.wait("k", lease("a", 10), 0);
         g.wait("k", lease("c", 30), 0);
-        let (ask, _) = g.ask("k");
+        let ask = g.ask("k");
         let ask = ask.expect("an ask");
         assert_eq!(ask.runs, ["a:1", "b:1", "c:1"]);
         assert_eq!((ask.waiting, ask.oldest), (3, 10));
         // In flight: a second ask waits for the answer, and is made then.
-        assert!(g.ask("k").0.is_none());
+        assert!(g.ask("k").is_none());
         let (started, again) = g.answered("k", 2, 0);
         let ids: Vec<_> = started.iter().map(|r| r.job.id.as_str()).collect();
         assert_eq!((ids, again), (vec!["a", "b"], true));
         assert_eq!((g.len(), g.oldest()), (1, Some(30)));
-        let (rest, _) = g.take_all();
+        let rest = g.take_all();
         assert_eq!((rest.len(), g.len()), (1, 0));
     }
 

@@ -101,6 +101,8 @@ struct Timers {
     flush: Option<SpawnHandle>,
     /// The lease sweep, while runs are out (`leases.rs`).
     lease_sweep: Option<SpawnHandle>,
+    /// Per flow key whose line waits, the timer of its next ask for room (`flow.rs`).
+    flow_asks: std::collections::HashMap<String, SpawnHandle>,
 }
 
 impl SlotActor {
