@@ -1,7 +1,15 @@
 //! The slot's flow control: a due run of a limited key waits in its key's line (`flow_gate`)
 //! until the store grants room; a key past its share is sent back, or set aside by the pump.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use super::SlotActor;
+use super::flow_gate::{POLL_MS, member};
+use crate::model::{Leased, RunOutcome};
+use crate::time::Millis;
 
 impl SlotActor {
     /// The topic's flow metrics: jobs waiting on this instance, and how long they waited.

@@ -1,7 +1,12 @@
 //! The slot's lease sweep: one timer that extends each running job's lease before it runs
 //! out.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use super::SlotActor;
 
 impl SlotActor {
     /// Checks the runs' leases every sixth of a lease, from the first run out for as long as

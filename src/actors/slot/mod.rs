@@ -23,10 +23,8 @@
 //! through the slot's door (`SlotDoor`): no topic is named or looked up on the fire path.
 
 use std::sync::{Arc, Mutex};
-use std::time::Duration;
 
 use actix::prelude::*;
-use futures_util::future::Either;
 use tokio::sync::watch;
 
 pub(crate) mod core;
@@ -40,18 +38,15 @@ mod run_book;
 mod runs;
 mod settle;
 
-use self::core::{AfterPump, PumpEnd, SettleEnd, SettleWhen, SlotCore};
-use self::flow_gate::{FlowGate, POLL_MS, member};
+use self::core::SlotCore;
+use self::flow_gate::FlowGate;
 use self::lead::Lead;
 use self::metrics::SlotMetrics;
 use self::run_book::RunBook;
 use super::handler::LocalHandlers;
-use super::messages::{
-    Drain, Halt, Pump, Refence, Retune, RunJob, RunReport, Sleep, SlotHealth, SlotIdle, Wake,
-};
+use super::messages::{Drain, Halt, Pump, Refence, Retune, Sleep, SlotHealth, SlotIdle, Wake};
 use super::runtime::Runtime;
-use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
-use crate::model::{Finished, Leased, Pumped, RunOutcome, Settlement};
+use crate::model::{Finished, Leased, RunOutcome, Settlement};
 use crate::store::SlotDoor;
 use crate::time::Millis;
 use crate::topic::TopicConfig;

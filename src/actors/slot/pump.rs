@@ -1,8 +1,14 @@
 //! The slot's pumps: what it asks the store for (adopting a lost answer's runs, the fires a
 //! rate limit grants, the keys set aside), and the runs it takes in.
 
-use super::*;
+use actix::prelude::*;
+
+use super::super::messages::Pump;
+use super::SlotActor;
+use super::core::{AfterPump, PumpEnd};
+use crate::model::{Leased, Pumped};
 use crate::store::{PumpAnswer, PumpAsk};
+use crate::time::Millis;
 
 impl SlotActor {
     /// Pumps now if the core allows it (see `SlotCore::want_pump`).

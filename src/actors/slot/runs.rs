@@ -1,7 +1,21 @@
 //! The slot's runs: each leased job to its handler now or held until its fire time, past
 //! its flow key's gate, and run on its type's handler actor.
 
-use super::*;
+use std::sync::Arc;
+use std::time::Duration;
+
+use actix::prelude::*;
+use futures_util::future::Either;
+
+use super::super::handler::LocalHandlers;
+use super::super::messages::{RunJob, RunReport};
+use super::super::runtime::Runtime;
+use super::SlotActor;
+use super::flow_gate::member;
+use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
+use crate::model::Leased;
+use crate::time::Millis;
+use crate::topic::TopicConfig;
 
 impl SlotActor {
     /// Takes a run in: it is running from now on (for the lease sweep, a drain and the

@@ -1,7 +1,15 @@
 //! The slot's settles: every outcome gathered since the last one goes to the store in one
 //! atomic call, with its events; one the store could not take is kept and sent again.
 
-use super::*;
+use std::time::Duration;
+
+use actix::prelude::*;
+
+use super::super::messages::RunReport;
+use super::SlotActor;
+use super::core::{SettleEnd, SettleWhen};
+use crate::model::{Finished, Leased, Settlement};
+use crate::time::Millis;
 
 impl SlotActor {
     /// The handler duration histogram of this topic's `job_type`.
