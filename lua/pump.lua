@@ -12,17 +12,16 @@
 --         runtime.fire_lead_ms, the pump's round trip paid before the fire, plus its
 --         runtime.batch_window_ms, several fires in one pump)
 -- ARGV[7] (optional) the flow keys whose runs are set aside, as JSON: {"keys": {key: at},
---         "url": true when the topic keys its jobs by URL, "types": {name: true} for each
---         type whose key is its payload URL's host and port, "default": the topic's type}.
---         A due job whose flow key (src/flow.rs's job_key: its record's fk, or for a type
---         of `types` the URL's host and port, `url` saying which comes first) is one of
+--         "url": true when the topic keys its jobs by URL}. A due job whose flow key
+--         (src/flow.rs's job_key: its record's own fk, or its type's key tk, read by the
+--         type's handler when the job was written, `url` saying which comes first) is one of
 --         `keys` is not leased: it is due again at its key's instant, its attempt not
 --         counted, as a run the slot actor sends back (RunOutcome::Defer). So a key whose
 --         share of the slot's waiting room is full costs the slot a lookup a run, not a
 --         lease and a settle, and its backlog never stands before other keys' jobs. At most
 --         ASIDE_MAX a pump; a job with an expiry or a schedule is leased as before (the
---         actor judges its misfire first); a URL this reading does not take as the url
---         crate does is leased as before too (the actor sends it back).
+--         actor judges its misfire first), and so is one written before records kept tk
+--         (the actor sends it back).
 -- Returns {next_at, expired, id, record, id, record, ...}:
 --   next_at: the next instant to pump (the earliest due job's fire time less the lead, or
 --            the earliest lease deadline left), -1 when none; expired: leases taken back;
@@ -119,27 +118,6 @@ end
 local removed, set_aside = false, nil
 if aside and limit >= 1 then
   local ASIDE_MAX = 2048
-  -- A URL's host and port, as the webhook type's flow_key names them: the scheme's port when
-  -- none is written, userinfo dropped, the host in lower case. nil for what it cannot read.
-  local function url_key(u)
-    local scheme, rest = string.match(u, '^(%a[%w+.%-]*)://(.*)$')
-    if not scheme then return nil end
-    local auth = (string.gsub(string.match(rest, '^[^/?#]*'), '^.*@', ''))
-    local host, port
-    if string.sub(auth, 1, 1) == '[' then
-      host, port = string.match(auth, '^(%[[^%]]*%])(.*)$')
-    else
-      host, port = string.match(auth, '^([^:]*)(.*)$')
-    end
-    if not host or host == '' then return nil end
-    if port == '' then
-      port = ({http = 80, https = 443})[string.lower(scheme)]
-    else
-      port = tonumber(string.match(port, '^:(%d+)$'))
-    end
-    if not port then return nil end
-    return string.lower(host) .. ':' .. string.format('%d', port)
-  end
   -- The flow key a record's job waits on, when the actor may not need to judge it first.
   local function aside_key(raw)
     if not raw then return nil end
@@ -147,12 +125,7 @@ if aside and limit >= 1 then
     if rec.xp or rec.s then return nil end
     local own = rec.fk
     if own and not aside.url then return own end
-    local url
-    if rec.p and aside.types[rec.t or aside.default] then
-      local ok, p = pcall(cjson.decode, rec.p)
-      if ok and type(p) == 'table' and type(p.url) == 'string' then url = url_key(p.url) end
-    end
-    return url or own
+    return rec.tk or own
   end
   local scan = redis.call('ZRANGEBYSCORE', DUE, '-inf', string.format('%d', upto), 'WITHSCORES',
     'LIMIT', '0', string.format('%d', limit + ASIDE_MAX))

@@ -105,6 +105,13 @@ impl TimeoutCenterBuilder {
             .iter()
             .map(|h| (h.job_type(), TypeEntry::new(h.clone())))
             .collect();
+        // The store keeps each job's type key as it is written (`tk`), read by these types.
+        let keys = handlers.clone();
+        self.store.learn_type_keys(Arc::new(
+            move |job_type: &str, payload: &serde_json::Value| {
+                keys.get(job_type).and_then(|h| h.flow_key(payload))
+            },
+        ));
         let rt = Arc::new(Runtime {
             store: self.store.clone(),
             types,

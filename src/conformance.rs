@@ -27,6 +27,21 @@ pub use crate::store::front::door::{PumpAnswer, PumpAsk, SlotDoor};
 pub use crate::store::memory::wheel::Wheel;
 pub use crate::store::state_machine;
 
+/// Teaches `store` the built-in job types' flow keys (a webhook's URL host and port), which
+/// a center teaches its store when it starts: a job written after keeps its type's key.
+pub fn learn_builtin_type_keys(store: &Store) {
+    let mut handlers = crate::job_type::Handlers::new();
+    crate::jobs::register_builtin(
+        &mut handlers,
+        &crate::jobs::webhook::WebhookSettings::default(),
+    );
+    store.learn_type_keys(Arc::new(
+        move |job_type: &str, payload: &serde_json::Value| {
+            handlers.get(job_type).and_then(|h| h.flow_key(payload))
+        },
+    ));
+}
+
 /// The store a center runs on (its writes bypass the center's checks and wakes).
 pub fn store_of(center: &TimeoutCenter) -> &SharedStore {
     center.store()

@@ -84,10 +84,8 @@ impl KeyFrom {
 pub struct SetAside {
     /// Each full key, and when its runs are due again.
     pub keys: Vec<(String, crate::time::Millis)>,
-    /// The topic keys its jobs by URL (`flow.key = "url"`).
+    /// The topic keys its jobs by their type's key first (`flow.key = "url"`).
     pub by_url: bool,
-    /// The job types whose flow key is their payload URL's host and port.
-    pub url_types: Vec<&'static str>,
 }
 
 impl SetAside {
@@ -96,21 +94,14 @@ impl SetAside {
         self.keys.is_empty()
     }
 
-    /// The script's argument: `{"keys": {key: at}, "url": .., "types": {name: true},
-    /// "default": type}`.
-    pub(crate) fn to_json(&self, default_type: &str) -> String {
+    /// The script's argument: `{"keys": {key: at}, "url": ..}`.
+    pub(crate) fn to_json(&self) -> String {
         let keys: serde_json::Map<String, serde_json::Value> = self
             .keys
             .iter()
             .map(|(k, at)| (k.clone(), (*at).into()))
             .collect();
-        let types: serde_json::Map<String, serde_json::Value> = self
-            .url_types
-            .iter()
-            .map(|t| ((*t).to_string(), true.into()))
-            .collect();
-        serde_json::json!({"keys": keys, "url": self.by_url, "types": types, "default": default_type})
-            .to_string()
+        serde_json::json!({"keys": keys, "url": self.by_url}).to_string()
     }
 }
 

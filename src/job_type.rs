@@ -154,13 +154,6 @@ pub trait JobHandler: Send + Sync + 'static {
         None
     }
 
-    /// Whether [`JobHandler::flow_key`] is the payload's `url`'s host and port (the scheme's
-    /// port when none is written), which the Redis store then reads itself to set a full
-    /// key's due runs aside without leasing them (`pump.lua`).
-    fn flow_key_is_url_host(&self) -> bool {
-        false
-    }
-
     /// Checks a decoded payload for what its schema cannot say (a webhook's URL against the
     /// egress policy) when the job is scheduled; the error names the field
     /// (`payload.url: ...`) and the job is refused 422.
@@ -194,7 +187,6 @@ pub trait ErasedHandler: Send + Sync + 'static {
     fn check_payload(&self, payload: &Value) -> Result<(), PayloadRefusal>;
     fn payload_schema(&self) -> Option<Value>;
     fn flow_key(&self, payload: &Value) -> Option<String>;
-    fn flow_key_is_url_host(&self) -> bool;
 }
 
 /// Decodes `payload` as `P`, naming the field that does not fit: `payload.url`.
@@ -313,10 +305,6 @@ impl<H: JobHandler> ErasedHandler for Typed<H> {
 
     fn flow_key(&self, payload: &Value) -> Option<String> {
         self.handler.flow_key(payload)
-    }
-
-    fn flow_key_is_url_host(&self) -> bool {
-        self.handler.flow_key_is_url_host()
     }
 }
 

@@ -1544,6 +1544,7 @@ async fn a_pump_sets_a_full_keys_due_jobs_aside_without_leasing_them() {
     use timeout_center::flow::SetAside;
     let e = Engine::redis().await;
     let s = &*e.store;
+    timeout_center::conformance::learn_builtin_type_keys(s);
     for name in ["own", "url"] {
         s.put_topic(TopicConfig {
             slots: 1,
@@ -1597,7 +1598,6 @@ async fn a_pump_sets_a_full_keys_due_jobs_aside_without_leasing_them() {
     let aside = |key: &str, by_url: bool| SetAside {
         keys: vec![(key.to_string(), back)],
         by_url,
-        url_types: vec!["webhook"],
     };
     let ids = |p: &Pumped| {
         let mut ids: Vec<String> = p.jobs.iter().map(|l| l.job.id.clone()).collect();

@@ -23,6 +23,7 @@
 //! | `l` | its labels (`{"campaign":"spring"}`) | none |
 //! | `tp` | the W3C trace context its fire continues | untraced |
 //! | `sk` | the shard key that routed it, when not its id | routed by its id |
+//! | `tk` | its type's flow key (a webhook's URL host and port), read once when it was written | its type gives none (or it was written before the field) |
 
 use serde::{Deserialize, Serialize};
 use serde_json::Value;
@@ -81,6 +82,8 @@ pub(crate) struct Record {
     pub traceparent: Option<String>,
     #[serde(rename = "sk", skip_serializing_if = "Option::is_none")]
     pub shard_key: Option<String>,
+    #[serde(rename = "tk", skip_serializing_if = "Option::is_none")]
+    pub type_key: Option<String>,
 }
 
 impl Record {
@@ -208,6 +211,7 @@ impl Record {
                 + text(&self.flow_key)
                 + text(&self.traceparent)
                 + text(&self.shard_key)
+                + text(&self.type_key)
                 + labels,
         )
     }

@@ -70,13 +70,6 @@ impl SlotActor {
                 .flow
                 .as_ref()
                 .is_some_and(|f| f.key == crate::flow::KeyFrom::Url),
-            url_types: self
-                .rt
-                .types
-                .iter()
-                .filter(|(_, t)| t.handler.flow_key_is_url_host())
-                .map(|(name, _)| *name)
-                .collect(),
         }
     }
 

@@ -16,8 +16,9 @@
 //!
 //! The wing's files: `core.rs` the slot's states and numbered rules (no actix, tested
 //! alone); this file the actor, its helpers and its message handlers; `pump.rs` what a pump
-//! asks the store and the runs it takes in; `runs.rs` each run to its handler, now or at its
-//! fire time; `flow.rs` a limited key's line (`flow_gate.rs`), a key past its share sent
+//! asks the store and the runs it takes in; `run_book.rs` the runs handed out and the
+//! outcomes waiting to settle (no actix, tested alone); `runs.rs` each run to its handler,
+//! now or at its fire time; `flow.rs` a limited key's line (`flow_gate.rs`), a key past its share sent
 //! back or set aside; `leases.rs` the lease sweep; `settle.rs` outcomes in batches;
 //! `lead.rs` how far ahead of a fire its pump goes. Every store call of the wing goes
 //! through the slot's door (`SlotDoor`): no topic is named or looked up on the fire path.

@@ -252,10 +252,6 @@ impl JobHandler for Webhook {
         ))
     }
 
-    fn flow_key_is_url_host(&self) -> bool {
-        true
-    }
-
     /// `webhooks.max_in_flight`.
     fn concurrency(&self) -> usize {
         self.settings.max_in_flight

@@ -34,7 +34,10 @@ impl Store {
             &t,
             &JobRef::new(job.id.clone()).with_shard_key(job.shard_key.clone()),
         )?;
-        let spec = Record::for_job(&t, job);
+        let spec = Record {
+            type_key: self.type_key(&t, job.job_type.as_deref(), &job.payload),
+            ..Record::for_job(&t, job)
+        };
         if mode == ScheduleMode::CreateOnly
             && let Some((at, stored)) = doubling::find_old(&*self.engine, &t, &old, &job.id).await?
         {
@@ -128,7 +131,10 @@ impl Store {
     ) -> Result<ResetReport> {
         let t = t.clone();
         validate::reset_batch(t.max_payload_bytes, resets, create)?;
-        let spec = create.map(|c| Record::for_create(&t, c));
+        let spec = create.map(|c| Record {
+            type_key: self.type_key(&t, c.job_type.as_deref(), &c.payload),
+            ..Record::for_create(&t, c)
+        });
         // While the topic drains, a job its home slot does not hold may be an old copy:
         // nothing is created until the old slots were looked at.
         let draining = t.draining_from.is_some();

@@ -60,7 +60,16 @@ pub struct Store {
     counts: std::sync::Mutex<HashMap<String, quota::Count>>,
     /// The same per tenant, over its topics (`limits.max_jobs_per_tenant`).
     tenant_counts: std::sync::Mutex<HashMap<String, quota::Count>>,
+    /// How each runtime over this store reads a job type's flow key (`TypeKeys`).
+    type_keys: std::sync::RwLock<Vec<TypeKeys>>,
 }
+
+/// Of a job type and a payload, the flow key its type gives a job that names none
+/// (`JobHandler::flow_key`: a webhook's URL host and port), or `None` (a type it does not
+/// run, or one that gives none). Read once when a job is written and kept in its record
+/// (`tk`), so the Redis pump reads a field rather than the payload (`lua/pump.lua`), and
+/// both engines go by what Rust read.
+pub(crate) type TypeKeys = Arc<dyn Fn(&str, &serde_json::Value) -> Option<String> + Send + Sync>;
 
 impl Store {
     pub(crate) fn over(
@@ -79,8 +88,36 @@ impl Store {
             handouts: Default::default(),
             counts: Default::default(),
             tenant_counts: Default::default(),
+            type_keys: Default::default(),
             clock,
         }
+    }
+
+    /// Learns how a runtime over this store reads its job types' flow keys.
+    pub(crate) fn learn_type_keys(&self, keys: TypeKeys) {
+        self.type_keys
+            .write()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .push(keys);
+    }
+
+    /// The flow key a job of `job_type` (the topic's default when `None`) with `payload`
+    /// goes by when it names none, as a runtime over this store reads it.
+    pub(crate) fn type_key(
+        &self,
+        t: &TopicConfig,
+        job_type: Option<&str>,
+        payload: &serde_json::Value,
+    ) -> Option<String> {
+        if payload.is_null() {
+            return None;
+        }
+        let job_type = job_type.unwrap_or(&t.default_type);
+        self.type_keys
+            .read()
+            .unwrap_or_else(std::sync::PoisonError::into_inner)
+            .iter()
+            .find_map(|keys| keys(job_type, payload))
     }
 
     /// `limits.max_total_slots`: the most slots of every topic together; `None`: no limit.

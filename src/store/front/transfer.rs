@@ -259,7 +259,8 @@ impl Store {
         let mut bytes = 0u64;
         for (slot, job) in jobs {
             check(t, *slot, job)?;
-            let (state, score, record) = Record::from_job(t, job);
+            let (state, score, mut record) = Record::from_job(t, job);
+            record.type_key = self.type_key(t, Some(&job.job_type), &job.payload);
             bytes = bytes.saturating_add(record.weight());
             by_slot.entry(*slot).or_default().push(Imported {
                 id: job.id.clone(),

@@ -193,7 +193,7 @@ where
             topic,
             slot,
             args,
-            aside: (!args.aside.is_empty()).then(|| args.aside.to_json(&topic.default_type)),
+            aside: (!args.aside.is_empty()).then(|| args.aside.to_json()),
         })
         .await
     }
