@@ -2,17 +2,14 @@
 //! bounded fields build their schemas beside their checks, see `wire/schema.rs`), and what it
 //! cannot say.
 
-use actix_web::{HttpResponse, web};
-use utoipa::OpenApi;
-
-use super::AppState;
-
-use super::routes::ApiDoc;
+use super::guard::Need;
 
 /// The OpenAPI document as served: what utoipa derives from the handlers, with what it cannot
 /// say. A topic view carries its figures beside its settings, so the settings' schema (which
 /// refuses unknown fields as a request would) must not forbid them there.
 ///
+/// `api` is what utoipa derives from the route table's handlers, `needs` what each route
+/// needs (shown per operation as `x-toc-needs`).
 /// `job_types` are the types this instance accepts (registered and foreign): a job's `type`
 /// is one of them.
 /// `payloads` are the payload schemas of the types that declare one: a job of such a type
@@ -20,11 +17,13 @@ use super::routes::ApiDoc;
 /// `limits` are the operator's floors (`limits.min_every_ms`, `limits.min_retry_delay_ms`):
 /// the fields they bound say so as their minimum.
 pub(crate) fn document(
+    api: utoipa::openapi::OpenApi,
+    needs: &[(&str, &str, Need)],
     job_types: &[String],
     payloads: &std::collections::BTreeMap<String, serde_json::Value>,
     limits: &crate::config::LimitsSettings,
 ) -> serde_json::Value {
-    let mut doc = serde_json::to_value(ApiDoc::openapi()).expect("the OpenAPI document serialises");
+    let mut doc = serde_json::to_value(api).expect("the OpenAPI document serialises");
     if let Some(config) = doc
         .pointer_mut("/components/schemas/TopicConfig")
         .and_then(|c| c.as_object_mut())
@@ -32,7 +31,7 @@ pub(crate) fn document(
         config.remove("additionalProperties");
     }
     describe_paths(&mut doc);
-    for (path, method, need) in super::routes::NEEDS {
+    for (path, method, need) in needs {
         let pointer = format!("/paths/{}/{method}", path.replace('/', "~1"));
         if let Some(op) = doc.pointer_mut(&pointer).and_then(|o| o.as_object_mut()) {
             op.insert("x-toc-needs".into(), serde_json::json!(need.words()));
@@ -338,63 +337,5 @@ fn unwrap_single_refs(value: &mut serde_json::Value) {
         }
         serde_json::Value::Array(items) => items.iter_mut().for_each(unwrap_single_refs),
         _ => {}
-    }
-}
-
-/// This API's description, generated from the route handlers.
-#[utoipa::path(operation_id = "get_openapi", get, path = "/openapi.json", tag = "operations",
-    responses((status = 200, description = "OpenAPI 3 document")))]
-pub(crate) async fn openapi(state: web::Data<AppState>) -> HttpResponse {
-    let (types, payloads) = (state.center.job_types(), state.center.payload_schemas());
-    HttpResponse::Ok().json(document(&types, &payloads, &state.settings.limits))
-}
-
-/// The field schemas of `wire/schema.rs` as the served document shows them.
-#[cfg(test)]
-mod field_schemas {
-    use serde_json::Value;
-
-    fn doc() -> Value {
-        super::document(
-            &[],
-            &Default::default(),
-            &crate::config::Settings::defaults().limits,
-        )
-    }
-
-    fn field<'a>(doc: &'a Value, schema: &str, field: &str) -> &'a Value {
-        &doc["components"]["schemas"][schema]["properties"][field]
-    }
-
-    #[test]
-    fn the_description_states_the_bounds_that_are_checked() {
-        let doc = doc();
-        let max = |s, f| field(&doc, s, f)["maximum"].as_i64();
-        assert_eq!(max("JobBody", "delay_ms"), Some(crate::time::MAX_DELAY_MS));
-        assert_eq!(max("JobBody", "fire_at"), Some(crate::time::MAX_MILLIS));
-        assert_eq!(
-            max("ClaimBody", "max"),
-            Some(crate::num::signed(crate::num::usize_u64(
-                crate::claims::MAX_CLAIM
-            )))
-        );
-        assert_eq!(
-            max("TopicSettings", "max_attempts"),
-            Some(i64::from(crate::topic::MAX_ATTEMPTS))
-        );
-        let slots = field(&doc, "TopicSettings", "slots")["enum"]
-            .as_array()
-            .cloned();
-        assert_eq!(
-            slots.and_then(|s| s.last().and_then(Value::as_i64)),
-            Some(i64::from(crate::topic::MAX_SLOTS))
-        );
-        assert_eq!(
-            field(&doc, "AckItem", "id")["maxLength"].as_u64(),
-            Some(crate::num::usize_u64(crate::validate::MAX_ID_LEN))
-        );
-        // Integer bounds are written as integers, and a field keeps its description.
-        assert!(field(&doc, "ClaimBody", "wait_ms")["maximum"].is_u64());
-        assert!(field(&doc, "ClaimBody", "wait_ms")["description"].is_string());
     }
 }

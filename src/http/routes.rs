@@ -150,7 +150,24 @@ routes! {
     "/readyz" [json] { get OPS => ops::readyz }
     "/v1/slots" [json] { get ANY_TOKEN => ops::slots }
     "/metrics" [json] { get OPS => ops::metrics }
-    "/openapi.json" [json] { get OPS => openapi::openapi }
+    "/openapi.json" [json] { get OPS => openapi_json }
+}
+
+/// This API's description, generated from the route handlers.
+#[utoipa::path(operation_id = "get_openapi", get, path = "/openapi.json", tag = "operations",
+    responses((status = 200, description = "OpenAPI 3 document")))]
+async fn openapi_json(state: web::Data<super::AppState>) -> actix_web::HttpResponse {
+    let (types, payloads) = (state.center.job_types(), state.center.payload_schemas());
+    actix_web::HttpResponse::Ok().json(described(&types, &payloads, &state.settings.limits))
+}
+
+/// The document `/openapi.json` serves (`openapi::document` over the table's).
+pub(crate) fn described(
+    job_types: &[String],
+    payloads: &std::collections::BTreeMap<String, serde_json::Value>,
+    limits: &crate::config::LimitsSettings,
+) -> serde_json::Value {
+    openapi::document(ApiDoc::openapi(), NEEDS, job_types, payloads, limits)
 }
 
 #[cfg(test)]
@@ -183,5 +200,55 @@ mod tests {
         table.sort();
         assert_eq!(table, documented);
         assert_eq!(table.len(), 41);
+    }
+}
+
+/// The field schemas of `wire/schema.rs` as the served document shows them.
+#[cfg(test)]
+mod field_schemas {
+    use serde_json::Value;
+
+    fn doc() -> Value {
+        super::described(
+            &[],
+            &Default::default(),
+            &crate::config::Settings::defaults().limits,
+        )
+    }
+
+    fn field<'a>(doc: &'a Value, schema: &str, field: &str) -> &'a Value {
+        &doc["components"]["schemas"][schema]["properties"][field]
+    }
+
+    #[test]
+    fn the_description_states_the_bounds_that_are_checked() {
+        let doc = doc();
+        let max = |s, f| field(&doc, s, f)["maximum"].as_i64();
+        assert_eq!(max("JobBody", "delay_ms"), Some(crate::time::MAX_DELAY_MS));
+        assert_eq!(max("JobBody", "fire_at"), Some(crate::time::MAX_MILLIS));
+        assert_eq!(
+            max("ClaimBody", "max"),
+            Some(crate::num::signed(crate::num::usize_u64(
+                crate::claims::MAX_CLAIM
+            )))
+        );
+        assert_eq!(
+            max("TopicSettings", "max_attempts"),
+            Some(i64::from(crate::topic::MAX_ATTEMPTS))
+        );
+        let slots = field(&doc, "TopicSettings", "slots")["enum"]
+            .as_array()
+            .cloned();
+        assert_eq!(
+            slots.and_then(|s| s.last().and_then(Value::as_i64)),
+            Some(i64::from(crate::topic::MAX_SLOTS))
+        );
+        assert_eq!(
+            field(&doc, "AckItem", "id")["maxLength"].as_u64(),
+            Some(crate::num::usize_u64(crate::validate::MAX_ID_LEN))
+        );
+        // Integer bounds are written as integers, and a field keeps its description.
+        assert!(field(&doc, "ClaimBody", "wait_ms")["maximum"].is_u64());
+        assert!(field(&doc, "ClaimBody", "wait_ms")["description"].is_string());
     }
 }
