@@ -165,6 +165,17 @@ async fn people_read_times_and_schedule_with_in_and_at(kind: Kind) {
         .await
         .unwrap();
     assert_eq!(r.status(), 404);
+
+    // --create-only refuses to replace a job that exists: 409, the job as it was.
+    let (success, _, err) = toc(
+        &url,
+        &["job", "put", "orders", "o1", "--in", "5h", "--create-only"],
+    );
+    assert!(!success && err.contains("409"), "{err}");
+    ok(
+        &url,
+        &["job", "put", "orders", "o6", "--in", "5h", "--create-only"],
+    );
 }
 
 /// A bulk cancel and a bulk requeue go in batches until the filter takes no more: 25

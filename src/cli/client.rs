@@ -497,7 +497,7 @@ async fn job(client: &Client, cmd: JobCmd) -> Result<(Value, View), Failure> {
         JobCmd::Put(put) => {
             let body = put_body(&put)?;
             let mode = if put.create_only {
-                "?mode=put.create_only"
+                "?mode=create_only"
             } else {
                 ""
             };

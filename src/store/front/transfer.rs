@@ -60,6 +60,12 @@ fn check(t: &TopicConfig, slot: u32, job: &Job) -> Result<()> {
 }
 
 fn check_fields(t: &TopicConfig, slot: u32, job: &Job) -> Result<()> {
+    check_place(t, slot, job)?;
+    check_record(t, job)
+}
+
+/// Refuses a line of another topic, or in a slot that is not its job's home.
+fn check_place(t: &TopicConfig, slot: u32, job: &Job) -> Result<()> {
     if job.topic != t.name {
         return Err(Error::invalid(
             "topic",
@@ -97,6 +103,12 @@ fn check_fields(t: &TopicConfig, slot: u32, job: &Job) -> Result<()> {
             ),
         ));
     }
+    Ok(())
+}
+
+/// Refuses a job a `PUT` would refuse, or whose record fields are out of the range the
+/// store keeps exact.
+fn check_record(t: &TopicConfig, job: &Job) -> Result<()> {
     let new = NewJob {
         id: job.id.clone(),
         job_type: Some(job.job_type.clone()),

@@ -80,6 +80,23 @@ struct Saved {
     score: Millis,
 }
 
+/// A schedule's answer with nothing re-armed and no stored job.
+fn scheduled(
+    outcome: ScheduleOutcome,
+    state: Option<JobState>,
+    fire_at: Option<Millis>,
+    is_head: bool,
+) -> SlotScheduled {
+    SlotScheduled {
+        outcome,
+        state,
+        fire_at,
+        is_head,
+        rearmed: None,
+        stored: None,
+    }
+}
+
 fn capped(rec: &Record, at: Millis) -> Millis {
     match rec.max_fire_at {
         Some(x) if at > x => x,
@@ -346,58 +363,15 @@ impl SlotState {
         use crate::model::ScheduleMode::*;
         let k = self.locate(id);
         let state = k.map(|k| self.entry(k).state);
-        let result = |outcome, state, fire_at, is_head| SlotScheduled {
-            outcome,
-            state,
-            fire_at,
-            is_head,
-            rearmed: None,
-            stored: None,
-        };
         if mode == CreateOnly && state.is_some() {
-            return result(ScheduleOutcome::Exists, state, None, false);
+            return scheduled(ScheduleOutcome::Exists, state, None, false);
         }
         if mode == ResetOnly {
-            let (Some(k), Some(st @ (JobState::Scheduled | JobState::Running))) = (k, state) else {
-                return result(ScheduleOutcome::Missing, state, None, false);
-            };
-            let mut rec = self.record(k);
-            // A traced reset: the job's next fire continues the resetting request's trace.
-            if spec.traceparent.is_some() {
-                rec.traceparent.clone_from(&spec.traceparent);
-            }
-            let at = capped(&rec, at);
-            let rearmed = rec.fires.take().map(|fires| Refired {
-                id: id.to_string(),
-                fires,
-                job_type: rec.job_type.clone(),
-            });
-            if rec.created_at.is_some() {
-                rec.updated_at = Some(now);
-            }
-            if st == JobState::Running {
-                rec.pending_reset = Some(at);
-                self.set_record(k, rec);
-                return SlotScheduled {
-                    rearmed,
-                    ..result(
-                        ScheduleOutcome::Reset,
-                        Some(JobState::Running),
-                        Some(at),
-                        false,
-                    )
-                };
-            }
-            self.set_record(k, rec);
-            self.set_state(k, JobState::Scheduled, at);
-            return SlotScheduled {
-                rearmed,
-                ..result(
-                    ScheduleOutcome::Reset,
-                    Some(JobState::Scheduled),
-                    Some(at),
-                    self.is_head(at),
-                )
+            return match (k, state) {
+                (Some(k), Some(st @ (JobState::Scheduled | JobState::Running))) => {
+                    self.reset_one(k, st, id, at, now, spec.traceparent)
+                }
+                _ => scheduled(ScheduleOutcome::Missing, state, None, false),
             };
         }
         let mut spec = spec;
@@ -412,7 +386,7 @@ impl SlotState {
             spec.created_at = rec.created_at.or(Some(now));
             spec.updated_at = Some(now);
             self.set_record(k, spec);
-            return result(
+            return scheduled(
                 ScheduleOutcome::Replaced,
                 Some(JobState::Running),
                 Some(at),
@@ -439,12 +413,64 @@ impl SlotState {
                 ScheduleOutcome::Created
             }
         };
-        result(
+        scheduled(
             outcome,
             Some(JobState::Scheduled),
             Some(at),
             self.is_head(at),
         )
+    }
+
+    /// `schedule` with `ResetOnly` of entry `k`, scheduled or running (`st`): moved to `at`
+    /// (capped by its max fire time), or after its run; a traced reset's `traceparent`
+    /// becomes the job's.
+    fn reset_one(
+        &mut self,
+        k: u32,
+        st: JobState,
+        id: &str,
+        at: Millis,
+        now: Millis,
+        traceparent: Option<String>,
+    ) -> SlotScheduled {
+        let mut rec = self.record(k);
+        // A traced reset: the job's next fire continues the resetting request's trace.
+        if traceparent.is_some() {
+            rec.traceparent = traceparent;
+        }
+        let at = capped(&rec, at);
+        let rearmed = rec.fires.take().map(|fires| Refired {
+            id: id.to_string(),
+            fires,
+            job_type: rec.job_type.clone(),
+        });
+        if rec.created_at.is_some() {
+            rec.updated_at = Some(now);
+        }
+        if st == JobState::Running {
+            rec.pending_reset = Some(at);
+            self.set_record(k, rec);
+            return SlotScheduled {
+                rearmed,
+                ..scheduled(
+                    ScheduleOutcome::Reset,
+                    Some(JobState::Running),
+                    Some(at),
+                    false,
+                )
+            };
+        }
+        self.set_record(k, rec);
+        self.set_state(k, JobState::Scheduled, at);
+        SlotScheduled {
+            rearmed,
+            ..scheduled(
+                ScheduleOutcome::Reset,
+                Some(JobState::Scheduled),
+                Some(at),
+                self.is_head(at),
+            )
+        }
     }
 
     /// `reset_many.lua`. `create` is the record spec of a created job.
