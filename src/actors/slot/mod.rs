@@ -15,7 +15,8 @@
 //! other runs, so that at 10,000 fires/s a pump and a settle carry several fires each.
 //!
 //! The wing's files: `core.rs` the slot's states and numbered rules (no actix, tested
-//! alone); this file the actor, its helpers and its message handlers; `pump.rs` what a pump
+//! alone); this file the actor and its message handlers; `state.rs` its own state read
+//! and published (status, timer, room, lead), which calls none of the other files; `pump.rs` what a pump
 //! asks the store and the runs it takes in; `run_book.rs` the runs handed out and the
 //! outcomes waiting to settle (no actix, tested alone); `runs.rs` each run to its handler,
 //! now or at its fire time; `flow.rs` a limited key's line (`flow_gate.rs`), a key past its share sent
@@ -38,6 +39,7 @@ mod pump;
 mod run_book;
 mod runs;
 mod settle;
+mod state;
 
 use self::core::SlotCore;
 use self::flow_gate::FlowGate;
@@ -127,138 +129,6 @@ impl SlotActor {
             timers: Timers::default(),
             keeper,
         }
-    }
-
-    /// Tells the keeper's next ownership round to look at every slot (this one was fenced
-    /// or stopped).
-    fn slot_changed(&self) {
-        self.rt
-            .slot_changes
-            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-    }
-
-    fn set_status(&self, f: impl FnOnce(&mut SlotHealth)) {
-        f(&mut self.status.lock().expect("slot status lock"));
-    }
-
-    fn cancel_timer(&mut self, ctx: &mut Context<Self>) {
-        if let Some((handle, _)) = self.timers.next.take() {
-            ctx.cancel_future(handle);
-        }
-        self.set_status(|s| s.armed_at = None);
-    }
-
-    /// Sleeps until `next_at`; with none, holds no timer at all. A job written after the
-    /// pump that told `next_at` wakes the slot by its notice, and one whose notice was lost
-    /// is found by the instance's safety net (the keeper's `safety_net`), not by a poll of
-    /// each slot's own.
-    fn arm(&mut self, next_at: Option<Millis>, ctx: &mut Context<Self>) {
-        self.cancel_timer(ctx);
-        let Some(at) = next_at else {
-            return;
-        };
-        // To the microsecond: the job is due at the start of its millisecond.
-        let wake = self
-            .rt
-            .clock
-            .until(at * 1_000)
-            .into_actor(self)
-            .map(|_, act, ctx| {
-                act.timers.next = None;
-                act.set_status(|s| s.armed_at = None);
-                act.pump(ctx);
-            });
-        let handle = ctx.spawn(wake);
-        self.timers.next = Some((handle, at));
-        self.set_status(|s| s.armed_at = Some(at));
-    }
-
-    /// Nothing of the slot's is in flight or owed, and its next time is further ahead than
-    /// `runtime.dormant_after_ms` (or there is none): it may sleep, its keeper holding that
-    /// time (rule 7 of `core.rs`).
-    fn may_sleep(&self) -> bool {
-        let horizon = self
-            .rt
-            .clock
-            .now()
-            .saturating_add(crate::num::millis(self.rt.settings.dormant_after_ms));
-        self.core.at_rest()
-            && self.unsettled() == 0
-            && self.timers.flush.is_none()
-            && self.timers.next.is_none_or(|(_, at)| at > horizon)
-    }
-
-    /// Tells the keeper, once, that the slot may sleep; it answers with `Sleep`.
-    fn offer_sleep(&mut self) {
-        if !self.may_sleep() || !self.core.offer_rest() {
-            return;
-        }
-        self.keeper.do_send(SlotIdle {
-            topic: self.door.topic().name.clone(),
-            slot: self.door.slot(),
-        });
-    }
-
-    /// Publishes whether a pump is in flight (for `Drain`).
-    fn publish_pumping(&self) {
-        self.pumping.send_replace(self.core.pump_in_flight());
-    }
-
-    fn unsettled(&self) -> usize {
-        self.book.running() + self.book.waiting() + self.core.settling_runs()
-    }
-
-    /// Runs a pump may lease now: runs waiting for room on their flow key do not count
-    /// (other keys' jobs are not held behind them). One key holds at most
-    /// `runtime.flow_max_waiting_per_key` of them, and once they reach
-    /// `runtime.flow_max_waiting` every key that has a run waiting is at its share
-    /// ([`SlotActor::key_share`]): the pump goes on for the keys with none, so however many
-    /// keys a caller fills, a key with room is not held behind them.
-    fn capacity(&self) -> usize {
-        let waiting = self.gate.len();
-        self.rt
-            .settings
-            .pump_batch
-            .saturating_sub(self.unsettled().saturating_sub(waiting))
-    }
-
-    /// How many runs one key may have waiting here now: its share of the waiting room, or
-    /// one while the room is full (a key with none waiting still gets one in).
-    fn key_share(&self) -> usize {
-        if self.gate.len() >= self.rt.settings.flow_max_waiting {
-            1
-        } else {
-            self.rt.settings.flow_max_waiting_per_key
-        }
-    }
-
-    fn track(&mut self) {
-        let n = self.unsettled();
-        self.in_flight.send_replace(n);
-        let (waiting, oldest) = (self.gate.len(), self.gate.oldest());
-        self.set_status(|s| {
-            s.in_flight = n;
-            s.flow_waiting = waiting;
-            s.flow_oldest_wait = oldest;
-        });
-    }
-
-    /// How long before their fire time this slot's pumps lease jobs now (`runtime.fire_lead_ms`,
-    /// up to `runtime.fire_lead_max_ms` while the store answers slowly). A run's lease counts
-    /// from its pump, so what the lead grows by is kept within a tenth of the topic's
-    /// visibility timeout: a handler keeps nine tenths of it, at least, after its fire time.
-    fn lead(&self) -> Millis {
-        let floor = crate::num::millis(self.rt.settings.fire_lead_ms);
-        let tenth = crate::num::millis(self.door.topic().visibility_timeout_ms / 10);
-        self.lead
-            .ms(std::time::Instant::now())
-            .min(tenth.max(floor))
-    }
-
-    /// How far past its next fire time a pump also leases jobs, and how long an outcome may
-    /// wait for the slot's other runs (`runtime.batch_window_ms`).
-    fn window(&self) -> Millis {
-        crate::num::millis(self.rt.settings.batch_window_ms)
     }
 }
 

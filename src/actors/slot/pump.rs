@@ -11,6 +11,31 @@ use crate::store::{PumpAnswer, PumpAsk};
 use crate::time::Millis;
 
 impl SlotActor {
+    /// Sleeps until `next_at`; with none, holds no timer at all. A job written after the
+    /// pump that told `next_at` wakes the slot by its notice, and one whose notice was lost
+    /// is found by the instance's safety net (the keeper's `safety_net`), not by a poll of
+    /// each slot's own.
+    pub(super) fn arm(&mut self, next_at: Option<Millis>, ctx: &mut Context<Self>) {
+        self.cancel_timer(ctx);
+        let Some(at) = next_at else {
+            return;
+        };
+        // To the microsecond: the job is due at the start of its millisecond.
+        let wake = self
+            .rt
+            .clock
+            .until(at * 1_000)
+            .into_actor(self)
+            .map(|_, act, ctx| {
+                act.timers.next = None;
+                act.set_status(|s| s.armed_at = None);
+                act.pump(ctx);
+            });
+        let handle = ctx.spawn(wake);
+        self.timers.next = Some((handle, at));
+        self.set_status(|s| s.armed_at = Some(at));
+    }
+
     /// Pumps now if the core allows it (see `SlotCore::want_pump`).
     pub(super) fn pump(&mut self, ctx: &mut Context<Self>) {
         let capacity = self.capacity();
