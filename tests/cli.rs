@@ -466,3 +466,77 @@ async fn a_refusal_says_what_the_service_knows() {
         "{err}"
     );
 }
+
+/// `toc topic create` makes a topic with every setting a `PUT` takes, and refuses one that
+/// exists; `toc topic set` changes only the settings given, and refuses a topic that does
+/// not exist (naming the other command), making nothing. Against a real `toc serve`.
+#[tokio::test]
+async fn topics_are_made_and_changed_with_their_settings() {
+    use common::process::{Skew, Toc};
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Toc::start("toc", &[], Skew::None, dir.path()).await;
+    let url = svc.url("");
+    let http = reqwest::Client::new();
+    ok(
+        &url,
+        &[
+            "topic",
+            "create",
+            "made",
+            "--slots",
+            "4",
+            "--max-attempts",
+            "5",
+            "--backoff-base",
+            "2s",
+            "--backoff-max",
+            "10m",
+            "--type",
+            "extra",
+            "--max-payload-bytes",
+            "4096",
+        ],
+    );
+    let t = svc.get_json(&http, "/v1/topics/made").await;
+    assert_eq!(
+        (
+            &t["slots"],
+            &t["max_attempts"],
+            &t["backoff"]["base_ms"],
+            &t["backoff"]["max_ms"],
+            &t["max_payload_bytes"]
+        ),
+        (
+            &serde_json::json!(4),
+            &serde_json::json!(5),
+            &serde_json::json!(2000),
+            &serde_json::json!(600_000),
+            &serde_json::json!(4096)
+        ),
+        "{t}"
+    );
+    assert!(t["types"].to_string().contains("extra"), "{t}");
+    let (success, _, err) = toc(&url, &["topic", "create", "made", "--max-attempts", "2"]);
+    assert!(!success && err.contains("toc topic set"), "{err}");
+    ok(
+        &url,
+        &[
+            "topic",
+            "set",
+            "made",
+            "--max-attempts",
+            "9",
+            "--visibility-timeout",
+            "2m",
+        ],
+    );
+    let t = svc.get_json(&http, "/v1/topics/made").await;
+    assert_eq!(t["max_attempts"], 9, "{t}");
+    assert_eq!(t["visibility_timeout_ms"], 120_000, "{t}");
+    assert_eq!(t["slots"], 4, "the settings not given stay: {t}");
+    assert_eq!(t["backoff"]["base_ms"], 2000, "{t}");
+    let (success, _, err) = toc(&url, &["topic", "set", "nope", "--max-attempts", "3"]);
+    assert!(!success && err.contains("toc topic create"), "{err}");
+    let r = http.get(svc.url("/v1/topics/nope")).send().await.unwrap();
+    assert_eq!(r.status(), 404, "a refused set made its topic");
+}

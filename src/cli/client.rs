@@ -4,7 +4,9 @@ use std::process::ExitCode;
 
 use serde_json::{Value, json};
 
-use super::{BulkArgs, Cli, Command, DeadCmd, FlowArgs, FlowCmd, JobCmd, PutArgs, TopicCmd, When};
+use super::{
+    BulkArgs, Cli, Command, DeadCmd, FlowArgs, FlowCmd, JobCmd, PutArgs, TopicArgs, TopicCmd, When,
+};
 
 /// A failed command: its message and exit code.
 pub(super) struct Failure {
@@ -333,6 +335,70 @@ async fn pause(client: &Client, topic: &str, paused: bool) -> Result<(Value, Vie
 }
 
 /// `PUT`s a change of `topic`'s settings; answers the topic.
+/// The body of `PUT /v1/topics/{topic}` for the settings given.
+fn topic_body(a: &TopicArgs) -> Value {
+    let mut body = json!({});
+    let mut set = |field: &str, v: Value| {
+        if !v.is_null() {
+            body[field] = v;
+        }
+    };
+    set("slots", json!(a.slots));
+    set("max_attempts", json!(a.max_attempts));
+    set("visibility_timeout_ms", json!(a.visibility_timeout));
+    set("max_payload_bytes", json!(a.max_payload_bytes));
+    set("default_type", json!(a.default_type));
+    set("max_fires_per_s", json!(a.max_fires_per_s));
+    if !a.types.is_empty() {
+        set("types", json!(a.types));
+    }
+    let mut backoff = json!({});
+    for (field, v) in [
+        ("base_ms", json!(a.backoff_base)),
+        ("factor", json!(a.backoff_factor)),
+        ("max_ms", json!(a.backoff_max)),
+    ] {
+        if !v.is_null() {
+            backoff[field] = v;
+        }
+    }
+    if backoff.as_object().is_some_and(|b| !b.is_empty()) {
+        set("backoff", backoff);
+    }
+    body
+}
+
+/// `toc topic create` (`exists`: false) or `set` (true): refused when the topic's
+/// existence is not what the command expects, naming the other command.
+async fn put_topic_settings(
+    client: &Client,
+    topic: &str,
+    settings: &TopicArgs,
+    exists: bool,
+) -> Result<(Value, View), Failure> {
+    let path = format!("/v1/topics/{}", enc(topic));
+    let found = client.call(reqwest::Method::GET, &path, None).await;
+    match (found, exists) {
+        (Ok(_), false) => {
+            return Err(Failure {
+                message: format!("topic {topic:?} exists: `toc topic set {topic} ...` changes it"),
+                code: 1,
+            });
+        }
+        (Err(e), true) if e.message.contains("404") => {
+            return Err(Failure {
+                message: format!(
+                    "topic {topic:?} does not exist: `toc topic create {topic} ...` makes it"
+                ),
+                code: 1,
+            });
+        }
+        (Err(e), _) if !e.message.contains("404") => return Err(e),
+        _ => {}
+    }
+    change_topic(client, topic, topic_body(settings)).await
+}
+
 async fn change_topic(client: &Client, topic: &str, body: Value) -> Result<(Value, View), Failure> {
     let path = format!("/v1/topics/{}", enc(topic));
     Ok((
@@ -663,6 +729,12 @@ async fn topic(client: &Client, cmd: TopicCmd) -> Result<(Value, View), Failure>
                 client.call(Method::GET, "/v1/topics", None).await?,
                 View::Table(cols),
             )
+        }
+        TopicCmd::Create { topic, settings } => {
+            put_topic_settings(client, &topic, &settings, false).await?
+        }
+        TopicCmd::Set { topic, settings } => {
+            put_topic_settings(client, &topic, &settings, true).await?
         }
         TopicCmd::Show { topic } => {
             let path = format!("/v1/topics/{}", enc(&topic));

@@ -430,6 +430,27 @@ pub(crate) enum TopicCmd {
         after_long_help = "Example:\n  toc topic ls\n  toc topic ls --json   (the API's numbers, times in ms since the epoch)"
     )]
     Ls,
+    /// Makes a topic with the settings given (the service's defaults for the rest); refused
+    /// when it exists (`toc topic set` changes one).
+    #[command(
+        after_long_help = "Examples:\n  toc topic create orders --slots 64 --max-attempts 5 --backoff-base 2s\n  toc topic create hooks --default-type webhook --max-payload-bytes 65536 --max-fires-per-s 200"
+    )]
+    Create {
+        /// The topic.
+        topic: String,
+        #[command(flatten)]
+        settings: TopicArgs,
+    },
+    /// Changes the settings given of a topic that exists, leaving the others as they are.
+    #[command(
+        after_long_help = "Example:\n  toc topic set orders --max-attempts 10 --visibility-timeout 2m"
+    )]
+    Set {
+        /// The topic.
+        topic: String,
+        #[command(flatten)]
+        settings: TopicArgs,
+    },
     /// A topic's settings and figures.
     Show {
         /// The topic.
@@ -494,6 +515,42 @@ pub(crate) struct BulkArgs {
     /// The latest fire time: RFC 3339 or ms since the epoch.
     #[arg(long, value_name = "INSTANT", value_parser = human::parse_at)]
     pub to: Option<i64>,
+}
+
+/// A topic's settings on the command line: each left out keeps its value (or the service's
+/// default, for a topic made).
+#[derive(Args)]
+pub(crate) struct TopicArgs {
+    /// Its shards, a power of two (1 to 4096); a topic that exists may only double.
+    #[arg(long)]
+    pub slots: Option<u32>,
+    /// Runs a failing job takes before it is dead (1 to 1,000).
+    #[arg(long)]
+    pub max_attempts: Option<u32>,
+    /// How long a run holds its job before it is due again (`30s`, `5m`).
+    #[arg(long, value_name = "SPAN", value_parser = human::parse_in)]
+    pub visibility_timeout: Option<u64>,
+    /// The first retry's delay (`1s`).
+    #[arg(long, value_name = "SPAN", value_parser = human::parse_in)]
+    pub backoff_base: Option<u64>,
+    /// What each later retry's delay is multiplied by (1 to 100).
+    #[arg(long)]
+    pub backoff_factor: Option<f64>,
+    /// The longest retry delay (`10m`).
+    #[arg(long, value_name = "SPAN", value_parser = human::parse_in)]
+    pub backoff_max: Option<u64>,
+    /// The largest payload it accepts, in bytes of JSON.
+    #[arg(long)]
+    pub max_payload_bytes: Option<usize>,
+    /// The type of a job that names none.
+    #[arg(long)]
+    pub default_type: Option<String>,
+    /// A job type its jobs have beside the default (repeat for more; replaces the list).
+    #[arg(long = "type", value_name = "TYPE")]
+    pub types: Vec<String>,
+    /// Most fires a second over every instance (0 removes the limit).
+    #[arg(long)]
+    pub max_fires_per_s: Option<u32>,
 }
 
 /// A flow key's limits on the command line.
