@@ -540,3 +540,53 @@ async fn topics_are_made_and_changed_with_their_settings() {
     let r = http.get(svc.url("/v1/topics/nope")).send().await.unwrap();
     assert_eq!(r.status(), 404, "a refused set made its topic");
 }
+
+/// `toc events --follow` prints the events kept, then each as it is appended, until it is
+/// stopped: a job written after it started is seen done through it (before: one page, no
+/// way to follow).
+#[tokio::test]
+async fn events_are_followed_as_they_come() {
+    use common::process::{Skew, Toc};
+    use std::io::BufRead;
+    use std::process::{Command, Stdio};
+    let dir = tempfile::tempdir().unwrap();
+    let svc = Toc::start("toc", &[], Skew::None, dir.path()).await;
+    let url = svc.url("");
+    ok(&url, &["job", "put", "seen", "first", "--in", "0s"]);
+    let mut child = Command::new(env!("CARGO_BIN_EXE_toc"))
+        .args(["--url", &url, "--json", "events", "seen", "--follow"])
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .unwrap();
+    let out = child.stdout.take().unwrap();
+    let (tx, rx) = std::sync::mpsc::channel::<String>();
+    std::thread::spawn(move || {
+        for line in std::io::BufReader::new(out).lines().map_while(Result::ok) {
+            if tx.send(line).is_err() {
+                break;
+            }
+        }
+    });
+    let done = |id: &str, line: &str| {
+        let v: serde_json::Value = serde_json::from_str(line).unwrap_or_default();
+        v["job_id"] == id && v["event"] == "job.done"
+    };
+    let wait_for = |id: &str| {
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(20);
+        loop {
+            let left = deadline.saturating_duration_since(std::time::Instant::now());
+            match rx.recv_timeout(left) {
+                Ok(line) if done(id, &line) => return,
+                Ok(_) => {}
+                Err(e) => panic!("no job.done of {id} through --follow: {e}"),
+            }
+        }
+    };
+    wait_for("first");
+    // Written after the follow began, and after it has found nothing new.
+    ok(&url, &["job", "put", "seen", "later", "--in", "1s"]);
+    wait_for("later");
+    child.kill().unwrap();
+    child.wait().unwrap();
+}

@@ -335,6 +335,47 @@ async fn pause(client: &Client, topic: &str, paused: bool) -> Result<(Value, Vie
 }
 
 /// `PUT`s a change of `topic`'s settings; answers the topic.
+/// The columns of an event, as `toc events` shows them.
+const EVENT_COLUMNS: &[&str] = &[
+    "id", "event", "job_id", "type", "fire_at", "fired_at", "data",
+];
+
+/// How long `toc events --follow` waits before it asks again when nothing was new.
+const FOLLOW_POLL: std::time::Duration = std::time::Duration::from_millis(250);
+
+/// `toc events --follow`: every event after `after` (from the oldest kept), then each as
+/// it is appended, one line each, until interrupted (or the reader goes away).
+async fn follow_events(
+    client: &Client,
+    topic: &str,
+    mut after: Option<String>,
+    json: bool,
+) -> Result<(), Failure> {
+    use std::io::Write;
+    if !json {
+        println!("{}", EVENT_COLUMNS.join("  ").to_uppercase());
+    }
+    loop {
+        let path = page_path(topic, "events", 1_000, &after);
+        let page = client.call(reqwest::Method::GET, &path, None).await?;
+        let items = page["items"].as_array().cloned().unwrap_or_default();
+        for event in &items {
+            if json {
+                println!("{event}");
+            } else {
+                let shown = super::human::humanize(event, super::human::now_ms());
+                let cells: Vec<String> = EVENT_COLUMNS.iter().map(|c| cell(&shown[*c])).collect();
+                println!("{}", cells.join("  "));
+            }
+        }
+        let _ = std::io::stdout().flush();
+        match page["next"].as_str() {
+            Some(next) => after = Some(next.to_string()),
+            None => tokio::time::sleep(FOLLOW_POLL).await,
+        }
+    }
+}
+
 /// The body of `PUT /v1/topics/{topic}` for the settings given.
 fn topic_body(a: &TopicArgs) -> Value {
     let mut body = json!({});
@@ -427,15 +468,19 @@ pub(super) async fn run(cli: Cli) -> Result<(), Failure> {
         Command::Events {
             topic,
             after,
+            follow: true,
+            ..
+        } => return follow_events(&client, &topic, after, cli.json).await,
+        Command::Events {
+            topic,
+            after,
             limit,
+            ..
         } => {
             let path = page_path(&topic, "events", limit, &after);
-            let cols = &[
-                "id", "event", "job_id", "type", "fire_at", "fired_at", "data",
-            ];
             (
                 client.call(Method::GET, &path, None).await?,
-                View::Table(cols),
+                View::Table(EVENT_COLUMNS),
             )
         }
         Command::Claim {

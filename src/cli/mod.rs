@@ -82,7 +82,10 @@ pub(crate) enum Command {
     /// Flow keys: their limits, runs in flight and jobs waiting for room.
     #[command(subcommand)]
     Flow(FlowCmd),
-    /// A topic's event stream.
+    /// A topic's event stream: a page of it, or with --follow every event as it comes.
+    #[command(
+        after_long_help = "Examples:\n  toc events orders                 (the oldest 100)\n  toc events orders --after ID      (the page after a page's `next`)\n  toc events orders --follow        (from the oldest kept, then each as it is appended, until ^C)"
+    )]
     Events {
         /// The topic.
         topic: String,
@@ -92,6 +95,10 @@ pub(crate) enum Command {
         /// Most events on the page.
         #[arg(long, default_value_t = 100)]
         limit: usize,
+        /// Keep printing events as they are appended, one line each (a JSON object each
+        /// with --json), until interrupted.
+        #[arg(long, short = 'f')]
+        follow: bool,
     },
     /// Claim due jobs of a pull topic with a lease (prints each job and its token).
     #[command(
