@@ -521,6 +521,11 @@ impl Settings {
         Ok(settings)
     }
 
+    /// Checks settings changed after they were loaded (`toc serve --listen`).
+    pub(crate) fn check(&self) -> Result<()> {
+        self.validate()
+    }
+
     /// Each part of the settings checks its own fields, as each loads its own part.
     fn validate(&self) -> Result<()> {
         self.topics.validate()?;

@@ -109,6 +109,15 @@ impl Service {
         Ok(Service::new(settings))
     }
 
+    /// Listens on `addr` in place of the settings' `listen` (`toc serve --listen`): refused,
+    /// as the setting would be, for an address beyond loopback with no tokens unless
+    /// `allow_open`.
+    pub fn listening_on(mut self, addr: std::net::SocketAddr) -> Result<Service> {
+        self.settings.listen = addr;
+        self.settings.check()?;
+        Ok(self)
+    }
+
     /// Registers a job type of your own (one line per type); a type named like a built-in
     /// one replaces it. Its jobs are checked at the door (`JobHandler::payload_schema` and
     /// `admit`), described in `/openapi.json`, listed by the API, the CLI and the dashboard.

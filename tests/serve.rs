@@ -320,3 +320,61 @@ async fn memory_only_is_said_at_start() {
         "no data directory made"
     );
 }
+
+/// `toc serve --help` gives its own options and the variables of the settings, the listen
+/// address first (before: the client's --url and --token only); `--listen` moves the
+/// service, and an address beyond loopback with no tokens is refused naming `allow_open`,
+/// as the setting is.
+#[test]
+fn serve_says_and_takes_where_it_listens() {
+    let help = Command::new(env!("CARGO_BIN_EXE_toc"))
+        .args(["serve", "--help"])
+        .output()
+        .unwrap();
+    let help = String::from_utf8_lossy(&help.stdout);
+    for word in [
+        "--listen",
+        "TOC_LISTEN",
+        "--data-dir",
+        "TOC_STORE",
+        "TOC_TOKENS",
+    ] {
+        assert!(
+            help.contains(word),
+            "toc serve --help names no {word}:\n{help}"
+        );
+    }
+    let refused = common::toc_serve(env!("CARGO_BIN_EXE_toc"))
+        .args(["--listen", "0.0.0.0:1"])
+        .env_remove("TOC_TOKENS")
+        .env("RUST_LOG", "warn")
+        .output()
+        .unwrap();
+    assert_eq!(refused.status.code(), Some(2));
+    let err = String::from_utf8_lossy(&refused.stderr);
+    assert!(err.contains("allow_open"), "{err}");
+    let port = free_port();
+    let _server = Running(
+        common::toc_serve(env!("CARGO_BIN_EXE_toc"))
+            .args(["--listen", &format!("127.0.0.1:{port}")])
+            .env("RUST_LOG", "warn")
+            .stdout(Stdio::null())
+            .stderr(Stdio::null())
+            .spawn()
+            .unwrap(),
+    );
+    let deadline = Instant::now() + Duration::from_secs(30);
+    let url = format!("http://127.0.0.1:{port}");
+    loop {
+        let out = Command::new(env!("CARGO_BIN_EXE_toc"))
+            .args(["--url", &url, "health"])
+            .output()
+            .unwrap();
+        if out.status.success() {
+            break;
+        }
+        assert!(Instant::now() < deadline, "nothing listens on {url}");
+        // A poll (the client runs synchronously), every 50 ms of real time.
+        std::thread::sleep(Duration::from_millis(50));
+    }
+}

@@ -34,6 +34,24 @@ Environment (serve), layered over --config and the built-in defaults (config/def
   TOC_TOPICS_AUTO_CREATE, TOC_TOPICS_DEFAULTS_<SETTING> (e.g. TOC_TOPICS_DEFAULTS_SLOTS)
 Every setting has one: TOC_ + its path in config/default.toml, in upper case.";
 
+const SERVE_HELP: &str = "\
+Its own options are --config, --data-dir and --listen (--url, --token and --json are the
+client commands' and pass over it). Every setting has a variable: TOC_ + its path in
+config/default.toml, in upper case, layered over --config and the built-in defaults:
+  TOC_LISTEN                127.0.0.1:8080 (the dashboard at http://ADDR/ui)
+  TOC_STORE                 memory (default: durable, its journal in DATA_DIR/journal) or redis
+  TOC_DATA_DIR              toc-data
+  TOC_MEMORY_JOURNAL        the journal file (none: memory only, nothing kept)
+  TOC_REDIS_URL             redis://127.0.0.1:6379/ (TOC_REDIS_CLUSTER_NODES for a Cluster)
+  TOC_TOKENS                comma-separated bearer tokens: secret[:scope[:topic pattern]]
+  TOC_LOG_FORMAT            text or json (levels from RUST_LOG, default info)
+  TOC_LIMITS_<SETTING>      every limit, e.g. TOC_LIMITS_MAX_TOPICS (docs/operations.md)
+
+Examples:
+  toc serve                              (the memory engine, its journal in ./toc-data)
+  toc serve --listen 0.0.0.0:8080 --config prod.toml
+  TOC_STORE=redis TOC_REDIS_URL=redis://127.0.0.1:6379/ toc serve";
+
 #[derive(Parser)]
 #[command(name = "toc", version, about = "timeout-center: jobs that fire at a future instant, at least once and on time", after_help = ENV_HELP)]
 pub(crate) struct Cli {
@@ -58,9 +76,7 @@ pub(crate) struct Cli {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Run the service: store, runtime and HTTP API.
-    #[command(
-        after_long_help = "Examples:\n  toc serve                      (the memory engine, its journal in ./toc-data)\n  toc serve --config prod.toml\n  TOC_STORE=redis TOC_REDIS_URL=redis://127.0.0.1:6379/ toc serve"
-    )]
+    #[command(after_help = SERVE_HELP)]
     Serve {
         /// A settings file layered over the built-in defaults.
         #[arg(long, env = "TOC_CONFIG")]
@@ -69,6 +85,10 @@ pub(crate) enum Command {
         /// `toc-data` in the current directory by default).
         #[arg(long)]
         data_dir: Option<PathBuf>,
+        /// The address the HTTP API listens on (`listen`, TOC_LISTEN; 127.0.0.1:8080 by
+        /// default). Any other than loopback needs tokens, or allow_open = true.
+        #[arg(long, value_name = "ADDR")]
+        listen: Option<std::net::SocketAddr>,
     },
     /// Schedule, read, cancel and reset jobs.
     #[command(subcommand)]
@@ -637,7 +657,11 @@ pub fn toc_main() -> ExitCode {
         quiet_on_closed_pipe();
     }
     match cli.command {
-        Command::Serve { config, data_dir } => return serve_main(config, data_dir),
+        Command::Serve {
+            config,
+            data_dir,
+            listen,
+        } => return serve_main(config, data_dir, listen),
         Command::Journal(cmd) => return journal_main(cmd),
         Command::Webhooks(cmd) => return webhooks_main(cmd),
         Command::Bench { args } => return bench_main(&args),
@@ -781,8 +805,16 @@ fn journal_main(cmd: JournalCmd) -> ExitCode {
 
 /// `toc serve`: the service until a signal stops it ([`serve::Service`] with the built-in
 /// types only).
-fn serve_main(config: Option<PathBuf>, data_dir: Option<PathBuf>) -> ExitCode {
-    match serve::Service::load(config.as_deref(), data_dir) {
+fn serve_main(
+    config: Option<PathBuf>,
+    data_dir: Option<PathBuf>,
+    listen: Option<std::net::SocketAddr>,
+) -> ExitCode {
+    let service = serve::Service::load(config.as_deref(), data_dir).and_then(|s| match listen {
+        Some(addr) => s.listening_on(addr),
+        None => Ok(s),
+    });
+    match service {
         Ok(service) => service.run(),
         Err(e) => {
             eprintln!("toc serve: {e}");
