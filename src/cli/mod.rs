@@ -76,7 +76,7 @@ pub(crate) struct Cli {
 #[derive(Subcommand)]
 pub(crate) enum Command {
     /// Run the service: store, runtime and HTTP API.
-    #[command(after_help = SERVE_HELP)]
+    #[command(after_help = SERVE_HELP, after_long_help = SERVE_HELP)]
     Serve {
         /// A settings file layered over the built-in defaults.
         #[arg(long, env = "TOC_CONFIG")]
