@@ -378,3 +378,27 @@ fn serve_says_and_takes_where_it_listens() {
         std::thread::sleep(Duration::from_millis(50));
     }
 }
+
+/// The start log calls a Redis store durable only when its primaries append every write
+/// (before: "durable (Redis)" for a Redis started with `--save '' --appendonly no`). Through
+/// a real `toc serve` on a Redis without persistence, then on one with `appendonly yes`.
+#[tokio::test]
+async fn the_start_log_says_what_redis_keeps_on_disk() {
+    use common::RedisServer;
+    use common::process::{Skew, Toc, redis_env};
+    for (extra, says) in [
+        (&[][..], "not durable"),
+        (&["--appendonly", "yes"][..], "durable (Redis appendonly)"),
+    ] {
+        let redis = RedisServer::start_with(extra);
+        let dir = tempfile::tempdir().unwrap();
+        let svc = Toc::start("toc", &redis_env(redis.url()), Skew::None, dir.path()).await;
+        let log = svc.log_text();
+        let opened = log
+            .lines()
+            .find(|l| l.contains("store opened"))
+            .unwrap_or_default()
+            .to_string();
+        assert!(opened.contains(says), "{extra:?}: {opened}\n{log}");
+    }
+}

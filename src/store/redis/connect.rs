@@ -44,6 +44,7 @@ pub(crate) async fn open(
             engine.confirm_writes(1, timeout, false);
         }
         let nodes = eviction::Nodes::Cluster(settings.cluster_nodes.clone(), certs.clone());
+        engine.persistence = eviction::persistence(&nodes).await;
         eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
         return Ok(Arc::new(engine));
     }
@@ -73,6 +74,7 @@ pub(crate) async fn open(
         let mut engine = RedisEngine::new(conn.clone(), options);
         engine.wakes = Wakes::Plain(WakeClient::Sentinel(conn.clone()));
         let nodes = eviction::Nodes::One(Arc::new(move || conn.client()));
+        engine.persistence = eviction::persistence(&nodes).await;
         eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
         engine.sync_clock().await;
         if let Some(timeout) = wait {
@@ -86,6 +88,7 @@ pub(crate) async fn open(
         engine.confirm_writes(1, timeout, true);
     }
     let nodes = eviction::Nodes::One(Arc::new(move || client.clone()));
+    engine.persistence = eviction::persistence(&nodes).await;
     eviction::guard(nodes, settings.allow_eviction, engine.warnings.clone()).await?;
     Ok(Arc::new(engine))
 }

@@ -110,6 +110,54 @@ async fn evicting(nodes: &Nodes) -> Result<(Vec<String>, Vec<String>)> {
     Ok((evicting, unknown))
 }
 
+/// What the primaries keep on disk, as the start log says it: durable only when every
+/// primary appends each write (`appendonly yes`); to its last snapshot when some only
+/// snapshot (`save`); not durable when one keeps nothing; as configured when `CONFIG GET`
+/// is refused or Redis is not reachable yet.
+pub(super) async fn persistence(nodes: &Nodes) -> &'static str {
+    let Ok(clients) = nodes.clients().await else {
+        return UNKNOWN_PERSISTENCE;
+    };
+    let mut weakest = 2; // 2: AOF everywhere, 1: a snapshot somewhere, 0: nothing somewhere
+    for client in clients {
+        let read: redis::RedisResult<(Vec<String>, Vec<String>)> = async {
+            let mut conn = client.get_multiplexed_async_connection().await?;
+            let aof = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("appendonly")
+                .query_async(&mut conn)
+                .await?;
+            let save = redis::cmd("CONFIG")
+                .arg("GET")
+                .arg("save")
+                .query_async(&mut conn)
+                .await?;
+            Ok((aof, save))
+        }
+        .await;
+        let Ok((aof, save)) = read else {
+            return UNKNOWN_PERSISTENCE;
+        };
+        let level = match (
+            aof.get(1).map(String::as_str),
+            save.get(1).map(String::as_str),
+        ) {
+            (Some("yes"), _) => 2,
+            (_, Some(rules)) if !rules.trim().is_empty() => 1,
+            _ => 0,
+        };
+        weakest = weakest.min(level);
+    }
+    match weakest {
+        2 => "durable (Redis appendonly)",
+        1 => "to Redis' last snapshot (save, no appendonly: writes since are lost in a crash)",
+        _ => "not durable (Redis keeps nothing on disk: appendonly no, save '')",
+    }
+}
+
+/// What the start log says when Redis' persistence cannot be read.
+const UNKNOWN_PERSISTENCE: &str = "as Redis is configured (its persistence could not be read)";
+
 fn explain(found: &[String]) -> String {
     format!(
         "Redis evicts keys when it is full, which deletes jobs without an error ({}); set \

@@ -66,6 +66,8 @@ pub(crate) struct RedisEngine<C> {
     durability: Option<durable::Wait>,
     /// What `/health` should say of the store (eviction allowed, see `eviction.rs`).
     warnings: Arc<std::sync::Mutex<Vec<String>>>,
+    /// What the primaries keep on disk, read at the start (`eviction::persistence`).
+    persistence: &'static str,
     /// The slots, by topic, where `reset_many.lua` has run (it marks a slot written before
     /// due members were marked: `lua/lib.lua`'s `MARK`), only whose batch resets take the
     /// plain path (`jobs.rs`), with how many creating batches skip it there yet.
@@ -94,6 +96,7 @@ where
             clock,
             durability: None,
             warnings: Arc::default(),
+            persistence: "as Redis is configured",
             plain: Default::default(),
             flow_cache: Default::default(),
         }
@@ -215,7 +218,7 @@ where
     }
 
     fn durability(&self) -> &'static str {
-        "durable (Redis)"
+        self.persistence
     }
 
     fn clock(&self) -> Option<SharedClock> {
