@@ -656,3 +656,28 @@ fn every_cargo_feature_the_prose_names_exists() {
         ["bench", "x"]
     );
 }
+
+/// The generator settings docs/operations.md's "Clients" gives are those scripts/client.sh
+/// generates the tested client with.
+#[test]
+fn the_clients_settings_are_the_ones_the_tested_client_is_made_with() {
+    let ops = read("docs/operations.md");
+    let section = ops
+        .split("### Clients")
+        .nth(1)
+        .and_then(|s| s.split("```yaml").nth(1))
+        .and_then(|s| s.split("```").next())
+        .expect("docs/operations.md's Clients section gives a yaml block");
+    let lines = |text: &str| -> Vec<String> {
+        text.lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+            .map(str::to_string)
+            .collect()
+    };
+    assert_eq!(
+        lines(section),
+        lines(&read("scripts/openapi_client.yml")),
+        "the documented settings drifted from scripts/openapi_client.yml"
+    );
+}
