@@ -681,3 +681,90 @@ fn the_clients_settings_are_the_ones_the_tested_client_is_made_with() {
         "the documented settings drifted from scripts/openapi_client.yml"
     );
 }
+
+/// The rows of the settings table: each setting of config/default.toml, its variable, its
+/// default and the first sentence of the comment above it.
+fn settings_table(defaults: &str) -> String {
+    let mut out =
+        String::from("| setting | variable | default | what it is |\n| --- | --- | --- | --- |\n");
+    let (mut section, mut comment) = (String::new(), Vec::<String>::new());
+    // A setting right under another with no comment of its own shares that one's.
+    let mut grouped = false;
+    for line in defaults.lines() {
+        let line = line.trim();
+        if line.is_empty() {
+            grouped = false;
+        }
+        if let Some(rest) = line.strip_prefix('#') {
+            comment.push(rest.trim().to_string());
+            continue;
+        }
+        if line.starts_with('[') && line.ends_with(']') {
+            // A comment above a section speaks for its first setting.
+            section = line.trim_matches(['[', ']']).to_string();
+            grouped = false;
+            continue;
+        }
+        let Some((key, value)) = line.split_once(" = ") else {
+            comment.clear();
+            grouped = false;
+            continue;
+        };
+        let path = if section.is_empty() {
+            key.to_string()
+        } else {
+            format!("{section}.{key}")
+        };
+        let variable = format!("TOC_{}", path.replace('.', "_").to_ascii_uppercase());
+        let text = match (comment.is_empty(), grouped) {
+            (true, true) => "(with the setting above)".to_string(),
+            _ => comment.join(" "),
+        };
+        grouped = true;
+        let first = text
+            .split_inclusive(". ")
+            .next()
+            .unwrap_or_default()
+            .trim()
+            .replace('|', "\\|");
+        out.push_str(&format!(
+            "| `{path}` | `{variable}` | `{}` | {first} |\n",
+            value.replace('|', "\\|")
+        ));
+        comment.clear();
+    }
+    out
+}
+
+/// docs/operations.md's table of every setting is the one config/default.toml makes: a
+/// setting added, renamed or given another default changes it. `TOC_WRITE_DOCS=1 cargo
+/// test --test docs` writes it anew.
+#[test]
+fn the_settings_table_is_config_default_toml() {
+    const START: &str = "<!-- every setting: made from config/default.toml by tests/docs.rs -->\n";
+    const END: &str = "<!-- end of every setting -->";
+    let table = settings_table(&read("config/default.toml"));
+    assert!(
+        table.contains("| `listen` | `TOC_LISTEN` | `\"127.0.0.1:8080\"` |"),
+        "{table}"
+    );
+    assert!(
+        table.lines().count() > 80,
+        "the settings are no longer read"
+    );
+    let path = root().join("docs/operations.md");
+    let ops = read("docs/operations.md");
+    let (before, rest) = ops
+        .split_once(START)
+        .expect("docs/operations.md has the table's start mark");
+    let (shown, after) = rest.split_once(END).expect("and its end mark");
+    if shown != table {
+        if std::env::var_os("TOC_WRITE_DOCS").is_some() {
+            std::fs::write(&path, format!("{before}{START}{table}{END}{after}")).unwrap();
+        } else {
+            panic!(
+                "docs/operations.md's settings table is not config/default.toml's: run TOC_WRITE_DOCS=1 cargo test --test docs"
+            );
+        }
+    }
+}
