@@ -41,7 +41,12 @@ async fn script() -> HttpResponse {
 /// The dashboard's routes.
 pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
     use super::guard::{Need, route};
-    cfg.service(web::resource(["/ui", "/ui/"]).route(route(Need::Open, web::get().to(page))))
+    // A URL per view (`/ui/topics/{topic}`, `.../jobs/{id}`, `.../dead`): the same page,
+    // which opens the view its path names, so a reload or a link from an alert keeps it.
+    cfg.service(
+        web::resource(["/ui", "/ui/", "/ui/topics/{rest:.*}"])
+            .route(route(Need::Open, web::get().to(page))),
+    )
         .service(web::resource("/ui/app.css").route(route(Need::Open, web::get().to(style))))
         .service(web::resource("/ui/app.js").route(route(Need::Open, web::get().to(script))));
 }

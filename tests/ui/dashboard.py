@@ -9,7 +9,12 @@ Checks:
 - a topic's upcoming jobs are listed in fire-time order, page by page, and its running ones;
 - the pause button pauses and resumes a topic (the API agrees);
 - the slot table has one row per topic, and fires per second are drawn as a chart;
-- with tokens set, the page shows nothing and changes nothing until given a token.
+- with tokens set, the page shows nothing and changes nothing until given a token, and says
+  whether a token is missing or was refused;
+- each view has its own address (/ui/topics/T, .../jobs/ID, .../dead): opened directly, it
+  shows that view, and choosing a topic or a job puts it in the address;
+- a job is shown as fields, its instants as UTC dates; a scheduled job may be fired now or
+  cancelled from its row (a write token's), and a read token is offered neither.
 """
 
 import json
@@ -219,17 +224,49 @@ def check_open_service(browser, svc, shots):
     assert status == 404, status
     expect(q.locator("td").nth(4)).to_have_text("0", timeout=WAIT_MS)
 
-    # Job lookup and the events' tail.
+    # Job lookup, as fields (instants as UTC dates), and its address.
     page.fill("#lookup-id", "dead-1")
     page.click("#lookup button")
-    expect(page.locator("#lookup-result")).to_contain_text('"state": "scheduled"', timeout=WAIT_MS)
+    state = page.locator('#lookup-result tr[data-field="state"]')
+    expect(state).to_contain_text("scheduled", timeout=WAIT_MS)
+    fire_at = page.locator('#lookup-result tr[data-field="fire_at"]')
+    expect(fire_at).to_contain_text("Z (", timeout=WAIT_MS)
+    assert "/ui/topics/q/jobs/dead-1" in page.url, page.url
+    # The events' tail.
     expect(page.locator("#events tbody")).to_contain_text("job.dead", timeout=WAIT_MS)
     expect(page.locator("#slots tbody tr").first).to_be_visible(timeout=WAIT_MS)
     if shots:
         page.locator('#topics tr[data-topic="orders"]').click()
         page.screenshot(path=os.path.join(shots, "ui-topics.png"), full_page=True)
+    # An address per view: a reload keeps it, a job's address opens the job.
+    page.goto(svc.base + "/ui/topics/orders")
+    expect(page.locator("#topic-name")).to_have_text("orders", timeout=WAIT_MS)
+    expect(page.locator('#upcoming tr[data-job="u00"]')).to_have_count(1, timeout=WAIT_MS)
+    page.goto(svc.base + "/ui/topics/orders/jobs/u05")
+    expect(page.locator('#lookup-result tr[data-field="id"]')).to_contain_text("u05", timeout=WAIT_MS)
+    page.goto(svc.base + "/ui/topics/q/dead")
+    expect(page.locator("#topic-name")).to_have_text("q", timeout=WAIT_MS)
+    page.locator('#topics tr[data-topic="orders"]').click()
+    page.wait_for_url("**/ui/topics/orders", timeout=WAIT_MS)
+    page.go_back()
+    expect(page.locator("#topic-name")).to_have_text("q", timeout=WAIT_MS)
+    # A scheduled job's actions: fire it now (it runs: gone from the topic), cancel another.
+    page.goto(svc.base + "/ui/topics/orders")
+    u03 = page.locator('#upcoming tr[data-job="u03"]')
+    expect(u03).to_have_count(1, timeout=WAIT_MS)
+    u03.locator("button.fire-now").click()
+    expect(u03).to_have_count(0, timeout=WAIT_MS)
+    deadline = time.time() + 10
+    while call(svc.base, "GET", "/v1/topics/orders/jobs/u03")[0] != 404:
+        assert time.time() < deadline, "u03 was not fired now"
+        time.sleep(0.05)  # a poll of the API, every 50 ms of real time, up to 10 s
+    u04 = page.locator('#upcoming tr[data-job="u04"]')
+    u04.locator("button.cancel-job").click()
+    expect(u04).to_have_count(0, timeout=WAIT_MS)
+    assert call(svc.base, "GET", "/v1/topics/orders/jobs/u04")[0] == 404
     assert not errors, f"console errors: {errors}"
     page.close()
+    print("dashboard: an address per view; a job as fields; fire now and cancel from a job's row")
     print("dashboard: loads with no console errors; a scheduled topic appears; upcoming and running "
           "jobs page in order; pause and resume; slots per topic; the fires chart; requeue and delete work")
 
@@ -254,17 +291,19 @@ def check_tokens(browser, svc):
     expect(page.locator("#auth-needed")).to_be_visible(timeout=WAIT_MS)
     expect(page.locator("#topics tbody tr")).to_have_count(0)
     expect(page.locator("#views")).to_be_hidden()
-    # A wrong token is refused the same way.
+    # A wrong token is refused, and told apart from none.
     page.fill("#token", "not-the-token")
     page.click("#token-form button")
-    page.wait_for_timeout(500)
-    expect(page.locator("#auth-needed")).to_be_visible()
+    expect(page.locator("#auth-refused")).to_be_visible(timeout=WAIT_MS)
+    expect(page.locator("#auth-needed")).to_be_hidden()
+    expect(page.locator("#status")).to_have_text("token refused")
     expect(page.locator("#topics tbody tr")).to_have_count(0)
     # With the token the page works, and keeps it in this tab's session storage only.
     page.fill("#token", TOKEN)
     page.click("#token-form button")
     expect(page.locator('#topics tr[data-topic="secret"]')).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("#auth-needed")).to_be_hidden()
+    expect(page.locator("#auth-refused")).to_be_hidden()
     assert page.evaluate("sessionStorage.getItem('toc-token')") == TOKEN
     assert page.evaluate("localStorage.length") == 0
     # A new tab's session starts without it.
@@ -284,6 +323,8 @@ def check_tokens(browser, svc):
     # The webhook job, listed and looked up whole: its payload's secrets are redacted.
     page.click('#topics tr[data-topic="secret"] td >> nth=0')
     expect(page.locator('#upcoming tr[data-job="hook-1"]')).to_have_count(1, timeout=WAIT_MS)
+    expect(page.locator("#upcoming button.fire-now")).to_have_count(0)
+    expect(page.locator("#upcoming button.cancel-job")).to_have_count(0)
     page.fill("#lookup-id", "hook-1")
     page.click("#lookup button")
     expect(page.locator("#lookup-result")).to_contain_text("hooks.example.com", timeout=WAIT_MS)

@@ -75,15 +75,68 @@ function showError(err) {
   box.hidden = false;
 }
 
+// Locks the page on a 401: told apart, a token that was given and refused, and none given.
 function lock(locked) {
   state.locked = locked;
-  $("#auth-needed").hidden = !locked;
+  const given = !!sessionStorage.getItem(TOKEN_KEY);
+  $("#auth-needed").hidden = !locked || given;
+  $("#auth-refused").hidden = !locked || !given;
   $("#views").hidden = locked;
   if (locked) {
-    for (const id of ["#topics", "#slots", "#dead", "#events", "#upcoming", "#running", "#topic-slots"]) $(id + " tbody").replaceChildren();
+    for (const id of ["#topics", "#slots", "#dead", "#events", "#upcoming", "#running", "#topic-slots", "#lookup-result"]) $(id + " tbody").replaceChildren();
     $("#lateness").replaceChildren();
-    $("#status").textContent = "token needed";
+    $("#status").textContent = given ? "token refused" : "token needed";
   }
+}
+
+// A span of ms in words: 1m 30s, 2h 5m, 400 ms.
+function span(ms) {
+  if (ms < 1000) return ms + " ms";
+  let s = Math.round(ms / 1000);
+  const parts = [];
+  for (const [unit, n] of [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]]) {
+    if (s >= n) { parts.push(Math.floor(s / n) + unit); s %= n; }
+  }
+  return parts.slice(0, 2).join(" ");
+}
+
+// An instant in UTC with how far it is from now; a parked job's says so.
+function instant(ms) {
+  if (ms >= PARKED_AT) return "parked: waits for a reset";
+  return new Date(ms).toISOString().replace(".000Z", "Z") + " (" + ago(ms) + ")";
+}
+
+// A job as fields: instants as UTC dates with a countdown or an age, spans in words.
+function showJob(j) {
+  const rows = Object.entries(j).map(([k, v]) => {
+    const row = document.createElement("tr");
+    row.dataset.field = k;
+    cell(row, k);
+    let shown = v;
+    if (v === null || v === undefined) shown = "—";
+    else if (typeof v === "number" && k.endsWith("_at") || k === "lease_until") shown = instant(v);
+    else if (typeof v === "number" && k.endsWith("_ms")) shown = span(v);
+    else if (typeof v === "object") shown = JSON.stringify(v);
+    cell(row, shown);
+    return row;
+  });
+  $("#lookup-result tbody").replaceChildren(...rows);
+}
+
+// The view the address names: /ui/topics/{topic}, .../jobs/{id}, .../dead.
+function viewOfPath() {
+  const m = location.pathname.match(/^\/ui\/topics\/([^/]+)(?:\/(jobs)\/([^/]+)|\/(dead))?\/?$/);
+  if (!m) return null;
+  return { topic: decodeURIComponent(m[1]), job: m[3] ? decodeURIComponent(m[3]) : null, dead: !!m[4] };
+}
+
+// Puts the view in the address, so a reload or a link keeps it.
+function showPath(path) {
+  if (location.pathname !== path) history.pushState(null, "", path);
+}
+
+function topicUrl(name, rest) {
+  return "/ui/topics/" + encodeURIComponent(name) + (rest || "");
 }
 
 // Prometheus text: counter values and histogram buckets, summed over topics.
@@ -305,6 +358,9 @@ async function showList(which, cursor) {
       cell(row, j.fire_at >= PARKED_AT ? "parked: waits for a reset" : new Date(j.fire_at).toISOString());
       cell(row, j.attempts + " / " + j.max_attempts);
       cell(row, schedule(j));
+      // A scheduled job's actions, for a token that may write.
+      const actions = row.insertCell();
+      if (may("write")) actions.append(...jobActions(j));
     } else {
       cell(row, new Date(j.fire_at).toISOString());
       cell(row, ago(j.lease_until));
@@ -378,6 +434,55 @@ async function showDead(cursor) {
   $("#dead tbody").replaceChildren(...rows);
 }
 
+// Buttons for a scheduled job: show it, fire it now, cancel it.
+function jobActions(j) {
+  const button = (text, cls, onClick) => {
+    const b = document.createElement("button");
+    b.textContent = text;
+    b.className = cls;
+    b.addEventListener("click", (ev) => { ev.stopPropagation(); onClick(); });
+    return b;
+  };
+  const path = topicPath("/jobs/" + encodeURIComponent(j.id));
+  return [
+    button("Show", "show-job", () => lookup(j.id)),
+    " ",
+    button("Fire now", "fire-now", () => jobAct(path + "/reset", "POST", { delay_ms: 0 })),
+    " ",
+    button("Cancel", "cancel-job", () => {
+      if (confirm("Cancel job " + j.id + "?")) jobAct(path, "DELETE");
+    }),
+  ];
+}
+
+async function jobAct(path, method, body) {
+  try {
+    await api(path, body === undefined ? { method } : { method, body: JSON.stringify(body) });
+    await Promise.all([showLists(), refreshTopics()]);
+    showError(null);
+  } catch (err) {
+    handle(err);
+  }
+}
+
+// Shows job `id` of the selected topic as fields, and puts it in the address.
+async function lookup(id) {
+  $("#lookup-id").value = id;
+  showPath(topicUrl(state.topic, "/jobs/" + encodeURIComponent(id)));
+  try {
+    const res = await api(topicPath("/jobs/" + encodeURIComponent(id)));
+    if (res.status === 404) {
+      const row = document.createElement("tr");
+      cell(row, "No job " + id + " in " + state.topic + " (it fired and finished, or was cancelled: see its events).");
+      $("#lookup-result tbody").replaceChildren(row);
+    } else {
+      showJob(res.body);
+    }
+  } catch (err) {
+    handle(err);
+  }
+}
+
 async function act(path, method) {
   try {
     await api(path, { method });
@@ -411,14 +516,15 @@ async function tailEvents() {
   }
 }
 
-async function selectTopic(name) {
+async function selectTopic(name, path) {
+  showPath(path || topicUrl(name));
   state.topic = name;
   state.eventsAfter = null;
   $("#topic-name").textContent = name;
   $("#topic-view").hidden = false;
   $("#events tbody").replaceChildren();
   $("#topic-slots tbody").replaceChildren();
-  $("#lookup-result").textContent = "";
+  $("#lookup-result tbody").replaceChildren();
   state.lists.upcoming = { shown: null, next: null };
   state.lists.running = { shown: null, next: null };
   for (const row of document.querySelectorAll("#topics tbody tr")) {
@@ -468,19 +574,21 @@ $("#token-form").addEventListener("submit", (ev) => {
   refresh();
 });
 
-$("#lookup").addEventListener("submit", async (ev) => {
+$("#lookup").addEventListener("submit", (ev) => {
   ev.preventDefault();
   const id = $("#lookup-id").value.trim();
-  if (!id || !state.topic) return;
-  try {
-    const res = await api(topicPath("/jobs/" + encodeURIComponent(id)));
-    $("#lookup-result").textContent = res.status === 404
-      ? "No job " + id + " in " + state.topic + "."
-      : JSON.stringify(res.body, null, 2);
-  } catch (err) {
-    handle(err);
-  }
+  if (id && state.topic) lookup(id);
 });
+
+// The view the address names, at load and on the browser's back and forward.
+async function openPath() {
+  const view = viewOfPath();
+  if (!view) return;
+  await selectTopic(view.topic, location.pathname);
+  if (view.job) await lookup(view.job);
+  if (view.dead) $("#dead").scrollIntoView();
+}
+window.addEventListener("popstate", () => { openPath(); });
 
 for (const which of ["upcoming", "running"]) {
   $("#" + which + "-first").addEventListener("click", () => showList(which, null).catch(handle));
@@ -490,4 +598,4 @@ $("#dead-first").addEventListener("click", () => showDead(null).catch(handle));
 $("#dead-next").addEventListener("click", () => showDead(state.deadCursor).catch(handle));
 
 $("#token").value = sessionStorage.getItem(TOKEN_KEY) || "";
-refresh();
+refresh().then(openPath);
