@@ -152,15 +152,19 @@ def main(toc):
         assert s2.get(("toc_store_up", "{}")) == 0, "the outage shows in toc_store_up"
 
         rules = os.path.abspath("config/prometheus/alerts.yml")
-        def alert(severity, summary, **labels):
+        def alert(severity, summary, view=None, **labels):
+            notes = {"summary": summary, "runbook": "docs/operations.md#alerts"}
+            if view is not None:
+                # A topic's alert links its view on the dashboard.
+                notes["dashboard"] = "http://toc-a/ui/topics/" + labels["topic"] + view
             return {"exp_labels": {"severity": severity, "instance": "toc-a", **labels},
-                    "exp_annotations": {"summary": summary, "runbook": "docs/operations.md#alerts"}}
-        late = alert("warning", "t: jobs fire over 1 s late (p99)", topic="t")
-        dead_labels = alert("warning", "t: jobs went to the dead letters", job="toc", topic="t")
-        retries = alert("warning", "t: more than a tenth of the fires fail and retry", topic="t")
+                    "exp_annotations": notes}
+        late = alert("warning", "t: jobs fire over 1 s late (p99)", "", topic="t")
+        dead_labels = alert("warning", "t: jobs went to the dead letters", "/dead", job="toc", topic="t")
+        retries = alert("warning", "t: more than a tenth of the fires fail and retry", "", topic="t")
         store = alert("critical", "toc-a: the store does not answer", job="toc")
-        pumps = alert("critical", "toc-a: pumps of t fail", topic="t")
-        unserved = alert("critical", "u: no live instance runs its job types; its jobs wait", job="toc", topic="u")
+        pumps = alert("critical", "toc-a: pumps of t fail", "", topic="t")
+        unserved = alert("critical", "u: no live instance runs its job types; its jobs wait", "", job="toc", topic="u")
         tests = {
             "rule_files": [rules],
             "evaluation_interval": "1m",
