@@ -264,9 +264,34 @@ def check_open_service(browser, svc, shots):
     u04.locator("button.cancel-job").click()
     expect(u04).to_have_count(0, timeout=WAIT_MS)
     assert call(svc.base, "GET", "/v1/topics/orders/jobs/u04")[0] == 404
+    # Labels shown, and the lists filtered by one.
+    for i in range(2):
+        status, body = call(svc.base, "PUT", f"/v1/topics/orders/jobs/lab-{i}",
+                            {"delay_ms": 900_000, "labels": {"campaign": "spring"}})
+        assert status in (200, 201), (status, body)
+    page.goto(svc.base + "/ui/topics/orders")
+    expect(page.locator('#upcoming tr[data-job="u00"]')).to_have_count(1, timeout=WAIT_MS)
+    page.fill("#list-label", "campaign:spring")
+    page.click("#list-filter button")
+    expect(upcoming).to_have_count(2, timeout=WAIT_MS)
+    expect(upcoming.first).to_contain_text("campaign:spring")
+    # Every dead letter requeued at once from the dead letters' own form (dead-1, requeued
+    # above, is cancelled first: the claims below take the pull topic's due jobs).
+    status, _ = call(svc.base, "DELETE", "/v1/topics/q/jobs/dead-1")
+    assert status == 204, status
+    bury(svc, "dead-3")
+    bury(svc, "dead-4")
+    page.goto(svc.base + "/ui/topics/q/dead")
+    expect(page.locator("#dead tbody tr")).to_have_count(2, timeout=WAIT_MS)
+    page.click("#dead-requeue-all")
+    expect(page.locator("#dead tbody tr")).to_have_count(0, timeout=WAIT_MS)
+    for job_id in ("dead-3", "dead-4"):
+        status, job = call(svc.base, "GET", f"/v1/topics/q/jobs/{job_id}")
+        assert status == 200 and job["state"] == "scheduled", (status, job)
     assert not errors, f"console errors: {errors}"
     page.close()
-    print("dashboard: an address per view; a job as fields; fire now and cancel from a job's row")
+    print("dashboard: an address per view; a job as fields; fire now and cancel from a job's row; "
+          "labels shown and filtered; every dead letter requeued at once")
     print("dashboard: loads with no console errors; a scheduled topic appears; upcoming and running "
           "jobs page in order; pause and resume; slots per topic; the fires chart; requeue and delete work")
 
@@ -324,6 +349,7 @@ def check_tokens(browser, svc):
     page.click('#topics tr[data-topic="secret"] td >> nth=0')
     expect(page.locator('#upcoming tr[data-job="hook-1"]')).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("#upcoming button.fire-now")).to_have_count(0)
+    expect(page.locator("#dead-requeue-all")).to_be_hidden()
     expect(page.locator("#upcoming button.cancel-job")).to_have_count(0)
     page.fill("#lookup-id", "hook-1")
     page.click("#lookup button")

@@ -342,7 +342,9 @@ async function refreshSlots() {
 async function showList(which, cursor) {
   if (!state.topic) return;
   const kind = which === "upcoming" ? "scheduled" : "running";
-  const query = "?state=" + kind + "&limit=20" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "");
+  const label = $("#list-label").value.trim();
+  const query = "?state=" + kind + "&limit=20" + (cursor ? "&cursor=" + encodeURIComponent(cursor) : "") +
+    (label ? "&label=" + encodeURIComponent(label) : "");
   const { body } = await api(topicPath("/jobs" + query));
   const list = state.lists[which];
   list.shown = cursor;
@@ -358,6 +360,7 @@ async function showList(which, cursor) {
       cell(row, j.fire_at >= PARKED_AT ? "parked: waits for a reset" : new Date(j.fire_at).toISOString());
       cell(row, j.attempts + " / " + j.max_attempts);
       cell(row, schedule(j));
+      cell(row, labels(j));
       // A scheduled job's actions, for a token that may write.
       const actions = row.insertCell();
       if (may("write")) actions.append(...jobActions(j));
@@ -377,6 +380,11 @@ function showLists() {
     showList("upcoming", state.lists.upcoming.shown),
     showList("running", state.lists.running.shown),
   ]);
+}
+
+// A job's labels as key:value, the API's filter syntax.
+function labels(j) {
+  return Object.entries(j.labels || {}).map(([k, v]) => k + ":" + v).join(" ");
 }
 
 // A job's schedule in words: its pattern or period, where its series ends, its spread, and
@@ -525,6 +533,7 @@ async function selectTopic(name, path) {
   $("#events tbody").replaceChildren();
   $("#topic-slots tbody").replaceChildren();
   $("#lookup-result tbody").replaceChildren();
+  $("#dead-requeue-all").hidden = !may("admin");
   state.lists.upcoming = { shown: null, next: null };
   state.lists.running = { shown: null, next: null };
   for (const row of document.querySelectorAll("#topics tbody tr")) {
@@ -595,6 +604,27 @@ for (const which of ["upcoming", "running"]) {
   $("#" + which + "-next").addEventListener("click", () => showList(which, state.lists[which].next).catch(handle));
 }
 $("#dead-first").addEventListener("click", () => showDead(null).catch(handle));
+$("#list-filter").addEventListener("submit", (ev) => {
+  ev.preventDefault();
+  state.lists.upcoming = { shown: null, next: null };
+  state.lists.running = { shown: null, next: null };
+  showLists().catch(handle);
+});
+// Every dead letter of the topic (with the label, when one is given) requeued.
+$("#dead-requeue-all").addEventListener("click", async () => {
+  const label = $("#dead-label").value.trim();
+  const what = label ? "every dead letter labelled " + label : "every dead letter";
+  if (!state.topic || !confirm("Requeue " + what + " of " + state.topic + "?")) return;
+  // Every letter dead by now, once: one that dies again meanwhile waits for the next click.
+  const filter = label ? "label=" + encodeURIComponent(label) : "from=0";
+  try {
+    await api(topicPath("/dead/requeue?" + filter), { method: "POST" });
+    await Promise.all([showDead(null), refreshTopics()]);
+    showError(null);
+  } catch (err) {
+    handle(err);
+  }
+});
 $("#dead-next").addEventListener("click", () => showDead(state.deadCursor).catch(handle));
 
 $("#token").value = sessionStorage.getItem(TOKEN_KEY) || "";
