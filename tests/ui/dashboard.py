@@ -19,6 +19,7 @@ Checks:
 
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -139,6 +140,9 @@ def check_open_service(browser, svc, shots):
     row = page.locator('#topics tr[data-topic="orders"]')
     expect(row).to_have_count(1, timeout=WAIT_MS)
     expect(row.locator("td").nth(2)).to_have_text("3", timeout=WAIT_MS)
+    # Times as spans of one kind (in 9m 59s, not "in 599 s" beside "in 2 min"), the clock in UTC.
+    expect(row.locator("td").nth(5)).to_have_text(re.compile(r"^in \d+m( \d+s)?$"), timeout=WAIT_MS)
+    expect(page.locator("#status")).to_have_text(re.compile(r"^updated \d\d:\d\d:\d\dZ"), timeout=WAIT_MS)
 
     # Upcoming jobs, in fire-time order, page by page (20 a page): 22 more, the first due
     # soonest, one of them recurring.
@@ -244,6 +248,11 @@ def check_open_service(browser, svc, shots):
     expect(page.locator('#upcoming tr[data-job="u00"]')).to_have_count(1, timeout=WAIT_MS)
     page.goto(svc.base + "/ui/topics/orders/jobs/u05")
     expect(page.locator('#lookup-result tr[data-field="id"]')).to_contain_text("u05", timeout=WAIT_MS)
+    # Years, not thousands of hours, for a job years away.
+    status, _ = call(svc.base, "PUT", "/v1/topics/orders/jobs/far", {"delay_ms": 3 * 366 * 86_400_000})
+    assert status in (200, 201), status
+    page.goto(svc.base + "/ui/topics/orders/jobs/far")
+    expect(page.locator('#lookup-result tr[data-field="fire_at"]')).to_contain_text("(in 3y", timeout=WAIT_MS)
     page.goto(svc.base + "/ui/topics/q/dead")
     expect(page.locator("#topic-name")).to_have_text("q", timeout=WAIT_MS)
     page.locator('#topics tr[data-topic="orders"]').click()

@@ -58,13 +58,13 @@ function cell(row, value, cls) {
 // The fire time of a parked job (src/time.rs, PARKED_AT): no fire planned until a reset.
 const PARKED_AT = 99999999999999;
 
+// How far an instant is from now, as a span (1m 49s; years past a year): "in …" or "… ago".
 function ago(ms) {
   if (ms === null || ms === undefined) return "never";
   if (ms >= PARKED_AT) return "parked";
   const d = Date.now() - ms;
-  if (Math.abs(d) < 1000) return d >= 0 ? "just now" : "in <1 s";
-  const s = Math.round(Math.abs(d) / 1000);
-  const text = s < 120 ? s + " s" : s < 7200 ? Math.round(s / 60) + " min" : Math.round(s / 3600) + " h";
+  if (Math.abs(d) < 1000) return d >= 0 ? "just now" : "in <1s";
+  const text = span(Math.abs(d));
   return d >= 0 ? text + " ago" : "in " + text;
 }
 
@@ -94,7 +94,7 @@ function span(ms) {
   if (ms < 1000) return ms + " ms";
   let s = Math.round(ms / 1000);
   const parts = [];
-  for (const [unit, n] of [["d", 86400], ["h", 3600], ["m", 60], ["s", 1]]) {
+  for (const [unit, n] of [["y", 365 * 86400], ["d", 86400], ["h", 3600], ["m", 60], ["s", 1]]) {
     if (s >= n) { parts.push(Math.floor(s / n) + unit); s %= n; }
   }
   return parts.slice(0, 2).join(" ");
@@ -567,7 +567,7 @@ async function refresh() {
     if (state.topic) await Promise.all([showDead(state.deadShown), tailEvents(), showLists()]);
     lock(false);
     showError(null);
-    $("#status").textContent = "updated " + new Date().toLocaleTimeString() +
+    $("#status").textContent = "updated " + new Date().toISOString().slice(11, 19) + "Z" +
       (may("admin") ? "" : " (a " + state.scope + " token: changes it may not make are hidden)");
   } catch (err) {
     handle(err);
