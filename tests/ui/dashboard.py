@@ -127,7 +127,8 @@ def check_open_service(browser, svc, shots):
     errors = []
     page.on("console", lambda m: errors.append(m.text) if m.type == "error" else None)
     page.on("pageerror", lambda e: errors.append(str(e)))
-    page.on("dialog", lambda d: d.accept())
+    # Confirmations accepted; a prompt answered with its default.
+    page.on("dialog", lambda d: d.accept(d.default_value) if d.type == "prompt" else d.accept())
     page.goto(svc.base + "/ui")
     expect(page.locator("#status")).to_contain_text("updated", timeout=WAIT_MS)
     expect(page.locator("#auth-needed")).to_be_hidden()
@@ -269,6 +270,21 @@ def check_open_service(browser, svc, shots):
     while call(svc.base, "GET", "/v1/topics/orders/jobs/u03")[0] != 404:
         assert time.time() < deadline, "u03 was not fired now"
         time.sleep(0.05)  # a poll of the API, every 50 ms of real time, up to 10 s
+    # Reset by a span typed into the prompt (its default, 30m, accepted): the job moves from
+    # about five minutes ahead to about thirty.
+    u05 = page.locator('#upcoming tr[data-job="u05"]')
+    u05.locator("button.reset-job").click()
+    deadline = time.time() + 10
+    while True:
+        status, job = call(svc.base, "GET", "/v1/topics/orders/jobs/u05")
+        if status == 200 and job["fire_at"] > time.time() * 1000 + 25 * 60_000:
+            break
+        assert time.time() < deadline, f"u05 was not reset to 30m: {job}"
+        time.sleep(0.05)  # a poll of the API, every 50 ms of real time, up to 10 s
+    # A series is triggered once now, its schedule kept.
+    u00 = page.locator('#upcoming tr[data-job="u00"]')
+    u00.locator("button.trigger-job").click()
+    expect(page.locator("#events tbody")).to_contain_text("u00~", timeout=WAIT_MS)
     u04 = page.locator('#upcoming tr[data-job="u04"]')
     u04.locator("button.cancel-job").click()
     expect(u04).to_have_count(0, timeout=WAIT_MS)

@@ -452,15 +452,36 @@ function jobActions(j) {
     return b;
   };
   const path = topicPath("/jobs/" + encodeURIComponent(j.id));
-  return [
+  const out = [
     button("Show", "show-job", () => lookup(j.id)),
     " ",
     button("Fire now", "fire-now", () => jobAct(path + "/reset", "POST", { delay_ms: 0 })),
+    " ",
+    button("Reset…", "reset-job", () => {
+      const text = prompt("Fire " + j.id + " in (90s, 30m, 2h, 1d) or at (an RFC 3339 instant):", "30m");
+      const body = text && when(text.trim());
+      if (body) jobAct(path + "/reset", "POST", body);
+      else if (text) showError("Not a span (90s, 30m, 2h, 1d) nor an instant: " + text);
+    }),
     " ",
     button("Cancel", "cancel-job", () => {
       if (confirm("Cancel job " + j.id + "?")) jobAct(path, "DELETE");
     }),
   ];
+  // A series fires once now as a job of its own, its schedule untouched.
+  if (j.repeat) out.push(" ", button("Trigger", "trigger-job", () => jobAct(path + "/trigger", "POST")));
+  return out;
+}
+
+// A reset's body from a span (90s, 30m, 2h, 1d) or an RFC 3339 instant; null for neither.
+function when(text) {
+  const m = text.match(/^(\d+)(ms|s|m|h|d)$/);
+  if (m) {
+    const unit = { ms: 1, s: 1000, m: 60000, h: 3600000, d: 86400000 }[m[2]];
+    return { delay_ms: Number(m[1]) * unit };
+  }
+  const at = Date.parse(text);
+  return /^\d{4}-\d\d-\d\dT/.test(text) && !Number.isNaN(at) ? { fire_at: at } : null;
 }
 
 async function jobAct(path, method, body) {
