@@ -991,7 +991,7 @@ impl TimeoutCenter {
             m.fired
                 .with_label_values(&[topic])
                 .inc_by(jobs.len() as u64);
-            let lateness = m.lateness.with_label_values(&[topic]);
+            let lateness = m.claim_lateness.with_label_values(&[topic]);
             for j in &jobs {
                 lateness.observe(crate::num::float((now - j.job.fire_at).max(0)) / 1_000.0);
             }

@@ -40,6 +40,9 @@ pub struct Metrics {
     /// Pumps that failed (the store refused or did not answer), by topic.
     pub pump_failures: IntCounterVec,
     pub lateness: HistogramVec,
+    /// How late a pull topic's due jobs were claimed by its consumers (apart from firing
+    /// lateness: a claim waits for a consumer to ask).
+    pub claim_lateness: HistogramVec,
     pub handler_duration: HistogramVec,
     pub pump_batch: HistogramVec,
     pub pump_seconds: HistogramVec,
@@ -159,6 +162,12 @@ impl Metrics {
                 topic,
                 seconds.clone(),
             ),
+            claim_lateness: r.histogram(
+                "claim_lateness_seconds",
+                "Instant a pull topic's job was claimed by a consumer minus its fire time (how long due jobs waited for a consumer to ask)",
+                topic,
+                seconds.clone(),
+            ),
             handler_duration: r.histogram(
                 "handler_duration_seconds",
                 "How long handlers ran",
@@ -249,6 +258,7 @@ impl Metrics {
         }
         for vec in [
             &self.lateness,
+            &self.claim_lateness,
             &self.pump_batch,
             &self.pump_seconds,
             &self.pump_lead,

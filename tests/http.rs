@@ -1278,6 +1278,54 @@ async fn openapi_lists_every_route_the_server_serves() {
     assert!(config.get("additionalProperties").is_none(), "{config}");
 }
 
+/// A pull topic's claims are counted apart from fires run in the service: how late its due
+/// jobs were claimed is `toc_claim_lateness_seconds`, and its firing lateness has no series
+/// (before, claims went into `toc_firing_lateness_seconds`, which the `TocFiresLate` alert
+/// reads, so a consumer that came late looked like a slow service).
+#[actix_rt::test]
+async fn claims_are_counted_apart_from_fires() {
+    let redis = RedisServer::start();
+    let s = Service::start(&redis, |_| {}).await;
+    let (st, body) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/p",
+            Some(json!({"default_type": "pull"})),
+        )
+        .await;
+    assert!(st == 200 || st == 201, "{body}");
+    for i in 0..3 {
+        s.send(
+            Method::PUT,
+            &format!("/v1/topics/p/jobs/j{i}"),
+            Some(json!({"delay_ms": 0})),
+        )
+        .await;
+    }
+    let claimed = std::cell::Cell::new(0);
+    eventually(10, "3 claims", || async {
+        let (_, body) = s
+            .send(
+                Method::POST,
+                "/v1/topics/p/claim",
+                Some(json!({"max": 3, "wait_ms": 500})),
+            )
+            .await;
+        claimed.set(claimed.get() + body["jobs"].as_array().map_or(0, Vec::len));
+        claimed.get() >= 3
+    })
+    .await;
+    let text = s.text("/metrics").await;
+    assert!(
+        text.contains("toc_claim_lateness_seconds_count{topic=\"p\"} 3"),
+        "{text}"
+    );
+    assert!(
+        !text.contains("toc_firing_lateness_seconds_count{topic=\"p\"}"),
+        "{text}"
+    );
+}
+
 #[actix_rt::test]
 async fn metrics_show_the_lateness_histogram_after_fires() {
     let redis = RedisServer::start();

@@ -47,6 +47,6 @@ pub(crate) fn configure(cfg: &mut web::ServiceConfig) {
         web::resource(["/ui", "/ui/", "/ui/topics/{rest:.*}"])
             .route(route(Need::Open, web::get().to(page))),
     )
-        .service(web::resource("/ui/app.css").route(route(Need::Open, web::get().to(style))))
-        .service(web::resource("/ui/app.js").route(route(Need::Open, web::get().to(script))));
+    .service(web::resource("/ui/app.css").route(route(Need::Open, web::get().to(style))))
+    .service(web::resource("/ui/app.js").route(route(Need::Open, web::get().to(script))));
 }

@@ -202,6 +202,9 @@ def check_open_service(browser, svc, shots):
         assert time.time() < deadline, "the job never came due"
     page.locator('#topics tr[data-topic="q"]').click()
     expect(page.locator('#running tr[data-job="held"]')).to_have_count(1, timeout=WAIT_MS)
+    # A pull topic's lateness is its claims', apart from fires run in the service.
+    expect(page.locator("#lateness-note")).to_contain_text("claimed by its consumers", timeout=WAIT_MS)
+    expect(page.locator("#lateness-note")).to_contain_text("1 jobs of q", timeout=WAIT_MS)
     status, body = call(svc.base, "POST", "/v1/topics/q/jobs/held/ack", {"token": body["jobs"][0]["token"]})
     assert status == 204, (status, body)
     expect(page.locator('#running tr[data-job="held"]')).to_have_count(0, timeout=WAIT_MS)

@@ -139,10 +139,17 @@ function topicUrl(name, rest) {
   return "/ui/topics/" + encodeURIComponent(name) + (rest || "");
 }
 
-// Prometheus text: counter values and histogram buckets, summed over topics.
+// Prometheus text: counter values, and lateness buckets per topic, fires (firing lateness)
+// and pull claims (claim lateness) apart.
 function parseMetrics(text) {
   const fired = new Map();
   const buckets = new Map();
+  const perTopic = { fires: new Map(), claims: new Map() };
+  const add = (kind, topic, le, value) => {
+    const m = perTopic[kind];
+    if (!m.has(topic)) m.set(topic, new Map());
+    m.get(topic).set(le, (m.get(topic).get(le) || 0) + value);
+  };
   for (const line of text.split("\n")) {
     if (line.startsWith("#") || !line.trim()) continue;
     const m = line.match(/^(\w+)\{([^}]*)\}\s+(\S+)$/);
@@ -152,12 +159,23 @@ function parseMetrics(text) {
     if (m[1].endsWith("jobs_fired_total")) fired.set(labels.topic, value);
     if (m[1].endsWith("firing_lateness_seconds_bucket")) {
       buckets.set(labels.le, (buckets.get(labels.le) || 0) + value);
+      add("fires", labels.topic, labels.le, value);
     }
+    if (m[1].endsWith("claim_lateness_seconds_bucket")) add("claims", labels.topic, labels.le, value);
   }
-  return { fired, buckets };
+  return { fired, buckets, perTopic };
 }
 
-function drawLateness(buckets) {
+// The lateness the page shows: the selected topic's (its fires, or a pull topic's claims),
+// else every topic's fires.
+function lateness(buckets, perTopic) {
+  if (!state.topic) return [buckets, "jobs fired since the service started, by how late they fired (every topic's fires; a pull topic's claims are in its own view)"];
+  const claims = perTopic.claims.get(state.topic);
+  if (claims) return [claims, "jobs of " + state.topic + " claimed by its consumers, by how long they were due first (claims, not fires)"];
+  return [perTopic.fires.get(state.topic) || new Map(), "jobs of " + state.topic + " fired, by how late they fired"];
+}
+
+function drawLateness(buckets, what) {
   const bounds = [...buckets.keys()].sort((a, b) => (a === "+Inf") - (b === "+Inf") || Number(a) - Number(b));
   let previous = 0;
   const counts = bounds.map((le) => {
@@ -181,22 +199,20 @@ function drawLateness(buckets) {
     return bar;
   });
   $("#lateness").replaceChildren(...bars);
-  $("#lateness-note").textContent = total
-    ? total + " jobs fired since the service started, by how late they fired (all topics)."
-    : "No job has fired yet.";
+  $("#lateness-note").textContent = total ? total + " " + what + "." : "None yet: " + what + ".";
 }
 
 async function refreshMetrics() {
   const res = await api("/metrics");
   if (res.status !== 200) return;
-  const { fired, buckets } = parseMetrics(res.body);
+  const { fired, buckets, perTopic } = parseMetrics(res.body);
   const now = Date.now();
   for (const [topic, count] of fired) {
     const before = state.fired.get(topic);
     if (before && now > before[1]) state.rates.set(topic, ((count - before[0]) * 1000) / (now - before[1]));
     state.fired.set(topic, [count, now]);
   }
-  drawLateness(buckets);
+  drawLateness(...lateness(buckets, perTopic));
   let total = 0;
   for (const r of state.rates.values()) total += r;
   state.history.push({ at: now, total, topics: new Map(state.rates) });
