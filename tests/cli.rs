@@ -118,6 +118,13 @@ async fn people_read_times_and_schedule_with_in_and_at(kind: Kind) {
     // `job get`: the fire time as a date with its countdown, and every field of the Job
     // schema the service describes.
     let view = ok(&url, &["job", "get", "orders", "o1"]);
+    // It leads with the job's id, state and fire time.
+    let firsts: Vec<&str> = view
+        .lines()
+        .take(3)
+        .filter_map(|l| l.split_whitespace().next())
+        .collect();
+    assert_eq!(firsts, ["id", "state", "fire_at"], "{view}");
     let fire_at = field(&view, "fire_at").unwrap_or_default();
     assert!(is_human_instant(fire_at), "fire_at {fire_at:?}");
     assert!(fire_at.contains("(in 1m"), "fire_at {fire_at:?}");

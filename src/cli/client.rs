@@ -888,7 +888,17 @@ fn print(value: &Value, view: View) {
                     obj.insert(field.into(), "- (not kept for a plain job)".into());
                 }
             }
-            print(&Value::Object(obj), View::Record);
+            // What a reader looks for first: which job, in what state, firing when.
+            let lead = ["id", "state", "fire_at", "type", "topic"];
+            let width = obj.keys().map(String::len).max().unwrap_or(0);
+            let rest = obj.iter().filter(|(k, _)| !lead.contains(&k.as_str()));
+            for (k, v) in lead
+                .iter()
+                .filter_map(|k| obj.get_key_value(*k))
+                .chain(rest)
+            {
+                println!("{k:<width$}  {}", cell(v));
+            }
         }
         View::Record => {
             if let Some(obj) = value.as_object() {
