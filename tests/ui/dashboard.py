@@ -186,6 +186,8 @@ def check_open_service(browser, svc, shots):
     # One slot row per topic (orders has 16 slots, listed in its view), and the chart.
     expect(page.locator('#slots tr[data-topic="orders"]')).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator('#slots tr[data-topic="orders"] td').nth(1)).to_have_text("16")
+    # The pull topic is listed too, saying its consumers serve it.
+    expect(page.locator('#slots tr[data-topic="q"]')).to_contain_text("pull topic", timeout=WAIT_MS)
     expect(page.locator("#topic-slots tbody tr")).to_have_count(16, timeout=WAIT_MS)
     expect(page.locator("#rate-chart polyline.total")).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("#rate-chart polyline.topic")).to_have_count(1, timeout=WAIT_MS)

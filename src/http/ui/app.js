@@ -252,6 +252,7 @@ function drawRates() {
 
 async function refreshTopics() {
   const { body } = await api("/v1/topics");
+  state.topics = body.items;
   const rows = body.items.map((t) => {
     const row = document.createElement("tr");
     row.dataset.topic = t.name;
@@ -342,7 +343,17 @@ async function refreshSlots() {
     cell(row, errors.length ? errors.length + " slot(s): " + errors[0].last_error : "", errors.length ? "bad" : "");
     return row;
   });
-  $("#slots tbody").replaceChildren(...rows);
+  // A pull topic has no slot actors: its consumers' claims serve it.
+  const pulls = (state.topics || []).filter((t) => t.default_type === "pull" && !byTopic.has(t.name)).map((t) => {
+    const row = document.createElement("tr");
+    row.dataset.topic = t.name;
+    cell(row, t.name);
+    cell(row, "none: a pull topic, served by its consumers' claims");
+    for (let i = 0; i < 5; i++) cell(row, "");
+    return row;
+  });
+  const all = [...rows, ...pulls].sort((a, b) => a.dataset.topic.localeCompare(b.dataset.topic));
+  $("#slots tbody").replaceChildren(...all);
   if (state.topic) {
     const own = state.slots.filter((s) => s.topic === state.topic).map((s) => {
       const row = document.createElement("tr");
