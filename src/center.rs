@@ -821,6 +821,17 @@ impl TimeoutCenter {
         Ok(n)
     }
 
+    /// Deletes the topic's dead letters `filter` takes (by label and fire-time range, at
+    /// most `filter.limit`): how many.
+    pub async fn delete_dead_where(
+        &self,
+        topic: &str,
+        filter: &crate::store::JobFilter,
+    ) -> Result<u64> {
+        let t = self.existing(topic).await?;
+        Ok(self.rt.store.delete_dead_where(&t, filter).await?.0)
+    }
+
     /// A job, or `None`.
     pub async fn get(&self, topic: &str, job: &JobRef) -> Result<Option<Job>> {
         self.rt.store.get(topic, job).await

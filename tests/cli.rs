@@ -264,6 +264,24 @@ async fn bulk_changes_go_in_batches_to_the_end(kind: Kind) {
         ],
     );
     assert_eq!(field(&out, "requeued"), Some("5"), "{out}");
+    // They die again (one attempt each), then go for good, in batches of 2.
+    crate::common::runtime::eventually(20, || async {
+        let t = svc.get_json(&http, "/v1/topics/hooks").await;
+        match t["dead"].as_u64() {
+            Some(5) => Ok(()),
+            n => Err(format!("{n:?} dead again")),
+        }
+    })
+    .await;
+    let out = ok(
+        &url,
+        &[
+            "dead", "rm-many", "hooks", "--label", "c:acme", "--batch", "2",
+        ],
+    );
+    assert_eq!(field(&out, "deleted"), Some("5"), "{out}");
+    let t = svc.get_json(&http, "/v1/topics/hooks").await;
+    assert_eq!(t["dead"], 0, "{t}");
 }
 
 engine_matrix!(

@@ -1188,6 +1188,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/v1/topics/{topic}/dead"),
     ("post", "/v1/topics/{topic}/dead/{id}/requeue"),
     ("delete", "/v1/topics/{topic}/dead/{id}"),
+    ("delete", "/v1/topics/{topic}/dead"),
     ("get", "/v1/topics/{topic}/events"),
     ("put", "/v1/topics/{topic}/meetings/{id}"),
     ("get", "/v1/topics/{topic}/meetings/{id}"),

@@ -281,6 +281,39 @@ mod processes {
         for id in ["d1", "d3", "d5"] {
             assert!(ids.contains(&id), "{id} stays dead: {dead}");
         }
+        // A bulk deletion takes what its filter names: no letter of a label none has, and at
+        // most its limit of every letter (`from=0`).
+        let deleted = |query: &'static str| {
+            let (http, toc) = (&http, toc);
+            async move {
+                let r = http
+                    .delete(toc.url(&format!("/v1/topics/d/dead?{query}")))
+                    .send()
+                    .await
+                    .unwrap();
+                assert_eq!(r.status(), 200);
+                r.json::<Value>().await.unwrap()["deleted"].clone()
+            }
+        };
+        // Once the requeued three died again, all six are dead letters.
+        crate::common::runtime::eventually(20, || async {
+            let dead = toc.get_json(&http, "/v1/topics/d/dead").await;
+            if dead["items"].as_array().unwrap().len() == 6 {
+                Ok(())
+            } else {
+                Err(format!("the requeued jobs never died again: {dead}"))
+            }
+        })
+        .await;
+        let before = 6;
+        assert_eq!(deleted("label=customer:none").await, 0);
+        let gone = deleted("from=0&limit=2").await;
+        assert_eq!(gone, 2);
+        let left = toc.get_json(&http, "/v1/topics/d/dead").await["items"]
+            .as_array()
+            .unwrap()
+            .len();
+        assert_eq!(left, before - 2, "two deleted, the rest kept");
     }
 
     engine_matrix!(

@@ -53,6 +53,7 @@ fn need(method: &str, template: &str) -> Option<(u8, Topics)> {
         ("POST", "/v1/topics/{topic}/dead/requeue"),
         ("POST", "/v1/topics/{topic}/dead/{id}/requeue"),
         ("DELETE", "/v1/topics/{topic}/dead/{id}"),
+        ("DELETE", "/v1/topics/{topic}/dead"),
         ("PUT", "/v1/topics/{topic}/flows/{key}"),
         ("DELETE", "/v1/topics/{topic}/flows/{key}"),
         ("GET", "/v1/topics/{topic}/export"),

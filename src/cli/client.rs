@@ -742,6 +742,21 @@ async fn dead(client: &Client, cmd: DeadCmd) -> Result<(Value, View), Failure> {
             .await?;
             (v, View::Record)
         }
+        DeadCmd::RmMany { topic, filter } => {
+            let path = format!("/v1/topics/{}/dead", enc(&topic));
+            let most = topic_count(client, &topic, "dead").await;
+            let v = in_batches(
+                client,
+                Method::DELETE,
+                &path,
+                &filter,
+                "deleted",
+                most,
+                "dead letters deleted",
+            )
+            .await?;
+            (v, View::Record)
+        }
         DeadCmd::Requeue { topic, id } => {
             let path = format!("/v1/topics/{}/dead/{}/requeue", enc(&topic), enc(&id));
             (client.call(Method::POST, &path, None).await?, View::Record)

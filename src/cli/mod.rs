@@ -434,6 +434,15 @@ pub(crate) enum DeadCmd {
         #[command(flatten)]
         filter: BulkArgs,
     },
+    /// Delete a topic's dead letters by label and/or fire-time range (prints how many), in
+    /// batches: it cannot be undone.
+    #[command(after_long_help = "Example:\n  toc dead rm-many hooks --label tenant:acme")]
+    RmMany {
+        /// The topic.
+        topic: String,
+        #[command(flatten)]
+        filter: BulkArgs,
+    },
     /// Schedule a dead letter again, due now, its attempts counted from 0.
     Requeue {
         /// The topic.

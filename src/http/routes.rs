@@ -130,7 +130,10 @@ routes! {
         put ADMIN => topics::put_topic,
         delete WRITE => topics::delete_topic,
     }
-    "/v1/topics/{topic}/dead" [json] { get READ => topics::list_dead }
+    "/v1/topics/{topic}/dead" [json] {
+        get READ => topics::list_dead,
+        delete ADMIN => topics::delete_dead_many,
+    }
     // An export holds every payload whole, and an import writes any job: admin only.
     "/v1/topics/{topic}/export" [json] { get ADMIN => transfer::export_topic }
     "/v1/topics/{topic}/import" [lines] { post ADMIN => transfer::import_topic }
@@ -199,7 +202,7 @@ mod tests {
         documented.sort();
         table.sort();
         assert_eq!(table, documented);
-        assert_eq!(table.len(), 41);
+        assert_eq!(table.len(), 42);
     }
 }
 

@@ -150,6 +150,29 @@ pub(crate) async fn requeue_dead_many(
     Ok(HttpResponse::Ok().json(Requeued { requeued }))
 }
 
+/// How many dead letters a bulk deletion removed.
+#[derive(Serialize, ToSchema)]
+pub(crate) struct Deleted {
+    pub deleted: u64,
+}
+
+/// Deletes the topic's dead letters with a label and/or whose last run's fire time is in a
+/// range (at least one of `label`, `from`, `to`; `from=0` takes every one): `{"deleted": n}`.
+/// It cannot be undone.
+#[utoipa::path(operation_id = "delete_dead_many", delete, path = "/v1/topics/{topic}/dead", tag = "dead letters",
+    params(("topic" = String, Path), super::body::BulkParams),
+    responses((status = 200, body = Deleted), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
+        (status = 422, body = ErrorBody, description = "Neither label, from nor to")))]
+pub(crate) async fn delete_dead_many(
+    state: web::Data<AppState>,
+    path: web::Path<String>,
+    query: web::Query<super::body::BulkParams>,
+) -> ApiResult<HttpResponse> {
+    let filter = query.filter()?;
+    let deleted = state.center.delete_dead_where(&path, &filter).await?;
+    Ok(HttpResponse::Ok().json(Deleted { deleted }))
+}
+
 /// Dead letters, oldest first, with their last error.
 #[utoipa::path(get, path = "/v1/topics/{topic}/dead", tag = "dead letters",
     params(("topic" = String, Path), PageQuery),

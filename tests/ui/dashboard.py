@@ -318,6 +318,16 @@ def check_open_service(browser, svc, shots):
     for job_id in ("dead-3", "dead-4"):
         status, job = call(svc.base, "GET", f"/v1/topics/q/jobs/{job_id}")
         assert status == 200 and job["state"] == "scheduled", (status, job)
+        status, _ = call(svc.base, "DELETE", f"/v1/topics/q/jobs/{job_id}")
+        assert status == 204, status
+    # And every one deleted at once.
+    bury(svc, "dead-5")
+    bury(svc, "dead-6")
+    expect(page.locator("#dead tbody tr")).to_have_count(2, timeout=WAIT_MS)
+    page.click("#dead-delete-all")
+    expect(page.locator("#dead tbody tr")).to_have_count(0, timeout=WAIT_MS)
+    for job_id in ("dead-5", "dead-6"):
+        assert call(svc.base, "GET", f"/v1/topics/q/jobs/{job_id}")[0] == 404
     assert not errors, f"console errors: {errors}"
     page.close()
     print("dashboard: an address per view; a job as fields; fire now and cancel from a job's row; "
@@ -380,6 +390,7 @@ def check_tokens(browser, svc):
     expect(page.locator('#upcoming tr[data-job="hook-1"]')).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("#upcoming button.fire-now")).to_have_count(0)
     expect(page.locator("#dead-requeue-all")).to_be_hidden()
+    expect(page.locator("#dead-delete-all")).to_be_hidden()
     expect(page.locator("#upcoming button.cancel-job")).to_have_count(0)
     page.fill("#lookup-id", "hook-1")
     page.click("#lookup button")

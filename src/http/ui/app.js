@@ -582,6 +582,7 @@ async function selectTopic(name, path) {
   $("#topic-slots tbody").replaceChildren();
   $("#lookup-result tbody").replaceChildren();
   $("#dead-requeue-all").hidden = !may("admin");
+  $("#dead-delete-all").hidden = !may("admin");
   state.lists.upcoming = { shown: null, next: null };
   state.lists.running = { shown: null, next: null };
   for (const row of document.querySelectorAll("#topics tbody tr")) {
@@ -658,6 +659,21 @@ $("#list-filter").addEventListener("submit", (ev) => {
   state.lists.running = { shown: null, next: null };
   showLists().catch(handle);
 });
+// Every dead letter of the topic (with the label, when one is given) deleted.
+$("#dead-delete-all").addEventListener("click", async () => {
+  const label = $("#dead-label").value.trim();
+  const what = label ? "every dead letter labelled " + label : "every dead letter";
+  if (!state.topic || !confirm("Delete " + what + " of " + state.topic + "? It cannot be undone.")) return;
+  const filter = label ? "label=" + encodeURIComponent(label) : "from=0";
+  try {
+    await api(topicPath("/dead?" + filter), { method: "DELETE" });
+    await Promise.all([showDead(null), refreshTopics()]);
+    showError(null);
+  } catch (err) {
+    handle(err);
+  }
+});
+
 // Every dead letter of the topic (with the label, when one is given) requeued.
 $("#dead-requeue-all").addEventListener("click", async () => {
   const label = $("#dead-label").value.trim();

@@ -161,10 +161,42 @@ impl Store {
         filter: &JobFilter,
         now: Millis,
     ) -> Result<(u64, Vec<u32>)> {
-        let (mut requeued, mut slots) = (0, Vec::new());
+        self.each_dead_where(t, filter, |slot, id| async move {
+            self.engine.requeue(t, slot, &id, now).await
+        })
+        .await
+    }
+
+    /// Deletes the topic's dead letters `filter` takes, each once (at most `filter.limit`):
+    /// how many, and the slots they were in.
+    pub(crate) async fn delete_dead_where(
+        &self,
+        t: &TopicConfig,
+        filter: &JobFilter,
+    ) -> Result<(u64, Vec<u32>)> {
+        self.each_dead_where(t, filter, |slot, id| async move {
+            self.engine.dead_delete(t, slot, &id).await
+        })
+        .await
+    }
+
+    /// Walks the topic's dead letters slot by slot, page by page, and applies `change` to
+    /// each `filter` takes (by its labels and its last run's fire time), up to
+    /// `filter.limit` changed: how many it changed, and the slots they were in.
+    async fn each_dead_where<F, Fut>(
+        &self,
+        t: &TopicConfig,
+        filter: &JobFilter,
+        change: F,
+    ) -> Result<(u64, Vec<u32>)>
+    where
+        F: Fn(u32, String) -> Fut,
+        Fut: std::future::Future<Output = Result<bool>>,
+    {
+        let (mut changed, mut slots) = (0, Vec::new());
         'slots: for slot in 0..t.slots {
             let mut after = None;
-            let before = requeued;
+            let before = changed;
             loop {
                 let page = self
                     .engine
@@ -173,10 +205,10 @@ impl Store {
                 for entry in &page {
                     let fire_at = entry.record.run_fire_at.unwrap_or(entry.cursor.dead_at);
                     if filter.takes(&entry.record, fire_at)
-                        && self.engine.requeue(t, slot, &entry.cursor.id, now).await?
+                        && change(slot, entry.cursor.id.clone()).await?
                     {
-                        requeued += 1;
-                        if filter.limit == Some(requeued) {
+                        changed += 1;
+                        if filter.limit == Some(changed) {
                             slots.push(slot);
                             break 'slots;
                         }
@@ -187,10 +219,10 @@ impl Store {
                 }
                 after = page.last().map(|e| e.cursor.clone());
             }
-            if requeued > before {
+            if changed > before {
                 slots.push(slot);
             }
         }
-        Ok((requeued, slots))
+        Ok((changed, slots))
     }
 }
