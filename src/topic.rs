@@ -270,7 +270,8 @@ impl Default for TopicConfig {
 pub(crate) const PULL_TYPE: &str = "pull";
 
 impl TopicConfig {
-    /// Whether its jobs wait for consumers to claim them over HTTP ([`PULL_TYPE`]).
+    /// Whether its jobs wait for consumers to claim them over HTTP (its default type is
+    /// `pull`).
     pub fn is_pull(&self) -> bool {
         self.default_type == PULL_TYPE
     }

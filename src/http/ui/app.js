@@ -659,36 +659,23 @@ $("#list-filter").addEventListener("submit", (ev) => {
   state.lists.running = { shown: null, next: null };
   showLists().catch(handle);
 });
-// Every dead letter of the topic (with the label, when one is given) deleted.
-$("#dead-delete-all").addEventListener("click", async () => {
+// Every dead letter of the topic, or those of the label given, requeued or deleted at once:
+// each letter dead by now, once (one that dies again meanwhile waits for the next click).
+async function bulkDead(verb, rest, method, warning) {
   const label = $("#dead-label").value.trim();
   const what = label ? "every dead letter labelled " + label : "every dead letter";
-  if (!state.topic || !confirm("Delete " + what + " of " + state.topic + "? It cannot be undone.")) return;
+  if (!state.topic || !confirm(verb + " " + what + " of " + state.topic + "?" + warning)) return;
   const filter = label ? "label=" + encodeURIComponent(label) : "from=0";
   try {
-    await api(topicPath("/dead?" + filter), { method: "DELETE" });
+    await api(topicPath(rest + "?" + filter), { method });
     await Promise.all([showDead(null), refreshTopics()]);
     showError(null);
   } catch (err) {
     handle(err);
   }
-});
-
-// Every dead letter of the topic (with the label, when one is given) requeued.
-$("#dead-requeue-all").addEventListener("click", async () => {
-  const label = $("#dead-label").value.trim();
-  const what = label ? "every dead letter labelled " + label : "every dead letter";
-  if (!state.topic || !confirm("Requeue " + what + " of " + state.topic + "?")) return;
-  // Every letter dead by now, once: one that dies again meanwhile waits for the next click.
-  const filter = label ? "label=" + encodeURIComponent(label) : "from=0";
-  try {
-    await api(topicPath("/dead/requeue?" + filter), { method: "POST" });
-    await Promise.all([showDead(null), refreshTopics()]);
-    showError(null);
-  } catch (err) {
-    handle(err);
-  }
-});
+}
+$("#dead-delete-all").addEventListener("click", () => bulkDead("Delete", "/dead", "DELETE", " It cannot be undone."));
+$("#dead-requeue-all").addEventListener("click", () => bulkDead("Requeue", "/dead/requeue", "POST", ""));
 $("#dead-next").addEventListener("click", () => showDead(state.deadCursor).catch(handle));
 
 $("#token").value = sessionStorage.getItem(TOKEN_KEY) || "";

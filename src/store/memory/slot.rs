@@ -433,6 +433,32 @@ impl SlotState {
         now: Millis,
         traceparent: Option<String>,
     ) -> SlotScheduled {
+        let (at, rearmed) = self.reset_recorded(k, st, id, at, now, traceparent);
+        let running = st == JobState::Running;
+        SlotScheduled {
+            rearmed,
+            ..scheduled(
+                ScheduleOutcome::Reset,
+                Some(st),
+                Some(at),
+                !running && self.is_head(at),
+            )
+        }
+    }
+
+    /// A reset of entry `k`, scheduled or running (`st`), through its record: moved to `at`
+    /// capped by its max fire time (or, running, after its run), its fires since the last
+    /// reset answered as a re-arm, `traceparent` (a traced reset's) made the job's. Answers
+    /// the time it now fires at.
+    fn reset_recorded(
+        &mut self,
+        k: u32,
+        st: JobState,
+        id: &str,
+        at: Millis,
+        now: Millis,
+        traceparent: Option<String>,
+    ) -> (Millis, Option<Refired>) {
         let mut rec = self.record(k);
         // A traced reset: the job's next fire continues the resetting request's trace.
         if traceparent.is_some() {
@@ -450,27 +476,11 @@ impl SlotState {
         if st == JobState::Running {
             rec.pending_reset = Some(at);
             self.set_record(k, rec);
-            return SlotScheduled {
-                rearmed,
-                ..scheduled(
-                    ScheduleOutcome::Reset,
-                    Some(JobState::Running),
-                    Some(at),
-                    false,
-                )
-            };
+        } else {
+            self.set_record(k, rec);
+            self.set_state(k, JobState::Scheduled, at);
         }
-        self.set_record(k, rec);
-        self.set_state(k, JobState::Scheduled, at);
-        SlotScheduled {
-            rearmed,
-            ..scheduled(
-                ScheduleOutcome::Reset,
-                Some(JobState::Scheduled),
-                Some(at),
-                self.is_head(at),
-            )
-        }
+        (at, rearmed)
     }
 
     /// `reset_many.lua`. `create` is the record spec of a created job.
@@ -527,25 +537,8 @@ impl SlotState {
                         // The heartbeat case: only the fire time moves.
                         self.set_state(k, JobState::Scheduled, *at);
                     } else {
-                        let mut rec = self.record(k);
-                        let at = capped(&rec, *at);
-                        if let Some(fires) = rec.fires.take() {
-                            out.rearmed.push(Refired {
-                                id: id.to_string(),
-                                fires,
-                                job_type: rec.job_type.clone(),
-                            });
-                        }
-                        if rec.created_at.is_some() {
-                            rec.updated_at = Some(now);
-                        }
-                        if st == JobState::Running {
-                            rec.pending_reset = Some(at);
-                            self.set_record(k, rec);
-                        } else {
-                            self.set_record(k, rec);
-                            self.set_state(k, JobState::Scheduled, at);
-                        }
+                        let (_, rearmed) = self.reset_recorded(k, st, id, *at, now, None);
+                        out.rearmed.extend(rearmed);
                     }
                     out.reset += 1;
                 }
