@@ -9,6 +9,8 @@ missing=""
 command -v redis-server >/dev/null 2>&1 && command -v redis-cli >/dev/null 2>&1 || missing="$missing redis-server"
 command -v redis-sentinel >/dev/null 2>&1 || missing="$missing redis-sentinel"
 command -v openssl >/dev/null 2>&1 || missing="$missing openssl"
+# The README's tour (tests/tour.rs) runs its curl lines as a newcomer would.
+command -v curl >/dev/null 2>&1 || missing="$missing curl"
 [ -f /usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1 ] || missing="$missing faketime"
 if [ -n "$missing" ]; then
   echo "missing:$missing: installing from Debian's packages" >&2

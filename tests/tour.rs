@@ -62,6 +62,11 @@ fn run(script: &str, dir: &Path, port: u16) -> String {
 
 #[tokio::test]
 async fn the_readmes_tour_prints_what_it_says() {
+    let curl = std::process::Command::new("curl").arg("--version").output();
+    assert!(
+        curl.is_ok_and(|o| o.status.success()),
+        "curl is missing: apt-get install -y curl (scripts/test.sh installs it)"
+    );
     let (before, after) = tour();
     let dir = tempfile::tempdir().unwrap();
     let port = free_port();
