@@ -686,9 +686,9 @@ impl TimeoutCenter {
         let m = &self.rt.metrics;
         match r.outcome {
             ScheduleOutcome::Created | ScheduleOutcome::Replaced => {
-                m.scheduled.with_label_values(&[topic]).inc()
+                m.writes.scheduled.with_label_values(&[topic]).inc()
             }
-            ScheduleOutcome::Reset => m.reset.with_label_values(&[topic]).inc(),
+            ScheduleOutcome::Reset => m.writes.reset.with_label_values(&[topic]).inc(),
             ScheduleOutcome::Exists | ScheduleOutcome::Missing => {}
         }
         if r.is_head
@@ -748,8 +748,12 @@ impl TimeoutCenter {
             .reset_many(t.clone(), resets, create, now)
             .await?;
         let m = &self.rt.metrics;
-        m.reset.with_label_values(&[topic]).inc_by(report.reset);
-        m.scheduled
+        m.writes
+            .reset
+            .with_label_values(&[topic])
+            .inc_by(report.reset);
+        m.writes
+            .scheduled
             .with_label_values(&[topic])
             .inc_by(report.created);
         for head in &report.heads {
@@ -799,6 +803,7 @@ impl TimeoutCenter {
         let n = self.rt.store.cancel_where(topic, filter).await?;
         self.rt
             .metrics
+            .writes
             .cancelled
             .with_label_values(&[topic])
             .inc_by(n);
@@ -955,6 +960,7 @@ impl TimeoutCenter {
             door.settle(&batch, now).await?;
             self.rt
                 .metrics
+                .fires
                 .misfired
                 .with_label_values(&[t.name.as_str()])
                 .inc_by(n);
@@ -999,10 +1005,11 @@ impl TimeoutCenter {
         if !jobs.is_empty() {
             let now = self.now();
             let m = &self.rt.metrics;
-            m.fired
+            m.fires
+                .fired
                 .with_label_values(&[topic])
                 .inc_by(jobs.len() as u64);
-            let lateness = m.claim_lateness.with_label_values(&[topic]);
+            let lateness = m.claims.lateness.with_label_values(&[topic]);
             for j in &jobs {
                 lateness.observe(crate::num::float((now - j.job.fire_at).max(0)) / 1_000.0);
             }
@@ -1065,8 +1072,8 @@ impl TimeoutCenter {
                 *first = (*first).min(at);
             }
             match f {
-                Finished::Retrying => m.retried.with_label_values(&[topic]).inc(),
-                Finished::Dead => m.dead.with_label_values(&[topic]).inc(),
+                Finished::Retrying => m.fires.retried.with_label_values(&[topic]).inc(),
+                Finished::Dead => m.fires.dead.with_label_values(&[topic]).inc(),
                 _ => {}
             }
         }

@@ -21,6 +21,37 @@ use crate::store::{FireBudget, SharedStore, SlotDoor};
 use crate::time::{Millis, SharedClock};
 use crate::topic::TopicConfig;
 
+/// The series pull claims record: registered here, beside the claims that record them.
+pub struct ClaimSeries {
+    /// How late a pull topic's due jobs were claimed by its consumers (apart from firing
+    /// lateness: a claim waits for a consumer to ask).
+    pub lateness: prometheus::HistogramVec,
+    /// Long polls (claims with `wait_ms`) waiting now on this instance.
+    pub long_polls: prometheus::IntGauge,
+}
+
+impl ClaimSeries {
+    pub(crate) fn register(r: &crate::series::Reg) -> Self {
+        ClaimSeries {
+            lateness: r.histogram(
+                "claim_lateness_seconds",
+                "Instant a pull topic's job was claimed by a consumer minus its fire time (how long due jobs waited for a consumer to ask)",
+                &["topic"],
+                crate::series::seconds(),
+            ),
+            long_polls: r.gauge(
+                "long_polls_waiting",
+                "Long polls (claims with wait_ms) waiting on this instance (limits.max_long_polls)",
+            ),
+        }
+    }
+
+    /// Removes a deleted topic's series.
+    pub(crate) fn forget(&self, topic: &str) {
+        let _ = self.lateness.remove_label_values(&[topic]);
+    }
+}
+
 /// Most jobs one claim takes.
 pub(crate) const MAX_CLAIM: usize = 1_000;
 /// Longest wait of a long poll, in ms.

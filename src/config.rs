@@ -181,6 +181,13 @@ pub struct HttpSettings {
     /// With auth off, host names a request's `Host` may carry besides IP addresses and
     /// `localhost`.
     pub allowed_hosts: Vec<String>,
+    /// How often the instance keeps a step of its recent past (`GET /v1/history`: each
+    /// topic's fires and claims a second), in ms.
+    pub history_every_ms: u64,
+    /// How long it keeps those steps, in ms.
+    pub history_keep_ms: u64,
+    /// Most topics a step keeps (the busiest).
+    pub history_max_topics: usize,
 }
 
 impl HttpSettings {
@@ -190,6 +197,24 @@ impl HttpSettings {
             return Err(Error::invalid(
                 "http.max_batch_resets",
                 "must be at least 1",
+            ));
+        }
+        if !(1_000..=3_600_000).contains(&self.history_every_ms) {
+            return Err(Error::invalid(
+                "http.history_every_ms",
+                "must be 1,000 to 3,600,000 (a second to an hour)",
+            ));
+        }
+        if !(self.history_every_ms..=7 * 86_400_000).contains(&self.history_keep_ms) {
+            return Err(Error::invalid(
+                "http.history_keep_ms",
+                "must be from http.history_every_ms to 604,800,000 (a week)",
+            ));
+        }
+        if !(1..=100_000).contains(&self.history_max_topics) {
+            return Err(Error::invalid(
+                "http.history_max_topics",
+                "must be 1 to 100,000",
             ));
         }
         Ok(())
@@ -350,6 +375,12 @@ fn default_batch_window_ms() -> u64 {
 pub const MAX_BATCH_WINDOW_MS: u64 = 100;
 
 impl RuntimeSettings {
+    /// How far past its next fire time a slot's pump also leases jobs, and how long an
+    /// outcome may wait for the slot's other runs (`batch_window_ms`).
+    pub(crate) fn batch_window(&self) -> crate::time::Millis {
+        crate::num::millis(self.batch_window_ms)
+    }
+
     /// Refuses fields out of range, naming each as `runtime.FIELD`.
     pub(crate) fn validate(&self) -> Result<()> {
         if self.poll_ms == 0 {

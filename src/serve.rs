@@ -192,6 +192,20 @@ impl Service {
     }
 }
 
+/// Steps the instance's history every `http.history_every_ms`, for as long as the actix
+/// system runs.
+fn keep_history(state: &web::Data<AppState>) {
+    let (history, center) = (state.history.clone(), state.center.clone());
+    actix_web::rt::spawn(async move {
+        let mut tick = tokio::time::interval(Duration::from_millis(history.every_ms()));
+        tick.set_missed_tick_behavior(tokio::time::MissedTickBehavior::Delay);
+        loop {
+            tick.tick().await;
+            history.step(center.now(), crate::history::totals(center.metrics()));
+        }
+    });
+}
+
 /// Starts the runtime and the HTTP server over `store`, with the built-in job types. Must
 /// run inside an actix system.
 pub async fn start(settings: Settings, store: SharedStore) -> Result<Running> {
@@ -219,7 +233,9 @@ async fn start_with(settings: Settings, store: SharedStore, handlers: Handlers) 
         settings: settings.clone(),
         long_polls: Default::default(),
         long_polls_by_tenant: Default::default(),
+        history: std::sync::Arc::new(crate::history::History::new(&settings.http)),
     });
+    keep_history(&state);
     let auth = Auth::new(&settings);
     let deadline = http::deadline::BodyDeadline::new(
         std::time::Duration::from_millis(settings.http.body_timeout_ms.max(1)),

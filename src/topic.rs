@@ -328,6 +328,13 @@ impl TopicConfig {
                 format!("must be 1 to {}, got {rate}", MAX_FIRES_PER_S),
             ));
         }
+        self.check_flows()?;
+        self.check_names()?;
+        self.backoff.validate()
+    }
+
+    /// The flow limits: the topic's, and at most `MAX_FLOW_KEYS` keys' own.
+    fn check_flows(&self) -> Result<()> {
         if let Some(flow) = &self.flow {
             flow.validate("flow")?;
         }
@@ -345,6 +352,11 @@ impl TopicConfig {
             crate::flow::check_key(key)?;
             limits.validate_own("flows")?;
         }
+        Ok(())
+    }
+
+    /// The names the topic holds: imports' digests, its tenant, its job types.
+    fn check_names(&self) -> Result<()> {
         if self.imports.len() > MAX_IMPORTS
             || self.imports.iter().any(|d| {
                 d.is_empty()
@@ -384,7 +396,7 @@ impl TopicConfig {
                 "must be 1 to 64 characters of [A-Za-z0-9_.-]",
             )
         })?;
-        self.backoff.validate()
+        Ok(())
     }
 
     /// Every job type the topic's jobs may have: `default_type`, then `types`.

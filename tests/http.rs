@@ -1205,6 +1205,7 @@ const ROUTES: &[(&str, &str)] = &[
     ("get", "/livez"),
     ("get", "/readyz"),
     ("get", "/v1/slots"),
+    ("get", "/v1/history"),
     ("get", "/metrics"),
     ("get", "/openapi.json"),
 ];

@@ -61,7 +61,7 @@ fn need(method: &str, template: &str) -> Option<(u8, Topics)> {
     ];
     match template {
         "/health" | "/livez" | "/readyz" | "/metrics" | "/openapi.json" => return None,
-        "/v1/token" | "/v1/slots" => return Some((0, Topics::None)),
+        "/v1/token" | "/v1/slots" | "/v1/history" => return Some((0, Topics::None)),
         "/v1/topics" => return Some((0, Topics::Every)),
         _ => {}
     }

@@ -61,6 +61,133 @@ async fn call(
     (status, r.json().await.unwrap_or(Value::Null))
 }
 
+/// The service keeps its last hour (`GET /v1/history`): each step holds the rates of the
+/// topics that fired, and a team's token reads only its own topics' (the totals too), the
+/// admin's every topic.
+#[tokio::test]
+async fn the_history_shows_each_team_only_its_topics() {
+    let dir = tempfile::tempdir().unwrap();
+    let svc = service(&None, dir.path(), &[("TOC_HTTP_HISTORY_EVERY_MS", "1000")]).await;
+    let http = reqwest::Client::new();
+    for (topic, n) in [("orders-a", 30), ("billing-b", 10)] {
+        let (s, b) = call(
+            &http,
+            &svc,
+            "ops-secret",
+            reqwest::Method::PUT,
+            &format!("/v1/topics/{topic}"),
+            Some(json!({"default_type": "emit", "slots": 1})),
+        )
+        .await;
+        assert!(s == 200 || s == 201, "{s} {b}");
+        for i in 0..n {
+            let (s, b) = call(
+                &http,
+                &svc,
+                "ops-secret",
+                reqwest::Method::PUT,
+                &format!("/v1/topics/{topic}/jobs/j{i}"),
+                Some(json!({"delay_ms": 0})),
+            )
+            .await;
+            assert!(s == 200 || s == 201, "{s} {b}");
+        }
+    }
+    // Both topics' fires are in one step or another once both have fired.
+    let fired = |points: &Value, topic: &str| -> f64 {
+        points["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .filter_map(|p| {
+                p["topic"]["topic"]
+                    .as_str()
+                    .filter(|t| *t == topic)
+                    .and(p["topic"]["fired_per_s"].as_f64())
+            })
+            .sum()
+    };
+    common::runtime::until(15, "both topics' fires are kept", || {
+        let http = http.clone();
+        let svc = &svc;
+        async move {
+            let (_, a) = call(
+                &http,
+                svc,
+                "ops-secret",
+                reqwest::Method::GET,
+                "/v1/history?topic=orders-a",
+                None,
+            )
+            .await;
+            let (_, b) = call(
+                &http,
+                svc,
+                "ops-secret",
+                reqwest::Method::GET,
+                "/v1/history?topic=billing-b",
+                None,
+            )
+            .await;
+            fired(&a, "orders-a") > 0.0 && fired(&b, "billing-b") > 0.0
+        }
+    })
+    .await;
+    let total = |page: &Value| -> f64 {
+        page["points"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .map(|p| {
+                p["fired_per_s"].as_f64().unwrap() * page["every_ms"].as_f64().unwrap() / 1_000.0
+            })
+            .sum()
+    };
+    let (_, all) = call(
+        &http,
+        &svc,
+        "ops-secret",
+        reqwest::Method::GET,
+        "/v1/history",
+        None,
+    )
+    .await;
+    let (_, orders) = call(
+        &http,
+        &svc,
+        "orders-secret",
+        reqwest::Method::GET,
+        "/v1/history",
+        None,
+    )
+    .await;
+    let (_, peek) = call(
+        &http,
+        &svc,
+        "orders-secret",
+        reqwest::Method::GET,
+        "/v1/history?topic=billing-b",
+        None,
+    )
+    .await;
+    assert_eq!(all["every_ms"], 1000);
+    // Rates times steps are about the jobs fired (steps are not exactly a second apart).
+    let (all_jobs, orders_jobs) = (total(&all), total(&orders));
+    assert!(
+        (35.0..=45.0).contains(&all_jobs),
+        "every topic's: {all_jobs} of 40 ({all})"
+    );
+    assert!(
+        (25.0..=35.0).contains(&orders_jobs),
+        "orders* sees only its 30: {orders_jobs} ({orders})"
+    );
+    assert_eq!(
+        fired(&peek, "billing-b"),
+        0.0,
+        "another team's topic is not shown: {peek}"
+    );
+}
+
 async fn topics_are_counted_per_tenant(redis: Option<RedisServer>) {
     use reqwest::Method;
     let dir = tempfile::tempdir().unwrap();

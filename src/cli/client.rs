@@ -52,6 +52,17 @@ fn job_path(topic: &str, id: &str, tail: &str, shard_key: &Option<String>) -> St
     )
 }
 
+/// The columns of `toc job ls`.
+const JOB_COLUMNS: &[&str] = &["id", "type", "fire_at", "attempts", "lease_until"];
+
+/// `&from=&to=`, each when given: a range of fire times.
+fn range_query(from: Option<i64>, to: Option<i64>) -> String {
+    [("from", from), ("to", to)]
+        .into_iter()
+        .filter_map(|(name, v)| Some(format!("&{name}={}", v?)))
+        .collect()
+}
+
 /// A paged list of a topic: `/v1/topics/{topic}/{what}?limit=&after=`.
 fn page_path(topic: &str, what: &str, limit: usize, after: &Option<String>) -> String {
     let mut path = format!("/v1/topics/{}/{what}?limit={limit}", enc(topic));
@@ -607,12 +618,8 @@ async fn job(client: &Client, cmd: JobCmd) -> Result<(Value, View), Failure> {
     Ok(match cmd {
         JobCmd::Put(put) => {
             let body = put_body(&put)?;
-            let mode = if put.create_only {
-                "?mode=create_only"
-            } else {
-                ""
-            };
-            let path = job_path(&put.topic, &put.id, mode, &None);
+            let mode = put.create_only.then_some("?mode=create_only");
+            let path = job_path(&put.topic, &put.id, mode.unwrap_or_default(), &None);
             (
                 client.call(Method::PUT, &path, Some(body)).await?,
                 View::Job,
@@ -632,11 +639,12 @@ async fn job(client: &Client, cmd: JobCmd) -> Result<(Value, View), Failure> {
             shard_key,
             next,
         } => {
-            let mut path = job_path(&topic, &id, "", &shard_key);
-            if let Some(n) = next {
-                path.push(if path.contains('?') { '&' } else { '?' });
-                path.push_str(&format!("next={n}"));
-            }
+            let path = job_path(&topic, &id, "", &shard_key);
+            let path = match next {
+                Some(n) if path.contains('?') => format!("{path}&next={n}"),
+                Some(n) => format!("{path}?next={n}"),
+                None => path,
+            };
             (client.call(Method::GET, &path, None).await?, View::Job)
         }
         JobCmd::Ls {
@@ -649,26 +657,19 @@ async fn job(client: &Client, cmd: JobCmd) -> Result<(Value, View), Failure> {
             label,
         } => {
             let mut path = format!(
-                "/v1/topics/{}/jobs?state={}&limit={limit}",
+                "/v1/topics/{}/jobs?state={}&limit={limit}{}",
                 enc(&topic),
-                enc(&state)
+                enc(&state),
+                range_query(from, to)
             );
             if let Some(l) = label {
                 path.push_str(&format!("&label={}", label_filter(&l)?));
             }
-            for (name, v) in [("from", from), ("to", to)] {
-                if let Some(v) = v {
-                    path.push_str(&format!("&{name}={v}"));
-                }
-            }
             if let Some(c) = after {
                 path.push_str(&format!("&cursor={}", enc(&c)));
             }
-            let cols = &["id", "type", "fire_at", "attempts", "lease_until"];
-            (
-                client.call(Method::GET, &path, None).await?,
-                View::Table(cols),
-            )
+            let page = client.call(Method::GET, &path, None).await?;
+            (page, View::Table(JOB_COLUMNS))
         }
         JobCmd::Cancel {
             topic,
@@ -891,110 +892,122 @@ fn print(value: &Value, view: View) {
             "{}",
             serde_json::to_string_pretty(value).unwrap_or_default()
         ),
-        View::Job => {
-            let mut obj = value.as_object().cloned().unwrap_or_default();
-            for field in job_fields() {
-                obj.entry(field).or_insert(Value::Null);
-            }
-            // A job written plain (no payload, labels or other details) keeps no record,
-            // so its times are not known: the reason resets of plain jobs cost one ZADD.
-            for field in ["created_at", "updated_at"] {
-                if obj.get(field).is_some_and(Value::is_null) {
-                    obj.insert(field.into(), "- (not kept for a plain job)".into());
-                }
-            }
-            // What a reader looks for first: which job, in what state, firing when.
-            let lead = ["id", "state", "fire_at", "type", "topic"];
-            let width = obj.keys().map(String::len).max().unwrap_or(0);
-            let rest = obj.iter().filter(|(k, _)| !lead.contains(&k.as_str()));
-            for (k, v) in lead
-                .iter()
-                .filter_map(|k| obj.get_key_value(*k))
-                .chain(rest)
-            {
-                println!("{k:<width$}  {}", cell(v));
-            }
+        View::Job => print_job(value),
+        View::Record => print_record(value),
+        View::Table(cols) => print_table(value, cols),
+        View::Health => print_health(value),
+    }
+}
+
+/// A job, a field a line: which job, in what state and firing when, first.
+fn print_job(value: &Value) {
+    let mut obj = value.as_object().cloned().unwrap_or_default();
+    for field in job_fields() {
+        obj.entry(field).or_insert(Value::Null);
+    }
+    // A job written plain (no payload, labels or other details) keeps no record,
+    // so its times are not known: the reason resets of plain jobs cost one ZADD.
+    for field in ["created_at", "updated_at"] {
+        if obj.get(field).is_some_and(Value::is_null) {
+            obj.insert(field.into(), "- (not kept for a plain job)".into());
         }
-        View::Record => {
-            if let Some(obj) = value.as_object() {
-                let width = obj.keys().map(|k| k.len()).max().unwrap_or(0);
-                for (k, v) in obj {
-                    println!("{k:<width$}  {}", cell(v));
-                }
-            } else {
-                println!("{}", cell(value));
-            }
+    }
+    // What a reader looks for first: which job, in what state, firing when.
+    let lead = ["id", "state", "fire_at", "type", "topic"];
+    let width = obj.keys().map(String::len).max().unwrap_or(0);
+    let rest = obj.iter().filter(|(k, _)| !lead.contains(&k.as_str()));
+    for (k, v) in lead
+        .iter()
+        .filter_map(|k| obj.get_key_value(*k))
+        .chain(rest)
+    {
+        println!("{k:<width$}  {}", cell(v));
+    }
+}
+
+/// An object, a field a line.
+fn print_record(value: &Value) {
+    if let Some(obj) = value.as_object() {
+        let width = obj.keys().map(|k| k.len()).max().unwrap_or(0);
+        for (k, v) in obj {
+            println!("{k:<width$}  {}", cell(v));
         }
-        View::Table(cols) => {
-            let items = value["items"].as_array().cloned().unwrap_or_default();
-            let rows: Vec<Vec<String>> = items
-                .iter()
-                .map(|i| cols.iter().map(|c| cell(&i[*c])).collect())
-                .collect();
-            let widths: Vec<usize> = cols
-                .iter()
-                .enumerate()
-                .map(|(n, c)| {
-                    rows.iter()
-                        .map(|r| r[n].len())
-                        .chain([c.len()])
-                        .max()
-                        .unwrap_or(0)
-                        .min(60)
-                })
-                .collect();
-            let line = |cells: Vec<String>| {
-                cells
-                    .iter()
-                    .zip(&widths)
-                    .map(|(c, w)| format!("{:<w$}", c.chars().take(*w).collect::<String>()))
-                    .collect::<Vec<_>>()
-                    .join("  ")
-            };
-            println!("{}", line(cols.iter().map(|c| c.to_uppercase()).collect()));
-            for r in rows {
-                println!("{}", line(r));
-            }
-            if let Some(next) = value["next"].as_str() {
-                println!("(more: --after {next})");
-            }
-        }
-        View::Health => {
-            println!("status  {}", cell(&value["status"]));
-            println!(
-                "store   {} (reachable: {})",
-                cell(&value["store"]["engine"]),
-                cell(&value["store"]["reachable"])
-            );
-            let slots = value["slots"].as_u64().unwrap_or(0);
-            let down = value["slots_down"].as_u64().unwrap_or(0);
-            let restarts = value["restarts"].as_u64().unwrap_or(0);
-            println!(
-                "slots   {}/{slots} alive, {restarts} restarts",
-                slots.saturating_sub(down)
-            );
-            for d in value["down"].as_array().into_iter().flatten() {
-                println!(
-                    "  down: {} slot {} {}",
-                    cell(&d["topic"]),
-                    cell(&d["slot"]),
-                    cell(&d["last_error"])
-                );
-            }
-            if let Some(types) = value["types"].as_array() {
-                let names: Vec<String> = types.iter().map(cell).collect();
-                println!(
-                    "types   {} (the job types this instance runs)",
-                    names.join(", ")
-                );
-            }
-            for t in value["unserved"].as_array().into_iter().flatten() {
-                println!(
-                    "  unserved: {} (no live instance runs every job type it names; its jobs wait)",
-                    cell(t)
-                );
-            }
-        }
+    } else {
+        println!("{}", cell(value));
+    }
+}
+
+/// A page of items as a table of `cols`, with the cursor of the next page.
+fn print_table(value: &Value, cols: &[&str]) {
+    let items = value["items"].as_array().cloned().unwrap_or_default();
+    let rows: Vec<Vec<String>> = items
+        .iter()
+        .map(|i| cols.iter().map(|c| cell(&i[*c])).collect())
+        .collect();
+    let widths: Vec<usize> = cols
+        .iter()
+        .enumerate()
+        .map(|(n, c)| {
+            rows.iter()
+                .map(|r| r[n].len())
+                .chain([c.len()])
+                .max()
+                .unwrap_or(0)
+                .min(60)
+        })
+        .collect();
+    let line = |cells: Vec<String>| {
+        cells
+            .iter()
+            .zip(&widths)
+            .map(|(c, w)| format!("{:<w$}", c.chars().take(*w).collect::<String>()))
+            .collect::<Vec<_>>()
+            .join("  ")
+    };
+    println!("{}", line(cols.iter().map(|c| c.to_uppercase()).collect()));
+    for r in rows {
+        println!("{}", line(r));
+    }
+    if let Some(next) = value["next"].as_str() {
+        println!("(more: --after {next})");
+    }
+}
+
+/// `/health`, as an operator reads it.
+fn print_health(value: &Value) {
+    println!("status  {}", cell(&value["status"]));
+    println!(
+        "store   {} (reachable: {})",
+        cell(&value["store"]["engine"]),
+        cell(&value["store"]["reachable"])
+    );
+    let slots = value["slots"].as_u64().unwrap_or(0);
+    let down = value["slots_down"].as_u64().unwrap_or(0);
+    let restarts = value["restarts"].as_u64().unwrap_or(0);
+    println!(
+        "slots   {}/{slots} alive, {restarts} restarts",
+        slots.saturating_sub(down)
+    );
+    for d in value["down"].as_array().into_iter().flatten() {
+        println!(
+            "  down: {} slot {} {}",
+            cell(&d["topic"]),
+            cell(&d["slot"]),
+            cell(&d["last_error"])
+        );
+    }
+    if let Some(types) = value["types"].as_array() {
+        let names: Vec<String> = types.iter().map(cell).collect();
+        println!(
+            "types   {} (the job types this instance runs)",
+            names.join(", ")
+        );
+    }
+    for t in value["unserved"].as_array().into_iter().flatten() {
+        println!(
+            "  unserved: {} (no live instance runs every job type it names; its jobs wait)",
+            cell(t)
+        );
     }
 }
 

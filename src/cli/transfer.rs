@@ -576,24 +576,7 @@ async fn import(client: &Client, file: &Path, batch: usize) -> Result<(), Failur
             bar.inc(r.written + r.existing);
             add(&mut report, &r);
         }
-        if report.skipped {
-            bar.note(&format!(
-                "topic {:?}: imported before ({}), nothing changed",
-                s.topic, s.digest
-            ));
-        } else {
-            bar.note(&format!(
-                "topic {:?}: {} jobs written, {} there already{}",
-                s.topic,
-                report.written,
-                report.existing,
-                if report.topic_created {
-                    " (topic made)"
-                } else {
-                    ""
-                }
-            ));
-        }
+        bar.note(&section_note(s, &report));
         add(&mut total, &report);
     }
     bar.finish();
@@ -606,6 +589,25 @@ async fn import(client: &Client, file: &Path, batch: usize) -> Result<(), Failur
         crate::num::float(crate::num::signed(total.written + total.existing)) / secs.max(1e-6)
     );
     Ok(())
+}
+
+/// What an import did to one topic, for the progress line.
+fn section_note(s: &Section<'_>, report: &ImportReport) -> String {
+    if report.skipped {
+        return format!(
+            "topic {:?}: imported before ({}), nothing changed",
+            s.topic, s.digest
+        );
+    }
+    let made = if report.topic_created {
+        " (topic made)"
+    } else {
+        ""
+    };
+    format!(
+        "topic {:?}: {} jobs written, {} there already{made}",
+        s.topic, report.written, report.existing
+    )
 }
 
 fn add(total: &mut ImportReport, r: &ImportReport) {

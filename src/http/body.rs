@@ -362,7 +362,10 @@ where
 /// `?shard_key=`: for jobs scheduled with a shard key other than their id.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ShardQuery {
+    /// The job's shard key, when it was written with one.
+    #[param(schema_with = super::params::shard_key)]
     pub shard_key: Option<String>,
 }
 
@@ -376,7 +379,10 @@ impl ShardQuery {
 /// job's next `N` instants (`next_fire_ats`).
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct GetQuery {
+    /// The job's shard key, when it was written with one.
+    #[param(schema_with = super::params::shard_key)]
     pub shard_key: Option<String>,
     /// How many of a recurring job's next instants to answer in `next_fire_ats`, 1 to 100
     /// (from `next_fire_at` on, without jitter); an empty list for a job that fires once.
@@ -405,13 +411,17 @@ fn next_instants() -> utoipa::openapi::schema::Object {
 /// `?mode=create_only`: 409 instead of replacing an existing job.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct PutQuery {
+    /// `upsert` (the default) or `create_only`.
+    #[param(schema_with = super::params::put_mode)]
     pub mode: Option<String>,
 }
 
 /// `GET /v1/topics/{topic}/jobs`: which jobs, and the page.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ListParams {
     /// `scheduled` (the default: by fire time) or `running` (by lease deadline).
     #[param(schema_with = listed_state)]
@@ -423,8 +433,10 @@ pub(crate) struct ListParams {
     #[param(schema_with = crate::validate::schemas::instant)]
     pub to: Option<i64>,
     /// At most this many jobs (default 100, at most 1000).
+    #[param(schema_with = super::params::page_limit)]
     pub limit: Option<usize>,
     /// The `next` of the previous page.
+    #[param(schema_with = super::params::score_cursor)]
     pub cursor: Option<String>,
     /// Only jobs carrying this label, as `key:value` (`campaign:spring`); a page may then
     /// hold fewer than `limit` jobs, with a `next` to go on from.
@@ -446,6 +458,7 @@ fn label_param() -> utoipa::openapi::schema::Object {
 /// bulk change takes, by label and fire-time range; at least one of them.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct BulkParams {
     /// Jobs carrying this label, as `key:value` (`campaign:spring`).
     #[param(schema_with = label_param)]
@@ -555,27 +568,54 @@ impl ListParams {
     }
 }
 
-/// Paging: `?limit=&after=`.
+/// Paging of dead letters: `?limit=&after=`.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct PageQuery {
     /// At most this many items (default 100, at most 1000).
+    #[param(schema_with = super::params::page_limit)]
     pub limit: Option<usize>,
     /// The `next` of the previous page.
+    #[param(schema_with = super::params::score_cursor)]
     pub after: Option<String>,
 }
 
 impl PageQuery {
     pub(crate) fn limit(&self) -> ApiResult<usize> {
-        match self.limit {
-            Some(0) => Err(ApiError::invalid("limit", "must be at least 1")),
-            Some(n) if n > crate::store::MAX_PAGE => Err(ApiError::invalid(
-                "limit",
-                format!("must be at most {}", crate::store::MAX_PAGE),
-            )),
-            Some(n) => Ok(n),
-            None => Ok(100),
-        }
+        page_limit(self.limit)
+    }
+}
+
+/// Paging of events: `?limit=&after=`.
+#[derive(Debug, Deserialize, IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct EventsQuery {
+    /// At most this many events (default 100, at most 1000).
+    #[param(schema_with = super::params::page_limit)]
+    pub limit: Option<usize>,
+    /// The `next` of the previous page: the last event's id.
+    #[param(schema_with = super::params::event_id)]
+    pub after: Option<String>,
+}
+
+impl EventsQuery {
+    pub(crate) fn limit(&self) -> ApiResult<usize> {
+        page_limit(self.limit)
+    }
+}
+
+/// A page's size as asked (`limit`), 100 when not.
+fn page_limit(limit: Option<usize>) -> ApiResult<usize> {
+    match limit {
+        Some(0) => Err(ApiError::invalid("limit", "must be at least 1")),
+        Some(n) if n > crate::store::MAX_PAGE => Err(ApiError::invalid(
+            "limit",
+            format!("must be at most {}", crate::store::MAX_PAGE),
+        )),
+        Some(n) => Ok(n),
+        None => Ok(100),
     }
 }
 

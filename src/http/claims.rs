@@ -175,7 +175,7 @@ fn stale(id: &str) -> ApiError {
 
 /// Leases due jobs of a pull topic; with `wait_ms`, waits for one (a long poll).
 #[utoipa::path(operation_id = "claim_jobs", post, path = "/v1/topics/{topic}/claim", tag = "consumers",
-    params(("topic" = String, Path)), request_body = ClaimBody,
+    params(super::params::TopicPath), request_body = ClaimBody,
     responses((status = 200, body = Claimed), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub(crate) async fn claim(
@@ -218,7 +218,7 @@ impl<'a> LongPoll<'a> {
         use std::sync::atomic::Ordering;
         let max = state.settings.limits.max_long_polls;
         let before = state.long_polls.fetch_add(1, Ordering::SeqCst);
-        state.center.metrics().long_polls.inc();
+        state.center.metrics().claims.long_polls.inc();
         let tenant = crate::tenant::current();
         let held_by_tenant = tenant.as_ref().map(|t| {
             let mut by = state
@@ -263,7 +263,7 @@ impl Drop for LongPoll<'_> {
         self.state
             .long_polls
             .fetch_sub(1, std::sync::atomic::Ordering::SeqCst);
-        self.state.center.metrics().long_polls.dec();
+        self.state.center.metrics().claims.long_polls.dec();
         if let Some(t) = &self.tenant {
             let mut by = self
                 .state
@@ -305,7 +305,7 @@ async fn settle_one(
 
 /// Acknowledges a claimed job: it is done and gone (204).
 #[utoipa::path(operation_id = "ack_job", post, path = "/v1/topics/{topic}/jobs/{id}/ack", tag = "consumers",
-    params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = TokenBody,
+    params(super::params::JobPath, ShardQuery), request_body = TokenBody,
     responses((status = 204), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody)))]
 pub(crate) async fn ack(
@@ -325,7 +325,7 @@ pub(crate) async fn ack(
 /// A claimed job failed: it runs again after `delay_ms` (or the topic's backoff), or goes to
 /// the dead letters when its attempts are used up.
 #[utoipa::path(operation_id = "retry_job", post, path = "/v1/topics/{topic}/jobs/{id}/retry", tag = "consumers",
-    params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = RetryBody,
+    params(super::params::JobPath, ShardQuery), request_body = RetryBody,
     responses((status = 200, body = Settled), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub(crate) async fn retry(
@@ -359,7 +359,7 @@ pub(crate) async fn retry(
 
 /// Gives a claimed job up: to the dead letters with `error` (204).
 #[utoipa::path(operation_id = "bury_job", post, path = "/v1/topics/{topic}/jobs/{id}/bury", tag = "consumers",
-    params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = TokenBody,
+    params(super::params::JobPath, ShardQuery), request_body = TokenBody,
     responses((status = 204), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 409, body = ErrorBody)))]
 pub(crate) async fn bury(
@@ -381,7 +381,7 @@ pub(crate) async fn bury(
 
 /// Extends a claimed job's lease, `lease_ms` from now.
 #[utoipa::path(operation_id = "touch_job", post, path = "/v1/topics/{topic}/jobs/{id}/touch", tag = "consumers",
-    params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = TouchBody,
+    params(super::params::JobPath, ShardQuery), request_body = TouchBody,
     responses((status = 200, body = Touched), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub(crate) async fn touch(
@@ -404,7 +404,7 @@ pub(crate) async fn touch(
 
 /// Acknowledges many claimed jobs at once; a stale ack is reported, not failed.
 #[utoipa::path(operation_id = "ack_many", post, path = "/v1/topics/{topic}/acks", tag = "consumers",
-    params(("topic" = String, Path)), request_body = AcksBody,
+    params(super::params::TopicPath), request_body = AcksBody,
     responses((status = 200, body = AcksAnswer), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub(crate) async fn acks(

@@ -66,7 +66,7 @@ async fn view(state: &AppState, t: &TopicConfig, key: &str) -> ApiResult<FlowVie
 /// The topic's flow keys with limits of their own, with their counters, and what waits for
 /// room in this instance's slots.
 #[utoipa::path(get, path = "/v1/topics/{topic}/flows", tag = "flows",
-    params(("topic" = String, Path)),
+    params(super::params::TopicPath),
     responses((status = 200, body = FlowList), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody)))]
 pub(crate) async fn list_flows(
@@ -98,7 +98,7 @@ pub(crate) async fn list_flows(
 
 /// A flow key's limits (its own or the topic's) and counters; 404 when it has none.
 #[utoipa::path(get, path = "/v1/topics/{topic}/flows/{key}", tag = "flows",
-    params(("topic" = String, Path), ("key" = String, Path)),
+    params(super::params::FlowPath),
     responses((status = 200, body = FlowView), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody)))]
 pub(crate) async fn get_flow(
@@ -113,7 +113,7 @@ pub(crate) async fn get_flow(
 /// Gives a flow key limits of its own, in place of the topic's `flow` (201 when it had
 /// none, 200 when they changed). At most 1,000 keys of a topic have their own.
 #[utoipa::path(put, path = "/v1/topics/{topic}/flows/{key}", tag = "flows",
-    params(("topic" = String, Path), ("key" = String, Path)),
+    params(super::params::FlowPath),
     request_body = FlowLimits,
     responses((status = 201, body = FlowView, description = "Set"),
         (status = 200, body = FlowView, description = "Changed"),
@@ -140,7 +140,7 @@ pub(crate) async fn put_flow(
 /// Takes a flow key's own limits away: it goes by the topic's `flow` again (204; 404 when
 /// it had none of its own).
 #[utoipa::path(delete, path = "/v1/topics/{topic}/flows/{key}", tag = "flows",
-    params(("topic" = String, Path), ("key" = String, Path)),
+    params(super::params::FlowPath),
     responses((status = 204, description = "Removed"), (status = 400, body = ErrorBody),
         (status = 404, body = ErrorBody)))]
 pub(crate) async fn delete_flow(

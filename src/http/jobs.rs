@@ -96,7 +96,7 @@ fn stored(r: Scheduled) -> ApiResult<Job> {
 /// Creates (201) or replaces (200) a job. With `?mode=create_only` or `If-None-Match: *`,
 /// an existing job is left untouched and the answer is 409.
 #[utoipa::path(put, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
-    params(("topic" = String, Path), ("id" = String, Path), PutQuery),
+    params(super::params::JobPath, PutQuery),
     request_body = JobBody,
     responses((status = 201, body = Job), (status = 200, body = Job), (status = 400, body = ErrorBody),
         (status = 409, body = ErrorBody), (status = 413, body = ErrorBody), (status = 415, body = ErrorBody)))]
@@ -151,7 +151,7 @@ pub(crate) async fn put_job(
 /// A page of the topic's scheduled jobs in fire-time order (or its running ones, by lease
 /// deadline), merged across its slots; `next` is the cursor of the page after.
 #[utoipa::path(operation_id = "list_jobs", get, path = "/v1/topics/{topic}/jobs", tag = "jobs",
-    params(("topic" = String, Path), ListParams),
+    params(super::params::TopicPath, ListParams),
     responses((status = 200, body = JobPage), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn list_jobs(
     state: web::Data<AppState>,
@@ -175,7 +175,7 @@ pub(crate) struct Cancelled {
 /// letters stay. A job that a reset moves during it is cancelled once at most, and found
 /// wherever it moved within the range.
 #[utoipa::path(operation_id = "cancel_jobs", delete, path = "/v1/topics/{topic}/jobs", tag = "jobs",
-    params(("topic" = String, Path), BulkParams),
+    params(super::params::TopicPath, BulkParams),
     responses((status = 200, body = Cancelled), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "Neither label, from nor to")))]
 pub(crate) async fn cancel_jobs(
@@ -190,7 +190,7 @@ pub(crate) async fn cancel_jobs(
 
 /// Creates a job with a generated id (201).
 #[utoipa::path(operation_id = "create_job", post, path = "/v1/topics/{topic}/jobs", tag = "jobs",
-    params(("topic" = String, Path)), request_body = JobBody,
+    params(super::params::TopicPath), request_body = JobBody,
     responses((status = 201, body = Job), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub(crate) async fn post_job(
     state: web::Data<AppState>,
@@ -212,7 +212,7 @@ pub(crate) async fn post_job(
 }
 
 #[utoipa::path(get, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
-    params(("topic" = String, Path), ("id" = String, Path), GetQuery),
+    params(super::params::JobPath, GetQuery),
     responses((status = 200, body = Job), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody)))]
 pub(crate) async fn get_job(
     state: web::Data<AppState>,
@@ -239,7 +239,7 @@ pub(crate) async fn get_job(
 
 /// Cancels a job in any state (204), 404 if there is none.
 #[utoipa::path(operation_id = "cancel_job", delete, path = "/v1/topics/{topic}/jobs/{id}", tag = "jobs",
-    params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
+    params(super::params::JobPath, ShardQuery),
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub(crate) async fn delete_job(
     state: web::Data<AppState>,
@@ -265,7 +265,7 @@ pub(crate) async fn delete_job(
 /// after its run. A `fire_at` that is surely a mistake (further in the past than
 /// `limits.max_past_ms`, one that reads as seconds, one past the longest delay) is 422.
 #[utoipa::path(post, path = "/v1/topics/{topic}/jobs/{id}/reset", tag = "jobs",
-    params(("topic" = String, Path), ("id" = String, Path), ShardQuery), request_body = ResetBody,
+    params(super::params::JobPath, ShardQuery), request_body = ResetBody,
     responses((status = 200, body = Job), (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "A fire_at that is surely a mistake")))]
 pub(crate) async fn reset_job(
@@ -299,7 +299,7 @@ pub(crate) async fn reset_job(
 /// own, `{id}~{now}`, with the job's type, payload, attempts, flow key, labels and shard key;
 /// 404 if there is no job, 422 for a job that fires once.
 #[utoipa::path(operation_id = "trigger_job", post, path = "/v1/topics/{topic}/jobs/{id}/trigger", tag = "jobs",
-    params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
+    params(super::params::JobPath, ShardQuery),
     responses((status = 201, body = Job), (status = 404, body = ErrorBody), (status = 422, body = ErrorBody)))]
 pub(crate) async fn trigger_job(
     state: web::Data<AppState>,
@@ -317,7 +317,7 @@ pub(crate) async fn trigger_job(
 
 /// The heartbeat path: many resets at once; with `create`, a missing job is created.
 #[utoipa::path(operation_id = "reset_many", post, path = "/v1/topics/{topic}/resets", tag = "jobs",
-    params(("topic" = String, Path)), request_body = BatchBody,
+    params(super::params::TopicPath), request_body = BatchBody,
     responses((status = 200, body = ResetReport), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody), (status = 413, body = ErrorBody)))]
 pub(crate) async fn batch_reset(
     state: web::Data<AppState>,

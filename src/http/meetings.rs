@@ -11,7 +11,7 @@ use crate::meetings;
 
 /// Creates (201) or moves (200) a booking's jobs.
 #[utoipa::path(put, path = "/v1/topics/{topic}/meetings/{id}", tag = "meetings",
-    params(("topic" = String, Path), ("id" = String, Path)), request_body = Booking,
+    params(super::params::MeetingPath), request_body = Booking,
     responses((status = 201, body = Booking), (status = 200, body = Booking), (status = 400, body = ErrorBody), (status = 409, body = ErrorBody)))]
 pub(crate) async fn put_meeting(
     state: web::Data<AppState>,
@@ -38,7 +38,7 @@ pub(crate) async fn put_meeting(
 }
 
 #[utoipa::path(get, path = "/v1/topics/{topic}/meetings/{id}", tag = "meetings",
-    params(("topic" = String, Path), ("id" = String, Path)),
+    params(super::params::MeetingPath),
     responses((status = 200, body = Booking), (status = 404, body = ErrorBody)))]
 pub(crate) async fn get_meeting(
     state: web::Data<AppState>,
@@ -56,7 +56,7 @@ pub(crate) async fn get_meeting(
 
 /// Cancels every job of a booking (204).
 #[utoipa::path(delete, path = "/v1/topics/{topic}/meetings/{id}", tag = "meetings",
-    params(("topic" = String, Path), ("id" = String, Path)),
+    params(super::params::MeetingPath),
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub(crate) async fn delete_meeting(
     state: web::Data<AppState>,
@@ -74,7 +74,7 @@ pub(crate) async fn delete_meeting(
 
 /// Approves a booking: its approval expiry no longer applies.
 #[utoipa::path(post, path = "/v1/topics/{topic}/meetings/{id}/approve", tag = "meetings",
-    params(("topic" = String, Path), ("id" = String, Path)),
+    params(super::params::MeetingPath),
     responses((status = 200), (status = 404, body = ErrorBody)))]
 pub(crate) async fn approve_meeting(
     state: web::Data<AppState>,

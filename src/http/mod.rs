@@ -13,6 +13,7 @@ pub(crate) mod jobs;
 pub(crate) mod meetings;
 pub(crate) mod openapi;
 pub(crate) mod ops;
+pub(crate) mod params;
 pub(crate) mod routes;
 pub(crate) mod topics;
 pub(crate) mod transfer;
@@ -33,6 +34,8 @@ pub(crate) struct AppState {
     /// Of them, each tenant's (`limits.max_long_polls_per_tenant`); a tenant with none has
     /// no entry.
     pub long_polls_by_tenant: std::sync::Mutex<std::collections::HashMap<String, usize>>,
+    /// The instance's recent past (`GET /v1/history`), stepped by `serve`.
+    pub history: std::sync::Arc<crate::history::History>,
 }
 
 impl AppState {

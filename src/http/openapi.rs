@@ -62,9 +62,9 @@ pub(crate) fn document(
     doc
 }
 
-/// What utoipa cannot derive of the routes: their path and query parameters' limits, and the
-/// error answers every route can give (bad input, auth, unknown topic, body too large or not
-/// JSON, the store away).
+/// What utoipa cannot derive of the routes: the error answers every route can give (bad
+/// input, auth, unknown topic, body too large or not JSON, the store away). Their
+/// parameters' bounds are on the parameter types (`params.rs`, the query structs).
 fn describe_paths(doc: &mut serde_json::Value) {
     if let Some(paths) = doc.pointer_mut("/paths").and_then(|p| p.as_object_mut()) {
         for (path, item) in paths.iter_mut() {
@@ -72,13 +72,15 @@ fn describe_paths(doc: &mut serde_json::Value) {
                 continue;
             };
             for (method, op) in item.iter_mut() {
-                if let Some(params) = op.get_mut("parameters").and_then(|p| p.as_array_mut()) {
-                    for param in params {
-                        let name = param["name"].as_str().unwrap_or_default().to_string();
-                        if let Some(schema) = param_schema(path, &name) {
-                            param["schema"] = schema;
-                        }
-                    }
+                // OpenAPI: a path parameter is always required.
+                for param in op
+                    .get_mut("parameters")
+                    .and_then(|p| p.as_array_mut())
+                    .into_iter()
+                    .flatten()
+                    .filter(|p| p["in"] == "path")
+                {
+                    param["required"] = serde_json::json!(true);
                 }
                 if !path.starts_with("/v1/") {
                     continue;
@@ -97,54 +99,6 @@ fn describe_paths(doc: &mut serde_json::Value) {
             }
         }
     }
-}
-
-/// The bounds of a path or query parameter named `name` of the route `path`, as the
-/// handlers check them; `None` for one without.
-fn param_schema(path: &str, name: &str) -> Option<serde_json::Value> {
-    let topic = format!("^[A-Za-z0-9_.-]{{1,{}}}$", crate::validate::MAX_TOPIC_NAME);
-    let key = serde_json::json!({
-        "type": "string", "minLength": 1, "maxLength": crate::validate::MAX_ID_LEN,
-        "pattern": crate::validate::KEY_PATTERN,
-    });
-    Some(match name {
-        "topic" => serde_json::json!({"type": "string", "pattern": topic}),
-        "id" if path.contains("/meetings/") => serde_json::json!({
-            "type": "string", "minLength": 1,
-            "maxLength": crate::jobs::meeting_state::MAX_MEETING_ID_LEN
-        }),
-        "id" | "shard_key" => key,
-        "key" if path.contains("/flows/") => serde_json::json!({
-            "type": "string", "pattern": crate::flow::FLOW_KEY_PATTERN,
-        }),
-        "mode" => {
-            serde_json::json!({"type": "string", "enum": ["upsert", "create_only"]})
-        }
-        "limit" => {
-            serde_json::json!({"type": "integer", "minimum": 1, "maximum": crate::store::MAX_PAGE})
-        }
-        // A dead letter's and a listing's cursor: `score:id`.
-        "after" if path.ends_with("/dead") => {
-            serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
-        }
-        // A page of slots: `topic/slot`.
-        "after" if path == "/v1/slots" => serde_json::json!({
-            "type": "string", "pattern": "^[A-Za-z0-9_.-]{1,64}/[0-9]{1,9}$",
-        }),
-        "digest" => {
-            serde_json::json!({"type": "string", "pattern": "^sha256:[0-9a-f]{64}$"})
-        }
-        "slots" => serde_json::json!({
-            "type": "integer", "minimum": 1, "maximum": crate::topic::MAX_SLOTS,
-        }),
-        "cursor" => {
-            serde_json::json!({"type": "string", "pattern": "^[0-9]{1,15}:"})
-        }
-        "after" => {
-            serde_json::json!({"type": "string", "pattern": "^[0-9]{1,19}-[0-9]{1,19}(-[0-9]{1,9})?$"})
-        }
-        _ => return None,
-    })
 }
 
 /// The error answers a route may give beside its own: bad input, auth, an unknown topic, a

@@ -112,6 +112,73 @@ pub(crate) async fn health(req: HttpRequest, state: web::Data<AppState>) -> Http
     answer(healthy, body)
 }
 
+/// `GET /v1/history`'s query.
+#[derive(serde::Deserialize, utoipa::IntoParams)]
+#[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
+pub(crate) struct HistoryQuery {
+    /// Also this topic's own rates at each step.
+    #[param(schema_with = super::params::topic_name)]
+    topic: Option<String>,
+}
+
+/// `GET /v1/history`'s answer.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct HistoryPage {
+    /// How long each step is, in ms (`http.history_every_ms`).
+    every_ms: u64,
+    /// The steps kept (`http.history_keep_ms`), oldest first.
+    points: Vec<HistoryPoint>,
+}
+
+/// One step of `GET /v1/history`: the rates over the topics the caller may see.
+#[derive(serde::Serialize, utoipa::ToSchema)]
+pub(crate) struct HistoryPoint {
+    /// When the step ended, in ms since the epoch.
+    at: crate::time::Millis,
+    /// Jobs fired a second on this instance.
+    fired_per_s: f64,
+    /// Pull jobs claimed a second from this instance.
+    claimed_per_s: f64,
+    /// The topic asked for (`topic`), when it moved in the step.
+    topic: Option<crate::history::TopicRates>,
+}
+
+/// This instance's recent past, step by step: jobs fired and pull jobs claimed a second,
+/// over the topics the caller's token may see, and one topic's own with `topic`; kept by
+/// the service (the last hour by default), so a chart has it at once.
+#[utoipa::path(operation_id = "get_history", get, path = "/v1/history", tag = "operations",
+    params(HistoryQuery),
+    responses((status = 200, body = HistoryPage), (status = 400, body = super::error::ErrorBody)))]
+pub(crate) async fn history(
+    req: HttpRequest,
+    state: web::Data<AppState>,
+    query: web::Query<HistoryQuery>,
+) -> super::error::ApiResult<HttpResponse> {
+    if let Some(t) = &query.topic {
+        crate::validate::topic_name(t)?;
+    }
+    let pattern = granted(&req).and_then(|g| g.pattern);
+    let points = state
+        .history
+        .points(|t| sees(pattern.as_deref(), t))
+        .into_iter()
+        .map(|p| HistoryPoint {
+            at: p.at,
+            fired_per_s: p.topics.iter().map(|t| t.fired_per_s).sum(),
+            claimed_per_s: p.topics.iter().map(|t| t.claimed_per_s).sum(),
+            topic: p
+                .topics
+                .into_iter()
+                .find(|t| query.topic.as_deref() == Some(t.topic.as_str())),
+        })
+        .collect();
+    Ok(HttpResponse::Ok().json(HistoryPage {
+        every_ms: state.history.every_ms(),
+        points,
+    }))
+}
+
 /// Whether a token limited to `pattern` (every topic when `None`) may see `topic`.
 fn sees(pattern: Option<&str>, topic: &str) -> bool {
     pattern.is_none_or(|p| crate::access::glob(p, topic))
@@ -139,11 +206,13 @@ pub(crate) async fn readyz(state: web::Data<AppState>) -> HttpResponse {
 /// `GET /v1/slots`'s query.
 #[derive(serde::Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct SlotsQuery {
     /// Only this topic's slots.
+    #[param(schema_with = super::params::topic_name)]
     topic: Option<String>,
     /// The `next` of the page before: slots after this `topic/slot`.
-    #[param(pattern = "^[A-Za-z0-9_.-]{1,64}/[0-9]{1,9}$")]
+    #[param(schema_with = super::params::slot_cursor)]
     after: Option<String>,
     /// Most slots in the page, 1 to 1,000 (100 by default).
     #[param(minimum = 1, maximum = 1000)]

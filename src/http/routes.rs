@@ -152,6 +152,7 @@ routes! {
     "/livez" [json] { get OPS => ops::livez }
     "/readyz" [json] { get OPS => ops::readyz }
     "/v1/slots" [json] { get ANY_TOKEN => ops::slots }
+    "/v1/history" [json] { get ANY_TOKEN => ops::history }
     "/metrics" [json] { get OPS => ops::metrics }
     "/openapi.json" [json] { get OPS => openapi_json }
 }
@@ -202,7 +203,7 @@ mod tests {
         documented.sort();
         table.sort();
         assert_eq!(table, documented);
-        assert_eq!(table.len(), 42);
+        assert_eq!(table.len(), 43);
     }
 }
 
@@ -221,6 +222,70 @@ mod field_schemas {
 
     fn field<'a>(doc: &'a Value, schema: &str, field: &str) -> &'a Value {
         &doc["components"]["schemas"][schema]["properties"][field]
+    }
+
+    /// The parameter `name` (in `place`) of `method path`.
+    fn param<'a>(doc: &'a Value, method: &str, path: &str, name: &str) -> &'a Value {
+        doc["paths"][path][method]["parameters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|p| p["name"] == name)
+            .unwrap_or_else(|| panic!("{method} {path} has no parameter {name}"))
+    }
+
+    /// The parameters' bounds come from their types (`params.rs`, the query structs), and
+    /// are those the handlers check: a bulk change takes any count (the document said at
+    /// most 1,000 when the bounds were matched by a parameter's name), a page of slots
+    /// goes on after a topic of any allowed name's length (it said 64 of 128), an import's
+    /// slots stop where a topic's do, and every path parameter is required.
+    #[test]
+    fn the_parameters_state_the_bounds_their_handlers_check() {
+        let doc = doc();
+        for (method, path) in [
+            ("delete", "/v1/topics/{topic}/jobs"),
+            ("post", "/v1/topics/{topic}/dead/requeue"),
+            ("delete", "/v1/topics/{topic}/dead"),
+        ] {
+            let limit = &param(&doc, method, path, "limit")["schema"];
+            assert_eq!(limit["minimum"], 1, "{method} {path}");
+            assert!(limit.get("maximum").is_none(), "{method} {path}: {limit}");
+        }
+        let page = crate::num::usize_u64(crate::store::MAX_PAGE);
+        for (method, path) in [
+            ("get", "/v1/topics/{topic}/jobs"),
+            ("get", "/v1/topics/{topic}/dead"),
+            ("get", "/v1/topics/{topic}/events"),
+        ] {
+            assert_eq!(
+                param(&doc, method, path, "limit")["schema"]["maximum"],
+                page
+            );
+        }
+        let after = param(&doc, "get", "/v1/slots", "after")["schema"]["pattern"]
+            .as_str()
+            .unwrap();
+        let longest = format!("{{1,{}}}/", crate::validate::MAX_TOPIC_NAME);
+        assert!(after.contains(&longest), "{after}");
+        assert_eq!(
+            param(&doc, "post", "/v1/topics/{topic}/import", "slots")["schema"]["maximum"],
+            crate::topic::MAX_SLOTS
+        );
+        for (path, item) in doc["paths"].as_object().unwrap() {
+            for (method, op) in item.as_object().unwrap() {
+                for p in op["parameters"].as_array().into_iter().flatten() {
+                    if p["in"] == "path" {
+                        assert_eq!(p["required"], true, "{method} {path} {}", p["name"]);
+                        assert!(
+                            p["schema"].get("pattern").is_some()
+                                || p["schema"].get("maxLength").is_some(),
+                            "{method} {path} {}: a path parameter with no bound",
+                            p["name"]
+                        );
+                    }
+                }
+            }
+        }
     }
 
     #[test]

@@ -6,7 +6,7 @@ use serde_json::json;
 use utoipa::ToSchema;
 
 use super::AppState;
-use super::body::{PageQuery, ShardQuery};
+use super::body::{EventsQuery, PageQuery, ShardQuery};
 use super::error::{ApiError, ApiResult, ErrorBody};
 use crate::events::EventPage;
 use crate::model::{DeadPage, Job};
@@ -72,7 +72,7 @@ pub(crate) async fn list_topics(state: web::Data<AppState>) -> ApiResult<HttpRes
 }
 
 #[utoipa::path(get, path = "/v1/topics/{topic}", tag = "topics",
-    params(("topic" = String, Path)),
+    params(super::params::TopicPath),
     responses((status = 200, body = TopicView), (status = 404, body = ErrorBody)))]
 pub(crate) async fn get_topic(
     state: web::Data<AppState>,
@@ -85,6 +85,7 @@ pub(crate) async fn get_topic(
 /// `DELETE /v1/topics/{topic}?force=true`.
 #[derive(Debug, Deserialize, utoipa::IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct DeleteQuery {
     /// Delete the topic even while some of its jobs are running.
     pub force: Option<bool>,
@@ -96,7 +97,7 @@ pub(crate) struct DeleteQuery {
 /// a `write` token of the tenant that made the topic (403 otherwise, whether or not it
 /// exists).
 #[utoipa::path(delete, path = "/v1/topics/{topic}", tag = "topics",
-    params(("topic" = String, Path), DeleteQuery),
+    params(super::params::TopicPath, DeleteQuery),
     responses((status = 204, description = "Deleted"),
         (status = 409, body = ErrorBody, description = "Jobs are running (topic_conflict)")))]
 pub(crate) async fn delete_topic(
@@ -137,7 +138,7 @@ pub(crate) struct Requeued {
 /// Schedules again, due now, the topic's dead letters with a label and/or whose last run's
 /// fire time is in a range (at least one of `label`, `from`, `to`): `{"requeued": n}`.
 #[utoipa::path(operation_id = "requeue_dead_many", post, path = "/v1/topics/{topic}/dead/requeue", tag = "dead letters",
-    params(("topic" = String, Path), super::body::BulkParams),
+    params(super::params::TopicPath, super::body::BulkParams),
     responses((status = 200, body = Requeued), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "Neither label, from nor to")))]
 pub(crate) async fn requeue_dead_many(
@@ -160,7 +161,7 @@ pub(crate) struct Deleted {
 /// range (at least one of `label`, `from`, `to`; `from=0` takes every one): `{"deleted": n}`.
 /// It cannot be undone.
 #[utoipa::path(operation_id = "delete_dead_many", delete, path = "/v1/topics/{topic}/dead", tag = "dead letters",
-    params(("topic" = String, Path), super::body::BulkParams),
+    params(super::params::TopicPath, super::body::BulkParams),
     responses((status = 200, body = Deleted), (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
         (status = 422, body = ErrorBody, description = "Neither label, from nor to")))]
 pub(crate) async fn delete_dead_many(
@@ -175,7 +176,7 @@ pub(crate) async fn delete_dead_many(
 
 /// Dead letters, oldest first, with their last error.
 #[utoipa::path(get, path = "/v1/topics/{topic}/dead", tag = "dead letters",
-    params(("topic" = String, Path), PageQuery),
+    params(super::params::TopicPath, PageQuery),
     responses((status = 200, body = DeadPage), (status = 400, body = ErrorBody)))]
 pub(crate) async fn list_dead(
     state: web::Data<AppState>,
@@ -194,7 +195,7 @@ pub(crate) async fn list_dead(
 
 /// Schedules a dead job again, due now, with attempts starting again.
 #[utoipa::path(post, path = "/v1/topics/{topic}/dead/{id}/requeue", tag = "dead letters",
-    params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
+    params(super::params::JobPath, ShardQuery),
     responses((status = 200, body = Job), (status = 404, body = ErrorBody)))]
 pub(crate) async fn requeue_dead(
     state: web::Data<AppState>,
@@ -215,7 +216,7 @@ pub(crate) async fn requeue_dead(
 }
 
 #[utoipa::path(delete, path = "/v1/topics/{topic}/dead/{id}", tag = "dead letters",
-    params(("topic" = String, Path), ("id" = String, Path), ShardQuery),
+    params(super::params::JobPath, ShardQuery),
     responses((status = 204), (status = 404, body = ErrorBody)))]
 pub(crate) async fn delete_dead(
     state: web::Data<AppState>,
@@ -233,12 +234,12 @@ pub(crate) async fn delete_dead(
 
 /// The topic's event stream, oldest first.
 #[utoipa::path(get, path = "/v1/topics/{topic}/events", tag = "events",
-    params(("topic" = String, Path), PageQuery),
+    params(super::params::TopicPath, EventsQuery),
     responses((status = 200, body = EventPage), (status = 400, body = ErrorBody)))]
 pub(crate) async fn list_events(
     state: web::Data<AppState>,
     path: web::Path<String>,
-    query: web::Query<PageQuery>,
+    query: web::Query<EventsQuery>,
 ) -> ApiResult<HttpResponse> {
     let limit = query.limit()?;
     let page = state
@@ -389,7 +390,7 @@ impl TopicSettings {
 /// slots until they leave); any other change of it is refused (409 `topic_conflict`), since
 /// jobs would be looked for in the wrong slot. Nothing changes on an error.
 #[utoipa::path(put, path = "/v1/topics/{topic}", tag = "topics",
-    params(("topic" = String, Path)),
+    params(super::params::TopicPath),
     request_body = TopicSettings,
     responses((status = 201, body = TopicView, description = "Created"),
         (status = 200, body = TopicView, description = "Changed"),

@@ -20,7 +20,7 @@ pub(crate) const MAX_IMPORT_JOBS: usize = 10_000;
 /// with the count. Streamed a slot at a time. Refused (409) while the topic doubles: jobs
 /// still in their old slots would be written where a lookup does not find them.
 #[utoipa::path(get, path = "/v1/topics/{topic}/export", tag = "topics",
-    params(("topic" = String, Path)),
+    params(super::params::TopicPath),
     responses((status = 200, description = "JSON Lines (`kind`: `topic`, `job`, `end`)",
             content_type = "application/x-ndjson", body = String),
         (status = 400, body = ErrorBody), (status = 404, body = ErrorBody),
@@ -80,10 +80,15 @@ pub(crate) async fn export_topic(
 /// `POST /v1/topics/{topic}/import`'s query.
 #[derive(Debug, Deserialize, IntoParams)]
 #[serde(deny_unknown_fields)]
+#[into_params(parameter_in = Query)]
 pub(crate) struct ImportQuery {
     /// The digest of the topic's lines in the export (`sha256:` and 64 hex digits).
+    #[param(pattern = "^sha256:[0-9a-f]{64}$")]
     pub digest: String,
     /// The slot count the topic had where it was exported.
+    /// (1 to `topic::MAX_SLOTS`: a literal here, held to the constant by a test of
+    /// `routes.rs`.)
+    #[param(minimum = 1, maximum = 4096)]
     pub slots: u32,
     /// The topic's last batch: the digest is recorded once it is written, and the same
     /// import is skipped whole after.
@@ -104,7 +109,7 @@ fn is_digest(d: &str) -> bool {
 /// then up to 10,000 job lines), each job into the slot it was exported from unless that
 /// slot holds its id already. Every line is checked before any is written.
 #[utoipa::path(post, path = "/v1/topics/{topic}/import", tag = "topics",
-    params(("topic" = String, Path), ImportQuery),
+    params(super::params::TopicPath, ImportQuery),
     request_body(content = String, content_type = "application/x-ndjson",
         description = "Lines of the topic's export"),
     responses((status = 200, body = ImportReport), (status = 400, body = ErrorBody),

@@ -27,6 +27,7 @@ use super::record::Record;
 use crate::error::Result;
 use crate::model::{JobState, Reset, ResetReport, ScheduleMode, ScheduleOutcome};
 use crate::routing::slot_of;
+use crate::store::engine::SlotRef;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
@@ -42,7 +43,7 @@ pub(super) async fn drop_old_copies(
 ) -> Result<Option<JobState>> {
     let mut found = None;
     for &slot in old {
-        let state = engine.cancel(t, slot, id).await?;
+        let state = engine.cancel(SlotRef::new(t, slot), id).await?;
         found = found.or(state);
     }
     Ok(found)
@@ -56,7 +57,12 @@ pub(super) async fn find_old(
     id: &str,
 ) -> Result<Option<(u32, super::engine::Stored)>> {
     for &slot in old {
-        if let Some(s) = engine.get(t, slot, &[id]).await?.pop().flatten() {
+        if let Some(s) = engine
+            .get(SlotRef::new(t, slot), &[id])
+            .await?
+            .pop()
+            .flatten()
+        {
             return Ok(Some((slot, s)));
         }
     }
@@ -86,8 +92,7 @@ pub(super) async fn reset_old(
     };
     let reset_in = |slot: u32| {
         engine.schedule(
-            t,
-            slot,
+            SlotRef::new(t, slot),
             Write {
                 id,
                 mode: ScheduleMode::ResetOnly,
@@ -109,8 +114,7 @@ pub(super) async fn reset_old(
             let job_type = spec.job_type.clone();
             let created = engine
                 .schedule(
-                    t,
-                    home,
+                    SlotRef::new(t, home),
                     Write {
                         id,
                         mode: ScheduleMode::CreateOnly,
@@ -188,7 +192,9 @@ pub(super) async fn reset_missing(
         match create {
             Some(spec) => {
                 let spec = spec.routed(keyed);
-                let r = engine.reset_many(t, slot, &items, Some(&spec), now).await?;
+                let r = engine
+                    .reset_many(SlotRef::new(t, slot), &items, Some(&spec), now)
+                    .await?;
                 report.reset += r.reset;
                 report.created += r.created;
                 report.missing.extend(r.missing);
@@ -210,7 +216,9 @@ async fn holds_old_copy(engine: &dyn Engine, t: &TopicConfig, slot: u32) -> Resu
     for state in [JobState::Running, JobState::Scheduled, JobState::Dead] {
         let mut cursor = 0;
         loop {
-            let (next, ids) = engine.scan_ids(t, slot, state, cursor, SCAN_PAGE).await?;
+            let (next, ids) = engine
+                .scan_ids(SlotRef::new(t, slot), state, cursor, SCAN_PAGE)
+                .await?;
             if ids.iter().any(|id| slot_of(id, t.slots) != slot) {
                 return Ok(true);
             }

@@ -258,37 +258,41 @@ pub(crate) struct Range<'a> {
     pub limit: usize,
 }
 
+/// One slot of a topic, as every slot operation names it: the topic's settings as the
+/// caller holds them and the slot's number, carried unchanged from the front through the
+/// engine trait to each engine (a Redis script's keys come from it).
+#[derive(Clone, Copy)]
+pub(crate) struct SlotRef<'a> {
+    pub topic: &'a TopicConfig,
+    pub slot: u32,
+}
+
+impl<'a> SlotRef<'a> {
+    pub(crate) fn new(topic: &'a TopicConfig, slot: u32) -> Self {
+        SlotRef { topic, slot }
+    }
+}
+
 /// The operations on one slot's jobs (the slot state machine of `state_machine.rs`), and the
 /// topic's event stream their outcomes append to.
 #[async_trait]
 pub(crate) trait SlotJobs: Send + Sync + 'static {
     /// `schedule.lua`: creates, replaces or moves one job.
-    async fn schedule(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        write: Write<'_>,
-    ) -> Result<SlotScheduled>;
+    async fn schedule(&self, at: SlotRef<'_>, write: Write<'_>) -> Result<SlotScheduled>;
 
     /// `reset_many.lua`: moves many jobs of one slot, creating missing ones with `create`.
     async fn reset_many(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         items: &[(&str, Millis)],
         create: Option<&Record>,
         now: Millis,
     ) -> Result<SlotReset>;
 
-    async fn cancel(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<JobState>>;
+    async fn cancel(&self, at: SlotRef<'_>, id: &str) -> Result<Option<JobState>>;
 
     /// `get.lua`: the jobs `ids` of one slot, in order, read in one consistent step.
-    async fn get(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        ids: &[&str],
-    ) -> Result<Vec<Option<Stored>>>;
+    async fn get(&self, at: SlotRef<'_>, ids: &[&str]) -> Result<Vec<Option<Stored>>>;
 
     /// `pump.lua`: takes back expired leases, then leases out up to `args.limit` jobs due
     /// by `now + lead` for `lease_ms` (a job due after `now` is the caller's to hold until its
@@ -297,16 +301,14 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
     /// when to pump again: the next due job's fire time less `lead`, or the earliest lease
     /// deadline, whichever comes first. Due runs of a key in `aside` may be moved to its
     /// instant instead of leased (`flow::SetAside`; an engine may ignore it).
-    async fn pump(&self, topic: &TopicConfig, slot: u32, args: &PumpArgs<'_>)
-    -> Result<SlotPumped>;
+    async fn pump(&self, at: SlotRef<'_>, args: &PumpArgs<'_>) -> Result<SlotPumped>;
 
     /// `adopt.lua`: the slot's runs with a token above `above`, each with its lease
     /// deadline: those handed out by pumps whose answer was lost. An engine in process never
     /// loses an answer, and has none.
     async fn adopt(
         &self,
-        _topic: &TopicConfig,
-        _slot: u32,
+        _at: SlotRef<'_>,
         _fence: u64,
         _above: u64,
     ) -> Result<Vec<(Handed, Millis)>> {
@@ -316,8 +318,7 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
     /// `settle.lua`: applies runs' outcomes with their events, one atomic step.
     async fn settle(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         batch: &[Settlement],
         now: Millis,
     ) -> Result<Vec<Finished>>;
@@ -326,21 +327,13 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
     /// stored record (`fired_at`: now), in the same atomic step.
     async fn settle_claimed(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         batch: &[ClaimSettlement<'_>],
         now: Millis,
     ) -> Result<Vec<Finished>>;
 
     /// `touch.lua`: moves a live run's lease deadline; false when the token is stale.
-    async fn touch(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        id: &str,
-        token: u64,
-        until: Millis,
-    ) -> Result<bool>;
+    async fn touch(&self, at: SlotRef<'_>, id: &str, token: u64, until: Millis) -> Result<bool>;
 
     /// Whether `list` looks at every job of the slot whatever its `limit` (the memory
     /// engine's wheel keeps no order): a listing then asks each slot for a whole page at
@@ -351,45 +344,38 @@ pub(crate) trait SlotJobs: Send + Sync + 'static {
 
     /// `list.lua`: up to `limit` of the slot's jobs in `state` (scheduled or running) whose
     /// score is from `from` to `to`, after `after` in (score, id) order, each with its id.
-    async fn list(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        range: &Range<'_>,
-    ) -> Result<Vec<(String, Stored)>>;
+    async fn list(&self, at: SlotRef<'_>, range: &Range<'_>) -> Result<Vec<(String, Stored)>>;
 
     /// `dead_page.lua`: up to `limit` of the slot's dead letters after `after`, oldest first.
     async fn dead_page(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         after: Option<&DeadCursor>,
         limit: usize,
     ) -> Result<Vec<DeadEntry>>;
 
-    async fn requeue(&self, topic: &TopicConfig, slot: u32, id: &str, now: Millis) -> Result<bool>;
+    async fn requeue(&self, at: SlotRef<'_>, id: &str, now: Millis) -> Result<bool>;
 
-    async fn dead_delete(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<bool>;
+    async fn dead_delete(&self, at: SlotRef<'_>, id: &str) -> Result<bool>;
 
-    async fn slot_stats(&self, topic: &TopicConfig, slot: u32) -> Result<SlotStats>;
+    async fn slot_stats(&self, at: SlotRef<'_>) -> Result<SlotStats>;
 
     /// `import.lua`: writes jobs as an export holds them (scheduled or dead, each with its
     /// whole record), each unless the slot holds a job of its id already (that one is left
     /// as it is); answers how many it wrote.
-    async fn import(&self, topic: &TopicConfig, slot: u32, jobs: &[Imported]) -> Result<u64>;
+    async fn import(&self, at: SlotRef<'_>, jobs: &[Imported]) -> Result<u64>;
 
     /// About how many bytes the slot's job records hold (`limits.max_bytes_per_topic`): on
     /// the memory engine what their strings weigh, kept as they change; on Redis the record
     /// hash's `MEMORY USAGE`, sampled.
-    async fn slot_bytes(&self, topic: &TopicConfig, slot: u32) -> Result<u64>;
+    async fn slot_bytes(&self, at: SlotRef<'_>) -> Result<u64>;
 
     /// About `count` ids of the slot's jobs in `state`, from `cursor` (0 to start); the
     /// cursor to go on from, 0 when done. Every job in that state for the whole scan is
     /// named at least once (the slot doubling's sweep).
     async fn scan_ids(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         state: JobState,
         cursor: u64,
         count: usize,

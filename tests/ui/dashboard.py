@@ -8,7 +8,8 @@ Checks:
 - a dead job requeued through its button changes state (and one deleted is gone);
 - a topic's upcoming jobs are listed in fire-time order, page by page, and its running ones;
 - the pause button pauses and resumes a topic (the API agrees);
-- the slot table has one row per topic, and fires per second are drawn as a chart;
+- the slot table has one row per topic, and fires per second are drawn as a chart with
+  axes and units, from the history the service keeps (a reloaded page draws it at once);
 - with tokens set, the page shows nothing and changes nothing until given a token, and says
   whether a token is missing or was refused;
 - each view has its own address (/ui/topics/T, .../jobs/ID, .../dead): opened directly, it
@@ -71,7 +72,7 @@ class Service:
         port = free_port()
         self.base = f"http://127.0.0.1:{port}"
         env = dict(os.environ, TOC_LISTEN=f"127.0.0.1:{port}", TOC_TOKENS=",".join(tokens),
-                   TOC_CONFIG=config)
+                   TOC_CONFIG=config, TOC_HTTP_HISTORY_EVERY_MS="1000")
         self.log = open(os.path.join(self.dir, "serve.log"), "w")
         args = [binary, "serve", "--config", config] if serve else [binary]
         self.proc = subprocess.Popen(args, env=env, stdout=self.log, stderr=self.log)
@@ -191,6 +192,23 @@ def check_open_service(browser, svc, shots):
     expect(page.locator("#topic-slots tbody tr")).to_have_count(16, timeout=WAIT_MS)
     expect(page.locator("#rate-chart polyline.total")).to_have_count(1, timeout=WAIT_MS)
     expect(page.locator("#rate-chart polyline.topic")).to_have_count(1, timeout=WAIT_MS)
+    # The chart has axes with units (rates a second, UTC times), and its history is the
+    # service's: a page opened anew draws the steps the service kept at its first draw
+    # (the page's own samples began empty at every load).
+    expect(page.locator("#rate-chart text.y-label").first).to_contain_text("/s")
+    expect(page.locator("#rate-chart text.x-label").last).to_contain_text("UTC")
+    deadline = time.time() + 15
+    while True:
+        status, kept = call(svc.base, "GET", "/v1/history")
+        if status == 200 and len(kept["points"]) >= 4:
+            break
+        assert time.time() < deadline, f"the service kept no history: {kept}"
+        time.sleep(0.2)
+    page.reload()
+    expect(page.locator("#rate-chart polyline.total")).to_have_count(1, timeout=WAIT_MS)
+    drawn = page.locator("#rate-chart polyline.total").get_attribute("points").split()
+    assert len(drawn) >= 4, f"a reloaded page draws the service's steps at once: {drawn}"
+    expect(page.locator("#rate-note")).to_contain_text("kept by the service")
 
     # A running job: one of the pull topic's, claimed with a long lease.
     status, body = call(svc.base, "PUT", "/v1/topics/q/jobs/held", {"delay_ms": 0})

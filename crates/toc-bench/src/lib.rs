@@ -18,6 +18,7 @@ mod bare_fire;
 mod bare_zset;
 mod child;
 mod cluster;
+pub mod median;
 mod peer;
 mod pull;
 mod report;
@@ -68,6 +69,11 @@ pub enum Scenario {
     Transfer,
     /// Every scenario, then the report: BENCHMARKS.md and docs/bench/ under --out.
     All,
+    /// The published headline from several `all` runs (`toc-bench median --out . DIR1
+    /// DIR2 DIR3`): each ratio's median over the runs, written with the median run's data
+    /// into --out's docs/bench/benchmarks.json, and as one table into its BENCHMARKS.md
+    /// and README.md (between their marks). Runs nothing.
+    Median,
 }
 
 /// Where a run writes its report unless told (`--out`).
@@ -90,6 +96,8 @@ pub struct BenchArgs {
     /// the published BENCHMARKS.md alone; `--out .` publishes into the repository.
     #[arg(long, default_value = DEFAULT_OUT)]
     pub out: PathBuf,
+    /// For `median`: the `--out` directories of the runs.
+    pub runs: Vec<PathBuf>,
     /// Leave out the BullMQ peer (it needs node and npm).
     #[arg(long)]
     pub no_peers: bool,
@@ -351,6 +359,22 @@ pub(crate) fn repo_root() -> String {
 
 /// Runs `toc bench`; the process's exit code.
 pub fn run(args: BenchArgs) -> std::process::ExitCode {
+    if args.scenario == Scenario::Median {
+        return match median::publish(&args.out, &args.runs) {
+            Ok(paths) => {
+                println!("wrote {paths}");
+                std::process::ExitCode::SUCCESS
+            }
+            Err(e) => {
+                eprintln!("toc bench median: {e}");
+                std::process::ExitCode::from(1)
+            }
+        };
+    }
+    if !args.runs.is_empty() {
+        eprintln!("toc bench: only `median` takes directories");
+        return std::process::ExitCode::from(2);
+    }
     let stop = Arc::new(AtomicBool::new(false));
     let server = match &args.redis_url {
         Some(_) => None,

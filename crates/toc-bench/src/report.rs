@@ -358,15 +358,101 @@ pub(super) fn commands(command: &str, s: &super::Sizes) -> String {
     )
 }
 
+/// A figure as the tables print it: two decimals under 100, a whole number with thousands
+/// separated at or above it.
+pub(crate) fn figure(v: f64) -> String {
+    if v.abs() < 100.0 {
+        return format!("{v:.2}");
+    }
+    let whole = format!("{:.0}", v.abs());
+    let mut out = String::new();
+    for (i, c) in whole.chars().enumerate() {
+        if i > 0 && (whole.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    if v < 0.0 { format!("-{out}") } else { out }
+}
+
+/// A sentence for the two rows of one table, in one unit, furthest apart when they differ
+/// by more than ten times: what each measured (its load, from its `how`), so that a reader
+/// does not take one for the other.
+fn far_apart(rows: &[&super::Figure]) -> Option<String> {
+    let mut worst: Option<(f64, &super::Figure, &super::Figure)> = None;
+    for a in rows.iter().filter(|f| f.value > 0.0) {
+        for b in rows
+            .iter()
+            .filter(|f| f.unit == a.unit && f.value > 0.0 && quantile(&f.name) == quantile(&a.name))
+        {
+            let times = a.value / b.value;
+            if times > 10.0 && worst.is_none_or(|(w, _, _)| times > w) {
+                worst = Some((times, a, b));
+            }
+        }
+    }
+    let (times, a, b) = worst?;
+    Some(format!(
+        "Rows {} apart in {}: {} {} ({}) measures {}; {} {} ({}) measures {}.",
+        format_args!("{}×", figure(times)),
+        a.unit,
+        a.system,
+        a.name,
+        figure(a.value),
+        if a.note.is_empty() {
+            "another load"
+        } else {
+            a.note.as_str()
+        },
+        b.system,
+        b.name,
+        figure(b.value),
+        if b.note.is_empty() {
+            "another load"
+        } else {
+            b.note.as_str()
+        },
+    ))
+}
+
+/// The percentile a row of a distribution names (`p99`, `max`): rows of one distribution
+/// are told apart only from rows of the same percentile (a p50 and a max are meant to differ).
+fn quantile(name: &str) -> Option<&str> {
+    let last = name.rsplit(' ').next()?;
+    let is = last == "max"
+        || (last.starts_with('p') && last[1..].starts_with(|c: char| c.is_ascii_digit()));
+    is.then_some(last)
+}
+
 /// Where BENCHMARKS.md's hand-written part begins: `all` keeps what follows it.
 pub(super) const HAND_WRITTEN: &str = "<!-- Hand-written below this line";
 
-/// BENCHMARKS.md's headline (the median of several runs), hand-written between these two
-/// lines at the top: `all` keeps it there, above the tables of its own run.
-pub(super) const HEADLINE: (&str, &str) = (
-    "<!-- Headline: hand-written",
-    "<!-- End of the headline. -->",
-);
+/// BENCHMARKS.md's headline (the median of several runs: its table written by `toc-bench
+/// median`, its words by hand) between these two lines at the top: `all` keeps it there,
+/// above the tables of its own run.
+pub(super) const HEADLINE: (&str, &str) = ("<!-- Headline", "<!-- End of the headline. -->");
+
+/// The published BENCHMARKS.md `published` with the tables of its run replaced by those
+/// of the run whose BENCHMARKS.md is `run` (`toc-bench median`: the median run's): the
+/// headline block and the hand-written part are `published`'s.
+pub(super) fn with_run(published: &str, run: &str) -> String {
+    let (headline, hand) = kept(published);
+    let (run_headline, _) = kept(run);
+    let body = run
+        .strip_prefix("# Benchmarks\n")
+        .unwrap_or(run)
+        .trim_start();
+    let body = body.strip_prefix(run_headline).unwrap_or(body).trim_start();
+    let body = body
+        .strip_prefix("## This run\n")
+        .unwrap_or(body)
+        .trim_start();
+    let body = body.find(HAND_WRITTEN).map_or(body, |at| &body[..at]);
+    format!(
+        "# Benchmarks\n\n{headline}\n\n## This run\n\n{}\n\n{hand}",
+        body.trim_end()
+    )
+}
 
 /// The kept parts of the BENCHMARKS.md a run replaces: its headline block, and its
 /// hand-written part (each empty when the file has none).
@@ -465,7 +551,7 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
         "## This run's ratios\n\n| comparison | measured | target | |\n|---|---|---|---|"
     );
     for (name, v, target, met) in goals(ctx) {
-        let v = v.map_or("not measured".to_string(), |v| format!("{v:.2}"));
+        let v = v.map_or("not measured".to_string(), figure);
         let met = match met {
             Some(true) => "met",
             Some(false) => "**short**",
@@ -489,12 +575,19 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
             m,
             "\n## {scenario}\n\n| system | figure | value | unit | how |\n|---|---|---|---|---|"
         );
-        for f in rows {
+        for f in &rows {
             let _ = writeln!(
                 m,
-                "| {} | {} | {:.2} | {} | {} |",
-                f.system, f.name, f.value, f.unit, f.note
+                "| {} | {} | {} | {} | {} |",
+                f.system,
+                f.name,
+                figure(f.value),
+                f.unit,
+                f.note
             );
+        }
+        if let Some(why) = far_apart(&rows) {
+            let _ = writeln!(m, "\n{why}");
         }
     }
     if !ctx.lateness.is_empty() {
@@ -522,7 +615,7 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
     );
     let _ = writeln!(
         m,
-        "- BullMQ's latency runs at no more than 2,000 fires per second and its burst at no more than 100,000 jobs (it needs minutes for a million); bursts are compared as drain rates."
+        "- BullMQ's latency runs at no more than 2,000 fires per second and its burst at no more than 100,000 jobs (it needs minutes for a million); bursts are compared as drain rates, and our Redis store's latency is measured at BullMQ's rate too (the rows *firing lateness at BullMQ's rate*), so that lateness is compared at one load."
     );
     let _ = writeln!(
         m,
@@ -553,6 +646,51 @@ pub(super) fn write(ctx: &Ctx, args: &BenchArgs) -> Result<String, String> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    fn figure(name: &str, value: f64, note: &str) -> crate::Figure {
+        crate::Figure {
+            scenario: "webhook",
+            system: "memory".into(),
+            name: name.into(),
+            value,
+            unit: "calls/s",
+            note: note.into(),
+        }
+    }
+
+    #[test]
+    fn the_median_runs_tables_replace_the_published_ones_between_headline_and_notes() {
+        let published = "# Benchmarks\n\n<!-- Headline x -->\nmedians\n<!-- End of the headline. -->\n\n## This run\n\nold run\n\n<!-- Hand-written below this line -->\nnotes\n";
+        let run = "# Benchmarks\n\nWritten by run 2.\n\n## burst\n\n| a |\n\n<!-- Hand-written below this line -->\nthe run's own notes\n";
+        assert_eq!(
+            with_run(published, run),
+            "# Benchmarks\n\n<!-- Headline x -->\nmedians\n<!-- End of the headline. -->\n\n## This run\n\nWritten by run 2.\n\n## burst\n\n| a |\n\n<!-- Hand-written below this line -->\nnotes\n"
+        );
+    }
+
+    #[test]
+    fn rows_ten_times_apart_are_told_apart_by_their_loads() {
+        let (slow, fast, near) = (
+            figure("one key", 327.0, "flow control on one key, parallelism 4"),
+            figure("no limits", 16_094.0, "20,000 calls due at once"),
+            figure("signed", 15_000.0, ""),
+        );
+        let why = far_apart(&[&slow, &fast, &near]).expect("49x apart");
+        assert!(why.starts_with("Rows 49.22× apart in calls/s:"), "{why}");
+        assert!(
+            why.contains("memory no limits (16,094) measures 20,000 calls due at once"),
+            "{why}"
+        );
+        assert!(
+            why.contains("memory one key (327) measures flow control on one key"),
+            "{why}"
+        );
+        assert_eq!(
+            far_apart(&[&fast, &near]),
+            None,
+            "within 10x: nothing to say"
+        );
+    }
 
     #[test]
     fn a_run_keeps_the_headline_on_top_and_the_hand_written_part_below() {

@@ -630,86 +630,114 @@ fn lead_settings(ctx: &Ctx) -> timeout_center::config::RuntimeSettings {
     }
 }
 
+/// The name of the latency scenario's main rows.
+const FIRING_LATENESS: &str = "firing lateness";
+
 pub(super) async fn latency(ctx: &mut Ctx) -> Result<(), String> {
     let (rate, secs) = (ctx.sizes.rate, ctx.sizes.latency_seconds);
-    let jobs = (rate * secs) as usize;
     for engine in ENGINES {
-        let store = open_for_latency(ctx, engine).await?;
-        let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
-        let center = TimeoutCenter::builder(store.clone())
-            .settings(lead_settings(ctx))
-            .handler(Noop {
-                hist: hist.clone(),
-                done: done.clone(),
-            })
-            .start()
-            .await
-            .map_err(|e| e.to_string())?;
-        let t = topic("latency", engine);
-        // Everything is scheduled before the first job comes due.
-        let start = now_ms() + 2_000 + (jobs as i64 / 100);
-        let resets: Vec<Reset> = (0..jobs)
-            .map(|i| Reset::new(format!("j{i}"), start + (i as u64 * 1_000 / rate) as i64))
-            .collect();
-        for chunk in resets.chunks(1_000) {
-            center
-                .reset_many(&t, chunk, Some(&CreateSpec::default()))
-                .await
-                .map_err(|e| e.to_string())?;
-        }
-        // What Redis spends while the jobs fire says whether lateness is its queue.
-        let cpu = RedisCpu::start(ctx, engine).await?;
-        let bar = ctx.bar(jobs as u64, &format!("latency, {engine}"));
-        let deadline = Instant::now() + Duration::from_secs(secs + 60);
-        while (done.load(Ordering::Relaxed) as usize) < jobs
-            && Instant::now() < deadline
-            && !ctx.stopped()
-        {
-            bar.set_position(done.load(Ordering::Relaxed));
-            tokio::time::sleep(Duration::from_millis(100)).await;
-        }
-        bar.finish_and_clear();
-        center.shutdown(Duration::from_secs(1)).await;
-        let h = hist.lock().expect("histogram lock").clone();
-        let note = format!(
-            "{} jobs at {rate}/s, no-op handler{}",
-            h.len(),
-            delay_note(ctx, engine)
-        );
-        add_percentiles(ctx, "latency", engine, "firing lateness", &h, &note);
-        // The part of the lateness the store's round trip makes: jobs that came due while
-        // the pump leasing them was in flight (the rest is the host's).
-        let after = center
-            .metrics()
-            .fired_after_pump
-            .with_label_values(&[t.as_str()])
-            .get();
-        ctx.add(
-            "latency",
-            engine,
-            "fires after their pump",
-            after as f64 * 100.0 / h.len().max(1) as f64,
-            "%",
-            "toc_jobs_fired_after_their_pump_total over the fires: due while the pump leasing them was in flight",
-        );
-        cpu.add(
-            ctx,
-            "latency",
-            "redis-server CPU per 100,000 fired",
-            h.len(),
-        )
-        .await?;
-        ctx.lateness.push(Lateness {
-            system: engine.to_string(),
-            rate,
-            jobs: h.len(),
-            curve: curve(&h),
-        });
+        fire_at_rate(ctx, engine, rate, secs, FIRING_LATENESS).await?;
         if ctx.stopped() {
             return Ok(());
         }
         webhook_latency(ctx, engine).await?;
     }
+    // Like with like: BullMQ's lateness is measured at no more than its rate (it falls
+    // behind above it, `peer.rs`), so ours is measured at that rate too.
+    let peer = super::peer::LATENCY_RATE;
+    if rate > peer && !ctx.stopped() {
+        fire_at_rate(ctx, "redis", peer, secs, "firing lateness at BullMQ's rate").await?;
+    }
+    Ok(())
+}
+
+/// Fires `rate` jobs a second for `secs` on `engine`, each to a no-op handler that records
+/// its lateness, as the rows `what` (the main run also counts the fires after their pump,
+/// Redis's CPU, and its curve for the plot).
+async fn fire_at_rate(
+    ctx: &mut Ctx,
+    engine: &'static str,
+    rate: u64,
+    secs: u64,
+    what: &str,
+) -> Result<(), String> {
+    let jobs = (rate * secs) as usize;
+    let store = open_for_latency(ctx, engine).await?;
+    let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
+    let center = TimeoutCenter::builder(store.clone())
+        .settings(lead_settings(ctx))
+        .handler(Noop {
+            hist: hist.clone(),
+            done: done.clone(),
+        })
+        .start()
+        .await
+        .map_err(|e| e.to_string())?;
+    let t = topic("latency", engine);
+    // Everything is scheduled before the first job comes due.
+    let start = now_ms() + 2_000 + (jobs as i64 / 100);
+    let resets: Vec<Reset> = (0..jobs)
+        .map(|i| Reset::new(format!("j{i}"), start + (i as u64 * 1_000 / rate) as i64))
+        .collect();
+    for chunk in resets.chunks(1_000) {
+        center
+            .reset_many(&t, chunk, Some(&CreateSpec::default()))
+            .await
+            .map_err(|e| e.to_string())?;
+    }
+    // What Redis spends while the jobs fire says whether lateness is its queue.
+    let cpu = RedisCpu::start(ctx, engine).await?;
+    let bar = ctx.bar(jobs as u64, &format!("latency, {engine}"));
+    let deadline = Instant::now() + Duration::from_secs(secs + 60);
+    while (done.load(Ordering::Relaxed) as usize) < jobs
+        && Instant::now() < deadline
+        && !ctx.stopped()
+    {
+        bar.set_position(done.load(Ordering::Relaxed));
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+    bar.finish_and_clear();
+    center.shutdown(Duration::from_secs(1)).await;
+    let h = hist.lock().expect("histogram lock").clone();
+    let note = format!(
+        "{} jobs at {rate}/s, no-op handler{}",
+        h.len(),
+        delay_note(ctx, engine)
+    );
+    add_percentiles(ctx, "latency", engine, what, &h, &note);
+    if what != FIRING_LATENESS {
+        // A comparison's run: its lateness is the figure.
+        return Ok(());
+    }
+    // The part of the lateness the store's round trip makes: jobs that came due while
+    // the pump leasing them was in flight (the rest is the host's).
+    let after = center
+        .metrics()
+        .fires
+        .fired_after_pump
+        .with_label_values(&[t.as_str()])
+        .get();
+    ctx.add(
+        "latency",
+        engine,
+        "fires after their pump",
+        after as f64 * 100.0 / h.len().max(1) as f64,
+        "%",
+        "toc_jobs_fired_after_their_pump_total over the fires: due while the pump leasing them was in flight",
+    );
+    cpu.add(
+        ctx,
+        "latency",
+        "redis-server CPU per 100,000 fired",
+        h.len(),
+    )
+    .await?;
+    ctx.lateness.push(Lateness {
+        system: engine.to_string(),
+        rate,
+        jobs: h.len(),
+        curve: curve(&h),
+    });
     Ok(())
 }
 

@@ -8,18 +8,31 @@ use actix::prelude::*;
 
 use super::SlotActor;
 use super::flow_gate::{POLL_MS, member};
+use super::runs::RoomFreed;
 use crate::model::{Leased, RunOutcome};
 use crate::time::Millis;
 
 impl SlotActor {
-    /// The topic's flow metrics: jobs waiting on this instance, and how long they waited.
-    pub(super) fn flow_metrics(&mut self) -> &(prometheus::IntGauge, prometheus::Histogram) {
-        self.metrics.flow(&self.rt.metrics, &self.door.topic().name)
-    }
-
-    /// Counts `n` more (or fewer) runs waiting for room on their flow key.
-    pub(super) fn count_waiting(&mut self, n: i64) {
-        self.flow_metrics().0.add(n);
+    /// Hands a due job to its handler, or to its flow key's line when the key has limits;
+    /// `fired_at` is now, read once for the batch.
+    pub(super) fn start(&mut self, lease: Arc<Leased>, fired_at: Millis, ctx: &mut Context<Self>) {
+        if let Some(key) = self.gated(&lease.job, fired_at) {
+            if self.gate.line(&key)
+                >= self.gate.share(
+                    self.rt.settings.flow_max_waiting,
+                    self.rt.settings.flow_max_waiting_per_key,
+                )
+            {
+                self.defer(lease, &key, fired_at, ctx);
+                return;
+            }
+            self.gate.wait(&key, lease, fired_at);
+            self.metrics.waiting(1);
+            self.ask_flow(key, ctx);
+            self.signs.track(&self.book, &self.core, &self.gate);
+            return;
+        }
+        self.run(lease, fired_at, None, ctx);
     }
 
     /// Sends a run of `key`, whose share of the waiting room is full, back to the store: due
@@ -36,13 +49,9 @@ impl SlotActor {
             return;
         }
         let at = now.saturating_add(crate::num::millis(self.gate.defer_ms(key, now)));
-        self.rt
-            .metrics
-            .flow_deferred
-            .with_label_values(&[self.door.topic().name.as_str()])
-            .inc();
+        self.metrics.deferred(1);
         self.book.end(lease, RunOutcome::Defer { at }, now);
-        self.track();
+        self.signs.track(&self.book, &self.core, &self.gate);
         self.settle_soon(ctx);
     }
 
@@ -50,7 +59,10 @@ impl SlotActor {
     /// runs sent back now are due again: the pump sets their due runs aside (`flow::SetAside`)
     /// rather than lease them for `defer` to send back one by one.
     pub(super) fn set_aside(&self, now: Millis) -> crate::flow::SetAside {
-        let share = self.key_share();
+        let share = self.gate.share(
+            self.rt.settings.flow_max_waiting,
+            self.rt.settings.flow_max_waiting_per_key,
+        );
         let keys: Vec<_> = self
             .gate
             .full(share)
@@ -70,27 +82,6 @@ impl SlotActor {
                 .flow
                 .as_ref()
                 .is_some_and(|f| f.key == crate::flow::KeyFrom::Url),
-        }
-    }
-
-    /// Counts the runs a pump set aside as sent back, each under its key and due again at
-    /// the instant the pump was given for it (`aside`).
-    pub(super) fn count_set_aside(
-        &mut self,
-        aside: &[(String, Millis)],
-        set_aside: &[(String, u32)],
-    ) {
-        for (key, n) in set_aside {
-            let at = aside
-                .iter()
-                .find(|(k, _)| k == key)
-                .map_or(0, |(_, at)| *at);
-            self.gate.sent_back(key, u64::from(*n), at);
-            self.rt
-                .metrics
-                .flow_deferred
-                .with_label_values(&[self.door.topic().name.as_str()])
-                .inc_by(u64::from(*n));
         }
     }
 
@@ -127,7 +118,7 @@ impl SlotActor {
         let Some(limits) = self.door.topic().flow_limits(&key) else {
             // The key's limits are gone: its line fires now.
             let (runs, _) = self.gate.answered(&key, usize::MAX, self.rt.clock.now());
-            self.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
+            self.metrics.left_line(runs.len());
             let now = self.rt.clock.now();
             for lease in runs {
                 self.run(lease, now, None, ctx);
@@ -173,7 +164,7 @@ impl SlotActor {
             }
         };
         let (runs, again) = self.gate.answered(&key, granted, self.rt.clock.now());
-        self.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
+        self.metrics.left_line(runs.len());
         let now = self.rt.clock.now();
         let mut gone = Vec::new();
         for lease in runs {
@@ -182,15 +173,13 @@ impl SlotActor {
                 gone.push(member(&lease));
                 continue;
             }
-            self.flow_metrics()
-                .1
-                .observe(crate::num::float((now - lease.job.fire_at).max(0)) / 1_000.0);
+            self.metrics.waited(now - lease.job.fire_at);
             self.run(lease, now, holds.then(|| key.clone()), ctx);
         }
         if holds && !gone.is_empty() {
-            self.release_flow(key.clone(), gone, ctx);
+            self.release_room(key.clone(), gone, ctx);
         }
-        self.track();
+        self.signs.track(&self.book, &self.core, &self.gate);
         if !self.gate.waits(&key) {
             return;
         }
@@ -225,26 +214,6 @@ impl SlotActor {
         }
     }
 
-    /// Ends the room on `key` of runs that held it, then asks for this slot's line.
-    pub(super) fn release_flow(&mut self, key: String, runs: Vec<String>, ctx: &mut Context<Self>) {
-        let door = self.door.clone();
-        let release = async move {
-            let done = door.flow_release(&key, &runs).await;
-            (key, done)
-        };
-        ctx.spawn(release.into_actor(self).map(|(key, done), act, ctx| {
-            match done {
-                Ok(()) => act.rt.flow_bells.ring(&act.door.topic().name, &key),
-                Err(e) => {
-                    tracing::warn!(topic = %act.door.topic().name, slot = act.door.slot(), key, error = %e, "could not end a run's room on its flow key: it ends with the run's lease");
-                }
-            }
-            if act.gate.waits(&key) {
-                act.ask_flow(key, ctx);
-            }
-        }));
-    }
-
     /// Gives every run waiting for room back to the store, due at once and the attempt not
     /// counted (a drain, a pause): they fire from the store again.
     pub(super) fn give_back_waiting(&mut self, ctx: &mut Context<Self>) {
@@ -255,11 +224,21 @@ impl SlotActor {
         if runs.is_empty() {
             return;
         }
-        self.count_waiting(-crate::num::signed(crate::num::usize_u64(runs.len())));
+        self.metrics.left_line(runs.len());
         let now = self.rt.clock.now();
         for lease in runs {
             self.book.end(lease, RunOutcome::Release, now);
         }
-        self.track();
+        self.signs.track(&self.book, &self.core, &self.gate);
+    }
+}
+
+impl Handler<RoomFreed> for SlotActor {
+    type Result = ();
+
+    fn handle(&mut self, msg: RoomFreed, ctx: &mut Context<Self>) {
+        if self.gate.waits(&msg.0) {
+            self.ask_flow(msg.0, ctx);
+        }
     }
 }

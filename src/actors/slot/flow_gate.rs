@@ -160,6 +160,32 @@ impl FlowGate {
             .map(|(k, _)| k.as_str())
     }
 
+    /// How many runs one key may have waiting here now: its share of the waiting room
+    /// (`per_key`), or one while the room (`room`, over every key) is full: a key with none
+    /// waiting still gets one in.
+    pub(super) fn share(&self, room: usize, per_key: usize) -> usize {
+        if self.waiting >= room { 1 } else { per_key }
+    }
+
+    /// Takes in the runs a pump set aside (`set_aside`, a count per key), each sent back and
+    /// due again at the instant the pump was given for its key (`aside`); answers how many.
+    pub(super) fn set_aside(
+        &mut self,
+        aside: &[(String, Millis)],
+        set_aside: &[(String, u32)],
+    ) -> u64 {
+        let mut n = 0;
+        for (key, count) in set_aside {
+            let at = aside
+                .iter()
+                .find(|(k, _)| k == key)
+                .map_or(0, |(_, at)| *at);
+            self.sent_back(key, u64::from(*count), at);
+            n += u64::from(*count);
+        }
+        n
+    }
+
     /// Runs of `key` waiting here.
     pub(super) fn line(&self, key: &str) -> usize {
         self.keys.get(key).map_or(0, |q| q.runs.len())
@@ -290,6 +316,28 @@ mod tests {
             slot: 0,
             handed_record: Default::default(),
         })
+    }
+
+    #[test]
+    fn a_key_has_its_share_until_the_room_is_full_then_one() {
+        let mut gate = FlowGate::default();
+        assert_eq!(gate.share(2, 5), 5, "an empty room: the key's own share");
+        gate.wait("a", lease("1", 10), 10);
+        assert_eq!(gate.share(2, 5), 5);
+        gate.wait("b", lease("2", 10), 10);
+        assert_eq!(gate.share(2, 5), 1, "the room full: one each");
+    }
+
+    #[test]
+    fn runs_set_aside_count_per_key_and_are_due_back_at_their_instant() {
+        let mut gate = FlowGate::default();
+        gate.wait("a", lease("1", 0), 0);
+        gate.wait("b", lease("2", 0), 0);
+        let aside = [("a".to_string(), 5_000), ("b".to_string(), 9_000)];
+        let n = gate.set_aside(&aside, &[("a".to_string(), 3), ("b".to_string(), 4)]);
+        assert_eq!(n, 7);
+        // Sent back, not waiting here: the lines are as they were.
+        assert_eq!((gate.len(), gate.line("a"), gate.line("b")), (2, 1, 1));
     }
 
     #[test]

@@ -57,6 +57,16 @@ impl Lead {
         crate::num::millis(crate::num::float_ms((us / 1_000.0).ceil()))
     }
 
+    /// The lead at `now` for a topic whose lease is `visibility_timeout_ms`: a run's lease
+    /// counts from its pump, so what the lead grows by is kept within a tenth of it (at
+    /// least the floor): a handler keeps nine tenths of its lease, at least, after its fire
+    /// time.
+    pub(crate) fn within(&self, now: Instant, visibility_timeout_ms: u64) -> Millis {
+        let floor = crate::num::millis(crate::num::float_ms((self.floor_us / 1_000.0).ceil()));
+        let tenth = crate::num::millis(visibility_timeout_ms / 10);
+        self.ms(now).min(tenth.max(floor))
+    }
+
     /// The lead the recorded peak asks for at `now`: the floor, and the peak's excess over
     /// it halved each half-life (none once under a microsecond).
     fn wanted_us(&self, now: Instant) -> f64 {
@@ -83,6 +93,21 @@ mod tests {
 
     fn ms(n: u64) -> Duration {
         Duration::from_millis(n)
+    }
+
+    #[test]
+    fn a_grown_lead_stays_within_a_tenth_of_the_lease_but_not_below_the_floor() {
+        let now = Instant::now();
+        let mut lead = Lead::new(2, 1_000);
+        lead.observe(ms(500), now);
+        assert_eq!(lead.ms(now), 501);
+        assert_eq!(
+            lead.within(now, 30_000),
+            501,
+            "a tenth of 30 s is room enough"
+        );
+        assert_eq!(lead.within(now, 1_000), 100, "a tenth of a 1 s lease");
+        assert_eq!(lead.within(now, 10), 2, "never below the floor");
     }
 
     #[test]

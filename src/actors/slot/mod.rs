@@ -15,19 +15,22 @@
 //! other runs, so that at 10,000 fires/s a pump and a settle carry several fires each.
 //!
 //! The wing's files: `core.rs` the slot's states and numbered rules (no actix, tested
-//! alone); this file the actor and its message handlers; `state.rs` its own state read
-//! and published (status, timer, room, lead), which calls none of the other files; `pump.rs` what a pump
-//! asks the store and the runs it takes in; `run_book.rs` the runs handed out and the
-//! outcomes waiting to settle (no actix, tested alone); `runs.rs` each run to its handler,
-//! now or at its fire time; `flow.rs` a limited key's line (`flow_gate.rs`), a key past its share sent
-//! back or set aside; `leases.rs` the lease sweep; `settle.rs` outcomes in batches;
-//! `lead.rs` how far ahead of a fire its pump goes. Every store call of the wing goes
-//! through the slot's door (`SlotDoor`): no topic is named or looked up on the fire path.
+//! alone); this file the actor and its message handlers; `state.rs` whether it may sleep
+//! and how many runs it may take, which calls none of the other files; `signs.rs` what it
+//! shows outside (status, runs in flight, pump in flight); `pump.rs` its timer, what a pump
+//! asks the store and the runs it takes in, each due now or held until its fire time;
+//! `run_book.rs` the runs handed out and the outcomes waiting to settle (no actix, tested
+//! alone); `flow.rs` a due run at its flow key's gate: run, waiting in its key's line
+//! (`flow_gate.rs`, no actix, tested alone), sent back or set aside; `runs.rs` a run on its
+//! handler and its report turned into an outcome; `leases.rs` the lease sweep; `settle.rs`
+//! outcomes in batches; `lead.rs` how far ahead of a fire its pump goes; `metrics.rs` its
+//! topic's series. Calls between the files go one way (a run's room given back reaches the
+//! key's line as a message, `RoomFreed`). Every store call of the wing goes through the
+//! slot's door (`SlotDoor`): no topic is named or looked up on the fire path.
 
 use std::sync::{Arc, Mutex};
 
 use actix::prelude::*;
-use tokio::sync::watch;
 
 pub(crate) mod core;
 mod flow;
@@ -39,6 +42,7 @@ mod pump;
 mod run_book;
 mod runs;
 mod settle;
+mod signs;
 mod state;
 
 use self::core::SlotCore;
@@ -46,6 +50,7 @@ use self::flow_gate::FlowGate;
 use self::lead::Lead;
 use self::metrics::SlotMetrics;
 use self::run_book::RunBook;
+use self::signs::Signs;
 use super::handler::LocalHandlers;
 use super::messages::{Drain, Halt, Pump, Refence, Retune, Sleep, SlotHealth, SlotIdle, Wake};
 use super::runtime::Runtime;
@@ -63,18 +68,12 @@ pub(crate) struct SlotActor {
     /// answers this actor carries out.
     core: SlotCore,
     rt: Arc<Runtime>,
-    /// Shared with the slot keeper, which reads it for `/health`.
-    status: Arc<Mutex<SlotHealth>>,
+    /// What the slot shows outside: its status, runs in flight, pump in flight (`signs.rs`).
+    signs: Signs,
     /// Runs handed out whose report has not come back, each with the lease deadline it
     /// holds now (`sweep_leases` moves it), and the outcomes waiting for the next settle
     /// (`run_book.rs`).
     book: RunBook,
-    /// Runs not yet settled in the store (running, waiting, settling), for `Drain` to wait on.
-    in_flight: watch::Sender<usize>,
-    /// A pump is in flight (the core's state, published). Its answer holds the runs the
-    /// store leased to this actor, which `Drain` waits for: stopped before it, they would
-    /// stay leased to no one until their lease ran out.
-    pumping: watch::Sender<bool>,
     /// Where this actor tells the slot keeper it is at rest (`offer_sleep`).
     keeper: Recipient<SlotIdle>,
     /// How long before their fire time this slot's pumps lease jobs: `runtime.fire_lead_ms`,
@@ -117,15 +116,13 @@ impl SlotActor {
         SlotActor {
             core: SlotCore::default(),
             lead,
-            metrics: SlotMetrics::new(&rt.metrics, &topic.name),
+            metrics: SlotMetrics::new(&rt.metrics.fires, &topic.name),
             handlers,
             gate: FlowGate::default(),
             door: rt.store.slot_door(topic, slot, fence),
             rt,
-            status,
+            signs: Signs::new(status),
             book: RunBook::default(),
-            in_flight: watch::channel(0).0,
-            pumping: watch::channel(false).0,
             timers: Timers::default(),
             keeper,
         }
@@ -136,14 +133,14 @@ impl Actor for SlotActor {
     type Context = Context<Self>;
 
     fn started(&mut self, ctx: &mut Context<Self>) {
-        self.set_status(|s| s.alive = true);
+        self.signs.status(|s| s.alive = true);
         self.pump(ctx);
     }
 
     fn stopped(&mut self, _: &mut Context<Self>) {
-        self.set_status(|s| s.alive = false);
+        self.signs.status(|s| s.alive = false);
         if !self.core.asleep() {
-            self.slot_changed();
+            signs::slot_changed(&self.rt.slot_changes);
         }
     }
 }
@@ -156,11 +153,11 @@ impl Supervised for SlotActor {
         // The old context's timers are gone with it.
         self.timers.lease_sweep = None;
         self.core.restarted();
-        self.track();
-        self.publish_pumping();
+        self.signs.track(&self.book, &self.core, &self.gate);
+        self.signs.pumping(self.core.pump_in_flight());
         self.timers.next = None;
         self.timers.flush = None;
-        self.set_status(|s| {
+        self.signs.status(|s| {
             s.restarts += 1;
             s.armed_at = None;
         });
@@ -198,7 +195,10 @@ impl Handler<Wake> for SlotActor {
 
     fn handle(&mut self, msg: Wake, ctx: &mut Context<Self>) {
         // Pumped a lead before its fire time, as the pump's own next time is.
-        let pump_at = msg.at.saturating_sub(self.lead());
+        let pump_at = msg.at.saturating_sub(self.lead.within(
+            std::time::Instant::now(),
+            self.door.topic().visibility_timeout_ms,
+        ));
         if !self.core.woken(pump_at) {
             return;
         }
@@ -235,7 +235,7 @@ impl Handler<Refence> for SlotActor {
     fn handle(&mut self, msg: Refence, ctx: &mut Context<Self>) {
         self.door = self.door.with_fence(msg.0);
         self.core.refenced();
-        self.set_status(|s| {
+        self.signs.status(|s| {
             s.fence = msg.0;
             s.fenced = false;
         });
@@ -274,7 +274,7 @@ impl Handler<Drain> for SlotActor {
         // Outcomes waiting for the batch window go now.
         self.settle(ctx);
         let until = tokio::time::Instant::now() + msg.grace;
-        let (mut pump, mut idle) = (self.pumping.subscribe(), self.in_flight.subscribe());
+        let (mut pump, mut idle) = self.signs.watch();
         let wait = async move {
             // A pump in flight is waited for whatever the grace (the store's response timeout
             // bounds it): the runs it leased are run, or given back below.
@@ -313,7 +313,7 @@ impl Handler<Drain> for SlotActor {
                 for (id, token) in &given_back {
                     act.book.release(id, *token);
                 }
-                act.track();
+                act.signs.track(&act.book, &act.core, &act.gate);
                 given_back.len()
             })
         }))

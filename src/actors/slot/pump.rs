@@ -1,6 +1,8 @@
 //! The slot's pumps: what it asks the store for (adopting a lost answer's runs, the fires a
 //! rate limit grants, the keys set aside), and the runs it takes in.
 
+use std::sync::Arc;
+
 use actix::prelude::*;
 
 use super::super::messages::Pump;
@@ -28,12 +30,20 @@ impl SlotActor {
             .into_actor(self)
             .map(|_, act, ctx| {
                 act.timers.next = None;
-                act.set_status(|s| s.armed_at = None);
+                act.signs.status(|s| s.armed_at = None);
                 act.pump(ctx);
             });
         let handle = ctx.spawn(wake);
         self.timers.next = Some((handle, at));
-        self.set_status(|s| s.armed_at = Some(at));
+        self.signs.status(|s| s.armed_at = Some(at));
+    }
+
+    /// Cancels the timer of the next pump.
+    pub(super) fn cancel_timer(&mut self, ctx: &mut Context<Self>) {
+        if let Some((handle, _)) = self.timers.next.take() {
+            ctx.cancel_future(handle);
+        }
+        self.signs.status(|s| s.armed_at = None);
     }
 
     /// Pumps now if the core allows it (see `SlotCore::want_pump`).
@@ -43,11 +53,17 @@ impl SlotActor {
             return;
         };
         self.cancel_timer(ctx);
-        self.publish_pumping();
+        self.signs.pumping(self.core.pump_in_flight());
         let now = self.rt.clock.now();
         let door = self.door.clone();
         // Past the lead, the window: jobs due in it go out in this pump too.
-        let (lead, window) = (self.lead(), self.window());
+        let (lead, window) = (
+            self.lead.within(
+                std::time::Instant::now(),
+                self.door.topic().visibility_timeout_ms,
+            ),
+            self.rt.settings.batch_window(),
+        );
         let reach = lead.saturating_add(window);
         self.metrics
             .pump_lead
@@ -96,7 +112,7 @@ impl SlotActor {
             Err(e) => (self.pump_failed(e), None),
         };
         let after = self.core.pump_answered(end);
-        self.publish_pumping();
+        self.signs.pumping(self.core.pump_in_flight());
         match after {
             AfterPump::PumpAgain => ctx.notify(Pump),
             // The store counts the next time back from the next fire time by the whole
@@ -104,7 +120,10 @@ impl SlotActor {
             // pump's round trip may have moved), so that the pump takes the window that
             // follows it.
             AfterPump::SleepUntilNext => {
-                let back = asked.reach.saturating_sub(self.lead());
+                let back = asked.reach.saturating_sub(self.lead.within(
+                    std::time::Instant::now(),
+                    self.door.topic().visibility_timeout_ms,
+                ));
                 let next = next_at.map(|at| at.saturating_add(back));
                 // A wake told during the pump (rule 6 of `core.rs`).
                 let next = match (next, self.core.take_woken()) {
@@ -138,7 +157,8 @@ impl SlotActor {
         } = answer;
         let full = pumped.jobs.len() >= asked.capacity;
         let next_at = pumped.next_at;
-        self.count_set_aside(&asked.aside_at, &pumped.set_aside);
+        let sent_back = self.gate.set_aside(&asked.aside_at, &pumped.set_aside);
+        self.metrics.deferred(sent_back);
         self.take_runs(adopted, pumped, asked.at_us, asked.now, ctx);
         let end = if fires.held_back() {
             PumpEnd::Limited {
@@ -155,21 +175,70 @@ impl SlotActor {
         let (topic, slot) = (self.door.topic().name.clone(), self.door.slot());
         if let crate::error::Error::Fenced { .. } = e {
             tracing::info!(topic, slot, error = %e, "another instance owns the slot now: pumping stops");
-            self.set_status(|s| {
+            self.signs.status(|s| {
                 s.last_error = Some(e.to_string());
                 s.fenced = true;
             });
-            self.slot_changed();
+            super::signs::slot_changed(&self.rt.slot_changes);
             return PumpEnd::Fenced;
         }
         tracing::warn!(topic, slot, error = %e, "pump failed");
-        self.rt
-            .metrics
-            .pump_failures
-            .with_label_values(&[topic.as_str()])
-            .inc();
-        self.set_status(|s| s.last_error = Some(e.to_string()));
+        self.metrics.pump_failed();
+        self.signs.status(|s| s.last_error = Some(e.to_string()));
         PumpEnd::Failed
+    }
+
+    /// Takes a run in: it is running from now on (for the lease sweep, a drain and the
+    /// count in flight), and goes to its handler now if it is due by `now_us` (when its pump
+    /// answered, read once for the batch), or into `held` if the pump leased it ahead (the
+    /// lead): never early. The caller holds those (`hold`) and tracks the runs in flight
+    /// once it has dispatched them all.
+    pub(super) fn dispatch(
+        &mut self,
+        lease: Leased,
+        now_us: i64,
+        held: &mut Vec<Arc<Leased>>,
+        ctx: &mut Context<Self>,
+    ) {
+        // The lease is shared by the book and this run's future.
+        let lease = self.book.take(lease);
+        self.arm_lease_sweep(ctx);
+        if lease.job.fire_at.saturating_mul(1_000) > now_us {
+            held.push(lease);
+        } else {
+            self.start(lease, now_us.div_euclid(1_000), ctx);
+        }
+    }
+
+    /// Waits until the runs leased ahead are due on the store's clock, one wait per fire
+    /// time, then starts those still this actor's (a run whose lease ran out meanwhile
+    /// belongs to the store's next lease of its job).
+    pub(super) fn hold(&mut self, mut held: Vec<Arc<Leased>>, ctx: &mut Context<Self>) {
+        held.sort_by_key(|lease| lease.job.fire_at);
+        for group in held.chunk_by(|a, b| a.job.fire_at == b.job.fire_at) {
+            let group = group.to_vec();
+            let wait = self
+                .rt
+                .clock
+                .until(group[0].job.fire_at.saturating_mul(1_000));
+            ctx.spawn(wait.into_actor(self).map(move |_, act, ctx| {
+                let now_us = act.rt.clock.now_us();
+                let mut still = Vec::new();
+                for lease in group {
+                    if !act.book.holds(&lease) {
+                        continue;
+                    }
+                    if lease.job.fire_at.saturating_mul(1_000) > now_us {
+                        // Not yet due by the store's clock as sampled (a new sample moved
+                        // it back, or a test's clock stands still): wait again.
+                        still.push(lease);
+                    } else {
+                        act.start(lease, now_us.div_euclid(1_000), ctx);
+                    }
+                }
+                act.hold(still, ctx);
+            }));
+        }
     }
 
     /// Takes in the runs a pump answered with: the adopted ones (a lost answer's, not yet
@@ -192,7 +261,7 @@ impl SlotActor {
             }
         }
         let n = pumped.jobs.len();
-        self.set_status(|s| {
+        self.signs.status(|s| {
             s.last_pump = Some(now);
             s.last_error = None;
         });
@@ -217,7 +286,7 @@ impl SlotActor {
             self.dispatch(lease, now_us, &mut held, ctx);
         }
         self.hold(held, ctx);
-        self.track();
+        self.signs.track(&self.book, &self.core, &self.gate);
     }
 }
 

@@ -82,6 +82,12 @@ impl RunBook {
         self.outcomes = batch;
     }
 
+    /// Runs not yet settled in the store: running, waiting to settle, and the `settling`
+    /// runs of a settle in flight.
+    pub(crate) fn unsettled(&self, settling: usize) -> usize {
+        self.running() + self.waiting() + settling
+    }
+
     /// How many outcomes wait.
     pub(crate) fn waiting(&self) -> usize {
         self.outcomes.len()

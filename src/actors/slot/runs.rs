@@ -1,5 +1,5 @@
-//! The slot's runs: each leased job to its handler now or held until its fire time, past
-//! its flow key's gate, and run on its type's handler actor.
+//! The slot's runs: a due job run on its type's handler actor, its report turned into an
+//! outcome to settle, and the room it held on its flow key given back.
 
 use std::sync::Arc;
 use std::time::Duration;
@@ -13,81 +13,11 @@ use super::super::runtime::Runtime;
 use super::SlotActor;
 use super::flow_gate::member;
 use crate::job_type::{Emitter, JobContext, OtherJobs, Outcome};
-use crate::model::Leased;
+use crate::model::{Leased, Settlement};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
 impl SlotActor {
-    /// Takes a run in: it is running from now on (for the lease sweep, a drain and the
-    /// count in flight), and goes to its handler now if it is due by `now_us` (when its pump
-    /// answered, read once for the batch), or into `held` if the pump leased it ahead (the
-    /// lead): never early. The caller holds those (`hold`) and tracks the runs in flight
-    /// once it has dispatched them all.
-    pub(super) fn dispatch(
-        &mut self,
-        lease: Leased,
-        now_us: i64,
-        held: &mut Vec<Arc<Leased>>,
-        ctx: &mut Context<Self>,
-    ) {
-        // The lease is shared by the book and this run's future.
-        let lease = self.book.take(lease);
-        self.arm_lease_sweep(ctx);
-        if lease.job.fire_at.saturating_mul(1_000) > now_us {
-            held.push(lease);
-        } else {
-            self.start(lease, now_us.div_euclid(1_000), ctx);
-        }
-    }
-
-    /// Waits until the runs leased ahead are due on the store's clock, one wait per fire
-    /// time, then starts those still this actor's (a run whose lease ran out meanwhile
-    /// belongs to the store's next lease of its job).
-    pub(super) fn hold(&mut self, mut held: Vec<Arc<Leased>>, ctx: &mut Context<Self>) {
-        held.sort_by_key(|lease| lease.job.fire_at);
-        for group in held.chunk_by(|a, b| a.job.fire_at == b.job.fire_at) {
-            let group = group.to_vec();
-            let wait = self
-                .rt
-                .clock
-                .until(group[0].job.fire_at.saturating_mul(1_000));
-            ctx.spawn(wait.into_actor(self).map(move |_, act, ctx| {
-                let now_us = act.rt.clock.now_us();
-                let mut still = Vec::new();
-                for lease in group {
-                    if !act.book.holds(&lease) {
-                        continue;
-                    }
-                    if lease.job.fire_at.saturating_mul(1_000) > now_us {
-                        // Not yet due by the store's clock as sampled (a new sample moved
-                        // it back, or a test's clock stands still): wait again.
-                        still.push(lease);
-                    } else {
-                        act.start(lease, now_us.div_euclid(1_000), ctx);
-                    }
-                }
-                act.hold(still, ctx);
-            }));
-        }
-    }
-
-    /// Hands a due job to its handler, or to its flow key's line when the key has limits;
-    /// `fired_at` is now, read once for the batch.
-    pub(super) fn start(&mut self, lease: Arc<Leased>, fired_at: Millis, ctx: &mut Context<Self>) {
-        if let Some(key) = self.gated(&lease.job, fired_at) {
-            if self.gate.line(&key) >= self.key_share() {
-                self.defer(lease, &key, fired_at, ctx);
-                return;
-            }
-            self.gate.wait(&key, lease, fired_at);
-            self.count_waiting(1);
-            self.ask_flow(key, ctx);
-            self.track();
-            return;
-        }
-        self.run(lease, fired_at, None, ctx);
-    }
-
     /// Hands a running job to its handler; `fired_at` is now. `flow`: the key whose room
     /// it holds, ended when it reports.
     pub(super) fn run(
@@ -123,7 +53,7 @@ impl SlotActor {
             // this one ran (its lease ran out): that one stays.
             act.book.release(&lease.job.id, lease.token);
             if let Some(key) = flow {
-                act.release_flow(key, vec![member(&lease)], ctx);
+                act.release_room(key, vec![member(&lease)], ctx);
             }
             let lease = Arc::try_unwrap(lease).unwrap_or_else(|shared| (*shared).clone());
             let settlement = act.settlement(lease, report, fired_at);
@@ -131,7 +61,61 @@ impl SlotActor {
             act.settle_soon(ctx);
         }));
     }
+
+    /// Turns a handler's report into the outcome the store applies.
+    pub(super) fn settlement(
+        &mut self,
+        lease: Leased,
+        report: RunReport,
+        fired_at: Millis,
+    ) -> Settlement {
+        let now = self.rt.clock.now();
+        let job = &lease.job;
+        self.metrics.handler_ran(&job.job_type, report.duration);
+        let (attempts, clock) = (job.attempts, &self.rt.clock);
+        let outcome = report.outcome.into_run(
+            job.fire_at,
+            now,
+            || {
+                self.door
+                    .topic()
+                    .backoff
+                    .delay_ms(attempts, &mut rand::rng())
+            },
+            |delay| clock.after(delay),
+        );
+        Settlement {
+            run: lease,
+            outcome,
+            fired_at,
+            emitted: report.emitted,
+        }
+    }
+
+    /// Ends the room on `key` of runs that held it; the slot's line for the key then asks
+    /// again (`RoomFreed`, taken in by `flow.rs`).
+    pub(super) fn release_room(&mut self, key: String, runs: Vec<String>, ctx: &mut Context<Self>) {
+        let door = self.door.clone();
+        let release = async move {
+            let done = door.flow_release(&key, &runs).await;
+            (key, done)
+        };
+        ctx.spawn(release.into_actor(self).map(|(key, done), act, ctx| {
+            match done {
+                Ok(()) => act.rt.flow_bells.ring(&act.door.topic().name, &key),
+                Err(e) => {
+                    tracing::warn!(topic = %act.door.topic().name, slot = act.door.slot(), key, error = %e, "could not end a run's room on its flow key: it ends with the run's lease");
+                }
+            }
+            ctx.notify(RoomFreed(key));
+        }));
+    }
 }
+
+/// Room on a flow key was given back here: the slot's line for it asks again.
+#[derive(Message)]
+#[rtype(result = "()")]
+pub(super) struct RoomFreed(pub(super) String);
 
 /// The run of `lease` on its type's handler actor on this thread, as a future of the
 /// handler's report (its lease is extended meanwhile by the slot actor's `sweep_leases`).
@@ -144,7 +128,11 @@ fn handler_run(
     span: tracing::Span,
 ) -> impl std::future::Future<Output = RunReport> + 'static {
     if let Some(outcome) = lease.job.misfire(fired_at) {
-        rt.metrics.misfired.with_label_values(&[&topic.name]).inc();
+        rt.metrics
+            .fires
+            .misfired
+            .with_label_values(&[&topic.name])
+            .inc();
         return Either::Right(std::future::ready(RunReport {
             outcome,
             duration: Duration::ZERO,

@@ -5,56 +5,17 @@ use std::time::Duration;
 
 use actix::prelude::*;
 
-use super::super::messages::RunReport;
 use super::SlotActor;
 use super::core::{SettleEnd, SettleWhen};
-use crate::model::{Finished, Leased, Settlement};
-use crate::time::Millis;
+use crate::model::{Finished, Settlement};
 
 impl SlotActor {
-    /// The handler duration histogram of this topic's `job_type`.
-    pub(super) fn handler_duration(&mut self, job_type: &str) -> &prometheus::Histogram {
-        self.metrics
-            .handler_duration(&self.rt.metrics, &self.door.topic().name, job_type)
-    }
-
-    /// Turns a handler's report into the outcome the store applies.
-    pub(super) fn settlement(
-        &mut self,
-        lease: Leased,
-        report: RunReport,
-        fired_at: Millis,
-    ) -> Settlement {
-        let now = self.rt.clock.now();
-        let job = &lease.job;
-        self.handler_duration(&job.job_type)
-            .observe(report.duration.as_secs_f64());
-        let (attempts, clock) = (job.attempts, &self.rt.clock);
-        let outcome = report.outcome.into_run(
-            job.fire_at,
-            now,
-            || {
-                self.door
-                    .topic()
-                    .backoff
-                    .delay_ms(attempts, &mut rand::rng())
-            },
-            |delay| clock.after(delay),
-        );
-        Settlement {
-            run: lease,
-            outcome,
-            fired_at,
-            emitted: report.emitted,
-        }
-    }
-
     /// Settles the gathered outcomes now, or when the batch window closes if other runs of
     /// this slot are still to report (held for their fire time or in their handler): theirs
     /// then go in the same call. Nothing waits with no other run, when the window is 0, while
     /// draining, or once a pump's worth has gathered.
     pub(super) fn settle_soon(&mut self, ctx: &mut Context<Self>) {
-        let window = self.window();
+        let window = self.rt.settings.batch_window();
         let full = self.book.waiting() >= self.rt.settings.pump_batch;
         let when =
             self.core
@@ -118,13 +79,15 @@ impl SlotActor {
         let (topic, slot) = (self.door.topic().name.clone(), self.door.slot());
         let mut unavailable = None;
         let end = match result {
-            Ok(done) => self.count_settled(&batch, done),
+            Ok(done) => SettleEnd::Applied {
+                rescheduled: self.metrics.settled(&batch, &done),
+            },
             Err(e) if e.is_unavailable() || matches!(e, crate::error::Error::StoreFull(_)) => {
                 // Nothing of the batch was applied (one atomic step), and the store may be
                 // back in a moment: the outcomes are kept, ahead of those gathered since, and
                 // sent again. Each run's token still decides in the store whether its
                 // outcome is current.
-                self.set_status(|s| s.last_error = Some(e.to_string()));
+                self.signs.status(|s| s.last_error = Some(e.to_string()));
                 unavailable = Some((batch.len(), e));
                 self.book.keep(batch);
                 SettleEnd::Unavailable
@@ -133,7 +96,7 @@ impl SlotActor {
                 // Refused for a reason a retry would not change: the runs stay running in
                 // the store, and come back when their lease runs out (at least once).
                 tracing::warn!(topic, slot, runs = batch.len(), error = %e, "could not settle runs; their leases will expire and they run again");
-                self.set_status(|s| s.last_error = Some(e.to_string()));
+                self.signs.status(|s| s.last_error = Some(e.to_string()));
                 SettleEnd::Refused
             }
         };
@@ -146,36 +109,11 @@ impl SlotActor {
                 act.settle(ctx);
             });
         }
-        self.track();
+        self.signs.track(&self.book, &self.core, &self.gate);
         self.settle_soon(ctx);
         if self.core.pump_wanted() {
             self.pump(ctx);
         }
         self.offer_sleep();
-    }
-
-    /// Counts the runs a settle applied (retried, dead, stale) and whether any was
-    /// scheduled again, perhaps before the slot's timer (armed for the run's lease
-    /// deadline): a pump then learns the slot's next time.
-    fn count_settled(&mut self, batch: &[Settlement], done: Vec<Finished>) -> SettleEnd {
-        let mut rescheduled = false;
-        for (item, finished) in batch.iter().zip(done) {
-            match finished {
-                Finished::Retrying => self.metrics.retried.inc(),
-                Finished::Dead => self.metrics.dead.inc(),
-                Finished::Stale => {
-                    tracing::warn!(job = %item.run.job.id, "a run's outcome was stale: another run holds the job")
-                }
-                _ => {}
-            }
-            rescheduled |= matches!(
-                finished,
-                Finished::Retrying
-                    | Finished::Repeating
-                    | Finished::Rescheduled
-                    | Finished::Released
-            );
-        }
-        SettleEnd::Applied { rescheduled }
     }
 }

@@ -14,7 +14,7 @@ const state = {
   deadShown: null,      // the cursor of the page on screen
   eventsAfter: null,    // the last event id shown
   locked: false,        // the service answered 401
-  history: [],          // [{at, total, topics: Map topic -> fires/s}], the last minutes
+  history: null,        // GET /v1/history as last read: {readAt, topic, every_ms, points}
   slots: [],            // /v1/slots' items, as last read
   scope: "admin",       // what the token may do (/v1/token): read, write or admin
   lists: {              // the selected topic's listings: the cursor of the page on screen, and the next
@@ -22,8 +22,6 @@ const state = {
     running: { shown: null, next: null },
   },
 };
-
-const HISTORY_MS = 5 * 60 * 1000;
 
 class Unauthorized extends Error {}
 
@@ -213,42 +211,72 @@ async function refreshMetrics() {
     state.fired.set(topic, [count, now]);
   }
   drawLateness(...lateness(buckets, perTopic));
-  let total = 0;
-  for (const r of state.rates.values()) total += r;
-  state.history.push({ at: now, total, topics: new Map(state.rates) });
-  while (state.history.length && state.history[0].at < now - HISTORY_MS) state.history.shift();
+  await refreshHistory();
+}
+
+// The service's own last hour (GET /v1/history), read at load and at each of its steps.
+async function refreshHistory() {
+  const h = state.history || {};
+  const due = !h.readAt || Date.now() - h.readAt >= (h.every_ms || 0);
+  if (!due && h.topic === state.topic) return;
+  const q = state.topic ? "?topic=" + encodeURIComponent(state.topic) : "";
+  const { status, body } = await api("/v1/history" + q);
+  if (status !== 200) return;
+  state.history = { readAt: Date.now(), topic: state.topic, every_ms: body.every_ms, points: body.points };
   drawRates();
 }
 
-// Fires per second over the last minutes: every topic together, and the selected one.
+// A rate as a chart's axis shows it: whole numbers from 10 on, thousands as k.
+const rateLabel = (v) => v >= 10000 ? (v / 1000).toFixed(0) + "k/s" : v >= 10 ? v.toFixed(0) + "/s" : v.toFixed(1) + "/s";
+
+// Fires (and pull claims) per second over the service's last hour, with axes: every topic
+// the token may see together, and the selected topic.
 function drawRates() {
   const svg = $("#rate-chart");
-  const h = state.history;
-  const W = 600, H = 160;
+  const points = (state.history && state.history.points) || [];
+  const W = 640, H = 180, L = 56, B = 22, T = 8, R = 8;
   const ns = "http://www.w3.org/2000/svg";
-  const lines = [["total", (p) => p.total]];
-  if (state.topic) lines.push(["topic", (p) => p.topics.get(state.topic) || 0]);
-  const max = Math.max(1, ...h.map((p) => p.total));
-  const now = Date.now();
-  const children = [];
-  for (const [cls, value] of lines) {
-    const points = h.map((p) => {
-      const x = W - ((now - p.at) / HISTORY_MS) * W;
-      const y = H - (value(p) / max) * (H - 10);
-      return x.toFixed(1) + "," + y.toFixed(1);
-    });
-    const line = document.createElementNS(ns, "polyline");
-    line.setAttribute("points", points.join(" "));
-    line.setAttribute("class", cls);
+  const el = (name, attrs, text) => {
+    const e = document.createElementNS(ns, name);
+    for (const [k, v] of Object.entries(attrs)) e.setAttribute(k, v);
+    if (text !== undefined) e.textContent = text;
+    return e;
+  };
+  const now = points.length ? points[points.length - 1].at : Date.now();
+  const span = Math.max(60000, now - (points.length ? points[0].at : now));
+  const from = now - span;
+  const series = [["total", (p) => p.fired_per_s + p.claimed_per_s]];
+  if (state.topic) series.push(["topic", (p) => p.topic ? p.topic.fired_per_s + p.topic.claimed_per_s : 0]);
+  const max = Math.max(1, ...points.map((p) => p.fired_per_s + p.claimed_per_s));
+  const x = (at) => L + ((at - from) / span) * (W - L - R);
+  const y = (v) => H - B - (v / max) * (H - B - T);
+  const children = [el("line", { x1: L, y1: T, x2: L, y2: H - B, class: "axis" }),
+    el("line", { x1: L, y1: H - B, x2: W - R, y2: H - B, class: "axis" })];
+  for (const f of [0, 0.5, 1]) {
+    children.push(el("line", { x1: L, y1: y(max * f), x2: W - R, y2: y(max * f), class: "grid" }));
+    children.push(el("text", { x: L - 4, y: y(max * f) + 4, "text-anchor": "end", class: "y-label" }, rateLabel(max * f)));
+  }
+  for (const f of [0, 0.5, 1]) {
+    const at = from + span * f;
+    children.push(el("text", { x: x(at), y: H - 6, "text-anchor": f === 0 ? "start" : f === 1 ? "end" : "middle", class: "x-label" },
+      new Date(at).toISOString().slice(11, 16) + (f === 1 ? " UTC" : "")));
+  }
+  for (const [cls, value] of series) {
+    if (!points.length) continue;
+    const line = el("polyline", { class: cls, points: points.map((p) => x(p.at).toFixed(1) + "," + y(value(p)).toFixed(1)).join(" ") });
     children.push(line);
   }
   svg.replaceChildren(...children);
-  const last = h.length ? h[h.length - 1] : null;
-  const selected = state.topic && last ? ", " + state.topic + " " + (last.topics.get(state.topic) || 0).toFixed(1) : "";
+  const last = points.length ? points[points.length - 1] : null;
+  const every = state.history && state.history.every_ms ? Math.round(state.history.every_ms / 1000) + " s" : "";
+  const selected = state.topic && last ? "; " + state.topic + " " + rateLabel(last.topic ? last.topic.fired_per_s + last.topic.claimed_per_s : 0) : "";
   $("#rate-note").textContent = last
-    ? "Last 5 minutes, up to " + max.toFixed(1) + "/s. Now: all topics " + last.total.toFixed(1) + selected + " (this instance's fires)."
-    : "Measured from the second refresh on.";
+    ? "Jobs fired and claimed a second on this instance, a step every " + every + " over the last " + span_text(span) +
+      " (kept by the service). Last step: all topics " + rateLabel(last.fired_per_s + last.claimed_per_s) + selected + "."
+    : "The service keeps a step every " + (every || "few seconds") + ": the first is drawn once it is taken.";
 }
+
+const span_text = (ms) => ms >= 3600000 ? (ms / 3600000).toFixed(0) + " h" : Math.round(ms / 60000) + " min";
 
 async function refreshTopics() {
   const { body } = await api("/v1/topics");
@@ -589,8 +617,7 @@ async function selectTopic(name, path) {
     row.classList.toggle("selected", row.dataset.topic === name);
   }
   try {
-    await Promise.all([showDead(null), tailEvents(), showLists(), refreshSlots()]);
-    drawRates();
+    await Promise.all([showDead(null), tailEvents(), showLists(), refreshSlots(), refreshHistory()]);
   } catch (err) {
     handle(err);
   }

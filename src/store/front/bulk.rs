@@ -8,6 +8,7 @@ use crate::error::Result;
 use crate::labels::LabelFilter;
 use crate::model::{JobPage, JobState, ListCursor};
 use crate::store::engine::Range;
+use crate::store::engine::SlotRef;
 use crate::store::record::Record;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -115,8 +116,7 @@ impl Store {
                     let page = self
                         .engine
                         .list(
-                            &t,
-                            slot,
+                            SlotRef::new(&t, slot),
                             &Range {
                                 state: JobState::Scheduled,
                                 from: filter.from,
@@ -128,7 +128,11 @@ impl Store {
                         .await?;
                     for (id, s) in &page {
                         if filter.takes(&s.record, s.score)
-                            && self.engine.cancel(&t, slot, id).await?.is_some()
+                            && self
+                                .engine
+                                .cancel(SlotRef::new(&t, slot), id)
+                                .await?
+                                .is_some()
                         {
                             this_walk += 1;
                             if filter.limit == Some(cancelled + this_walk) {
@@ -162,7 +166,7 @@ impl Store {
         now: Millis,
     ) -> Result<(u64, Vec<u32>)> {
         self.each_dead_where(t, filter, |slot, id| async move {
-            self.engine.requeue(t, slot, &id, now).await
+            self.engine.requeue(SlotRef::new(t, slot), &id, now).await
         })
         .await
     }
@@ -175,7 +179,7 @@ impl Store {
         filter: &JobFilter,
     ) -> Result<(u64, Vec<u32>)> {
         self.each_dead_where(t, filter, |slot, id| async move {
-            self.engine.dead_delete(t, slot, &id).await
+            self.engine.dead_delete(SlotRef::new(t, slot), &id).await
         })
         .await
     }
@@ -200,7 +204,7 @@ impl Store {
             loop {
                 let page = self
                     .engine
-                    .dead_page(t, slot, after.as_ref(), WALK_PAGE)
+                    .dead_page(SlotRef::new(t, slot), after.as_ref(), WALK_PAGE)
                     .await?;
                 for entry in &page {
                     let fire_at = entry.record.run_fire_at.unwrap_or(entry.cursor.dead_at);

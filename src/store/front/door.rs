@@ -15,6 +15,7 @@ use std::sync::Arc;
 use crate::error::{Error, Result};
 use crate::flow::{FlowLimits, SetAside};
 use crate::model::{Finished, Leased, Pumped, RunOutcome, Settlement};
+use crate::store::engine::SlotRef;
 use crate::store::engine::{Engine, PumpArgs};
 use crate::store::flow::{FlowAsk, FlowGrant};
 use crate::store::rate::{FireBudget, Grant};
@@ -217,7 +218,7 @@ impl SlotDoor {
     pub async fn adopt(&self, above: u64) -> Result<Vec<Leased>> {
         let (t, slot) = (&*self.topic, self.slot);
         self.engine
-            .adopt(t, slot, self.owner_fence(), above)
+            .adopt(SlotRef::new(t, slot), self.owner_fence(), above)
             .await?
             .into_iter()
             .map(|(h, lease_until)| leased(t, slot, h, lease_until))
@@ -262,7 +263,7 @@ impl SlotDoor {
             return Ok(Vec::new());
         }
         let (engine, t, slot) = (&*self.engine, &*self.topic, self.slot);
-        let mut done = engine.settle(t, slot, batch, now).await?;
+        let mut done = engine.settle(SlotRef::new(t, slot), batch, now).await?;
         if done.len() != batch.len() {
             return Err(Error::Corrupt(format!(
                 "settle answered {} results for {} runs",
@@ -282,7 +283,7 @@ impl SlotDoor {
                     ..batch[k].clone()
                 })
                 .collect();
-            async move { engine.settle(t, slot, &runs, now).await }
+            async move { engine.settle(SlotRef::new(t, slot), &runs, now).await }
         })
         .await?;
         Ok(done)
@@ -300,7 +301,12 @@ impl SlotDoor {
     /// Extends a live run's lease to `until`; false when the run is stale.
     pub async fn extend(&self, run: &Leased, until: Millis) -> Result<bool> {
         self.engine
-            .touch(&self.topic, self.slot, &run.job.id, run.token, until)
+            .touch(
+                SlotRef::new(&self.topic, self.slot),
+                &run.job.id,
+                run.token,
+                until,
+            )
             .await
     }
 

@@ -11,6 +11,7 @@ use crate::model::{
 };
 use crate::routing::slot_of;
 use crate::store::doubling;
+use crate::store::engine::SlotRef;
 use crate::store::engine::{SlotScheduled, Write};
 use crate::store::record::Record;
 use crate::time::Millis;
@@ -59,8 +60,7 @@ impl Store {
         let r = self
             .engine
             .schedule(
-                &t,
-                slot,
+                SlotRef::new(&t, slot),
                 Write {
                     id: &job.id,
                     mode,
@@ -161,7 +161,7 @@ impl Store {
             async move {
                 let r = self
                     .engine
-                    .reset_many(t, *slot, items, spec.as_deref(), now)
+                    .reset_many(SlotRef::new(t, *slot), items, spec.as_deref(), now)
                     .await?;
                 Ok::<_, Error>((*slot, r))
             }
@@ -214,7 +214,7 @@ impl Store {
     /// `cancel` under the settings `t`.
     async fn cancel_in(&self, t: &TopicConfig, job: &JobRef) -> Result<Option<JobState>> {
         let (slot, old) = Self::places(t, job)?;
-        let state = self.engine.cancel(t, slot, &job.id).await?;
+        let state = self.engine.cancel(SlotRef::new(t, slot), &job.id).await?;
         let old_state = doubling::drop_old_copies(&*self.engine, t, &old, &job.id).await?;
         Ok(state.or(old_state))
     }
@@ -224,7 +224,7 @@ impl Store {
         let (slot, old) = Self::places(t, job)?;
         let mut found = self
             .engine
-            .get(t, slot, &[job.id.as_str()])
+            .get(SlotRef::new(t, slot), &[job.id.as_str()])
             .await?
             .pop()
             .flatten();

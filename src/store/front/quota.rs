@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use super::Store;
 use crate::error::{Error, Result};
 use crate::model::{JobRef, NewJob};
+use crate::store::engine::SlotRef;
 use crate::store::record::Record;
 use crate::topic::TopicConfig;
 
@@ -89,7 +90,7 @@ impl Store {
         if let Some(c) = cached.filter(|c| c.read.elapsed() < FRESH) {
             return Ok(c);
         }
-        let calls = (0..t.slots).map(|slot| self.engine.slot_stats(t, slot));
+        let calls = (0..t.slots).map(|slot| self.engine.slot_stats(SlotRef::new(t, slot)));
         let jobs = futures_util::future::join_all(calls)
             .await
             .into_iter()
@@ -99,7 +100,7 @@ impl Store {
             || self.options.max_bytes_per_tenant.is_some();
         let bytes = match weighed {
             true => {
-                let calls = (0..t.slots).map(|slot| self.engine.slot_bytes(t, slot));
+                let calls = (0..t.slots).map(|slot| self.engine.slot_bytes(SlotRef::new(t, slot)));
                 futures_util::future::join_all(calls)
                     .await
                     .into_iter()

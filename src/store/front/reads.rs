@@ -4,6 +4,7 @@ use super::MAX_PAGE;
 use crate::error::{Error, Result};
 use crate::events::{Event, EventPage};
 use crate::model::{DeadCursor, DeadPage, JobPage, JobRef, JobState, ListCursor, TopicStats};
+use crate::store::engine::SlotRef;
 use crate::store::engine::{DeadEntry, Range, Stored};
 use crate::store::event_id::EventId;
 use crate::time::Millis;
@@ -105,8 +106,7 @@ impl Store {
                     let page = self
                         .engine
                         .list(
-                            t,
-                            slot,
+                            SlotRef::new(t, slot),
                             &Range {
                                 state: q.state,
                                 from: q.from,
@@ -141,24 +141,7 @@ impl Store {
                 .collect();
             per = (per * 2).min(limit + 1);
         }
-        let mut seen = std::collections::HashSet::new();
-        found.retain(|(id, _)| seen.insert(id.clone()));
-        let more = found.len() > limit;
-        found.truncate(limit);
-        let next = more
-            .then(|| {
-                found.last().map(|(id, s)| ListCursor {
-                    score: s.score,
-                    id: id.clone(),
-                })
-            })
-            .flatten()
-            .map(|c| c.encode());
-        let items = found
-            .into_iter()
-            .map(|(id, s)| s.record.into_job(&t, id, s.state, s.score))
-            .collect::<Result<_>>()?;
-        Ok(JobPage { items, next })
+        page_of(&t, found, limit)
     }
 
     /// Dead letters oldest first, after the cursor `after` (a previous page's `next`).
@@ -177,8 +160,10 @@ impl Store {
             })
             .transpose()?;
         // Each slot's oldest `limit` after the cursor, then the oldest `limit` of them all.
-        let calls =
-            (0..t.slots).map(|slot| self.engine.dead_page(&t, slot, cursor.as_ref(), limit));
+        let calls = (0..t.slots).map(|slot| {
+            self.engine
+                .dead_page(SlotRef::new(&t, slot), cursor.as_ref(), limit)
+        });
         let mut entries = Vec::new();
         for page in futures_util::future::join_all(calls).await {
             entries.extend(page?);
@@ -195,7 +180,11 @@ impl Store {
     ) -> Result<bool> {
         let (slot, old) = Self::places(t, job)?;
         for slot in std::iter::once(slot).chain(old) {
-            if self.engine.requeue(t, slot, &job.id, now).await? {
+            if self
+                .engine
+                .requeue(SlotRef::new(t, slot), &job.id, now)
+                .await?
+            {
                 return Ok(true);
             }
         }
@@ -207,7 +196,11 @@ impl Store {
         let t = self.existing_topic(topic).await?;
         let (slot, old) = Self::places(&t, job)?;
         for slot in std::iter::once(slot).chain(old) {
-            if self.engine.dead_delete(&t, slot, &job.id).await? {
+            if self
+                .engine
+                .dead_delete(SlotRef::new(&t, slot), &job.id)
+                .await?
+            {
                 return Ok(true);
             }
         }
@@ -217,7 +210,7 @@ impl Store {
     /// Scheduled, running and dead counts per slot and in total, and the next fire time.
     pub async fn stats(&self, topic: &str) -> Result<TopicStats> {
         let t = self.existing_topic(topic).await?;
-        let calls = (0..t.slots).map(|slot| self.engine.slot_stats(&t, slot));
+        let calls = (0..t.slots).map(|slot| self.engine.slot_stats(SlotRef::new(&t, slot)));
         let per_slot = futures_util::future::join_all(calls)
             .await
             .into_iter()
@@ -278,4 +271,27 @@ pub(super) fn dead_page(
         })
         .collect::<Result<_>>()?;
     Ok(DeadPage { items, next })
+}
+
+/// A page of `limit` of the jobs `found` (in order, perhaps one more, perhaps an id twice
+/// from two asks of a slot), with the cursor of the next page when there is more.
+fn page_of(t: &TopicConfig, mut found: Vec<(String, Stored)>, limit: usize) -> Result<JobPage> {
+    let mut seen = std::collections::HashSet::new();
+    found.retain(|(id, _)| seen.insert(id.clone()));
+    let more = found.len() > limit;
+    found.truncate(limit);
+    let next = more
+        .then(|| {
+            found.last().map(|(id, s)| ListCursor {
+                score: s.score,
+                id: id.clone(),
+            })
+        })
+        .flatten()
+        .map(|c| c.encode());
+    let items = found
+        .into_iter()
+        .map(|(id, s)| s.record.into_job(t, id, s.state, s.score))
+        .collect::<Result<_>>()?;
+    Ok(JobPage { items, next })
 }

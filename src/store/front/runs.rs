@@ -6,6 +6,7 @@ use std::collections::{BTreeMap, HashMap};
 
 use crate::error::Result;
 use crate::model::{ClaimOutcome, Finished, JobRef, JobState, Leased, Outcome, Pumped, RunOutcome};
+use crate::store::engine::SlotRef;
 use crate::store::engine::{ClaimSettlement, Engine, Handed, PumpArgs};
 use crate::time::Millis;
 use crate::topic::TopicConfig;
@@ -73,7 +74,11 @@ impl Store {
     ) -> Result<bool> {
         let (slot, old) = Self::places(t, job)?;
         for slot in std::iter::once(slot).chain(old) {
-            if self.engine.touch(t, slot, &job.id, token, until).await? {
+            if self
+                .engine
+                .touch(SlotRef::new(t, slot), &job.id, token, until)
+                .await?
+            {
                 return Ok(true);
             }
         }
@@ -122,7 +127,7 @@ pub(super) async fn pump_slot(
         limit: args.limit.max(1),
         ..*args
     };
-    let p = engine.pump(t, slot, &asked).await?;
+    let p = engine.pump(SlotRef::new(t, slot), &asked).await?;
     let (now, lease_ms) = (args.now, args.lease_ms);
     let lease_until =
         now.saturating_add(crate::num::millis(lease_ms).min(crate::time::MAX_DELAY_MS));
@@ -161,7 +166,10 @@ async fn settle_slot_claims(
         .collect();
     let mut attempts: HashMap<&str, Option<u32>> = HashMap::new();
     if !backoff.is_empty() {
-        for (id, stored) in backoff.iter().zip(engine.get(t, slot, &backoff).await?) {
+        for (id, stored) in backoff
+            .iter()
+            .zip(engine.get(SlotRef::new(t, slot), &backoff).await?)
+        {
             attempts.insert(id, stored.map(|s| s.record.attempts.unwrap_or(0)));
         }
     }
@@ -195,7 +203,9 @@ async fn settle_slot_claims(
     if batch.is_empty() {
         return Ok(done);
     }
-    let results = engine.settle_claimed(t, slot, &batch, now).await?;
+    let results = engine
+        .settle_claimed(SlotRef::new(t, slot), &batch, now)
+        .await?;
     for (k, f) in live.iter().zip(&results) {
         done[*k] = *f;
     }
@@ -218,7 +228,11 @@ async fn settle_slot_claims(
                 handed: None,
             })
             .collect();
-        async move { engine.settle_claimed(t, slot, &runs, now).await }
+        async move {
+            engine
+                .settle_claimed(SlotRef::new(t, slot), &runs, now)
+                .await
+        }
     })
     .await?;
     Ok(done)
@@ -282,7 +296,7 @@ async fn next_instants(
     now: Millis,
 ) -> Result<Vec<Option<RunOutcome>>> {
     let ids: Vec<&str> = runs.iter().map(|(id, _)| *id).collect();
-    let stored = engine.get(t, slot, &ids).await?;
+    let stored = engine.get(SlotRef::new(t, slot), &ids).await?;
     Ok(runs
         .iter()
         .zip(stored)

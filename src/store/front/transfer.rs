@@ -6,6 +6,7 @@ use std::collections::BTreeMap;
 use super::Store;
 use crate::error::{Error, Result};
 use crate::model::{DeadCursor, Job, JobState, ListCursor, NewJob};
+use crate::store::engine::SlotRef;
 use crate::store::engine::{Imported, Range};
 use crate::store::record::Record;
 use crate::time::Millis;
@@ -194,8 +195,7 @@ impl Store {
                 let page = self
                     .engine
                     .list(
-                        t,
-                        slot,
+                        SlotRef::new(t, slot),
                         &Range {
                             state,
                             from: 0,
@@ -220,7 +220,10 @@ impl Store {
         }
         let mut after: Option<DeadCursor> = None;
         loop {
-            let page = self.engine.dead_page(t, slot, after.as_ref(), PAGE).await?;
+            let page = self
+                .engine
+                .dead_page(SlotRef::new(t, slot), after.as_ref(), PAGE)
+                .await?;
             let full = page.len() == PAGE;
             after = page.last().map(|e| e.cursor.clone());
             for e in page {
@@ -285,7 +288,7 @@ impl Store {
         self.room_for_jobs(t, n, bytes, None).await?;
         let calls = by_slot
             .iter()
-            .map(|(slot, items)| self.engine.import(t, *slot, items));
+            .map(|(slot, items)| self.engine.import(SlotRef::new(t, *slot), items));
         let written = futures_util::future::join_all(calls)
             .await
             .into_iter()

@@ -11,8 +11,8 @@ use crate::error::{Error, Result};
 use crate::events::Event;
 use crate::model::{DeadCursor, Finished, JobState, Leased, Settlement, SlotStats};
 use crate::store::engine::{
-    ClaimSettlement, DeadEntry, Imported, PumpArgs, Range, SlotJobs, SlotPumped, SlotReset,
-    SlotScheduled, Stored, Write,
+    ClaimSettlement, DeadEntry, Imported, PumpArgs, Range, SlotJobs, SlotPumped, SlotRef,
+    SlotReset, SlotScheduled, Stored, Write,
 };
 use crate::store::event_id::EventId;
 use crate::store::record::Record;
@@ -23,12 +23,8 @@ use super::MemoryEngine;
 
 #[async_trait]
 impl SlotJobs for MemoryEngine {
-    async fn schedule(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        w: Write<'_>,
-    ) -> Result<SlotScheduled> {
+    async fn schedule(&self, at: SlotRef<'_>, w: Write<'_>) -> Result<SlotScheduled> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, true, |s| {
             let mut r = s.schedule(w.id, w.mode, w.fire_at, w.now, w.spec);
             r.stored = s.get(w.id);
@@ -39,26 +35,23 @@ impl SlotJobs for MemoryEngine {
 
     async fn reset_many(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         items: &[(&str, Millis)],
         create: Option<&Record>,
         now: Millis,
     ) -> Result<SlotReset> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, true, |s| s.reset_many(now, create, items))
             .await
     }
 
-    async fn cancel(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<JobState>> {
+    async fn cancel(&self, at: SlotRef<'_>, id: &str) -> Result<Option<JobState>> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, true, |s| s.cancel(id)).await
     }
 
-    async fn get(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        ids: &[&str],
-    ) -> Result<Vec<Option<Stored>>> {
+    async fn get(&self, at: SlotRef<'_>, ids: &[&str]) -> Result<Vec<Option<Stored>>> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, false, |s| {
             ids.iter().map(|id| s.get(id)).collect()
         })
@@ -67,12 +60,8 @@ impl SlotJobs for MemoryEngine {
 
     // In process a run sent back costs no round trip: the slot sends a full key's back, and
     // `args.aside` is not read.
-    async fn pump(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        args: &PumpArgs<'_>,
-    ) -> Result<SlotPumped> {
+    async fn pump(&self, at: SlotRef<'_>, args: &PumpArgs<'_>) -> Result<SlotPumped> {
+        let SlotRef { topic, slot } = at;
         let PumpArgs {
             now,
             lead,
@@ -95,22 +84,22 @@ impl SlotJobs for MemoryEngine {
 
     async fn settle(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         batch: &[Settlement],
         now: Millis,
     ) -> Result<Vec<Finished>> {
+        let SlotRef { topic, slot } = at;
         self.with_slot_events(topic, slot, true, |s| settle_in(s, topic, batch, now))
             .await
     }
 
     async fn settle_claimed(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         batch: &[ClaimSettlement<'_>],
         now: Millis,
     ) -> Result<Vec<Finished>> {
+        let SlotRef { topic, slot } = at;
         self.with_slot_events(topic, slot, true, |s| {
             // Each live run's details from its record, under the same lock as its settling.
             let mut live = Vec::new();
@@ -148,14 +137,8 @@ impl SlotJobs for MemoryEngine {
         .await
     }
 
-    async fn touch(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        id: &str,
-        token: u64,
-        until: Millis,
-    ) -> Result<bool> {
+    async fn touch(&self, at: SlotRef<'_>, id: &str, token: u64, until: Millis) -> Result<bool> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, true, |s| s.touch(id, token, until))
             .await
     }
@@ -164,56 +147,57 @@ impl SlotJobs for MemoryEngine {
         true
     }
 
-    async fn list(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        r: &Range<'_>,
-    ) -> Result<Vec<(String, Stored)>> {
+    async fn list(&self, at: SlotRef<'_>, r: &Range<'_>) -> Result<Vec<(String, Stored)>> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, false, |s| s.list(r)).await
     }
 
     async fn dead_page(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         after: Option<&DeadCursor>,
         limit: usize,
     ) -> Result<Vec<DeadEntry>> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, false, |s| s.dead_page(after, limit))
             .await
     }
 
-    async fn requeue(&self, topic: &TopicConfig, slot: u32, id: &str, now: Millis) -> Result<bool> {
+    async fn requeue(&self, at: SlotRef<'_>, id: &str, now: Millis) -> Result<bool> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, true, |s| s.requeue(id, now))
             .await
     }
 
-    async fn dead_delete(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<bool> {
+    async fn dead_delete(&self, at: SlotRef<'_>, id: &str) -> Result<bool> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, true, |s| s.dead_delete(id))
             .await
     }
 
-    async fn slot_stats(&self, topic: &TopicConfig, slot: u32) -> Result<SlotStats> {
+    async fn slot_stats(&self, at: SlotRef<'_>) -> Result<SlotStats> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, false, |s| s.stats(slot)).await
     }
 
-    async fn import(&self, topic: &TopicConfig, slot: u32, jobs: &[Imported]) -> Result<u64> {
+    async fn import(&self, at: SlotRef<'_>, jobs: &[Imported]) -> Result<u64> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, true, |s| s.import(jobs)).await
     }
 
-    async fn slot_bytes(&self, topic: &TopicConfig, slot: u32) -> Result<u64> {
+    async fn slot_bytes(&self, at: SlotRef<'_>) -> Result<u64> {
+        let SlotRef { topic, slot } = at;
         self.with_slot(topic, slot, false, |s| s.bytes()).await
     }
 
     async fn scan_ids(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         state: JobState,
         _cursor: u64,
         _count: usize,
     ) -> Result<(u64, Vec<String>)> {
+        let SlotRef { topic, slot } = at;
         // In process: the whole slot in one step, under its lock.
         self.with_slot(topic, slot, false, |s| {
             let ids = s

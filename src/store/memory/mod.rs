@@ -667,7 +667,7 @@ impl MemoryEngine {
         let name = &topic.name;
         let mut ticket = None;
         let result = {
-            let mut s = t.slots[slot as usize]
+            let mut s = slot_of(&t, name, slot)?
                 .lock()
                 .unwrap_or_else(PoisonError::into_inner);
             let (r, events) = f(&mut s);
@@ -783,6 +783,19 @@ impl Engine for MemoryEngine {
 
 #[async_trait]
 impl WakeBus for MemoryEngine {}
+
+/// Slot `slot` of `t`, or a stale layout: a caller holding settings from before the topic
+/// was made again with fewer slots (a slot actor not yet halted) names a slot it no longer
+/// has.
+fn slot_of<'a>(t: &'a TopicSlots, topic: &str, slot: u32) -> Result<&'a Mutex<SlotState>> {
+    t.slots
+        .get(slot as usize)
+        .map(|s| &**s)
+        .ok_or_else(|| Error::StaleLayout {
+            topic: topic.to_string(),
+            message: format!("slot {slot} of {} slots", t.slots.len()),
+        })
+}
 
 #[cfg(test)]
 mod ring_tests {

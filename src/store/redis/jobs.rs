@@ -19,8 +19,8 @@ use crate::events::Event;
 use crate::model::{DeadCursor, Finished, JobState, Settlement, SlotStats};
 use crate::routing::slot_of;
 use crate::store::engine::{
-    ClaimSettlement, DeadEntry, Handed, Imported, PumpArgs, Range, SlotJobs, SlotPumped, SlotReset,
-    SlotScheduled, Stored, Write,
+    ClaimSettlement, DeadEntry, Handed, Imported, PumpArgs, Range, SlotJobs, SlotPumped, SlotRef,
+    SlotReset, SlotScheduled, Stored, Write,
 };
 use crate::store::event_id::EventId;
 
@@ -133,23 +133,19 @@ impl<C> SlotJobs for RedisEngine<C>
 where
     C: ConnectionLike + Clone + Send + Sync + 'static,
 {
-    async fn schedule(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        write: Write<'_>,
-    ) -> Result<SlotScheduled> {
+    async fn schedule(&self, at: SlotRef<'_>, write: Write<'_>) -> Result<SlotScheduled> {
+        let SlotRef { topic, slot } = at;
         self.run(Schedule { topic, slot, write }).await
     }
 
     async fn reset_many(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         items: &[(&str, Millis)],
         create: Option<&Record>,
         now: Millis,
     ) -> Result<SlotReset> {
+        let SlotRef { topic, slot } = at;
         let creates = create.is_some();
         if let Some(reset) = self.plain_resets(topic, slot, items, creates, now).await? {
             return Ok(reset);
@@ -167,28 +163,21 @@ where
         Ok(reset)
     }
 
-    async fn cancel(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<Option<JobState>> {
+    async fn cancel(&self, at: SlotRef<'_>, id: &str) -> Result<Option<JobState>> {
+        let SlotRef { topic, slot } = at;
         self.run(Cancel { topic, slot, id }).await
     }
 
-    async fn get(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        ids: &[&str],
-    ) -> Result<Vec<Option<Stored>>> {
+    async fn get(&self, at: SlotRef<'_>, ids: &[&str]) -> Result<Vec<Option<Stored>>> {
+        let SlotRef { topic, slot } = at;
         if ids.is_empty() {
             return Ok(Vec::new());
         }
         self.run(Get { topic, slot, ids }).await
     }
 
-    async fn pump(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        args: &PumpArgs<'_>,
-    ) -> Result<SlotPumped> {
+    async fn pump(&self, at: SlotRef<'_>, args: &PumpArgs<'_>) -> Result<SlotPumped> {
+        let SlotRef { topic, slot } = at;
         self.run(Pump {
             topic,
             slot,
@@ -200,11 +189,11 @@ where
 
     async fn adopt(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         fence: u64,
         above: u64,
     ) -> Result<Vec<(Handed, Millis)>> {
+        let SlotRef { topic, slot } = at;
         self.run(Adopt {
             topic,
             slot,
@@ -216,11 +205,11 @@ where
 
     async fn settle(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         batch: &[Settlement],
         now: Millis,
     ) -> Result<Vec<Finished>> {
+        let SlotRef { topic, slot } = at;
         self.run(Settle {
             topic,
             slot,
@@ -233,11 +222,11 @@ where
 
     async fn settle_claimed(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         batch: &[ClaimSettlement<'_>],
         now: Millis,
     ) -> Result<Vec<Finished>> {
+        let SlotRef { topic, slot } = at;
         self.run(Settle {
             topic,
             slot,
@@ -248,14 +237,8 @@ where
         .await
     }
 
-    async fn touch(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        id: &str,
-        token: u64,
-        until: Millis,
-    ) -> Result<bool> {
+    async fn touch(&self, at: SlotRef<'_>, id: &str, token: u64, until: Millis) -> Result<bool> {
+        let SlotRef { topic, slot } = at;
         self.run(Touch {
             topic,
             slot,
@@ -266,22 +249,18 @@ where
         .await
     }
 
-    async fn list(
-        &self,
-        topic: &TopicConfig,
-        slot: u32,
-        range: &Range<'_>,
-    ) -> Result<Vec<(String, Stored)>> {
+    async fn list(&self, at: SlotRef<'_>, range: &Range<'_>) -> Result<Vec<(String, Stored)>> {
+        let SlotRef { topic, slot } = at;
         self.run(List { topic, slot, range }).await
     }
 
     async fn dead_page(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         after: Option<&DeadCursor>,
         limit: usize,
     ) -> Result<Vec<DeadEntry>> {
+        let SlotRef { topic, slot } = at;
         self.run(DeadPage {
             topic,
             slot,
@@ -291,7 +270,8 @@ where
         .await
     }
 
-    async fn requeue(&self, topic: &TopicConfig, slot: u32, id: &str, now: Millis) -> Result<bool> {
+    async fn requeue(&self, at: SlotRef<'_>, id: &str, now: Millis) -> Result<bool> {
+        let SlotRef { topic, slot } = at;
         self.run(Requeue {
             topic,
             slot,
@@ -301,11 +281,13 @@ where
         .await
     }
 
-    async fn dead_delete(&self, topic: &TopicConfig, slot: u32, id: &str) -> Result<bool> {
+    async fn dead_delete(&self, at: SlotRef<'_>, id: &str) -> Result<bool> {
+        let SlotRef { topic, slot } = at;
         self.run(DeadDelete { topic, slot, id }).await
     }
 
-    async fn slot_stats(&self, topic: &TopicConfig, slot: u32) -> Result<SlotStats> {
+    async fn slot_stats(&self, at: SlotRef<'_>) -> Result<SlotStats> {
+        let SlotRef { topic, slot } = at;
         let keys = SlotKeys::new(&topic.name, slot);
         let (scheduled, running, dead, head): (u64, u64, u64, Vec<(String, f64)>) = redis::pipe()
             .zcard(&keys.due)
@@ -324,11 +306,13 @@ where
         })
     }
 
-    async fn import(&self, topic: &TopicConfig, slot: u32, jobs: &[Imported]) -> Result<u64> {
+    async fn import(&self, at: SlotRef<'_>, jobs: &[Imported]) -> Result<u64> {
+        let SlotRef { topic, slot } = at;
         self.run(Import { topic, slot, jobs }).await
     }
 
-    async fn slot_bytes(&self, topic: &TopicConfig, slot: u32) -> Result<u64> {
+    async fn slot_bytes(&self, at: SlotRef<'_>) -> Result<u64> {
+        let SlotRef { topic, slot } = at;
         let keys = SlotKeys::new(&topic.name, slot);
         // Exact for a small hash (one listpack); a large one is estimated from 64 of its
         // fields, so the read stays cheap on a slot of millions.
@@ -344,12 +328,12 @@ where
 
     async fn scan_ids(
         &self,
-        topic: &TopicConfig,
-        slot: u32,
+        at: SlotRef<'_>,
         state: JobState,
         cursor: u64,
         count: usize,
     ) -> Result<(u64, Vec<String>)> {
+        let SlotRef { topic, slot } = at;
         let keys = SlotKeys::new(&topic.name, slot);
         let key = match state {
             JobState::Scheduled => &keys.due,
