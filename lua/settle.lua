@@ -5,12 +5,16 @@
 -- ARGV[2] the topic's max attempts (for records that do not name their own)
 -- ARGV[3] the slot stream's cap in events (about; see the XADD below)
 -- ARGV[4] the topic's name, ARGV[5] its default job type (for heads built here)
+-- ARGV[6] which events its runs keep (TopicConfig::events): 'all', 'changes' (all but
+--         job.done) or 'none'; the caller leaves out its handlers' events the topic does not
+--         keep, and this script the runtime's own
 -- Then per run, in order, one of two forms.
 -- The short form, for a run the runtime ends with 'done' and no events of its handler's
 --   (most of a burst): id, token, the run's record as pump.lua handed it out, and its
---   job.done event whole (the event head, then ',"event":"job.done","data":null}'); four
---   arguments, not eight, and no event to build. Its fourth argument, a JSON object, is
---   what tells it from the long form's, an outcome word.
+--   job.done event whole (the event head, then ',"event":"job.done","data":null}'), or
+--   NO_EVENT ('{}') when the topic keeps no job.done; four arguments, not eight, and no
+--   event to build. Its fourth argument, a JSON object, is what tells it from the long
+--   form's, an outcome word.
 -- The long form: id, token, the run's record as pump.lua handed it out ('' when
 --   the caller does not hold it: a consumer's ack names only the run), outcome ('done' |
 --   'retry' | 'repeat' | 'dead' | 'release' | 'end': RunOutcome::as_str; 'end' is a
@@ -33,7 +37,11 @@
 -- A run is read from ARGV where it starts, with no table of its own: most batches are
 -- bursts of plain acks, where Lua's tables cost more than the commands.
 local now, default_max, cap = tonumber(ARGV[1]), tonumber(ARGV[2]), tonumber(ARGV[3])
-local topic, default_type = ARGV[4], ARGV[5]
+local topic, default_type, kept = ARGV[4], ARGV[5], ARGV[6]
+-- Whether the topic keeps the runtime's event `name`.
+local function keeps(name)
+  return kept == 'all' or (kept == 'changes' and name ~= 'job.done')
+end
 -- A run's arguments, from where it starts (its id).
 local TOKEN, HANDED, OUTCOME, AT, ERR, HEAD, N = 1, 2, 3, 4, 5, 6, 7
 
@@ -42,15 +50,17 @@ local function num(n) return string.format('%d', n) end
 local PLAIN_RUN = '^{"a":(%d+),"k":(%d+),"f":(%d+)}$'
 -- The end of a short run's event, after its head.
 local DONE_TAIL = ',"event":"job.done","data":null}'
+-- A short run's event when the topic keeps no job.done: nothing is appended for it.
+local NO_EVENT = '{}'
 
 -- One run in the short form that settles as it was handed out (its record as handed, and
 -- no schedule): the run of a slot firing a job at a time, settled alone. The fast path
 -- below, without its tables.
-if #ARGV == 9 and string.byte(ARGV[9]) == 123 then
-  local id = ARGV[6]
+if #ARGV == 10 and string.byte(ARGV[10]) == 123 then
+  local id = ARGV[7]
   local raw = redis.call('HGET', JOB, id)
-  if raw and raw == ARGV[8] and not string.find(raw, '"s":', 1, true) then
-    append_event(ARGV[9], cap)
+  if raw and raw == ARGV[9] and not string.find(raw, '"s":', 1, true) then
+    if ARGV[10] ~= NO_EVENT then append_event(ARGV[10], cap) end
     redis.call('ZREM', RUN, id)
     redis.call('HDEL', JOB, id)
     return {'done'}
@@ -59,7 +69,7 @@ end
 
 -- Where each run starts, and whether it is in the short form (its fourth argument '{...').
 local starts, ids, short, n_short = {}, {}, {}, 0
-local i = 6
+local i = 7
 while i <= #ARGV do
   local k = #ids + 1
   starts[k] = i
@@ -96,7 +106,8 @@ end
 if fast then
   local evs, result = {}, {}
   for k = 1, m do
-    evs[k] = ARGV[starts[k] + 3]
+    local ev = ARGV[starts[k] + 3]
+    if ev ~= NO_EVENT then evs[#evs + 1] = ev end
     result[k] = 'done'
   end
   append_events(evs, cap)
@@ -121,6 +132,7 @@ end
 local function head_arg(k)
   if short[k] then
     local event = ARGV[starts[k] + 3]
+    if event == NO_EVENT then return '' end
     return string.sub(event, 1, #event - #DONE_TAIL)
   end
   return ARGV[starts[k] + HEAD]
@@ -240,12 +252,13 @@ local function changes(k) return result[k] ~= 'stale' and result[k] ~= 'recur' e
 for k = 1, m do
   if short[k] and result[k] == 'done' then
     -- A short run that settled as it was sent: its event is written whole.
-    evs[#evs + 1] = ARGV[starts[k] + 3]
+    local ev = ARGV[starts[k] + 3]
+    if ev ~= NO_EVENT then evs[#evs + 1] = ev end
   elseif changes(k) then
     local b = starts[k]
     for j = 1, emitted_of(k) do evs[#evs + 1] = ARGV[b + N + j] end
     local name, data = outcome_event(k)
-    if name then
+    if name and keeps(name) then
       local head = head_arg(k)
       if head == '' then head = head_of(k) end
       evs[#evs + 1] = head .. ',"event":"' .. name .. '","data":' .. data .. '}'

@@ -125,4 +125,4 @@ pub use routing::slot_of;
 pub use store::{SharedStore, Store, StoreOptions};
 pub use time::MAX_DELAY_MS;
 pub use time::Millis;
-pub use topic::{Backoff, TopicConfig};
+pub use topic::{Backoff, RunEvents, TopicConfig};

@@ -235,6 +235,65 @@ pub struct TopicConfig {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(read_only)]
     pub tenant: Option<String>,
+    /// Which events its runs append to the topic's event stream: `all` (the default),
+    /// `changes` (all but `job.done`: a run that ends as it should leaves none) or `none`.
+    /// Events posted through `POST …/events` are appended whatever it says.
+    #[serde(skip_serializing_if = "RunEvents::is_all")]
+    pub events: RunEvents,
+}
+
+/// Which events a topic's runs append to its stream (`TopicConfig::events`). Fewer events
+/// cost a fire less: a burst's `job.done` events are most of what its settles write.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, utoipa::ToSchema)]
+#[serde(rename_all = "lowercase")]
+pub enum RunEvents {
+    /// Every event: the runtime's own (`job.done`, `job.retry`, `job.repeat`, `job.dead`)
+    /// and those its handlers emit (`job.fired` of `emit` among them).
+    #[default]
+    All,
+    /// Every event but `job.done`.
+    Changes,
+    /// No event of a run.
+    None,
+}
+
+impl RunEvents {
+    /// Whether a run's event named `event` is appended.
+    pub fn keeps(self, event: &str) -> bool {
+        match self {
+            RunEvents::All => true,
+            RunEvents::Changes => event != crate::events::kind::DONE,
+            RunEvents::None => false,
+        }
+    }
+
+    /// Its name, as the topic's JSON and `lua/settle.lua` spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunEvents::All => "all",
+            RunEvents::Changes => "changes",
+            RunEvents::None => "none",
+        }
+    }
+
+    fn is_all(&self) -> bool {
+        *self == RunEvents::All
+    }
+}
+
+/// Read from its name, an error naming the field (`events`), which a derived enum's would not.
+impl<'de> Deserialize<'de> for RunEvents {
+    fn deserialize<D: serde::Deserializer<'de>>(d: D) -> std::result::Result<Self, D::Error> {
+        let name = String::deserialize(d)?;
+        [RunEvents::All, RunEvents::Changes, RunEvents::None]
+            .into_iter()
+            .find(|e| e.as_str() == name)
+            .ok_or_else(|| {
+                serde::de::Error::custom(format!(
+                    "events must be \"all\", \"changes\" or \"none\", got {name:?}"
+                ))
+            })
+    }
 }
 
 /// How many job types a topic may name (`TopicConfig::types`).
@@ -261,6 +320,7 @@ impl Default for TopicConfig {
             imports: Vec::new(),
             types: Vec::new(),
             tenant: None,
+            events: RunEvents::All,
         }
     }
 }

@@ -553,10 +553,13 @@ async fn topics_are_made_and_changed_with_their_settings() {
             "9",
             "--visibility-timeout",
             "2m",
+            "--events",
+            "changes",
         ],
     );
     let t = svc.get_json(&http, "/v1/topics/made").await;
     assert_eq!(t["max_attempts"], 9, "{t}");
+    assert_eq!(t["events"], "changes", "{t}");
     assert_eq!(t["visibility_timeout_ms"], 120_000, "{t}");
     assert_eq!(t["slots"], 4, "the settings not given stay: {t}");
     assert_eq!(t["backoff"]["base_ms"], 2000, "{t}");

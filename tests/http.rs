@@ -1567,6 +1567,25 @@ async fn put_of_a_topic_creates_it_changes_its_settings_and_only_doubles_its_slo
         (Some(4), Some(3), Some(5000))
     );
     assert_eq!(v["backoff"]["factor"], 3.0, "{v}");
+    // Which events its runs keep: shown once it is not `all`, kept by a change that does not
+    // name it.
+    assert_eq!(v["events"], Value::Null, "{v}");
+    let (st, v) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/orders",
+            Some(json!({"events": "changes"})),
+        )
+        .await;
+    assert_eq!((st, v["events"].as_str()), (200, Some("changes")), "{v}");
+    let (_, v) = s
+        .send(
+            Method::PUT,
+            "/v1/topics/orders",
+            Some(json!({"max_attempts": 3})),
+        )
+        .await;
+    assert_eq!(v["events"], "changes", "{v}");
     // The pull topic serves claims at once.
     let (st, v) = s
         .send(Method::POST, "/v1/topics/orders/claim", Some(json!({})))
@@ -1595,6 +1614,7 @@ async fn put_of_a_topic_creates_it_changes_its_settings_and_only_doubles_its_slo
         ),
         (json!({"backoff": {"jitter": 1.0}}), 400, "backoff.jitter"),
         (json!({"colour": "blue"}), 400, "colour"),
+        (json!({"events": "some"}), 400, "events"),
     ];
     for (body, status, field) in refusals {
         let (st, v) = s

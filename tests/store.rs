@@ -853,6 +853,147 @@ async fn plain_acks_append_their_done_or_rescheduled_events(e: Engine) {
     assert_eq!(s.get("t", &"acked".into()).await.unwrap(), None);
 }
 
+/// A topic's `events` says which of its runs' events it keeps: `all` every one, `changes`
+/// all but `job.done` (the short form's, a rescheduled run's and a consumer's alike), `none`
+/// none, on both paths (the runtime's settles and consumers' acks). The jobs change as they
+/// would with every event kept. (A check of what was not appended waits out the millisecond
+/// a Redis page holds back.)
+async fn a_topic_keeps_only_the_events_its_events_setting_names(e: Engine) {
+    use timeout_center::RunEvents;
+    let s = &*e.store;
+    for kept in [RunEvents::All, RunEvents::Changes, RunEvents::None] {
+        let name = format!("t-{}", kept.as_str());
+        let t = name.as_str();
+        s.put_topic(TopicConfig {
+            events: kept,
+            ..topic_with(t, 1, 16)
+        })
+        .await
+        .unwrap();
+        for id in ["acked", "reset", "failed", "emitting"] {
+            s.schedule(t, NewJob::new(id, T0), ScheduleMode::Upsert, T0)
+                .await
+                .unwrap();
+        }
+        let runs = pump_all(s, t, T0 + 2).await;
+        s.reset_many(t, &[Reset::new("reset", T0 + 900)], None, T0 + 3)
+            .await
+            .unwrap();
+        let batch: Vec<Settlement> = runs
+            .into_iter()
+            .map(|run| match run.job.id.as_str() {
+                "failed" => Settlement::new(
+                    run,
+                    RunOutcome::Retry {
+                        error: "busy".into(),
+                        at: T0 + 5_000,
+                    },
+                    T0 + 4,
+                ),
+                "emitting" => Settlement {
+                    emitted: vec![Emitted::new("job.fired", json!({"n": 1}))],
+                    ..Settlement::new(run, RunOutcome::Done, T0 + 4)
+                },
+                _ => Settlement::new(run, RunOutcome::Done, T0 + 4),
+            })
+            .collect();
+        let done = door(s, t, 0, 0).await.settle(&batch, T0 + 5).await.unwrap();
+        let mut finished: Vec<(String, Finished)> = batch
+            .iter()
+            .zip(&done)
+            .map(|(st, f)| (st.run.job.id.clone(), *f))
+            .collect();
+        finished.sort_by(|a, b| a.0.cmp(&b.0));
+        assert_eq!(
+            finished,
+            [
+                ("acked".to_string(), Finished::Done),
+                ("emitting".to_string(), Finished::Done),
+                ("failed".to_string(), Finished::Retrying),
+                ("reset".to_string(), Finished::Rescheduled),
+            ],
+            "{kept:?}"
+        );
+        let want: Vec<(String, String)> = batch
+            .iter()
+            .zip(&done)
+            .flat_map(|(st, f)| events::Event::of_settled(st, *f))
+            .filter(|e| kept.keeps(&e.event))
+            .map(|e| (e.job_id, e.event))
+            .collect();
+        crate::common::runtime::quiet(5).await;
+        let mut got: Vec<(String, String)> = events_of(s, t, want.len())
+            .await
+            .into_iter()
+            .map(|e| (e.job_id, e.event))
+            .collect();
+        let mut want_sorted = want.clone();
+        want_sorted.sort();
+        got.sort();
+        assert_eq!(got, want_sorted, "{kept:?}");
+        let named = |n: &str| want.iter().filter(|(_, e)| e == n).count();
+        let expected = match kept {
+            RunEvents::All => (3, 1, 1),
+            RunEvents::Changes => (0, 1, 1),
+            RunEvents::None => (0, 0, 0),
+        };
+        assert_eq!(
+            (named("job.done"), named("job.retry"), named("job.fired")),
+            expected,
+            "{kept:?}"
+        );
+        let failed = s.get(t, &"failed".into()).await.unwrap().unwrap();
+        assert_eq!(
+            (failed.state, failed.fire_at),
+            (JobState::Scheduled, T0 + 5_000)
+        );
+        assert_eq!(s.get(t, &"acked".into()).await.unwrap(), None);
+    }
+    // A consumer's acks: a pull topic that keeps changes appends a death, not a done.
+    s.put_topic(TopicConfig {
+        default_type: "pull".into(),
+        events: RunEvents::Changes,
+        ..topic_with("q", 1, 1)
+    })
+    .await
+    .unwrap();
+    for id in ["ok", "bad"] {
+        s.schedule("q", NewJob::new(id, T0), ScheduleMode::Upsert, T0)
+            .await
+            .unwrap();
+    }
+    let runs: HashMap<String, Leased> = door(s, "q", 0, 0)
+        .await
+        .claim(T0, 10, 30_000)
+        .await
+        .unwrap()
+        .jobs
+        .into_iter()
+        .map(|r| (r.job.id.clone(), r))
+        .collect();
+    let outcomes = [
+        ClaimOutcome {
+            job: JobRef::new("ok"),
+            token: runs["ok"].token,
+            outcome: Outcome::Done,
+        },
+        ClaimOutcome {
+            job: JobRef::new("bad"),
+            token: runs["bad"].token,
+            outcome: Outcome::Dead { error: "no".into() },
+        },
+    ];
+    let done = s.settle_claims("q", &outcomes, T0 + 7).await.unwrap();
+    assert_eq!(done, [Finished::Done, Finished::Dead]);
+    crate::common::runtime::quiet(5).await;
+    let got: Vec<(String, String)> = events_of(s, "q", 1)
+        .await
+        .into_iter()
+        .map(|e| (e.job_id, e.event))
+        .collect();
+    assert_eq!(got, [("bad".to_string(), "job.dead".to_string())]);
+}
+
 /// Job `a` of a one-slot topic, run twice: the first run's lease expired (at `T0 + 1_000`)
 /// and the second took the job over.
 async fn two_runs_of_one_job(s: &Store) -> (Leased, Leased) {
@@ -2160,4 +2301,5 @@ engine_matrix!(
     settled_claims_append_the_events_their_records_describe,
     a_job_named_twice_in_a_reset_batch_is_reset_twice_in_order,
     plain_acks_append_their_done_or_rescheduled_events,
+    a_topic_keeps_only_the_events_its_events_setting_names,
 );

@@ -401,6 +401,7 @@ fn topic_body(a: &TopicArgs) -> Value {
     set("max_payload_bytes", json!(a.max_payload_bytes));
     set("default_type", json!(a.default_type));
     set("max_fires_per_s", json!(a.max_fires_per_s));
+    set("events", json!(a.events));
     if !a.types.is_empty() {
         set("types", json!(a.types));
     }

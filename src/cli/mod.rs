@@ -587,6 +587,9 @@ pub(crate) struct TopicArgs {
     /// Most fires a second over every instance (0 removes the limit).
     #[arg(long)]
     pub max_fires_per_s: Option<u32>,
+    /// Which events its runs append to its stream: all, changes (all but job.done), none.
+    #[arg(long, value_parser = ["all", "changes", "none"])]
+    pub events: Option<String>,
 }
 
 /// A flow key's limits on the command line.

@@ -299,6 +299,9 @@ pub(crate) struct TopicSettings {
     #[serde(default, deserialize_with = "present")]
     #[schema(value_type = Option<crate::flow::FlowLimits>)]
     pub flow: Option<Option<crate::flow::FlowLimits>>,
+    /// Which events its runs append to its stream: `all`, `changes` (all but `job.done`) or
+    /// `none` (see `TopicConfig`).
+    pub events: Option<crate::topic::RunEvents>,
 }
 
 /// A field that may be given as `null` (to remove what it sets): present, as `Some`.
@@ -380,6 +383,9 @@ impl TopicSettings {
         }
         if let Some(v) = self.flow {
             base.flow = v;
+        }
+        if let Some(v) = self.events {
+            base.events = v;
         }
         base
     }

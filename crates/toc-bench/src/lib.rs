@@ -170,6 +170,10 @@ pub struct Sizes {
     pub reset_seconds: u64,
     pub rate: u64,
     pub latency_seconds: u64,
+    /// The latency scenario's second rate, ten times the first: lateness where the pump's
+    /// batches are large (issue's 100,000 a second), and how long it lasts.
+    pub high_rate: u64,
+    pub high_rate_seconds: u64,
     pub webhook_rate: u64,
     pub webhook_seconds: u64,
     /// Webhook calls due at one instant in the webhook scenario, unsigned and signed.
@@ -204,6 +208,8 @@ impl Sizes {
             reset_seconds: if q { 2 } else { 10 },
             rate: args.rate.unwrap_or(if q { 2_000 } else { 10_000 }),
             latency_seconds: args.seconds.unwrap_or(if q { 3 } else { 60 }),
+            high_rate: if q { 20_000 } else { 100_000 },
+            high_rate_seconds: if q { 2 } else { 10 },
             webhook_rate: if q { 200 } else { 1_000 },
             webhook_seconds: if q { 2 } else { 10 },
             webhook_burst: if q { 2_000 } else { 20_000 },

@@ -11,6 +11,7 @@ use hdrhistogram::Histogram;
 use serde_json::{Value, json};
 
 use super::{Ctx, Lateness, redis_benchmark};
+use timeout_center::RunEvents;
 use timeout_center::config::{Settings, StoreKind};
 use timeout_center::conformance::*;
 use timeout_center::store::{SharedStore, Store};
@@ -633,6 +634,14 @@ fn lead_settings(ctx: &Ctx) -> timeout_center::config::RuntimeSettings {
 /// The name of the latency scenario's main rows.
 const FIRING_LATENESS: &str = "firing lateness";
 
+/// The name of the latency scenario's rows at its high rate (`Sizes::high_rate`).
+pub(super) fn high_rate_rows(rate: u64) -> String {
+    format!(
+        "firing lateness at {}/s",
+        super::report::figure(rate as f64)
+    )
+}
+
 pub(super) async fn latency(ctx: &mut Ctx) -> Result<(), String> {
     let (rate, secs) = (ctx.sizes.rate, ctx.sizes.latency_seconds);
     for engine in ENGINES {
@@ -641,6 +650,15 @@ pub(super) async fn latency(ctx: &mut Ctx) -> Result<(), String> {
             return Ok(());
         }
         webhook_latency(ctx, engine).await?;
+    }
+    // Ten times the rate: a pump's batches hold dozens of jobs, where lateness shows what
+    // a batch costs (its lease, its settle) rather than a round trip.
+    let (high, high_secs) = (ctx.sizes.high_rate, ctx.sizes.high_rate_seconds);
+    for engine in ENGINES {
+        if ctx.stopped() {
+            return Ok(());
+        }
+        fire_at_rate(ctx, engine, high, high_secs, &high_rate_rows(high)).await?;
     }
     // Like with like: BullMQ's lateness is measured at no more than its rate (it falls
     // behind above it, `peer.rs`), so ours is measured at that rate too.
@@ -843,60 +861,87 @@ async fn webhook_latency(ctx: &mut Ctx, engine: &str) -> Result<(), String> {
 }
 
 pub(super) async fn burst(ctx: &mut Ctx) -> Result<(), String> {
-    let n = ctx.sizes.burst_jobs;
     for engine in ENGINES {
-        let store = open(ctx, engine).await?;
-        let t = topic("burst", engine);
-        schedule_burst(ctx, &store, &t, n, &format!("burst, {engine}")).await?;
-        let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
-        let cpu = RedisCpu::start(ctx, engine).await?;
-        let own_cpu = process_cpu();
-        let started = Instant::now();
-        let center = TimeoutCenter::builder(store)
-            .handler(Noop {
-                hist,
-                done: done.clone(),
-            })
-            .start()
-            .await
-            .map_err(|e| e.to_string())?;
-        center.topic(&t).await.map_err(|e| e.to_string())?;
-        wait_drained(ctx, &done, n, &format!("burst, {engine}")).await;
-        let secs = started.elapsed().as_secs_f64();
-        let handled = done.load(Ordering::Relaxed);
-        center.shutdown(Duration::from_secs(1)).await;
-        cpu.add(ctx, "burst", "redis-server CPU per 100,000 fired", handled)
-            .await?;
-        if let (Some(before), Some(after)) = (own_cpu, process_cpu()) {
-            ctx.add(
-                "burst",
-                engine,
-                "this process's CPU per 100,000 fired",
-                (after - before) * 100_000.0 / handled.max(1) as f64,
-                "s",
-                "/proc/self/stat utime + stime, before and after the drain (the runtime, its handlers and the bench)",
-            );
-        }
-        ctx.add(
-            "burst",
-            engine,
-            "burst drained in",
-            secs,
-            "s",
-            &format!("{handled} of {n} jobs due at one instant"),
-        );
-        ctx.add(
-            "burst",
-            engine,
-            "burst drain rate",
-            handled as f64 / secs,
-            "jobs/s",
-            "no-op handler",
-        );
+        burst_on(ctx, engine, RunEvents::All).await?;
         if ctx.stopped() {
-            break;
+            return Ok(());
         }
     }
+    // A topic that keeps no `job.done` (`events = "changes"`): what the events cost a fire.
+    burst_on(ctx, "redis", RunEvents::Changes).await
+}
+
+/// The burst on one engine, its topic keeping `kept` events: rows named as the main run's,
+/// with `, events = changes` (or `none`) after them unless it keeps all.
+async fn burst_on(ctx: &mut Ctx, engine: &'static str, kept: RunEvents) -> Result<(), String> {
+    let n = ctx.sizes.burst_jobs;
+    let tail = match kept {
+        RunEvents::All => String::new(),
+        other => format!(", events = {}", other.as_str()),
+    };
+    let store = open(ctx, engine).await?;
+    let t = topic("burst", engine);
+    store
+        .put_topic(TopicConfig {
+            events: kept,
+            ..TopicConfig {
+                name: t.clone(),
+                ..options().topic_defaults
+            }
+        })
+        .await
+        .map_err(|e| e.to_string())?;
+    schedule_burst(ctx, &store, &t, n, &format!("burst, {engine}{tail}")).await?;
+    let (hist, done) = (histogram(), Arc::new(AtomicU64::new(0)));
+    let cpu = RedisCpu::start(ctx, engine).await?;
+    let own_cpu = process_cpu();
+    let started = Instant::now();
+    let center = TimeoutCenter::builder(store)
+        .handler(Noop {
+            hist,
+            done: done.clone(),
+        })
+        .start()
+        .await
+        .map_err(|e| e.to_string())?;
+    center.topic(&t).await.map_err(|e| e.to_string())?;
+    wait_drained(ctx, &done, n, &format!("burst, {engine}{tail}")).await;
+    let secs = started.elapsed().as_secs_f64();
+    let handled = done.load(Ordering::Relaxed);
+    center.shutdown(Duration::from_secs(1)).await;
+    cpu.add(
+        ctx,
+        "burst",
+        &format!("redis-server CPU per 100,000 fired{tail}"),
+        handled,
+    )
+    .await?;
+    if let (Some(before), Some(after)) = (own_cpu, process_cpu()) {
+        ctx.add(
+            "burst",
+            engine,
+            &format!("this process's CPU per 100,000 fired{tail}"),
+            (after - before) * 100_000.0 / handled.max(1) as f64,
+            "s",
+            "/proc/self/stat utime + stime, before and after the drain (the runtime, its handlers and the bench)",
+        );
+    }
+    ctx.add(
+        "burst",
+        engine,
+        &format!("burst drained in{tail}"),
+        secs,
+        "s",
+        &format!("{handled} of {n} jobs due at one instant"),
+    );
+    ctx.add(
+        "burst",
+        engine,
+        &format!("burst drain rate{tail}"),
+        handled as f64 / secs,
+        "jobs/s",
+        "no-op handler",
+    );
     Ok(())
 }
 

@@ -274,7 +274,11 @@ fn settle_in(
                 now,
                 topic.max_attempts,
             );
-            events.extend(Event::of_settled(item, finished));
+            events.extend(
+                Event::of_settled(item, finished)
+                    .into_iter()
+                    .filter(|e| topic.events.keeps(&e.event)),
+            );
             finished
         })
         .collect();

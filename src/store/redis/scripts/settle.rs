@@ -10,6 +10,10 @@ use crate::store::keys::SlotKeys;
 use crate::time::Millis;
 use crate::topic::TopicConfig;
 
+/// A short-form run's event when the topic keeps no `job.done` (`TopicConfig::events`):
+/// `lua/settle.lua` appends nothing for it.
+const NO_EVENT: &str = "{}";
+
 /// The runs a settle applies.
 pub(in crate::store::redis) enum Runs<'a> {
     /// The runtime's runs, each with its handed record and its handler's events.
@@ -61,17 +65,30 @@ impl Call for Settle<'_> {
             .arg(t.max_attempts)
             .arg(self.stream_cap)
             .arg(&t.name)
-            .arg(&t.default_type);
+            .arg(&t.default_type)
+            .arg(t.events.as_str());
+        // A run that ends done with no events of its handler's, in the short form: its event
+        // whole, or NO_EVENT when the topic keeps no `job.done`.
+        let keeps_done = t.events.keeps(crate::events::kind::DONE);
         match self.runs {
             Runs::Handed(batch) => {
                 for s in batch {
                     call.arg(&s.run.job.id)
                         .arg(s.run.token)
                         .arg(s.run.handed_record.text_for(s.run.token));
-                    let mut head = Event::head_json(s);
-                    if matches!(s.outcome, RunOutcome::Done) && s.emitted.is_empty() {
+                    let emitted: Vec<_> = s
+                        .emitted
+                        .iter()
+                        .filter(|e| t.events.keeps(&e.event))
+                        .collect();
+                    if matches!(s.outcome, RunOutcome::Done) && emitted.is_empty() {
                         // The short form: the event whole, which settle.lua writes as it
                         // is when the run settles as sent.
+                        if !keeps_done {
+                            call.arg(NO_EVENT);
+                            continue;
+                        }
+                        let mut head = Event::head_json(s);
                         head.push_str(crate::events::DONE_TAIL);
                         call.arg(head);
                         continue;
@@ -80,9 +97,9 @@ impl Call for Settle<'_> {
                     call.arg(kind)
                         .arg(at)
                         .arg(error)
-                        .arg(head)
-                        .arg(s.emitted.len());
-                    for e in &s.emitted {
+                        .arg(Event::head_json(s))
+                        .arg(emitted.len());
+                    for e in emitted {
                         let event = Event::of_run(s, &e.event, e.data.clone());
                         call.arg(serde_json::to_string(&event).expect("an event serialises"));
                     }
@@ -94,8 +111,12 @@ impl Call for Settle<'_> {
                         // A run this process handed out: the short form, as the runtime's.
                         call.arg(c.id)
                             .arg(c.token)
-                            .arg(run.record.text_for(c.token))
-                            .arg(run.done_event(&t.name, now));
+                            .arg(run.record.text_for(c.token));
+                        if keeps_done {
+                            call.arg(run.done_event(&t.name, now));
+                        } else {
+                            call.arg(NO_EVENT);
+                        }
                         continue;
                     }
                     let (kind, at, error) = outcome_args(&c.outcome, now);
@@ -126,7 +147,9 @@ impl Call for Settle<'_> {
 
 #[cfg(test)]
 mod tests {
+    use super::NO_EVENT;
     use crate::events::DONE_TAIL;
+    use crate::topic::RunEvents;
 
     /// A short run's event is written as sent only when it settles as `done`, and the script
     /// cuts `DONE_TAIL` off it for a head when it does not: the script's tail is this one.
@@ -137,5 +160,23 @@ mod tests {
             script.contains(&format!("local DONE_TAIL = '{DONE_TAIL}'")),
             "lua/settle.lua's DONE_TAIL is not {DONE_TAIL:?}"
         );
+        assert!(
+            script.contains(&format!("local NO_EVENT = '{NO_EVENT}'")),
+            "lua/settle.lua's NO_EVENT is not {NO_EVENT:?}"
+        );
+    }
+
+    /// The script's `keeps` reads the words `TopicConfig::events` sends.
+    #[test]
+    fn the_script_knows_every_word_of_a_topics_events() {
+        let script = include_str!("../../../../lua/settle.lua");
+        for kept in [RunEvents::All, RunEvents::Changes] {
+            assert!(
+                script.contains(&format!("kept == '{}'", kept.as_str())),
+                "lua/settle.lua's keeps does not read {kept:?}"
+            );
+        }
+        assert_eq!(RunEvents::None.as_str(), "none");
+        assert!(!RunEvents::None.keeps("job.retry"));
     }
 }
