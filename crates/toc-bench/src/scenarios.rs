@@ -1072,7 +1072,7 @@ impl RedisCpu {
             .collect();
         moved.sort_by(|a, b| b.2.total_cmp(&a.2));
         println!("  redis commands per job ({scenario}, {jobs} jobs), by CPU:");
-        for (name, calls, usec) in moved.iter().take(8) {
+        for (name, calls, usec) in moved.iter().take(16) {
             println!("    {name:<20} {calls:>10.4} calls/job {usec:>10.3} µs/job");
         }
         Ok(())
