@@ -928,8 +928,8 @@ async fn an_ack_of_a_run_claimed_here_settles_in_the_short_form() {
         b.settle_claims("q", &[ack("there")], T0 + 7).await.unwrap(),
         [Finished::Done]
     );
-    // FCALL, the function, 8, the eight keys, five arguments, then the run's.
-    assert_eq!(settle_calls(&mut conn), [3 + 8 + 5 + 4, 3 + 8 + 5 + 8]);
+    // FCALL, the function, 8, the eight keys, six arguments, then the run's.
+    assert_eq!(settle_calls(&mut conn), [3 + 8 + 6 + 4, 3 + 8 + 6 + 8]);
     let mut events = events_of(a, "q", 2).await;
     assert_eq!(events.len(), 2);
     for ev in &mut events {
